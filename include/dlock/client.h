@@ -1,0 +1,105 @@
+/* dlock client: one connection set to one Redis server and the engine
+ * thread that owns it.
+ *
+ * A client runs one engine thread with a libuv loop. That thread alone
+ * touches the Redis connections: calls from any number of application
+ * threads are queued, and everything queued in one loop turn is written as
+ * one pipeline. The client also runs the watchdog (lease renewal for locks
+ * held without a lease) and the pub/sub waiter (wake-ups instead of polling).
+ *
+ * Thread-safety: every function here may be called from any thread, except
+ * dlock_client_close(), which must not race with a second close of the same
+ * client. Lock handles keep their client's memory alive, so a lock used after
+ * its client was closed fails with DLOCK_ECLOSED instead of crashing.
+ */
+#ifndef DLOCK_CLIENT_H
+#define DLOCK_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_client dlock_client;
+
+/* Why a hold was lost (argument of the lost-lock callback). */
+typedef enum dlock_lost_reason {
+  DLOCK_LOST_EXPIRED = 1,  /* the server no longer has the hold (lease ran
+                              out, key deleted, server restarted) */
+  DLOCK_LOST_UNRENEWED = 2, /* renewals failed until the lease's validity
+                               passed: it may be gone, treat it as gone */
+  DLOCK_LOST_MAX_HOLD = 3  /* held longer than max_hold_ms: renewal stopped */
+} dlock_lost_reason;
+
+/* Called once for every hold the watchdog finds lost, on the client's engine
+ * thread. It must return quickly and must not call blocking dlock functions
+ * (they fail with DLOCK_EINVAL there). name/name_len and owner are valid only
+ * during the call. owner_id is the thread or explicit owner id that held it. */
+typedef void dlock_lost_fn(void *data, const char *name, size_t name_len,
+                           uint64_t owner_id, dlock_lost_reason reason);
+
+typedef struct dlock_client_opts {
+  unsigned version;            /* DLOCK_CLIENT_OPTS_VERSION */
+  int64_t connect_timeout_ms;  /* TCP connect + handshake; also how long a
+                                  call waits for a connection (default 2000) */
+  int64_t command_timeout_ms;  /* one command's reply (default 3000); a late
+                                  reply drops and re-opens the connection */
+  int64_t watchdog_timeout_ms; /* lease of holds taken without a lease; renewed
+                                  every third of it (default 30000) */
+  int64_t max_hold_ms;         /* watchdog stops renewing a hold after this
+                                  long; 0 = no limit (default) */
+  const char *client_name;     /* CLIENT SETNAME; NULL = "dlock" */
+  dlock_lost_fn *on_lost;      /* lost-lock callback, may be NULL */
+  void *on_lost_data;
+} dlock_client_opts;
+
+#define DLOCK_CLIENT_OPTS_VERSION 1u
+#define DLOCK_CLIENT_OPTS_INIT \
+  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL }
+
+/* Open a client and connect to Redis.
+ *
+ * uri   "redis://[[user]:password@]host[:port][/db]" (port 6379, db 0 by
+ *       default; user and password are percent-decoded) or
+ *       "unix://[[user]:password@]/path/to/socket[?db=N]".
+ * opts  NULL for the defaults.
+ * out   OUT: the client, or NULL on failure.
+ *
+ * Returns DLOCK_OK once the first connection is up (AUTH, SELECT and CLIENT
+ * SETNAME done; they are sent again after every reconnect).
+ * DLOCK_EINVAL: bad URI or options (dlock_errmsg() says which part).
+ * DLOCK_EIO: the server could not be reached or refused the handshake within
+ * connect_timeout_ms. DLOCK_ENOMEM.
+ */
+DLOCK_API int dlock_client_open(const char *uri, const dlock_client_opts *opts,
+                                dlock_client **out);
+
+/* Close the client: stop the watchdog, fail calls in progress and waiters with
+ * DLOCK_ECLOSED, close the connections and join the engine thread. Locks still
+ * held are NOT released: their leases expire on the server by themselves
+ * (within the watchdog timeout for locks held without a lease). The memory is
+ * freed once the last lock handle of the client is freed. NULL is a no-op.
+ * Must not be called from the engine thread (a lost-lock callback). */
+DLOCK_API void dlock_client_close(dlock_client *client);
+
+/* The client's id U (36-character UUID), part of every owner string "U:T".
+ * Valid as long as the client. */
+DLOCK_API const char *dlock_client_id(const dlock_client *client);
+
+/* The calling thread's owner id T: a number unique within the process, handed
+ * out on a thread's first use and never reused. */
+DLOCK_API uint64_t dlock_thread_id(void);
+
+/* A fresh owner id from the same sequence as thread ids, never the id of a
+ * thread. Bind it to a lock (dlock_lock_bind_owner) so one logical owner can
+ * acquire in one thread and release in another. */
+DLOCK_API uint64_t dlock_owner_id_new(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_CLIENT_H */

@@ -1,0 +1,11 @@
+/* dlock: Redis-based distributed locks and synchronizers for C.
+ * Umbrella header: include this one. */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include "dlock/version.h"
+#include "dlock/error.h"
+#include "dlock/client.h"
+#include "dlock/lock.h"
+
+#endif /* DLOCK_H */

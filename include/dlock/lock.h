@@ -1,0 +1,149 @@
+/* The dlock lock interface: one set of calls for every kind of lock.
+ *
+ * A dlock_lock is a handle on one named lock. Its kind (reentrant, fenced,
+ * and later fair, read, write, multi, RedLock) is chosen when the handle is
+ * made; everything else works on any kind through the calls below, which
+ * dispatch through the kind's method table. A method a kind lacks returns
+ * DLOCK_ENOTSUP.
+ *
+ * Owner: by default the owner of a hold is the calling thread ("U:T" on the
+ * wire), so one handle may be shared by many threads and each thread holds
+ * and re-enters on its own, like a Redisson RLock. dlock_lock_bind_owner()
+ * binds a handle to an explicit owner id instead, for work that moves between
+ * threads.
+ *
+ * Thread-safety: any thread, concurrently on one handle, except
+ * dlock_lock_free() and dlock_lock_bind_owner(), which must not race with
+ * other calls on the same handle. None of the blocking calls may be made from
+ * a lost-lock callback (the engine thread): they return DLOCK_EINVAL there.
+ */
+#ifndef DLOCK_LOCK_H
+#define DLOCK_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/client.h"
+#include "dlock/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_lock dlock_lock;
+
+/* wait_ms: 0 = try once, > 0 = budget in ms, DLOCK_WAIT_FOREVER. */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+/* lease_ms: > 0 = fixed lease, no renewal; DLOCK_LEASE_WATCHDOG = lease of the
+ * client's watchdog timeout, renewed until released. */
+#define DLOCK_LEASE_WATCHDOG ((int64_t)-1)
+
+/* Longest lock name accepted, in bytes. */
+#define DLOCK_NAME_MAX 65536
+
+/* Capability bits (dlock_lock_caps). */
+#define DLOCK_CAP_REENTRANT 0x01u  /* the same owner may acquire again */
+#define DLOCK_CAP_SHARED 0x02u     /* several owners may hold at once */
+#define DLOCK_CAP_FAIR 0x04u       /* FIFO grants */
+#define DLOCK_CAP_FENCED 0x08u     /* grants carry a fencing token */
+#define DLOCK_CAP_MULTI_NODE 0x10u /* spans several Redis servers */
+
+typedef struct dlock_lock_opts {
+  unsigned version; /* DLOCK_LOCK_OPTS_VERSION */
+  size_t name_len;  /* 0 = strlen(name); set it for names with NUL bytes */
+} dlock_lock_opts;
+
+#define DLOCK_LOCK_OPTS_VERSION 1u
+#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0 }
+
+/* What a successful acquire grants (dlock_acquire_grant). */
+typedef struct dlock_grant {
+  int64_t token;       /* fencing token (fenced kinds), else 0 */
+  int64_t validity_ms; /* how long the hold is certainly valid from when
+                          acquire returned (the lease less the time the call
+                          took) */
+} dlock_grant;
+
+typedef struct dlock_lock_state {
+  int locked;          /* held by anyone */
+  int held_by_me;      /* held by the calling (or bound) owner */
+  int64_t hold_count;  /* the caller's re-entry count, 0 when not held */
+  int64_t ttl_ms;      /* remaining lease; -2 when free, -1 when no TTL */
+} dlock_lock_state;
+
+/* Make a reentrant lock handle named name (Redisson RLock layout).
+ * client  the client it talks through; the handle keeps its memory alive.
+ * name    any bytes, 1..DLOCK_NAME_MAX long (copied).
+ * opts    NULL for the defaults.
+ * out     OUT: the handle, NULL on failure.
+ * Errors: DLOCK_EINVAL (NULL, empty or over-long name), DLOCK_ENOMEM,
+ * DLOCK_ECLOSED (client closed). No Redis traffic. */
+DLOCK_API int dlock_reentrant_lock_new(dlock_client *client, const char *name,
+                                       const dlock_lock_opts *opts,
+                                       dlock_lock **out);
+
+/* Make a fenced lock handle: a reentrant lock whose every grant (re-entry
+ * included) returns a fencing token from redisson_lock_token:{name} that
+ * strictly increases across all holders. Arguments and errors as for
+ * dlock_reentrant_lock_new(). */
+DLOCK_API int dlock_fenced_lock_new(dlock_client *client, const char *name,
+                                    const dlock_lock_opts *opts,
+                                    dlock_lock **out);
+
+/* Acquire: try, then wait for the lock up to wait_ms (pub/sub wake-ups, no
+ * polling), holding it for lease_ms or under the watchdog.
+ * Returns DLOCK_OK when held (again, for a re-entry), DLOCK_EBUSY when
+ * wait_ms is 0 and another owner holds it, DLOCK_ETIMEDOUT when the budget
+ * ran out, DLOCK_EINVAL (bad arguments, engine thread), DLOCK_EIO (no
+ * connection within the connect or command timeout), DLOCK_EREDIS (server
+ * error, e.g. WRONGTYPE: the key is not a lock), DLOCK_ECLOSED. */
+DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/* dlock_acquire() that also fills *grant (may be NULL) on success. */
+DLOCK_API int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms,
+                                  int64_t lease_ms, dlock_grant *grant);
+
+/* Try once: dlock_acquire(lock, 0, lease_ms). */
+DLOCK_API int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms);
+
+/* Release one hold of the caller. A partial release (re-entries remain)
+ * re-arms the lease. The call is idempotent on the server and retried once
+ * when its reply is lost to a timeout.
+ * Returns DLOCK_OK, DLOCK_ENOTOWNER (the caller holds no hold on it),
+ * DLOCK_ELOST (the caller held it but the lease ran out or the key was
+ * removed; the hold is gone), DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
+DLOCK_API int dlock_release(dlock_lock *lock);
+
+/* Delete the lock whoever holds it, and wake its waiters.
+ * Returns DLOCK_OK when a lock was deleted, DLOCK_ENOTOWNER when it was free
+ * (nothing to release), DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. Holders are
+ * told by their next renewal (lost callback) or release (DLOCK_ELOST). */
+DLOCK_API int dlock_force_release(dlock_lock *lock);
+
+/* One consistent snapshot of the lock's state on the server (OUT *state). */
+DLOCK_API int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state);
+
+/* Bind the handle to an explicit owner id (from dlock_owner_id_new()), so
+ * holds belong to that id whatever thread calls; 0 goes back to per-thread
+ * owners. Returns DLOCK_OK or DLOCK_EINVAL. */
+DLOCK_API int dlock_lock_bind_owner(dlock_lock *lock, uint64_t owner_id);
+
+/* The kind's name ("reentrant", "fenced", ...); "" for NULL. */
+DLOCK_API const char *dlock_lock_kind(const dlock_lock *lock);
+
+/* The kind's DLOCK_CAP_* bits; 0 for NULL. */
+DLOCK_API unsigned dlock_lock_caps(const dlock_lock *lock);
+
+/* The lock's name and its length (OUT *len, may be NULL). Valid as long as
+ * the handle. NULL for a NULL lock. */
+DLOCK_API const char *dlock_lock_name(const dlock_lock *lock, size_t *len);
+
+/* Free the handle. Holds it still has are NOT released (their leases run out;
+ * watchdog holds are renewed until released through another handle of the
+ * same name and owner, or the client closes). NULL is a no-op. */
+DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_LOCK_H */

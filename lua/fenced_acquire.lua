@@ -1,0 +1,15 @@
+-- Fenced lock: acquire or re-enter, and hand out a fencing token.
+-- KEYS[1]  the lock hash N (field owner -> hold count)
+-- KEYS[2]  the token counter redisson_lock_token:{N}
+-- ARGV[1]  lease in ms
+-- ARGV[2]  owner "U:T"
+-- reply    {1, token} when acquired (every grant, re-entry included, INCRs the
+--          counter, so tokens strictly increase across all holders);
+--          {0, pttl} when held by another owner
+-- errors   WRONGTYPE when N is not a hash or the token key is not a counter
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, redis.call('incr', KEYS[2])}
+end
+return {0, redis.call('pttl', KEYS[1])}

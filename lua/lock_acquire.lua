@@ -1,0 +1,14 @@
+-- Reentrant lock: acquire or re-enter.
+-- KEYS[1]  the lock hash N (field owner -> hold count)
+-- ARGV[1]  lease in ms
+-- ARGV[2]  owner "U:T"
+-- reply    nil when acquired (first hold or re-entry: HINCRBY and PEXPIRE);
+--          otherwise the lock's PTTL in ms, the longest the caller must wait
+--          for it to free by itself (-1 when the hash has no TTL)
+-- errors   WRONGTYPE when N holds something other than a hash
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+return redis.call('pttl', KEYS[1])

@@ -1,0 +1,30 @@
+-- Reentrant lock: release one hold, idempotently.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the unlock latch redisson_unlock_latch:{N}:R (R = one id per release
+--          call, reused by its retries)
+-- ARGV[1]  lease in ms, re-armed when holds remain
+-- ARGV[2]  owner "U:T"
+-- ARGV[3]  latch lifetime in ms (covers the caller's whole retry window)
+-- ARGV[4]  publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[5]  unlock channel redisson_lock__channel:{N}
+-- ARGV[6]  unlock message ("0")
+-- reply    nil: owner has no hold (never held, or the lease ran out);
+--          0: a hold remains (lease re-armed); 1: fully released (N deleted,
+--          waiters told). A retry with the same R replays the first 0 or 1.
+-- errors   WRONGTYPE when N is not a hash
+local done = redis.call('get', KEYS[2])
+if done then
+  return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('set', KEYS[2], '0', 'px', ARGV[3])
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], ARGV[5], ARGV[6])
+redis.call('set', KEYS[2], '1', 'px', ARGV[3])
+return 1

@@ -1,0 +1,494 @@
+/* One Redis connection owned by the engine thread: connect (TCP or unix
+ * socket), handshake (AUTH, SELECT, CLIENT SETNAME), pipelined writes,
+ * replies parsed with hiredis's reader, deadlines, reconnect with backoff.
+ *
+ * Why not hiredis's async context: it has no timeouts in 0.14, and its
+ * pub/sub bookkeeping differs between 0.14 and 1.x. Owning the socket lets
+ * the engine pipeline exactly once per loop turn, enforce connect and
+ * command deadlines, and parse subscribe/unsubscribe confirmations itself
+ * (docs/design-changes.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/scripts.h"
+
+#define BACKOFF_FIRST_MS 25
+#define BACKOFF_MAX_MS 1000
+
+static void on_timer(uv_timer_t *t);
+static void conn_fail(dlock__conn *conn, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
+                       const char *why) {
+  if (why)
+    snprintf(req->errmsg, sizeof req->errmsg, "%.255s", why);
+  dlock__buf_free(&req->cmd);
+  req->done(req, reply, status);
+}
+
+static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
+  req->next = NULL;
+  if (*tail)
+    (*tail)->next = req;
+  else
+    *head = req;
+  *tail = req;
+}
+
+static dlock__req *pop(dlock__req **head, dlock__req **tail) {
+  dlock__req *req = *head;
+  if (req) {
+    *head = req->next;
+    if (*head == NULL)
+      *tail = NULL;
+    req->next = NULL;
+  }
+  return req;
+}
+
+static const char *where(dlock__conn *conn, char *buf, size_t n) {
+  const dlock__uri *u = &conn->client->uri;
+  if (u->path)
+    snprintf(buf, n, "%s", u->path);
+  else
+    snprintf(buf, n, "%s:%d", u->host, u->port);
+  return buf;
+}
+
+static void conn_arm(dlock__conn *conn) {
+  const dlock_client_opts *o = &conn->client->opts;
+  int64_t next = INT64_MAX;
+  switch (conn->state) {
+  case CONN_CONNECTING:
+  case CONN_HANDSHAKE:
+    next = conn->connect_started_ms + o->connect_timeout_ms;
+    break;
+  case CONN_READY:
+    if (conn->inflight)
+      next = conn->inflight->sent_ms + o->command_timeout_ms;
+    break;
+  case CONN_DOWN:
+    next = conn->reconnect_at_ms;
+    break;
+  case CONN_CLOSING:
+    break;
+  }
+  if (conn->waiting && conn->waiting->queued_ms + o->connect_timeout_ms < next)
+    next = conn->waiting->queued_ms + o->connect_timeout_ms;
+  if (next == INT64_MAX || conn->client->stopping)
+    return;
+  int64_t now = dlock__now_ms();
+  if (conn->timer_due != 0 && conn->timer_due <= next && conn->timer_due > now)
+    return; /* an earlier wake-up is armed; it re-arms for this one */
+  conn->timer_due = next;
+  uv_timer_start(&conn->timer, on_timer, next > now ? (uint64_t)(next - now) : 0,
+                 0);
+}
+
+/* Append req's bytes to the pipeline and expect its reply. */
+static void conn_put(dlock__conn *conn, dlock__req *req) {
+  int was_empty = conn->inflight == NULL;
+  req->sent_ms = dlock__now_ms();
+  push(&conn->inflight, &conn->inflight_tail, req);
+  if (dlock__buf_add(&conn->out, req->cmd.p, req->cmd.len) != DLOCK_OK) {
+    conn_fail(conn, "out of memory for the write buffer");
+    return;
+  }
+  if (was_empty)
+    conn_arm(conn);
+}
+
+void dlock__conn_send(dlock__conn *conn, dlock__req *req) {
+  if (conn->state == CONN_READY) {
+    conn_put(conn, req);
+    return;
+  }
+  int was_empty = conn->waiting == NULL;
+  push(&conn->waiting, &conn->waiting_tail, req);
+  if (was_empty)
+    conn_arm(conn);
+}
+
+static void fail_list(dlock__req **head, dlock__req **tail, int status,
+                      const char *why) {
+  dlock__req *req;
+  while ((req = pop(head, tail)) != NULL)
+    dlock__req_finish(req, NULL, status, why);
+}
+
+static void on_closed(uv_handle_t *h) {
+  dlock__conn *conn = DLOCK__CONTAINER(h, dlock__conn, u);
+  conn->u.handle.data = NULL;
+  conn->state = CONN_DOWN;
+  if (conn->client->stopping)
+    return;
+  conn->reconnect_at_ms = dlock__now_ms() + conn->backoff_ms;
+  conn->backoff_ms = conn->backoff_ms ? conn->backoff_ms * 2 : BACKOFF_FIRST_MS;
+  if (conn->backoff_ms > BACKOFF_MAX_MS)
+    conn->backoff_ms = BACKOFF_MAX_MS;
+  conn_arm(conn);
+}
+
+/* Drop the connection: every request in flight fails with DLOCK_EIO (a reply
+ * can never be matched to it again), the socket closes, and a reconnect is
+ * scheduled. Requests not sent yet keep waiting for the next connection. */
+static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
+  if (conn->state == CONN_DOWN || conn->state == CONN_CLOSING)
+    return;
+  char addr[128];
+  int n = snprintf(conn->last_error, sizeof conn->last_error, "%s (%s): ",
+                   where(conn, addr, sizeof addr), conn->role);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
+  va_end(ap);
+  conn->state = CONN_CLOSING;
+  conn->out.len = 0;
+  redisReaderFree(conn->reader);
+  conn->reader = redisReaderCreate();
+  char why[256];
+  snprintf(why, sizeof why, "%s", conn->last_error);
+  fail_list(&conn->inflight, &conn->inflight_tail, DLOCK_EIO, why);
+  if (conn->is_sub)
+    dlock__pubsub_on_down(conn->client);
+  if (conn->resolving)
+    uv_cancel((uv_req_t *)&conn->gai_req);
+  if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
+    uv_close(&conn->u.handle, on_closed);
+  else if (!conn->resolving)
+    on_closed(&conn->u.handle);
+}
+
+static void on_write(uv_write_t *w, int status) {
+  dlock__conn *conn = w->data;
+  conn->writes_pending--;
+  free(w);
+  if (status < 0 && status != UV_ECANCELED)
+    conn_fail(conn, "write failed: %s", uv_strerror(status));
+}
+
+void dlock__conn_flush(dlock__conn *conn) {
+  if (conn->out.len == 0 ||
+      (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE))
+    return;
+  uv_buf_t buf = uv_buf_init(conn->out.p, (unsigned)conn->out.len);
+  size_t done = 0;
+  if (conn->writes_pending == 0) {
+    int n = uv_try_write(&conn->u.stream, &buf, 1);
+    if (n < 0 && n != UV_EAGAIN) {
+      conn_fail(conn, "write failed: %s", uv_strerror(n));
+      return;
+    }
+    done = n > 0 ? (size_t)n : 0;
+  }
+  if (done < conn->out.len) {
+    /* The kernel buffer is full: hand the rest to libuv, which keeps the
+     * order of queued writes. The copy lives with the write request. */
+    size_t rest = conn->out.len - done;
+    uv_write_t *w = malloc(sizeof *w + rest);
+    if (w == NULL) {
+      conn_fail(conn, "out of memory for a write");
+      return;
+    }
+    char *copy = (char *)(w + 1);
+    memcpy(copy, conn->out.p + done, rest);
+    w->data = conn;
+    uv_buf_t b = uv_buf_init(copy, (unsigned)rest);
+    int rc = uv_write(w, &conn->u.stream, &b, 1, on_write);
+    if (rc < 0) {
+      free(w);
+      conn_fail(conn, "write failed: %s", uv_strerror(rc));
+      return;
+    }
+    conn->writes_pending++;
+  }
+  conn->out.len = 0;
+}
+
+static int is_push(const redisReply *r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+      r->element[0]->type != REDIS_REPLY_STRING)
+    return 0;
+  const char *k = r->element[0]->str;
+  return strcmp(k, "message") == 0 || strcmp(k, "subscribe") == 0 ||
+         strcmp(k, "unsubscribe") == 0;
+}
+
+/* Turn an EVALSHA into an EVAL of the script's body: same keys and args. */
+static int to_eval(dlock__req *req) {
+  const dlock__script *s = &dlock__scripts[req->script];
+  dlock__buf b = {0};
+  size_t tail = req->cmd.len - req->script_tail;
+  if (dlock__buf_reserve(&b, tail + s->len + 64) != DLOCK_OK ||
+      dlock__resp_array(&b, req->argc) != DLOCK_OK ||
+      dlock__resp_bulk(&b, "EVAL", 4) != DLOCK_OK ||
+      dlock__resp_bulk(&b, s->body, s->len) != DLOCK_OK ||
+      dlock__buf_add(&b, req->cmd.p + req->script_tail, tail) != DLOCK_OK) {
+    dlock__buf_free(&b);
+    return DLOCK_ENOMEM;
+  }
+  dlock__buf_free(&req->cmd);
+  req->cmd = b;
+  req->script = -1; /* EVAL caches the script; no second rewrite */
+  return DLOCK_OK;
+}
+
+static void dispatch(dlock__conn *conn, redisReply *reply) {
+  if (conn->is_sub && is_push(reply)) {
+    dlock__pubsub_on_reply(conn->client, reply);
+    freeReplyObject(reply);
+    return;
+  }
+  dlock__req *req = pop(&conn->inflight, &conn->inflight_tail);
+  if (req == NULL) {
+    freeReplyObject(reply);
+    conn_fail(conn, "reply without a request (protocol out of step)");
+    return;
+  }
+  if (req->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
+      strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+    freeReplyObject(reply);
+    if (to_eval(req) != DLOCK_OK) {
+      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+      return;
+    }
+    dlock__conn_send(conn, req);
+    return;
+  }
+  dlock__req_finish(req, reply, DLOCK_OK, NULL);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  dlock__conn *conn = h->data;
+  *buf = uv_buf_init(conn->readbuf, sizeof conn->readbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  dlock__conn *conn = s->data;
+  if (nread < 0) {
+    conn_fail(conn, "%s", nread == UV_EOF ? "connection closed by the server"
+                                          : uv_strerror((int)nread));
+    return;
+  }
+  if (nread == 0 || conn->state == CONN_CLOSING || conn->state == CONN_DOWN)
+    return;
+  if (redisReaderFeed(conn->reader, buf->base, (size_t)nread) != REDIS_OK) {
+    conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
+    return;
+  }
+  for (;;) {
+    void *reply = NULL;
+    if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
+      conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
+      return;
+    }
+    if (reply == NULL)
+      break;
+    dispatch(conn, reply);
+    if (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE)
+      return;
+  }
+}
+
+static void conn_ready(dlock__conn *conn) {
+  conn->state = CONN_READY;
+  conn->backoff_ms = 0;
+  conn->last_error[0] = '\0';
+  dlock__req *req;
+  while ((req = pop(&conn->waiting, &conn->waiting_tail)) != NULL)
+    conn_put(conn, req);
+  if (conn->is_sub)
+    dlock__pubsub_on_ready(conn->client);
+  conn_arm(conn);
+}
+
+static void handshake_done(dlock__req *req, redisReply *reply, int status) {
+  dlock__conn *conn = req->data;
+  if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
+    conn_fail(conn, "handshake refused: %s", reply->str);
+  } else if (status == DLOCK_OK && --conn->handshake_left == 0) {
+    conn_ready(conn);
+  }
+  if (reply)
+    freeReplyObject(reply);
+  free(req);
+}
+
+static int handshake_send(dlock__conn *conn, size_t argc, const char **argv) {
+  size_t lens[4];
+  for (size_t i = 0; i < argc; i++)
+    lens[i] = strlen(argv[i]);
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL || dlock__req_command(req, argc, argv, lens) != DLOCK_OK) {
+    free(req);
+    return DLOCK_ENOMEM;
+  }
+  req->done = handshake_done;
+  req->data = conn;
+  conn->handshake_left++;
+  conn_put(conn, req);
+  return DLOCK_OK;
+}
+
+static void on_connect(uv_connect_t *creq, int status) {
+  dlock__conn *conn = creq->data;
+  if (conn->state != CONN_CONNECTING)
+    return;
+  if (status < 0) {
+    conn_fail(conn, "connect failed: %s", uv_strerror(status));
+    return;
+  }
+  if (!conn->client->uri.path)
+    uv_tcp_nodelay(&conn->u.tcp, 1);
+  int rc = uv_read_start(&conn->u.stream, on_alloc, on_read);
+  if (rc < 0) {
+    conn_fail(conn, "read failed: %s", uv_strerror(rc));
+    return;
+  }
+  conn->state = CONN_HANDSHAKE;
+  conn->handshake_left = 0;
+  dlock_client *c = conn->client;
+  char db[24];
+  const char *argv[4];
+  rc = DLOCK_OK;
+  if (c->uri.password) {
+    argv[0] = "AUTH";
+    if (c->uri.user) {
+      argv[1] = c->uri.user;
+      argv[2] = c->uri.password;
+      rc = handshake_send(conn, 3, argv);
+    } else {
+      argv[1] = c->uri.password;
+      rc = handshake_send(conn, 2, argv);
+    }
+  }
+  if (rc == DLOCK_OK && c->uri.db != 0) {
+    snprintf(db, sizeof db, "%ld", c->uri.db);
+    argv[0] = "SELECT";
+    argv[1] = db;
+    rc = handshake_send(conn, 2, argv);
+  }
+  if (rc == DLOCK_OK) {
+    argv[0] = "CLIENT";
+    argv[1] = "SETNAME";
+    argv[2] = c->client_name;
+    rc = handshake_send(conn, 3, argv);
+  }
+  if (rc != DLOCK_OK)
+    conn_fail(conn, "out of memory in the handshake");
+}
+
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
+  dlock__conn *conn = g->data;
+  conn->resolving = 0;
+  if (conn->state != CONN_CONNECTING) {
+    if (res)
+      uv_freeaddrinfo(res);
+    if (conn->state == CONN_CLOSING && !conn->client->stopping)
+      on_closed(&conn->u.handle);
+    return;
+  }
+  if (status < 0) {
+    conn_fail(conn, "cannot resolve host: %s", uv_strerror(status));
+    return;
+  }
+  const struct addrinfo *ai = res;
+  for (const struct addrinfo *a = res; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) { /* Redis binds 127.0.0.1 by default */
+      ai = a;
+      break;
+    }
+  uv_tcp_init(&conn->client->loop, &conn->u.tcp);
+  conn->u.handle.data = conn;
+  int rc = uv_tcp_connect(&conn->connect_req, &conn->u.tcp, ai->ai_addr,
+                          on_connect);
+  uv_freeaddrinfo(res);
+  if (rc < 0)
+    conn_fail(conn, "connect failed: %s", uv_strerror(rc));
+}
+
+void dlock__conn_start(dlock__conn *conn) {
+  dlock_client *c = conn->client;
+  conn->state = CONN_CONNECTING;
+  conn->connect_started_ms = dlock__now_ms();
+  conn->u.handle.data = NULL;
+  conn->connect_req.data = conn;
+  if (c->uri.path) {
+    uv_pipe_init(&c->loop, &conn->u.pipe, 0);
+    conn->u.handle.data = conn;
+    uv_pipe_connect(&conn->connect_req, &conn->u.pipe, c->uri.path, on_connect);
+  } else {
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->uri.port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    conn->gai_req.data = conn;
+    int rc = uv_getaddrinfo(&c->loop, &conn->gai_req, on_resolved, c->uri.host,
+                            port, &hints);
+    if (rc < 0) {
+      conn_fail(conn, "cannot resolve host: %s", uv_strerror(rc));
+      return;
+    }
+    conn->resolving = 1;
+  }
+  conn_arm(conn);
+}
+
+static void on_timer(uv_timer_t *t) {
+  dlock__conn *conn = t->data;
+  const dlock_client_opts *o = &conn->client->opts;
+  int64_t now = dlock__now_ms();
+  conn->timer_due = 0;
+  if (conn->client->stopping)
+    return;
+  if ((conn->state == CONN_CONNECTING || conn->state == CONN_HANDSHAKE) &&
+      now >= conn->connect_started_ms + o->connect_timeout_ms)
+    conn_fail(conn, "connect timed out after %lld ms",
+              (long long)o->connect_timeout_ms);
+  if (conn->state == CONN_READY && conn->inflight &&
+      now >= conn->inflight->sent_ms + o->command_timeout_ms)
+    conn_fail(conn, "no reply within the command timeout (%lld ms)",
+              (long long)o->command_timeout_ms);
+  while (conn->waiting &&
+         now >= conn->waiting->queued_ms + o->connect_timeout_ms) {
+    char why[400], addr[128];
+    snprintf(why, sizeof why, "not connected to %s within %lld ms%s%s",
+             where(conn, addr, sizeof addr), (long long)o->connect_timeout_ms,
+             conn->last_error[0] ? ": " : "", conn->last_error);
+    dlock__req_finish(pop(&conn->waiting, &conn->waiting_tail), NULL,
+                      DLOCK_EIO, why);
+  }
+  if (conn->state == CONN_DOWN && now >= conn->reconnect_at_ms)
+    dlock__conn_start(conn);
+  conn_arm(conn);
+}
+
+void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub) {
+  memset(conn, 0, sizeof *conn);
+  conn->client = c;
+  conn->is_sub = is_sub;
+  conn->role = is_sub ? "pub/sub connection" : "command connection";
+  conn->state = CONN_DOWN;
+  conn->reader = redisReaderCreate();
+  uv_timer_init(&c->loop, &conn->timer);
+  conn->timer.data = conn;
+}
+
+void dlock__conn_shutdown(dlock__conn *conn, int status) {
+  fail_list(&conn->inflight, &conn->inflight_tail, status, "client closed");
+  fail_list(&conn->waiting, &conn->waiting_tail, status, "client closed");
+  if (conn->resolving)
+    uv_cancel((uv_req_t *)&conn->gai_req);
+  if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
+    uv_close(&conn->u.handle, NULL);
+  conn->state = CONN_CLOSING;
+  uv_close((uv_handle_t *)&conn->timer, NULL);
+  redisReaderFree(conn->reader);
+  conn->reader = NULL;
+  dlock__buf_free(&conn->out);
+}

@@ -1,0 +1,383 @@
+/* The client and its engine thread: request queue, loop, sync calls.
+ *
+ * Application threads never touch a connection. They build a request (RESP
+ * bytes plus a completion), push it on the client's queue and wake the loop
+ * with uv_async_send. The loop drains the whole queue into the connection's
+ * output buffer, and a prepare handle writes that buffer once per loop turn:
+ * commands from many threads share one write and one read (automatic
+ * pipelining). A blocking call waits on its own thread's condition variable,
+ * never on a lock shared with other callers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uuid/uuid.h>
+
+#include "core/engine.h"
+#include "core/scripts.h"
+
+static _Thread_local dlock__sync tls_sync;
+static _Thread_local int tls_on_engine;
+static _Thread_local uint64_t tls_thread_id;
+static atomic_uint_fast64_t next_owner_id = 1;
+
+uint64_t dlock_thread_id(void) {
+  if (tls_thread_id == 0)
+    tls_thread_id = atomic_fetch_add(&next_owner_id, 1);
+  return tls_thread_id;
+}
+
+uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); }
+
+int dlock__on_engine_thread(void) { return tls_on_engine; }
+
+dlock__sync *dlock__sync_self(void) {
+  dlock__sync *s = &tls_sync;
+  if (!s->init) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    s->init = 1;
+  }
+  return s;
+}
+
+int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms) {
+  if (deadline_ms < 0)
+    return pthread_cond_wait(&s->cv, &s->mu);
+  struct timespec ts = {.tv_sec = deadline_ms / 1000,
+                        .tv_nsec = (deadline_ms % 1000) * 1000000};
+  return pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
+/* ---- building requests ---------------------------------------------------- */
+
+static void req_reset(dlock__req *req, size_t argc) {
+  req->next = NULL;
+  req->cmd = (dlock__buf){0};
+  req->script = -1;
+  req->script_tail = 0;
+  req->argc = argc;
+  req->task = NULL;
+  req->arg = NULL;
+  req->errmsg[0] = '\0';
+}
+
+void dlock__req_task(dlock__req *req,
+                     void (*task)(dlock_client *c, dlock__req *req), void *arg) {
+  req_reset(req, 0);
+  req->task = task;
+  req->arg = arg;
+}
+
+int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
+                       const size_t *lens) {
+  req_reset(req, argc);
+  int rc = dlock__resp_array(&req->cmd, argc);
+  for (size_t i = 0; rc == DLOCK_OK && i < argc; i++)
+    rc = dlock__resp_bulk(&req->cmd, argv[i], lens[i]);
+  if (rc != DLOCK_OK) {
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory building a command");
+  }
+  return DLOCK_OK;
+}
+
+int dlock__req_script(dlock__req *req, int script, size_t nkeys,
+                      const char *const *keys, const size_t *klens,
+                      size_t nargs, const char *const *args,
+                      const size_t *alens) {
+  req_reset(req, 3 + nkeys + nargs);
+  const dlock__script *s = &dlock__scripts[script];
+  char num[24];
+  int n = snprintf(num, sizeof num, "%zu", nkeys);
+  int rc = dlock__buf_reserve(&req->cmd, 96 + 16 * (nkeys + nargs));
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_array(&req->cmd, req->argc);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(&req->cmd, "EVALSHA", 7);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(&req->cmd, s->sha1, 40);
+  req->script_tail = req->cmd.len;
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(&req->cmd, num, (size_t)n);
+  for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++)
+    rc = dlock__resp_bulk(&req->cmd, keys[i], klens[i]);
+  for (size_t i = 0; rc == DLOCK_OK && i < nargs; i++)
+    rc = dlock__resp_bulk(&req->cmd, args[i], alens[i]);
+  if (rc != DLOCK_OK) {
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory building a script call");
+  }
+  req->script = script;
+  return DLOCK_OK;
+}
+
+/* ---- submitting ----------------------------------------------------------- */
+
+int dlock__submit(dlock_client *c, dlock__req *req) {
+  req->queued_ms = dlock__now_ms();
+  req->next = NULL;
+  pthread_mutex_lock(&c->qmu);
+  if (c->closing) {
+    pthread_mutex_unlock(&c->qmu);
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  }
+  int was_empty = c->qhead == NULL;
+  if (c->qtail)
+    c->qtail->next = req;
+  else
+    c->qhead = req;
+  c->qtail = req;
+  pthread_mutex_unlock(&c->qmu);
+  if (was_empty) /* the engine drains everything on one wake-up */
+    uv_async_send(&c->wake);
+  return DLOCK_OK;
+}
+
+typedef struct call_state {
+  dlock__sync *sync;
+  int done;
+  int status;
+  redisReply *reply;
+} call_state;
+
+static void call_done(dlock__req *req, redisReply *reply, int status) {
+  call_state *cs = req->data;
+  pthread_mutex_lock(&cs->sync->mu);
+  cs->reply = reply;
+  cs->status = status;
+  cs->done = 1;
+  pthread_cond_signal(&cs->sync->cv);
+  pthread_mutex_unlock(&cs->sync->mu);
+}
+
+int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
+  *reply = NULL;
+  if (tls_on_engine) {
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_EINVAL,
+                       "blocking dlock call on an engine thread (from a "
+                       "lost-lock callback?)");
+  }
+  call_state cs = {.sync = dlock__sync_self()};
+  req->done = call_done;
+  req->data = &cs;
+  int rc = dlock__submit(c, req);
+  if (rc != DLOCK_OK)
+    return rc;
+  pthread_mutex_lock(&cs.sync->mu);
+  while (!cs.done)
+    dlock__sync_wait(cs.sync, -1);
+  pthread_mutex_unlock(&cs.sync->mu);
+  if (cs.status != DLOCK_OK)
+    return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
+                                                        : dlock_strerror(cs.status));
+  if (cs.reply && cs.reply->type == REDIS_REPLY_ERROR) {
+    rc = dlock__fail_reply(cs.reply, "Redis");
+    freeReplyObject(cs.reply);
+    return rc;
+  }
+  *reply = cs.reply;
+  return DLOCK_OK;
+}
+
+int dlock__script_call(dlock_client *c, int script, size_t nkeys,
+                       const char *const *keys, const size_t *klens,
+                       size_t nargs, const char *const *args,
+                       const size_t *alens, redisReply **reply) {
+  dlock__req req;
+  int rc = dlock__req_script(&req, script, nkeys, keys, klens, nargs, args,
+                             alens);
+  if (rc != DLOCK_OK)
+    return rc;
+  return dlock__call(c, &req, reply);
+}
+
+/* ---- the engine thread ---------------------------------------------------- */
+
+static void engine_shutdown(dlock_client *c) {
+  if (c->stopping)
+    return;
+  c->stopping = 1;
+  dlock__pubsub_shutdown(c);
+  dlock__conn_shutdown(&c->cmd, DLOCK_ECLOSED);
+  dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
+  uv_close((uv_handle_t *)&c->watchdog_timer, NULL);
+  uv_close((uv_handle_t *)&c->flush, NULL);
+  uv_close((uv_handle_t *)&c->wake, NULL);
+}
+
+static void on_wake(uv_async_t *a) {
+  dlock_client *c = a->data;
+  pthread_mutex_lock(&c->qmu);
+  dlock__req *req = c->qhead;
+  int closing = c->closing;
+  c->qhead = c->qtail = NULL;
+  pthread_mutex_unlock(&c->qmu);
+  while (req) {
+    dlock__req *next = req->next;
+    if (closing)
+      dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
+    else if (req->task)
+      req->task(c, req);
+    else
+      dlock__conn_send(&c->cmd, req);
+    req = next;
+  }
+  if (closing)
+    engine_shutdown(c);
+}
+
+static void on_prepare(uv_prepare_t *p) {
+  dlock_client *c = p->data;
+  dlock__conn_flush(&c->cmd);
+  dlock__conn_flush(&c->sub);
+}
+
+static void engine_main(void *arg) {
+  dlock_client *c = arg;
+  tls_on_engine = 1;
+  dlock__conn_start(&c->cmd);
+  dlock__conn_start(&c->sub);
+  dlock__watchdog_start(c);
+  uv_run(&c->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- the client ----------------------------------------------------------- */
+
+static void client_free(dlock_client *c) {
+  dlock__holds_free(c);
+  dlock__map_free(&c->channels);
+  dlock__uri_free(&c->uri);
+  free(c->client_name);
+  pthread_mutex_destroy(&c->qmu);
+  pthread_mutex_destroy(&c->hmu);
+  free(c);
+}
+
+void dlock__client_ref(dlock_client *c) { atomic_fetch_add(&c->refs, 1); }
+
+void dlock__client_unref(dlock_client *c) {
+  if (atomic_fetch_sub(&c->refs, 1) == 1)
+    client_free(c);
+}
+
+int dlock__client_closed(dlock_client *c) { return atomic_load(&c->closed); }
+
+const dlock_client_opts *dlock__client_opts(const dlock_client *c) {
+  return &c->opts;
+}
+
+const char *dlock_client_id(const dlock_client *c) { return c ? c->id : ""; }
+
+size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out) {
+  return (size_t)snprintf(out, 64, "%s:%llu", c->id,
+                          (unsigned long long)owner_id);
+}
+
+static int check_opts(const dlock_client_opts *o) {
+  if (o->version != DLOCK_CLIENT_OPTS_VERSION)
+    return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want %u",
+                       o->version, DLOCK_CLIENT_OPTS_VERSION);
+  if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
+    return dlock__fail(DLOCK_EINVAL, "timeouts must be > 0 ms");
+  if (o->watchdog_timeout_ms < 30)
+    return dlock__fail(DLOCK_EINVAL, "watchdog_timeout_ms must be >= 30");
+  if (o->max_hold_ms < 0)
+    return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
+  if (o->client_name && (strlen(o->client_name) == 0 ||
+                         strcspn(o->client_name, " \r\n\t") !=
+                             strlen(o->client_name)))
+    return dlock__fail(DLOCK_EINVAL,
+                       "client_name must be non-empty and without spaces");
+  return DLOCK_OK;
+}
+
+int dlock_client_open(const char *uri, const dlock_client_opts *opts,
+                      dlock_client **out) {
+  static const dlock_client_opts defaults = DLOCK_CLIENT_OPTS_INIT;
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (opts == NULL)
+    opts = &defaults;
+  int rc = check_opts(opts);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock_client *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  atomic_init(&c->refs, 1);
+  atomic_init(&c->closed, 0);
+  pthread_mutex_init(&c->qmu, NULL);
+  pthread_mutex_init(&c->hmu, NULL);
+  if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK) {
+    client_free(c);
+    return rc;
+  }
+  c->opts = *opts;
+  c->client_name = strdup(opts->client_name ? opts->client_name : "dlock");
+  c->opts.client_name = c->client_name;
+  uuid_t u;
+  uuid_generate_random(u);
+  uuid_unparse_lower(u, c->id);
+  if (c->client_name == NULL || uv_loop_init(&c->loop) != 0) {
+    client_free(c);
+    return dlock__fail(DLOCK_ENOMEM, "cannot set up the client");
+  }
+  uv_async_init(&c->loop, &c->wake, on_wake);
+  c->wake.data = c;
+  uv_prepare_init(&c->loop, &c->flush);
+  c->flush.data = c;
+  uv_prepare_start(&c->flush, on_prepare);
+  uv_timer_init(&c->loop, &c->watchdog_timer);
+  c->watchdog_timer.data = c;
+  dlock__conn_init(c, &c->cmd, 0);
+  dlock__conn_init(c, &c->sub, 1);
+  if (uv_thread_create(&c->thread, engine_main, c) != 0) {
+    engine_shutdown(c);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&c->loop);
+    client_free(c);
+    return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
+  }
+  c->thread_started = 1;
+
+  /* The first PING waits for the connection (up to connect_timeout_ms), so a
+   * wrong address or password fails here, not at the first lock. */
+  dlock__req ping;
+  const char *argv[] = {"PING"};
+  size_t lens[] = {4};
+  redisReply *reply = NULL;
+  rc = dlock__req_command(&ping, 1, argv, lens);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(c, &ping, &reply);
+  if (reply)
+    freeReplyObject(reply);
+  if (rc != DLOCK_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    dlock_client_close(c);
+    return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg);
+  }
+  *out = c;
+  return DLOCK_OK;
+}
+
+void dlock_client_close(dlock_client *c) {
+  if (c == NULL || tls_on_engine || atomic_exchange(&c->closed, 1))
+    return;
+  pthread_mutex_lock(&c->qmu);
+  c->closing = 1;
+  pthread_mutex_unlock(&c->qmu);
+  uv_async_send(&c->wake);
+  uv_thread_join(&c->thread);
+  uv_loop_close(&c->loop);
+  dlock__client_unref(c);
+}

@@ -1,0 +1,57 @@
+/* Error codes, their text, and the per-thread detail message. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+
+static _Thread_local char errmsg[512];
+
+const char *dlock_strerror(int code) {
+  switch (code) {
+  case DLOCK_OK:
+    return "success";
+#define DLOCK_ERR_TEXT(name, num, text) \
+  case DLOCK_##name:                    \
+    return text;
+    DLOCK_ERRNO_MAP(DLOCK_ERR_TEXT)
+#undef DLOCK_ERR_TEXT
+  default:
+    return "unknown error";
+  }
+}
+
+const char *dlock_errname(int code) {
+  switch (code) {
+  case DLOCK_OK:
+    return "DLOCK_OK";
+#define DLOCK_ERR_NAME(name, num, text) \
+  case DLOCK_##name:                    \
+    return "DLOCK_" #name;
+    DLOCK_ERRNO_MAP(DLOCK_ERR_NAME)
+#undef DLOCK_ERR_NAME
+  default:
+    return "DLOCK_UNKNOWN";
+  }
+}
+
+const char *dlock_errmsg(void) { return errmsg; }
+
+void dlock__clear_error(void) { errmsg[0] = '\0'; }
+
+int dlock__fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int dlock__fail_reply(const redisReply *reply, const char *what) {
+  if (reply == NULL)
+    return dlock__fail(DLOCK_EPROTO, "%s: no reply", what);
+  if (reply->type == REDIS_REPLY_ERROR)
+    return dlock__fail(DLOCK_EREDIS, "%s: %.*s", what, (int)reply->len,
+                       reply->str);
+  return dlock__fail(DLOCK_EPROTO, "%s: unexpected reply of type %d", what,
+                     reply->type);
+}

@@ -1,0 +1,307 @@
+/* The pub/sub waiter: shared, refcounted subscriptions and counted wake-ups.
+ *
+ * All local waiters on one channel share one SUBSCRIBE on the client's pub/sub
+ * connection; the last one out UNSUBSCRIBEs. Every (UN)SUBSCRIBE sent is
+ * counted, so a channel is "confirmed" only when the server has answered the
+ * last one, and a subscribe racing an unsubscribe is never confirmed early.
+ * A message wakes as many waiters as the channel's wake function says; a
+ * wake-up is a counter per waiter, so one that arrives between a failed try
+ * and the wait is never lost. After a reconnect every live channel is
+ * subscribed again and, once confirmed, all its waiters re-check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+
+typedef struct chan {
+  dlock__map_node node;
+  dlock__waiter *head, *tail;
+  uint32_t refs;
+  uint32_t ops;    /* (UN)SUBSCRIBEs sent and not answered yet */
+  int last_sub;    /* the last one sent was a SUBSCRIBE */
+  int confirmed;
+  int recheck;     /* wake everyone once confirmed (after a reconnect) */
+  dlock__wake_fn *wake;
+  size_t len;
+  char name[];
+} chan;
+
+uint32_t dlock__wake_one(const char *msg, size_t len) { return 1; }
+uint32_t dlock__wake_all(const char *msg, size_t len) { return UINT32_MAX; }
+
+static void send_op(dlock_client *c, chan *ch, int subscribe) {
+  if (c->sub.state != CONN_READY)
+    return; /* pubsub_on_ready subscribes every live channel */
+  dlock__buf *b = &c->sub.out;
+  const char *cmd = subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
+  if (dlock__resp_array(b, 2) != DLOCK_OK ||
+      dlock__resp_bulk(b, cmd, strlen(cmd)) != DLOCK_OK ||
+      dlock__resp_bulk(b, ch->name, ch->len) != DLOCK_OK)
+    return; /* out of memory: waiters fall back on their hints */
+  ch->ops++;
+  ch->last_sub = subscribe;
+}
+
+static void chan_free(dlock_client *c, chan *ch) {
+  dlock__map_del(&c->channels, &ch->node);
+  free(ch);
+}
+
+/* Wake w once (under its thread's mutex). */
+static void wake(dlock__waiter *w, int confirm) {
+  pthread_mutex_lock(&w->sync->mu);
+  w->wakes++;
+  if (confirm)
+    w->confirmed = 1;
+  pthread_cond_signal(&w->sync->cv);
+  pthread_mutex_unlock(&w->sync->mu);
+}
+
+static int has_pending_wake(dlock__waiter *w) {
+  pthread_mutex_lock(&w->sync->mu);
+  int pending = w->wakes != w->seen;
+  pthread_mutex_unlock(&w->sync->mu);
+  return pending;
+}
+
+/* Wake up to n waiters, oldest first, skipping those that already have a
+ * wake-up they have not consumed: one release then goes to one thread that
+ * will actually re-check. */
+static void wake_some(chan *ch, uint32_t n) {
+  if (n == UINT32_MAX) {
+    for (dlock__waiter *w = ch->head; w; w = w->next)
+      wake(w, 0);
+    return;
+  }
+  uint32_t woken = 0;
+  for (dlock__waiter *w = ch->head; w && woken < n; w = w->next)
+    if (!has_pending_wake(w)) {
+      wake(w, 0);
+      woken++;
+    }
+  if (woken == 0 && n > 0 && ch->head)
+    wake(ch->head, 0);
+}
+
+static void on_confirmed(chan *ch) {
+  ch->confirmed = 1;
+  for (dlock__waiter *w = ch->head; w; w = w->next) {
+    pthread_mutex_lock(&w->sync->mu);
+    w->confirmed = 1;
+    if (ch->recheck)
+      w->wakes++;
+    pthread_cond_signal(&w->sync->cv);
+    pthread_mutex_unlock(&w->sync->mu);
+  }
+  ch->recheck = 0;
+}
+
+void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
+  const char *kind = r->element[0]->str;
+  redisReply *name = r->element[1];
+  if (name->type != REDIS_REPLY_STRING)
+    return;
+  dlock__map_node *n = dlock__map_get(&c->channels, name->str, name->len);
+  if (n == NULL)
+    return;
+  chan *ch = DLOCK__CONTAINER(n, chan, node);
+  if (kind[0] == 'm') { /* message */
+    redisReply *msg = r->element[2];
+    const char *text = msg->type == REDIS_REPLY_STRING ? msg->str : "";
+    size_t len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;
+    wake_some(ch, ch->wake(text, len));
+    return;
+  }
+  if (ch->ops > 0)
+    ch->ops--;
+  if (ch->ops != 0)
+    return;
+  if (ch->last_sub) {
+    if (!ch->confirmed)
+      on_confirmed(ch);
+  } else if (ch->refs == 0) {
+    chan_free(c, ch);
+  }
+}
+
+void dlock__pubsub_on_ready(dlock_client *c) {
+  size_t slot;
+  dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
+  while (n) {
+    dlock__map_node *next = dlock__map_next(&c->channels, n, &slot);
+    chan *ch = DLOCK__CONTAINER(n, chan, node);
+    if (ch->refs == 0) {
+      chan_free(c, ch);
+    } else {
+      ch->recheck = 1;
+      send_op(c, ch, 1);
+    }
+    n = next;
+  }
+}
+
+void dlock__pubsub_on_down(dlock_client *c) {
+  size_t slot;
+  for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
+       n = dlock__map_next(&c->channels, n, &slot)) {
+    chan *ch = DLOCK__CONTAINER(n, chan, node);
+    ch->ops = 0;
+    ch->confirmed = 0;
+  }
+}
+
+void dlock__pubsub_shutdown(dlock_client *c) {
+  size_t slot;
+  dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
+  while (n) {
+    dlock__map_node *next = dlock__map_next(&c->channels, n, &slot);
+    chan *ch = DLOCK__CONTAINER(n, chan, node);
+    for (dlock__waiter *w = ch->head, *wn; w; w = wn) {
+      wn = w->next; /* w may be gone as soon as its mutex is released */
+      pthread_mutex_lock(&w->sync->mu);
+      w->closed = 1;
+      pthread_cond_signal(&w->sync->cv);
+      pthread_mutex_unlock(&w->sync->mu);
+    }
+    free(ch);
+    n = next;
+  }
+  dlock__map_free(&c->channels);
+}
+
+typedef struct sub_args {
+  const char *name;
+  size_t len;
+  dlock__wake_fn *wake;
+  dlock__waiter *w;
+} sub_args;
+
+static void subscribe_task(dlock_client *c, dlock__req *req) {
+  sub_args *a = req->arg;
+  dlock__map_node *n = dlock__map_get(&c->channels, a->name, a->len);
+  chan *ch;
+  if (n) {
+    ch = DLOCK__CONTAINER(n, chan, node);
+  } else {
+    ch = calloc(1, sizeof *ch + a->len);
+    if (ch == NULL) {
+      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+      return;
+    }
+    memcpy(ch->name, a->name, a->len);
+    ch->len = a->len;
+    ch->node.key = ch->name;
+    ch->node.klen = a->len;
+    ch->wake = a->wake;
+    if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
+      free(ch);
+      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+      return;
+    }
+  }
+  dlock__waiter *w = a->w;
+  w->chan = ch;
+  w->next = NULL;
+  w->prev = ch->tail;
+  if (ch->tail)
+    ch->tail->next = w;
+  else
+    ch->head = w;
+  ch->tail = w;
+  if (ch->refs++ == 0 && !(ch->last_sub && (ch->ops > 0 || ch->confirmed)))
+    send_op(c, ch, 1);
+  if (ch->confirmed) {
+    pthread_mutex_lock(&w->sync->mu);
+    w->confirmed = 1;
+    pthread_mutex_unlock(&w->sync->mu);
+  }
+  dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+static void unsubscribe_task(dlock_client *c, dlock__req *req) {
+  dlock__waiter *w = req->arg;
+  chan *ch = w->chan;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    ch->head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    ch->tail = w->prev;
+  /* A wake-up this waiter never used (it gave up, or took the lock on its
+   * own) may be the one another waiter needs: pass it on. */
+  if (w->unconsumed > 0 && ch->head)
+    wake_some(ch, 1);
+  if (--ch->refs == 0) {
+    if (c->sub.state == CONN_READY && ch->last_sub &&
+        (ch->ops > 0 || ch->confirmed)) {
+      ch->confirmed = 0;
+      send_op(c, ch, 0);
+    } else if (ch->ops == 0) {
+      chan_free(c, ch);
+    }
+  }
+  dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
+                     dlock__wake_fn *wake_fn, dlock__waiter *w,
+                     int64_t deadline_ms) {
+  memset(w, 0, sizeof *w);
+  w->sync = dlock__sync_self();
+  sub_args a = {channel, len, wake_fn, w};
+  dlock__req req;
+  redisReply *reply;
+  dlock__req_task(&req, subscribe_task, &a);
+  int rc = dlock__call(c, &req, &reply);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t limit = dlock__now_ms() + c->opts.command_timeout_ms;
+  if (deadline_ms >= 0 && deadline_ms < limit)
+    limit = deadline_ms;
+  pthread_mutex_lock(&w->sync->mu);
+  while (!w->confirmed && !w->closed)
+    if (dlock__sync_wait(w->sync, limit) != 0)
+      break;
+  /* the first confirmation is not news to this waiter */
+  w->seen = w->wakes;
+  pthread_mutex_unlock(&w->sync->mu);
+  return DLOCK_OK;
+}
+
+int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
+  int rc = 0;
+  pthread_mutex_lock(&w->sync->mu);
+  while (w->wakes == w->seen && !w->closed)
+    if (dlock__sync_wait(w->sync, deadline_ms) != 0)
+      break;
+  if (w->closed) {
+    rc = DLOCK_ECLOSED;
+  } else if (w->wakes != w->seen) {
+    w->seen = w->wakes;
+    rc = 1;
+  }
+  pthread_mutex_unlock(&w->sync->mu);
+  return rc;
+}
+
+void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
+  pthread_mutex_lock(&w->sync->mu);
+  w->unconsumed = w->wakes - w->seen;
+  int closed = w->closed;
+  pthread_mutex_unlock(&w->sync->mu);
+  if (closed)
+    return; /* the engine has already let go of it */
+  dlock__req req;
+  redisReply *reply;
+  dlock__req_task(&req, unsubscribe_task, w);
+  if (dlock__call(c, &req, &reply) == DLOCK_OK)
+    return;
+  /* The client is closing: the engine still holds w in a channel list until
+   * its shutdown marks it closed; w must outlive that. */
+  pthread_mutex_lock(&w->sync->mu);
+  while (!w->closed)
+    dlock__sync_wait(w->sync, -1);
+  pthread_mutex_unlock(&w->sync->mu);
+}

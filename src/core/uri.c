@@ -1,0 +1,181 @@
+/* redis://[[user]:password@]host[:port][/db]
+ * unix://[[user]:password@]/path/to/socket[?db=N] */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/uri.h"
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  c = tolower(c);
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  return -1;
+}
+
+/* Copy [s, s+n) percent-decoded into a new string. */
+static int decode(const char *s, size_t n, char **out, const char *what) {
+  char *d = malloc(n + 1);
+  if (d == NULL)
+    return DLOCK_ENOMEM;
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%') {
+      int hi = i + 1 < n ? hexval((unsigned char)s[i + 1]) : -1;
+      int lo = i + 2 < n ? hexval((unsigned char)s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        free(d);
+        return dlock__fail(DLOCK_EINVAL, "bad percent escape in URI %s", what);
+      }
+      d[j++] = (char)(hi * 16 + lo);
+      i += 2;
+      continue;
+    }
+    d[j++] = s[i];
+  }
+  d[j] = '\0';
+  if (strlen(d) != j) {
+    free(d);
+    return dlock__fail(DLOCK_EINVAL, "NUL byte in URI %s", what);
+  }
+  *out = d;
+  return DLOCK_OK;
+}
+
+static int parse_long(const char *s, size_t n, long min, long max, long *out) {
+  if (n == 0 || n > 10)
+    return -1;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isdigit((unsigned char)s[i]))
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v < min || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+void dlock__uri_free(dlock__uri *u) {
+  free(u->host);
+  free(u->path);
+  free(u->user);
+  free(u->password);
+  memset(u, 0, sizeof *u);
+}
+
+int dlock__uri_parse(const char *text, dlock__uri *u) {
+  memset(u, 0, sizeof *u);
+  u->port = 6379;
+  if (text == NULL)
+    return dlock__fail(DLOCK_EINVAL, "URI is NULL");
+  int is_unix;
+  const char *p;
+  if (strncmp(text, "redis://", 8) == 0) {
+    is_unix = 0;
+    p = text + 8;
+  } else if (strncmp(text, "unix://", 7) == 0) {
+    is_unix = 1;
+    p = text + 7;
+  } else if (strncmp(text, "rediss://", 9) == 0) {
+    return dlock__fail(DLOCK_EINVAL, "rediss:// (TLS) is not supported yet");
+  } else {
+    return dlock__fail(DLOCK_EINVAL,
+                       "URI must start with redis:// or unix:// (got \"%.40s\")",
+                       text);
+  }
+  int rc;
+  /* userinfo: up to the last '@' before the path */
+  const char *end = p + strlen(p);
+  const char *auth_end = NULL;
+  for (const char *q = p; q < end && (is_unix || *q != '/'); q++)
+    if (*q == '@')
+      auth_end = q;
+  if (auth_end) {
+    const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+    if (colon == NULL) {
+      /* redis://password@host, the common short form */
+      rc = decode(p, (size_t)(auth_end - p), &u->password, "password");
+    } else {
+      rc = DLOCK_OK;
+      if (colon > p)
+        rc = decode(p, (size_t)(colon - p), &u->user, "user");
+      if (rc == DLOCK_OK)
+        rc = decode(colon + 1, (size_t)(auth_end - colon - 1), &u->password,
+                    "password");
+    }
+    if (rc != DLOCK_OK)
+      goto fail;
+    p = auth_end + 1;
+  }
+  if (is_unix) {
+    const char *query = strchr(p, '?');
+    size_t plen = query ? (size_t)(query - p) : strlen(p);
+    if (plen == 0 || p[0] != '/') {
+      rc = dlock__fail(DLOCK_EINVAL, "unix:// URI needs an absolute socket path");
+      goto fail;
+    }
+    if ((rc = decode(p, plen, &u->path, "path")) != DLOCK_OK)
+      goto fail;
+    if (query) {
+      if (strncmp(query, "?db=", 4) != 0 ||
+          parse_long(query + 4, strlen(query + 4), 0, 1000000, &u->db) != 0) {
+        rc = dlock__fail(DLOCK_EINVAL, "bad unix:// query \"%s\" (only ?db=N)",
+                         query);
+        goto fail;
+      }
+    }
+    return DLOCK_OK;
+  }
+  /* host */
+  const char *host = p, *host_end;
+  if (*p == '[') {
+    host = p + 1;
+    host_end = strchr(host, ']');
+    if (host_end == NULL) {
+      rc = dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
+      goto fail;
+    }
+    p = host_end + 1;
+  } else {
+    host_end = p + strcspn(p, ":/");
+    p = host_end;
+  }
+  if (host_end == host) {
+    rc = dlock__fail(DLOCK_EINVAL, "URI has no host");
+    goto fail;
+  }
+  if ((rc = decode(host, (size_t)(host_end - host), &u->host, "host")) !=
+      DLOCK_OK)
+    goto fail;
+  if (*p == ':') {
+    p++;
+    size_t n = strcspn(p, "/");
+    long port;
+    if (parse_long(p, n, 1, 65535, &port) != 0) {
+      rc = dlock__fail(DLOCK_EINVAL, "bad port in URI (1..65535)");
+      goto fail;
+    }
+    u->port = (int)port;
+    p += n;
+  }
+  if (*p == '/') {
+    p++;
+    if (*p && parse_long(p, strlen(p), 0, 1000000, &u->db) != 0) {
+      rc = dlock__fail(DLOCK_EINVAL, "bad database number \"%s\" in URI", p);
+      goto fail;
+    }
+  } else if (*p) {
+    rc = dlock__fail(DLOCK_EINVAL, "unexpected \"%s\" in URI", p);
+    goto fail;
+  }
+  return DLOCK_OK;
+fail:
+  dlock__uri_free(u);
+  return rc;
+}

@@ -1,0 +1,19 @@
+/* Parsing of connection URIs (redis:// and unix://). */
+#ifndef DLOCK_URI_H
+#define DLOCK_URI_H
+
+typedef struct dlock__uri {
+  char *host;     /* redis:// host (brackets removed), NULL for unix:// */
+  int port;
+  char *path;     /* unix:// socket path */
+  char *user;     /* ACL user or NULL */
+  char *password; /* or NULL */
+  long db;
+} dlock__uri;
+
+/* Parse text into u (all strings owned by u). DLOCK_EINVAL with a message
+ * naming the bad part. */
+int dlock__uri_parse(const char *text, dlock__uri *u);
+void dlock__uri_free(dlock__uri *u);
+
+#endif /* DLOCK_URI_H */

@@ -1,0 +1,136 @@
+/* Small shared helpers: clock, growable buffer, RESP encoding, key names,
+ * random ids. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "core/core.h"
+#include "dlock/lock.h"
+
+int64_t dlock__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t dlock__now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int dlock__buf_reserve(dlock__buf *b, size_t extra) {
+  if (b->cap - b->len > extra)
+    return DLOCK_OK;
+  size_t cap = b->cap ? b->cap : 128;
+  while (cap - b->len <= extra) {
+    if (cap > SIZE_MAX / 2)
+      return DLOCK_ENOMEM;
+    cap *= 2;
+  }
+  char *p = realloc(b->p, cap);
+  if (p == NULL)
+    return DLOCK_ENOMEM;
+  b->p = p;
+  b->cap = cap;
+  return DLOCK_OK;
+}
+
+int dlock__buf_add(dlock__buf *b, const void *data, size_t len) {
+  if (dlock__buf_reserve(b, len) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  if (len)
+    memcpy(b->p + b->len, data, len);
+  b->len += len;
+  b->p[b->len] = '\0';
+  return DLOCK_OK;
+}
+
+int dlock__buf_printf(dlock__buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || dlock__buf_reserve(b, (size_t)n) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  va_start(ap, fmt);
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+  return DLOCK_OK;
+}
+
+void dlock__buf_free(dlock__buf *b) {
+  free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+}
+
+int dlock__resp_array(dlock__buf *b, size_t n) {
+  return dlock__buf_printf(b, "*%zu\r\n", n);
+}
+
+int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len) {
+  if (dlock__buf_printf(b, "$%zu\r\n", len) != DLOCK_OK ||
+      dlock__buf_add(b, data, len) != DLOCK_OK ||
+      dlock__buf_add(b, "\r\n", 2) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  return DLOCK_OK;
+}
+
+int dlock__has_tag(const char *name, size_t len) {
+  const char *open = memchr(name, '{', len);
+  if (open == NULL)
+    return 0;
+  size_t rest = len - (size_t)(open - name) - 1;
+  const char *close = memchr(open + 1, '}', rest);
+  return close != NULL && close > open + 1;
+}
+
+int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
+                      size_t len) {
+  int tagged = dlock__has_tag(name, len);
+  if (dlock__buf_printf(b, "%s:%s", prefix, tagged ? "" : "{") != DLOCK_OK ||
+      dlock__buf_add(b, name, len) != DLOCK_OK ||
+      dlock__buf_add(b, "}", tagged ? 0 : 1) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  return DLOCK_OK;
+}
+
+int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
+                      const char *suffix) {
+  int tagged = dlock__has_tag(name, len);
+  if (dlock__buf_add(b, "{", tagged ? 0 : 1) != DLOCK_OK ||
+      dlock__buf_add(b, name, len) != DLOCK_OK ||
+      dlock__buf_printf(b, "%s:%s", tagged ? "" : "}", suffix) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  return DLOCK_OK;
+}
+
+int dlock__check_name(const char *name, size_t len) {
+  if (name == NULL)
+    return dlock__fail(DLOCK_EINVAL, "name is NULL");
+  if (len == 0)
+    return dlock__fail(DLOCK_EINVAL, "name is empty");
+  if (len > DLOCK_NAME_MAX)
+    return dlock__fail(DLOCK_EINVAL, "name is %zu bytes, longer than %d",
+                       len, DLOCK_NAME_MAX);
+  return DLOCK_OK;
+}
+
+int dlock__random_hex(char *out, size_t nbytes) {
+  unsigned char raw[64];
+  if (nbytes > sizeof raw || RAND_bytes(raw, (int)nbytes) != 1)
+    return dlock__fail(DLOCK_EIO, "random bytes unavailable");
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < nbytes; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[2 * nbytes] = '\0';
+  return DLOCK_OK;
+}

@@ -1,0 +1,293 @@
+/* Holds and the watchdog.
+ *
+ * Every grant this client makes is recorded as a hold keyed by (owner id,
+ * name), so a release can tell "the lease ran out" (DLOCK_ELOST: we held it)
+ * from "never held" (DLOCK_ENOTOWNER). Holds taken without a lease are also
+ * renewed: every watchdog_timeout/3 one tick renews ALL of them, up to
+ * BATCH holds per script call. A reply of 0 means the hold is gone: it is
+ * marked lost (its release returns DLOCK_ELOST) and the lost-lock callback
+ * runs once. A transport or server error keeps the hold and the next tick
+ * retries; but once the validity of the last successful renewal has passed
+ * without a new one, the hold is reported lost too (it may be gone). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/scripts.h"
+
+#define BATCH 100
+
+typedef struct hold {
+  dlock__map_node node; /* key: 8-byte owner id, then the name */
+  uint64_t owner_id;
+  int64_t count;
+  int64_t lease_ms;
+  int64_t acquired_ms;
+  int64_t valid_until_ms;
+  uint64_t epoch;
+  unsigned watchdog : 1, lost : 1, renewing : 1;
+  size_t name_len;
+  char key[];
+} hold;
+
+static size_t make_key(char *out, uint64_t owner_id, const char *name,
+                       size_t len) {
+  memcpy(out, &owner_id, 8);
+  memcpy(out + 8, name, len);
+  return len + 8;
+}
+
+static hold *find(dlock_client *c, const char *key, size_t klen) {
+  dlock__map_node *n = dlock__map_get(&c->holds, key, klen);
+  return n ? DLOCK__CONTAINER(n, hold, node) : NULL;
+}
+
+static hold *find_by_name(dlock_client *c, const char *name, size_t len,
+                          uint64_t owner_id, char **keybuf) {
+  char stack[256];
+  char *key = len + 8 <= sizeof stack ? stack : malloc(len + 8);
+  if (key == NULL)
+    return NULL;
+  hold *h = find(c, key, make_key(key, owner_id, name, len));
+  if (key != stack)
+    free(key);
+  (void)keybuf;
+  return h;
+}
+
+static void drop(dlock_client *c, hold *h) {
+  dlock__map_del(&c->holds, &h->node);
+  free(h);
+}
+
+int dlock__hold_add(dlock_client *c, const char *name, size_t len,
+                    uint64_t owner_id, int watchdog, int64_t lease_ms,
+                    int64_t t0_ms) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  if (h && h->lost) { /* a fresh grant after a loss starts over */
+    drop(c, h);
+    h = NULL;
+  }
+  if (h == NULL) {
+    h = calloc(1, sizeof *h + len + 8);
+    if (h == NULL) {
+      pthread_mutex_unlock(&c->hmu);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
+    }
+    h->owner_id = owner_id;
+    h->name_len = len;
+    h->node.key = h->key;
+    h->node.klen = make_key(h->key, owner_id, name, len);
+    h->acquired_ms = t0_ms;
+    h->epoch = ++c->hold_epoch;
+    if (dlock__map_put(&c->holds, &h->node) != DLOCK_OK) {
+      free(h);
+      pthread_mutex_unlock(&c->hmu);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
+    }
+  }
+  h->count++;
+  h->lease_ms = lease_ms;
+  if (watchdog)
+    h->watchdog = 1;
+  if (t0_ms + lease_ms > h->valid_until_ms)
+    h->valid_until_ms = t0_ms + lease_ms;
+  pthread_mutex_unlock(&c->hmu);
+  return DLOCK_OK;
+}
+
+int64_t dlock__hold_lease(dlock_client *c, const char *name, size_t len,
+                          uint64_t owner_id) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  int64_t lease = h ? h->lease_ms : c->opts.watchdog_timeout_ms;
+  pthread_mutex_unlock(&c->hmu);
+  return lease;
+}
+
+int dlock__hold_released(dlock_client *c, const char *name, size_t len,
+                         uint64_t owner_id, int outcome) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  int had = h != NULL;
+  if (h && (outcome != 0 || --h->count <= 0))
+    drop(c, h);
+  pthread_mutex_unlock(&c->hmu);
+  return had;
+}
+
+void dlock__holds_free(dlock_client *c) {
+  size_t slot;
+  dlock__map_node *n = dlock__map_next(&c->holds, NULL, &slot);
+  while (n) {
+    dlock__map_node *next = dlock__map_next(&c->holds, n, &slot);
+    free(DLOCK__CONTAINER(n, hold, node));
+    n = next;
+  }
+  dlock__map_free(&c->holds);
+}
+
+/* ---- renewal -------------------------------------------------------------- */
+
+typedef struct batch {
+  dlock__req req;
+  dlock_client *client;
+  int64_t t0_ms;
+  size_t n;
+  uint64_t epochs[BATCH];
+  size_t offs[BATCH + 1]; /* hold keys, back to back in keys */
+  dlock__buf keys;
+} batch;
+
+typedef struct lost_note {
+  uint64_t owner_id;
+  dlock_lost_reason reason;
+  size_t len;
+  char name[];
+} lost_note;
+
+typedef struct lost_list {
+  lost_note **v;
+  size_t n, cap;
+} lost_list;
+
+/* Mark h lost (hmu held) and remember to tell the user after unlocking. */
+static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
+  h->lost = 1;
+  h->watchdog = 0;
+  h->renewing = 0;
+  if (out->n == out->cap) {
+    size_t cap = out->cap ? out->cap * 2 : 8;
+    lost_note **v = realloc(out->v, cap * sizeof *v);
+    if (v == NULL)
+      return;
+    out->v = v;
+    out->cap = cap;
+  }
+  lost_note *note = malloc(sizeof *note + h->name_len);
+  if (note == NULL)
+    return;
+  note->owner_id = h->owner_id;
+  note->reason = reason;
+  note->len = h->name_len;
+  memcpy(note->name, h->key + 8, h->name_len);
+  out->v[out->n++] = note;
+}
+
+static void tell_lost(dlock_client *c, lost_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    if (c->opts.on_lost)
+      c->opts.on_lost(c->opts.on_lost_data, l->v[i]->name, l->v[i]->len,
+                      l->v[i]->owner_id, l->v[i]->reason);
+    free(l->v[i]);
+  }
+  free(l->v);
+}
+
+static void batch_done(dlock__req *req, redisReply *reply, int status) {
+  batch *b = req->data;
+  dlock_client *c = b->client;
+  lost_list lost = {0};
+  int ok = status == DLOCK_OK && reply->type == REDIS_REPLY_ARRAY &&
+           reply->elements == b->n;
+  pthread_mutex_lock(&c->hmu);
+  for (size_t i = 0; i < b->n; i++) {
+    hold *h = find(c, b->keys.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
+    if (h == NULL || h->epoch != b->epochs[i] || !h->renewing)
+      continue; /* released (or released and taken again) meanwhile */
+    h->renewing = 0;
+    if (!ok)
+      continue; /* transient: the next tick retries */
+    if (reply->element[i]->integer == 1)
+      h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
+    else
+      mark_lost(h, DLOCK_LOST_EXPIRED, &lost);
+  }
+  pthread_mutex_unlock(&c->hmu);
+  if (reply)
+    freeReplyObject(reply);
+  dlock__buf_free(&b->keys);
+  free(b);
+  tell_lost(c, &lost);
+}
+
+/* Build and send one renewal call for the n holds in hs (hmu held). */
+static void send_batch(dlock_client *c, hold **hs, size_t n, int64_t now) {
+  batch *b = calloc(1, sizeof *b);
+  const char *keys[BATCH], *args[BATCH + 1];
+  size_t klens[BATCH], alens[BATCH + 1];
+  char owners[BATCH][64], lease[24];
+  if (b == NULL)
+    return;
+  b->client = c;
+  b->t0_ms = now;
+  b->n = n;
+  alens[0] = (size_t)snprintf(lease, sizeof lease, "%lld",
+                              (long long)c->opts.watchdog_timeout_ms);
+  args[0] = lease;
+  for (size_t i = 0; i < n; i++) {
+    hold *h = hs[i];
+    keys[i] = h->key + 8;
+    klens[i] = h->name_len;
+    alens[i + 1] = dlock__owner(c, h->owner_id, owners[i]);
+    args[i + 1] = owners[i];
+    b->epochs[i] = h->epoch;
+    b->offs[i] = b->keys.len;
+    if (dlock__buf_add(&b->keys, h->key, h->node.klen) != DLOCK_OK)
+      goto fail;
+  }
+  b->offs[n] = b->keys.len;
+  if (dlock__req_script(&b->req, DLOCK__SCRIPT_LOCK_RENEW, n, keys, klens,
+                        n + 1, args, alens) != DLOCK_OK)
+    goto fail;
+  b->req.done = batch_done;
+  b->req.data = b;
+  b->req.queued_ms = now;
+  for (size_t i = 0; i < n; i++)
+    hs[i]->renewing = 1;
+  dlock__conn_send(&c->cmd, &b->req);
+  return;
+fail:
+  dlock__buf_free(&b->keys);
+  free(b);
+}
+
+static void tick(uv_timer_t *t) {
+  dlock_client *c = t->data;
+  int64_t now = dlock__now_ms();
+  int64_t max_hold = c->opts.max_hold_ms;
+  hold *hs[BATCH];
+  size_t n = 0;
+  lost_list lost = {0};
+  pthread_mutex_lock(&c->hmu);
+  size_t slot;
+  for (dlock__map_node *node = dlock__map_next(&c->holds, NULL, &slot); node;
+       node = dlock__map_next(&c->holds, node, &slot)) {
+    hold *h = DLOCK__CONTAINER(node, hold, node);
+    if (!h->watchdog || h->lost)
+      continue;
+    if (now >= h->valid_until_ms) {
+      int too_long = max_hold > 0 && now - h->acquired_ms >= max_hold;
+      mark_lost(h, too_long ? DLOCK_LOST_MAX_HOLD : DLOCK_LOST_UNRENEWED,
+                &lost);
+      continue;
+    }
+    if (h->renewing || (max_hold > 0 && now - h->acquired_ms >= max_hold))
+      continue;
+    hs[n++] = h;
+    if (n == BATCH) {
+      send_batch(c, hs, n, now);
+      n = 0;
+    }
+  }
+  if (n)
+    send_batch(c, hs, n, now);
+  pthread_mutex_unlock(&c->hmu);
+  tell_lost(c, &lost);
+}
+
+void dlock__watchdog_start(dlock_client *c) {
+  uint64_t period = (uint64_t)c->opts.watchdog_timeout_ms / 3;
+  uv_timer_start(&c->watchdog_timer, tick, period, period);
+}

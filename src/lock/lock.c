@@ -1,0 +1,152 @@
+/* The generic lock calls: argument checks, then dispatch through the
+ * backend's method table. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock/lock_impl.h"
+
+uint64_t dlock__lock_owner_id(const dlock_lock *lock) {
+  return lock->bound_owner ? lock->bound_owner : dlock_thread_id();
+}
+
+int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
+                      const char *name, const dlock_lock_opts *opts,
+                      dlock_lock **out) {
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (client == NULL)
+    return dlock__fail(DLOCK_EINVAL, "client is NULL");
+  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
+    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
+                       opts->version, DLOCK_LOCK_OPTS_VERSION);
+  size_t len = opts && opts->name_len ? opts->name_len
+                                      : (name ? strnlen(name, DLOCK_NAME_MAX + 1)
+                                              : 0);
+  int rc = dlock__check_name(name, len);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (dlock__client_closed(client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  dlock_lock *lock = calloc(1, m->size);
+  char *copy = malloc(len + 1);
+  if (lock == NULL || copy == NULL) {
+    free(lock);
+    free(copy);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  memcpy(copy, name, len);
+  copy[len] = '\0';
+  lock->m = m;
+  lock->client = client;
+  lock->name = copy;
+  lock->name_len = len;
+  dlock__client_ref(client);
+  *out = lock;
+  return DLOCK_OK;
+}
+
+static int check(dlock_lock *lock) {
+  dlock__clear_error();
+  if (lock == NULL)
+    return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+  if (lock->client && dlock__client_closed(lock->client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  return DLOCK_OK;
+}
+
+int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
+                        dlock_grant *grant) {
+  int rc = check(lock);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
+    return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
+  if (dlock__on_engine_thread())
+    return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
+  if (lock->m->acquire == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
+  dlock_grant g = {0, 0};
+  rc = lock->m->acquire(lock, wait_ms, lease_ms, &g);
+  if (rc == DLOCK_OK && grant)
+    *grant = g;
+  return rc;
+}
+
+int dlock_acquire(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms) {
+  return dlock_acquire_grant(lock, wait_ms, lease_ms, NULL);
+}
+
+int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms) {
+  return dlock_acquire_grant(lock, 0, lease_ms, NULL);
+}
+
+int dlock_release(dlock_lock *lock) {
+  int rc = check(lock);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (lock->m->release == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", lock->m->kind);
+  return lock->m->release(lock);
+}
+
+int dlock_force_release(dlock_lock *lock) {
+  int rc = check(lock);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (lock->m->force_release == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no force release",
+                       lock->m->kind);
+  return lock->m->force_release(lock);
+}
+
+int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state) {
+  int rc = check(lock);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (state == NULL)
+    return dlock__fail(DLOCK_EINVAL, "state is NULL");
+  if (lock->m->state == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no state query",
+                       lock->m->kind);
+  memset(state, 0, sizeof *state);
+  return lock->m->state(lock, state);
+}
+
+int dlock_lock_bind_owner(dlock_lock *lock, uint64_t owner_id) {
+  dlock__clear_error();
+  if (lock == NULL)
+    return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+  lock->bound_owner = owner_id;
+  return DLOCK_OK;
+}
+
+const char *dlock_lock_kind(const dlock_lock *lock) {
+  return lock ? lock->m->kind : "";
+}
+
+unsigned dlock_lock_caps(const dlock_lock *lock) {
+  return lock ? lock->m->caps : 0;
+}
+
+const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
+  if (lock == NULL)
+    return NULL;
+  if (len)
+    *len = lock->name_len;
+  return lock->name;
+}
+
+void dlock_lock_free(dlock_lock *lock) {
+  if (lock == NULL)
+    return;
+  if (lock->m->destroy)
+    lock->m->destroy(lock);
+  if (lock->client)
+    dlock__client_unref(lock->client);
+  free(lock->name);
+  free(lock);
+}

@@ -1,0 +1,44 @@
+/* The lock method table: what a backend fills in to be a dlock_lock.
+ *
+ * Backends embed struct dlock_lock first and are allocated by
+ * methods->size. Public calls in lock.c hold every argument check, so a
+ * method may assume a valid handle, a client that was open when the call
+ * began, and checked wait/lease values. */
+#ifndef DLOCK_LOCK_IMPL_H
+#define DLOCK_LOCK_IMPL_H
+
+#include "core/core.h"
+#include "dlock/lock.h"
+
+typedef struct dlock__lock_methods {
+  unsigned version; /* 1 */
+  const char *kind;
+  unsigned caps; /* DLOCK_CAP_* */
+  size_t size;   /* bytes to allocate for the backend's struct */
+  int (*acquire)(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
+                 dlock_grant *grant);
+  int (*release)(dlock_lock *lock);
+  int (*force_release)(dlock_lock *lock);
+  int (*state)(dlock_lock *lock, dlock_lock_state *out);
+  void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
+  /* version 1 ends here: append only */
+} dlock__lock_methods;
+
+struct dlock_lock {
+  const dlock__lock_methods *m;
+  dlock_client *client; /* referenced; NULL for combinators */
+  char *name;
+  size_t name_len;
+  uint64_t bound_owner; /* 0: the calling thread owns */
+};
+
+/* Allocate a backend's struct (m->size bytes), copy the name and take a
+ * reference on client. */
+int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
+                      const char *name, const dlock_lock_opts *opts,
+                      dlock_lock **out);
+
+/* The owner id for a call on lock: the bound id or the calling thread's. */
+uint64_t dlock__lock_owner_id(const dlock_lock *lock);
+
+#endif /* DLOCK_LOCK_IMPL_H */

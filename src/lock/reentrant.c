@@ -1,0 +1,297 @@
+/* The reentrant lock and the fenced lock (WIRE.md "Reentrant lock" and
+ * "Fenced lock"): a hash N of owner -> hold count with a lease, an unlock
+ * channel for waiters, an unlock latch that makes release idempotent, and for
+ * the fenced kind a token counter INCRed by every grant. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/scripts.h"
+#include "lock/lock_impl.h"
+
+/* How long to wait between tries when the holder's lease has no TTL: a
+ * wake-up is only a hint, so every wait is bounded. */
+#define NO_TTL_RECHECK_MS 1000
+
+typedef struct reentrant {
+  dlock_lock base;
+  int fenced;
+  dlock__buf channel;      /* redisson_lock__channel:{N} */
+  dlock__buf token_key;    /* redisson_lock_token:{N} */
+  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+} reentrant;
+
+typedef struct attempt {
+  int64_t hint;  /* PTTL of the holder's lease when not acquired */
+  int64_t token; /* fencing token when acquired */
+} attempt;
+
+/* One try. Returns 1 acquired, 0 held by another (a->hint set), or an error. */
+static int try_once(reentrant *rl, const char *owner, size_t olen,
+                    int64_t lease_ms, attempt *a) {
+  dlock_lock *l = &rl->base;
+  char lease[24];
+  const char *keys[] = {l->name, rl->token_key.p};
+  size_t klens[] = {l->name_len, rl->token_key.len};
+  const char *args[] = {lease, owner};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
+                    olen};
+  redisReply *r;
+  int rc = dlock__script_call(
+      l->client, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
+      rl->fenced ? 2 : 1, keys, klens, 2, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (!rl->fenced && r->type == REDIS_REPLY_NIL) {
+    rc = 1;
+  } else if (!rl->fenced && r->type == REDIS_REPLY_INTEGER) {
+    a->hint = r->integer;
+    rc = 0;
+  } else if (rl->fenced && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER &&
+             r->element[1]->type == REDIS_REPLY_INTEGER) {
+    rc = r->element[0]->integer == 1;
+    if (rc)
+      a->token = r->element[1]->integer;
+    else
+      a->hint = r->element[1]->integer;
+  } else {
+    rc = dlock__fail_reply(r, "acquire");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
+  int64_t until;
+  if (hint >= 0)
+    until = now + hint;
+  else if (hint == -2) /* freed between the check and the PTTL: retry */
+    until = now;
+  else
+    until = now + NO_TTL_RECHECK_MS;
+  return deadline >= 0 && deadline < until ? deadline : until;
+}
+
+static int release_by(dlock_lock *l, const char *owner, size_t olen);
+
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                   dlock_grant *grant) {
+  reentrant *rl = (reentrant *)l;
+  dlock_client *c = l->client;
+  uint64_t owner_id = dlock__lock_owner_id(l);
+  char owner[64];
+  size_t olen = dlock__owner(c, owner_id, owner);
+  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  int64_t lease = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms;
+  int64_t start = dlock__now_ms();
+  int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
+  int64_t sent = start;
+  attempt a = {0, 0};
+
+  int rc = try_once(rl, owner, olen, lease, &a);
+  if (rc == 0 && wait_ms == 0)
+    return dlock__fail(DLOCK_EBUSY, "lock \"%.100s\" is held by another owner "
+                       "(lease %" PRId64 " ms left)", l->name, a.hint);
+  if (rc == 0) {
+    /* Subscribe before the second try: a release after that try is then
+     * always seen as a wake-up. */
+    dlock__waiter w;
+    rc = dlock__subscribe(c, rl->channel.p, rl->channel.len, dlock__wake_one,
+                          &w, deadline);
+    if (rc != DLOCK_OK)
+      return rc;
+    for (;;) {
+      sent = dlock__now_ms();
+      rc = try_once(rl, owner, olen, lease, &a);
+      if (rc != 0)
+        break;
+      int64_t now = dlock__now_ms();
+      if (deadline >= 0 && now >= deadline) {
+        rc = dlock__fail(DLOCK_ETIMEDOUT, "lock \"%.100s\" still held after "
+                         "%" PRId64 " ms", l->name, wait_ms);
+        break;
+      }
+      if (dlock__waiter_wait(&w, wait_until(a.hint, now, deadline)) ==
+          DLOCK_ECLOSED) {
+        rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
+        break;
+      }
+    }
+    dlock__unsubscribe(c, &w);
+  }
+  if (rc != 1)
+    return rc;
+  rc = dlock__hold_add(c, l->name, l->name_len, owner_id, watchdog, lease, sent);
+  if (rc != DLOCK_OK) {
+    release_by(l, owner, olen); /* cannot track it: do not keep it */
+    return dlock__fail(rc, "out of memory recording the hold");
+  }
+  grant->token = a.token;
+  grant->validity_ms = lease - (dlock__now_ms() - sent);
+  return DLOCK_OK;
+}
+
+static int release_by(dlock_lock *l, const char *owner, size_t olen) {
+  reentrant *rl = (reentrant *)l;
+  dlock_client *c = l->client;
+  const dlock_client_opts *o = dlock__client_opts(c);
+  uint64_t owner_id = dlock__lock_owner_id(l);
+  dlock__buf latch = {0};
+  char rid[33], lease[24], px[24];
+  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
+      dlock__buf_add(&latch, rl->latch_prefix.p, rl->latch_prefix.len) != DLOCK_OK ||
+      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
+    dlock__buf_free(&latch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  int64_t lease_ms = dlock__hold_lease(c, l->name, l->name_len, owner_id);
+  /* The latch must outlive every retry of this release. */
+  int64_t latch_ms = 2 * o->command_timeout_ms + o->connect_timeout_ms;
+  const char *keys[] = {l->name, latch.p};
+  size_t klens[] = {l->name_len, latch.len};
+  const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
+                    olen,
+                    (size_t)snprintf(px, sizeof px, "%" PRId64, latch_ms),
+                    7, rl->channel.len, 1};
+  redisReply *r = NULL;
+  int rc = dlock__script_call(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
+                              args, alens, &r);
+  if (rc == DLOCK_EIO) /* the reply may be lost: the latch replays it */
+    rc = dlock__script_call(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
+                            args, alens, &r);
+  dlock__buf_free(&latch);
+  if (rc != DLOCK_OK) {
+    /* Unknown outcome: stop tracking; the lease ends it at the latest. */
+    if (rc == DLOCK_EIO)
+      dlock__hold_released(c, l->name, l->name_len, owner_id, 1);
+    return rc;
+  }
+  if (r->type == REDIS_REPLY_NIL) {
+    int had = dlock__hold_released(c, l->name, l->name_len, owner_id, -1);
+    rc = had ? dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
+                           "release", l->name)
+             : dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s",
+                           l->name, owner);
+  } else if (r->type == REDIS_REPLY_INTEGER &&
+             (r->integer == 0 || r->integer == 1)) {
+    dlock__hold_released(c, l->name, l->name_len, owner_id, (int)r->integer);
+  } else {
+    rc = dlock__fail_reply(r, "release");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static int release(dlock_lock *l) {
+  char owner[64];
+  size_t olen = dlock__owner(l->client, dlock__lock_owner_id(l), owner);
+  return release_by(l, owner, olen);
+}
+
+static int force_release(dlock_lock *l) {
+  reentrant *rl = (reentrant *)l;
+  const char *keys[] = {l->name};
+  size_t klens[] = {l->name_len};
+  const char *args[] = {"PUBLISH", rl->channel.p, "0"};
+  size_t alens[] = {7, rl->channel.len, 1};
+  redisReply *r;
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1,
+                              keys, klens, 3, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
+                                      : dlock__fail_reply(r, "force release");
+  freeReplyObject(r);
+  return rc;
+}
+
+static int state(dlock_lock *l, dlock_lock_state *st) {
+  char owner[64];
+  size_t olen = dlock__owner(l->client, dlock__lock_owner_id(l), owner);
+  const char *keys[] = {l->name};
+  size_t klens[] = {l->name_len};
+  const char *args[] = {owner};
+  size_t alens[] = {olen};
+  redisReply *r;
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_LOCK_STATE, 1, keys,
+                              klens, 1, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+    st->locked = r->element[0]->integer == 1;
+    st->hold_count = r->element[1]->integer;
+    st->held_by_me = st->hold_count > 0;
+    st->ttl_ms = r->element[2]->integer;
+  } else {
+    rc = dlock__fail_reply(r, "state");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static void destroy(dlock_lock *l) {
+  reentrant *rl = (reentrant *)l;
+  dlock__buf_free(&rl->channel);
+  dlock__buf_free(&rl->token_key);
+  dlock__buf_free(&rl->latch_prefix);
+}
+
+static const dlock__lock_methods reentrant_methods = {
+    .version = 1,
+    .kind = "reentrant",
+    .caps = DLOCK_CAP_REENTRANT,
+    .size = sizeof(reentrant),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
+};
+
+static const dlock__lock_methods fenced_methods = {
+    .version = 1,
+    .kind = "fenced",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
+    .size = sizeof(reentrant),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
+};
+
+static int make(const dlock__lock_methods *m, dlock_client *client,
+                const char *name, const dlock_lock_opts *opts,
+                dlock_lock **out) {
+  dlock_lock *l;
+  int rc = dlock__lock_alloc(m, client, name, opts, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  reentrant *rl = (reentrant *)l;
+  rl->fenced = m == &fenced_methods;
+  if (dlock__key_prefix(&rl->channel, "redisson_lock__channel", l->name,
+                        l->name_len) != DLOCK_OK ||
+      dlock__key_prefix(&rl->token_key, "redisson_lock_token", l->name,
+                        l->name_len) != DLOCK_OK ||
+      dlock__key_prefix(&rl->latch_prefix, "redisson_unlock_latch", l->name,
+                        l->name_len) != DLOCK_OK ||
+      dlock__buf_add(&rl->latch_prefix, ":", 1) != DLOCK_OK) {
+    dlock_lock_free(l);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  *out = l;
+  return DLOCK_OK;
+}
+
+int dlock_reentrant_lock_new(dlock_client *client, const char *name,
+                             const dlock_lock_opts *opts, dlock_lock **out) {
+  return make(&reentrant_methods, client, name, opts, out);
+}
+
+int dlock_fenced_lock_new(dlock_client *client, const char *name,
+                          const dlock_lock_opts *opts, dlock_lock **out) {
+  return make(&fenced_methods, client, name, opts, out);
+}
