@@ -267,6 +267,8 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
                 const char *name, const dlock_lock_opts *opts,
                 dlock_lock **out) {
   dlock_lock *l;
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
   int rc = dlock__lock_alloc(m, client, name, opts, &l);
   if (rc != DLOCK_OK)
     return rc;

@@ -1,0 +1,294 @@
+/* Test harness: real redis-server processes, never a mock. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+#define MAX_SERVERS 16
+static th_server *live[MAX_SERVERS];
+static char self_exe[4096];
+
+int64_t th_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t th_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static void track(th_server *s, int on) {
+  for (int i = 0; i < MAX_SERVERS; i++) {
+    if (on && live[i] == NULL) {
+      live[i] = s;
+      return;
+    }
+    if (!on && live[i] == s) {
+      live[i] = NULL;
+      return;
+    }
+  }
+}
+
+static void kill_all(void) {
+  for (int i = 0; i < MAX_SERVERS; i++)
+    if (live[i] && live[i]->pid > 0) {
+      kill(live[i]->pid, SIGKILL);
+      waitpid(live[i]->pid, NULL, 0);
+    }
+}
+
+static int wait_ping(th_server *s, int timeout_ms) {
+  int64_t end = th_now_ms() + timeout_ms;
+  while (th_now_ms() < end) {
+    redisReply *r = th_cmd(s, "PING");
+    if (r) {
+      int ok = r->type == REDIS_REPLY_STATUS;
+      freeReplyObject(r);
+      if (ok)
+        return 0;
+    }
+    int st;
+    if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+      s->pid = 0;
+      return -1;
+    }
+    usleep(10000);
+  }
+  return -1;
+}
+
+static int spawn(th_server *s) {
+  const char *bin = getenv("DLOCK_REDIS_SERVER");
+  if (bin == NULL)
+    bin = "redis-server";
+  char port[16], log[128];
+  snprintf(port, sizeof port, "%d", s->port);
+  snprintf(log, sizeof log, "%s/redis.log", s->dir);
+  char extra[256];
+  snprintf(extra, sizeof extra, "%s", s->extra);
+  char *argv[64] = {(char *)bin, "--port", port, "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", s->dir,
+                    "--logfile", log, "--daemonize", "no",
+                    "--enable-debug-command", "local"};
+  int argc = 17;
+  for (char *tok = strtok(extra, " "); tok && argc < 62; tok = strtok(NULL, " "))
+    argv[argc++] = tok;
+  argv[argc] = NULL;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    execvp(bin, argv);
+    fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+    _exit(127);
+  }
+  s->pid = pid;
+  if (wait_ping(s, 5000) != 0) {
+    fprintf(stderr, "redis-server on port %d did not answer PING (is "
+            "redis-server installed? set DLOCK_REDIS_SERVER)\n", s->port);
+    th_server_kill(s);
+    return -1;
+  }
+  return 0;
+}
+
+int th_server_start(th_server *s, const char *extra) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
+  snprintf(s->dir, sizeof s->dir, "/tmp/dlock-test-XXXXXX");
+  if (mkdtemp(s->dir) == NULL)
+    return -1;
+  for (int attempt = 0; attempt < 5; attempt++) {
+    s->port = free_port();
+    snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
+    track(s, 1);
+    if (s->port > 0 && spawn(s) == 0)
+      return 0;
+    track(s, 0);
+  }
+  return -1;
+}
+
+int th_server_restart(th_server *s) {
+  track(s, 1);
+  return spawn(s);
+}
+
+void th_server_kill(th_server *s) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGCONT);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  s->pid = 0;
+  track(s, 0);
+}
+
+void th_server_stop(th_server *s) {
+  th_server_kill(s);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+  if (s->dir[0] && system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", s->dir);
+}
+
+void th_server_pause(th_server *s, int paused) {
+  if (s->pid > 0)
+    kill(s->pid, paused ? SIGSTOP : SIGCONT);
+}
+
+static redisReply *vcmd(th_server *s, const char *fmt, va_list ap) {
+  struct timeval tv = {2, 0};
+  redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+  if (ctx == NULL || ctx->err) {
+    if (ctx)
+      redisFree(ctx);
+    return NULL;
+  }
+  redisSetTimeout(ctx, tv);
+  redisReply *r = redisvCommand(ctx, fmt, ap);
+  redisFree(ctx);
+  return r;
+}
+
+redisReply *th_cmd(th_server *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = vcmd(s, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+long long th_int(th_server *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = vcmd(s, fmt, ap);
+  va_end(ap);
+  long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -999;
+  if (r)
+    freeReplyObject(r);
+  return v;
+}
+
+dlock_client *th_client(th_server *s, const dlock_client_opts *opts) {
+  dlock_client *c = NULL;
+  int rc = dlock_client_open(s->url, opts, &c);
+  if (rc != DLOCK_OK)
+    fprintf(stderr, "\n  dlock_client_open(%s): %s: %s\n", s->url,
+            dlock_errname(rc), dlock_errmsg());
+  CU_ASSERT_FATAL(rc == DLOCK_OK);
+  return c;
+}
+
+const char *th_name(const char *base) {
+  static _Thread_local char buf[256];
+  static int counter;
+  CU_pTest t = CU_get_current_test();
+  snprintf(buf, sizeof buf, "dlock-test:%s:%s:%d", t ? t->pName : "x", base,
+           __atomic_add_fetch(&counter, 1, __ATOMIC_SEQ_CST));
+  return buf;
+}
+
+pid_t th_spawn_worker(char *const args[]) {
+  char *argv[32] = {self_exe, "--worker"};
+  int n = 2;
+  for (int i = 0; args[i] && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    execv(self_exe, argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+int th_wait_worker(pid_t pid, int timeout_ms) {
+  int64_t end = th_now_ms() + timeout_ms;
+  int st;
+  while (th_now_ms() < end) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (r < 0)
+      return -1;
+    usleep(5000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
+  signal(SIGPIPE, SIG_IGN);
+  ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+  self_exe[n > 0 ? n : 0] = '\0';
+  if (argc > 1 && strcmp(argv[1], "--worker") == 0)
+    return worker ? worker(argc - 2, argv + 2) : 2;
+  atexit(kill_all);
+  if (CU_initialize_registry() != CUE_SUCCESS)
+    return 1;
+  add();
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  if (argc > 1) { /* run one test by name: SUITE TEST or just TEST */
+    CU_pSuite suite = CU_get_registry()->pSuite;
+    CU_pTest test = NULL;
+    for (; suite && !test; suite = suite->pNext)
+      test = CU_get_test_by_name(argv[argc - 1], suite);
+    if (test == NULL) {
+      fprintf(stderr, "no test named %s\n", argv[argc - 1]);
+      CU_cleanup_registry();
+      return 2;
+    }
+    for (suite = CU_get_registry()->pSuite; suite; suite = suite->pNext)
+      if (CU_get_test_by_name(argv[argc - 1], suite) == test)
+        break;
+    CU_basic_run_test(suite, test);
+  } else {
+    CU_basic_run_tests();
+  }
+  unsigned failed = CU_get_number_of_failures() +
+                    CU_get_number_of_tests_failed() +
+                    CU_get_number_of_suites_failed();
+  unsigned ran = CU_get_number_of_tests_run();
+  CU_cleanup_registry();
+  return failed || ran == 0 ? 1 : 0;
+}

@@ -1,0 +1,67 @@
+/* Test harness: real redis-server processes on free loopback ports, started
+ * and stopped by pid, plus helpers shared by the CUnit suites. */
+#ifndef DLOCK_TEST_HARNESS_H
+#define DLOCK_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <CUnit/CUnit.h>
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+
+typedef struct th_server {
+  pid_t pid;
+  int port;
+  char dir[64];
+  char url[64];
+  char extra[256]; /* extra redis-server arguments, space separated */
+} th_server;
+
+/* Start a redis-server on a free 127.0.0.1 port (extra: more arguments, may
+ * be NULL) and wait until it answers PING. 0 on success. */
+int th_server_start(th_server *s, const char *extra);
+/* Start again on the same port (after th_server_kill). */
+int th_server_restart(th_server *s);
+/* SIGKILL and reap; the directory is kept for a restart. */
+void th_server_kill(th_server *s);
+/* Kill and remove the directory. */
+void th_server_stop(th_server *s);
+/* SIGSTOP / SIGCONT. */
+void th_server_pause(th_server *s, int paused);
+
+/* Run a command on s through a fresh synchronous hiredis connection; returns
+ * the reply (free with freeReplyObject) or NULL. */
+redisReply *th_cmd(th_server *s, const char *fmt, ...);
+long long th_int(th_server *s, const char *fmt, ...);
+
+/* Open a client to s with opts (NULL = defaults); CU fails on error. */
+dlock_client *th_client(th_server *s, const dlock_client_opts *opts);
+
+int64_t th_now_ms(void);
+int64_t th_now_us(void);
+
+/* A key prefix unique to the running test (name of the test + counter). */
+const char *th_name(const char *base);
+
+/* Run the suites registered by add(); handles the --worker re-exec. Returns
+ * the process exit code (non-zero on any failure). */
+typedef int (*th_worker_fn)(int argc, char **argv);
+int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker);
+
+/* Spawn this test binary as a worker process: argv after "--worker". */
+pid_t th_spawn_worker(char *const args[]);
+/* Wait for a worker; returns its exit status or -1. */
+int th_wait_worker(pid_t pid, int timeout_ms);
+
+#define TH_ASSERT_RC(expr, want)                                              \
+  do {                                                                        \
+    int th_rc_ = (expr);                                                      \
+    if (th_rc_ != (want))                                                     \
+      fprintf(stderr, "\n  %s:%d: %s = %s (%s), want %s\n", __FILE__, __LINE__, \
+              #expr, dlock_errname(th_rc_), dlock_errmsg(), dlock_errname(want)); \
+    CU_ASSERT_EQUAL(th_rc_, (want));                                          \
+  } while (0)
+
+#endif

@@ -1,0 +1,715 @@
+/* Reentrant and fenced locks against a real redis-server: reentrancy, leases,
+ * the watchdog, pub/sub hand-off, mutual exclusion across processes. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server srv;
+static dlock_client *cl;
+
+static int suite_init(void) {
+  if (th_server_start(&srv, NULL) != 0)
+    return 1;
+  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
+}
+
+static int suite_clean(void) {
+  dlock_client_close(cl);
+  th_server_stop(&srv);
+  return 0;
+}
+
+static dlock_lock *new_lock(dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  return l;
+}
+
+/* ---- a helper thread that runs one call on request ------------------------ */
+
+typedef struct probe {
+  dlock_lock *lock;
+  int64_t wait_ms, lease_ms;
+  int rc;
+  int64_t returned_ms;
+  dlock_lock_state st;
+} probe;
+
+static void *probe_try(void *arg) {
+  probe *p = arg;
+  p->rc = dlock_acquire(p->lock, p->wait_ms, p->lease_ms);
+  p->returned_ms = th_now_ms();
+  if (p->rc == DLOCK_OK)
+    dlock_release(p->lock);
+  return NULL;
+}
+
+static void *probe_state(void *arg) {
+  probe *p = arg;
+  p->rc = dlock_lock_state_get(p->lock, &p->st);
+  return NULL;
+}
+
+/* Run fn(p) in another thread and wait for it. */
+static void in_thread(void *(*fn)(void *), probe *p) {
+  pthread_t t;
+  pthread_create(&t, NULL, fn, p);
+  pthread_join(t, NULL);
+}
+
+static int64_t hold_count(dlock_lock *l) {
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
+  return st.hold_count;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_lock_unlock_twice(void) {
+  dlock_lock *l = new_lock(cl, th_name("twice"));
+  for (int i = 0; i < 2; i++) {
+    TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", dlock_lock_name(l, NULL)), 0);
+  dlock_lock_free(l);
+}
+
+static void test_reentry_and_other_threads(void) {
+  dlock_lock *l = new_lock(cl, th_name("reentry"));
+  probe p = {.lock = l, .wait_ms = 0, .lease_ms = 10000};
+  CU_ASSERT_EQUAL(hold_count(l), 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
+  CU_ASSERT_EQUAL(hold_count(l), 1);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
+  CU_ASSERT_EQUAL(hold_count(l), 2);
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
+  in_thread(probe_state, &p);
+  CU_ASSERT(p.st.locked && !p.st.held_by_me && p.st.hold_count == 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(hold_count(l), 1);
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(hold_count(l), 0);
+  in_thread(probe_state, &p);
+  CU_ASSERT(!p.st.locked && p.st.ttl_ms == -2);
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);
+  dlock_lock_free(l);
+}
+
+static void test_lease_expiry_hands_over(void) {
+  dlock_lock *l = new_lock(cl, th_name("lease"));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(l, 0, 2000), DLOCK_OK);
+  probe p = {.lock = l, .wait_ms = 5000, .lease_ms = 10000};
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_OK);
+  int64_t took = p.returned_ms - t0;
+  CU_ASSERT(took >= 1900 && took <= 2200);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(l);
+}
+
+static void test_partial_release_rearms_lease(void) {
+  dlock_lock *l = new_lock(cl, th_name("rearm"));
+  for (int i = 0; i < 3; i++)
+    TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
+  usleep(300 * 1000); /* let the lease run down a little before re-arming */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  long long ttl = th_int(&srv, "PTTL %s", dlock_lock_name(l, NULL));
+  CU_ASSERT(ttl > 9000 && ttl <= 10000);
+  CU_ASSERT_EQUAL(hold_count(l), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+}
+
+static void test_try_wait_times_out(void) {
+  dlock_lock *l = new_lock(cl, th_name("timeout"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  probe p = {.lock = l, .wait_ms = 3000, .lease_ms = 10000};
+  int64_t t0 = th_now_ms();
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_ETIMEDOUT);
+  int64_t took = p.returned_ms - t0;
+  CU_ASSERT(took >= 2700 && took <= 3300);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+}
+
+/* ---- watchdog ------------------------------------------------------------- */
+
+typedef struct lost_log {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int count;
+  dlock_lost_reason reason;
+  uint64_t owner;
+} lost_log;
+
+static void on_lost(void *data, const char *name, size_t len, uint64_t owner,
+                    dlock_lost_reason reason) {
+  lost_log *log = data;
+  pthread_mutex_lock(&log->mu);
+  log->count++;
+  log->reason = reason;
+  log->owner = owner;
+  pthread_cond_broadcast(&log->cv);
+  pthread_mutex_unlock(&log->mu);
+}
+
+static void lost_init(lost_log *log) {
+  memset(log, 0, sizeof *log);
+  pthread_mutex_init(&log->mu, NULL);
+  pthread_cond_init(&log->cv, NULL);
+}
+
+/* Wait until log->count >= n or timeout; returns the count. */
+static int lost_wait(lost_log *log, int n, int timeout_ms) {
+  int64_t end = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&log->mu);
+  while (log->count < n && th_now_ms() < end) {
+    pthread_mutex_unlock(&log->mu);
+    usleep(2000);
+    pthread_mutex_lock(&log->mu);
+  }
+  int c = log->count;
+  pthread_mutex_unlock(&log->mu);
+  return c;
+}
+
+static dlock_client *watchdog_client(th_server *s, lost_log *log) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 1000;
+  o.on_lost = on_lost;
+  o.on_lost_data = log;
+  return th_client(s, &o);
+}
+
+static void test_watchdog_keeps_lock(void) {
+  lost_log log;
+  lost_init(&log);
+  dlock_client *c = watchdog_client(&srv, &log);
+  dlock_lock *l = new_lock(c, th_name("wd"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  const char *name = dlock_lock_name(l, NULL);
+  long long ttl_min = 1000;
+  for (int i = 0; i < 50; i++) { /* 5 s, five lease lengths */
+    usleep(100 * 1000);
+    long long ttl = th_int(&srv, "PTTL %s", name);
+    if (ttl < ttl_min)
+      ttl_min = ttl;
+  }
+  CU_ASSERT(ttl_min > 0); /* never expired */
+  CU_ASSERT(hold_count(l) == 1);
+  CU_ASSERT_EQUAL(log.count, 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void test_closed_client_lock_expires(void) {
+  lost_log log;
+  lost_init(&log);
+  dlock_client *c = watchdog_client(&srv, &log);
+  dlock_lock *l = new_lock(c, th_name("wdclose"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  dlock_lock *other = new_lock(cl, dlock_lock_name(l, NULL));
+  dlock_client_close(c);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(other, 3000, 10000), DLOCK_OK);
+  CU_ASSERT(th_now_ms() - t0 <= 1200);
+  TH_ASSERT_RC(dlock_release(other), DLOCK_OK);
+  /* the closed client's handle fails cleanly */
+  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_ECLOSED);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ECLOSED);
+  dlock_lock_free(l);
+  dlock_lock_free(other);
+}
+
+static void test_lost_callback_once(void) {
+  lost_log log;
+  lost_init(&log);
+  dlock_client *c = watchdog_client(&srv, &log);
+  dlock_lock *l = new_lock(c, th_name("wdlost"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "DEL %s", dlock_lock_name(l, NULL)), 1);
+  CU_ASSERT_EQUAL(lost_wait(&log, 1, 2000), 1);
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_EXPIRED);
+  CU_ASSERT_EQUAL(log.owner, dlock_thread_id());
+  /* three more ticks must not report it again */
+  CU_ASSERT_EQUAL(lost_wait(&log, 2, 1100), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void test_renewal_survives_transient_failure(void) {
+  lost_log log;
+  lost_init(&log);
+  dlock_client *c = watchdog_client(&srv, &log);
+  dlock_lock *l = new_lock(c, th_name("wdacl"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  redisReply *r = th_cmd(&srv, "ACL LOG RESET");
+  freeReplyObject(r);
+  r = th_cmd(&srv, "ACL SETUSER default -eval -evalsha");
+  freeReplyObject(r);
+  /* wait for the event: a renewal denied by the ACL */
+  int denied = 0;
+  for (int64_t end = th_now_ms() + 2000; !denied && th_now_ms() < end;) {
+    r = th_cmd(&srv, "ACL LOG");
+    denied = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0;
+    freeReplyObject(r);
+    if (!denied)
+      usleep(5000);
+  }
+  r = th_cmd(&srv, "ACL SETUSER default +@all");
+  freeReplyObject(r);
+  CU_ASSERT(denied);
+  /* two more periods: renewals work again, nothing was reported lost */
+  usleep(700 * 1000);
+  CU_ASSERT(th_int(&srv, "PTTL %s", dlock_lock_name(l, NULL)) > 0);
+  CU_ASSERT_EQUAL(log.count, 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* ---- pub/sub hand-off ----------------------------------------------------- */
+
+#define HANDOFFS 100
+
+typedef struct relay {
+  dlock_lock *lock;
+  char channel[300];
+  atomic_int acquisitions;
+  atomic_llong released_us;
+  int64_t samples[HANDOFFS + 4];
+  atomic_int nsamples;
+  atomic_int failed;
+} relay;
+
+static void *relay_thread(void *arg) {
+  relay *r = arg;
+  for (;;) {
+    int seen = atomic_load(&r->acquisitions);
+    if (seen >= HANDOFFS)
+      break;
+    if (dlock_acquire(r->lock, 5000, 10000) != DLOCK_OK) {
+      atomic_store(&r->failed, 1);
+      break;
+    }
+    int64_t now = th_now_us();
+    int n = atomic_fetch_add(&r->acquisitions, 1) + 1;
+    long long rel = atomic_load(&r->released_us);
+    if (rel > 0)
+      r->samples[atomic_fetch_add(&r->nsamples, 1)] = now - rel;
+    if (n < HANDOFFS) {
+      /* wait (an event on the server) until the other thread is waiting */
+      int64_t end = th_now_ms() + 2000;
+      while (th_now_ms() < end) {
+        redisReply *rep = th_cmd(&srv, "PUBSUB NUMSUB %s", r->channel);
+        long long subs = rep && rep->elements == 2 ? rep->element[1]->integer : 0;
+        freeReplyObject(rep);
+        if (subs >= 1)
+          break;
+        usleep(500);
+      }
+    }
+    atomic_store(&r->released_us, th_now_us());
+    dlock_release(r->lock);
+    /* do not barge: wait until the other thread has taken it */
+    int64_t end = th_now_ms() + 2000;
+    while (atomic_load(&r->acquisitions) == n && n < HANDOFFS &&
+           th_now_ms() < end)
+      usleep(100);
+  }
+  return NULL;
+}
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_pubsub_handoff(void) {
+  relay *r = calloc(1, sizeof *r);
+  const char *name = th_name("handoff");
+  r->lock = new_lock(cl, name);
+  snprintf(r->channel, sizeof r->channel, "redisson_lock__channel:{%s}", name);
+  pthread_t a, b;
+  pthread_create(&a, NULL, relay_thread, r);
+  pthread_create(&b, NULL, relay_thread, r);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  CU_ASSERT_FALSE(r->failed);
+  int n = atomic_load(&r->nsamples);
+  CU_ASSERT(n >= HANDOFFS - 1);
+  qsort(r->samples, (size_t)n, sizeof r->samples[0], cmp64);
+  int64_t p50 = r->samples[n / 2], p99 = r->samples[(n * 99) / 100];
+  printf("\n    hand-off over %d: p50 %lld us, p99 %lld us ", n, (long long)p50,
+         (long long)p99);
+  CU_ASSERT(p99 <= 5000);
+  dlock_lock_free(r->lock);
+  free(r);
+}
+
+/* ---- mutual exclusion across processes ------------------------------------ */
+
+typedef struct mx_args {
+  const char *url, *name, *counter;
+  int steps;
+  atomic_int errors;
+} mx_args;
+
+static void *mx_thread(void *arg) {
+  mx_args *a = arg;
+  dlock_client *c = NULL;
+  redisContext *ctx = NULL;
+  dlock_lock *l = NULL;
+  if (dlock_client_open(a->url, NULL, &c) != DLOCK_OK ||
+      dlock_reentrant_lock_new(c, a->name, NULL, &l) != DLOCK_OK) {
+    atomic_fetch_add(&a->errors, 1);
+    goto out;
+  }
+  const char *port = strrchr(a->url, ':') + 1;
+  ctx = redisConnect("127.0.0.1", atoi(port));
+  for (int i = 0; i < a->steps; i++) {
+    if (dlock_acquire(l, 20000, DLOCK_LEASE_WATCHDOG) != DLOCK_OK) {
+      atomic_fetch_add(&a->errors, 1);
+      continue;
+    }
+    /* deliberately not atomic: read, then write + 1 */
+    redisReply *r = redisCommand(ctx, "GET %s", a->counter);
+    long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+    freeReplyObject(r);
+    r = redisCommand(ctx, "SET %s %ld", a->counter, v + 1);
+    freeReplyObject(r);
+    if (dlock_release(l) != DLOCK_OK)
+      atomic_fetch_add(&a->errors, 1);
+  }
+out:
+  if (ctx)
+    redisFree(ctx);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  return NULL;
+}
+
+/* worker: mutex URL NAME COUNTER THREADS STEPS */
+static int worker(int argc, char **argv) {
+  if (argc != 6 || strcmp(argv[0], "mutex") != 0)
+    return 2;
+  int threads = atoi(argv[4]);
+  mx_args a = {.url = argv[1], .name = argv[2], .counter = argv[3],
+               .steps = atoi(argv[5])};
+  pthread_t t[16];
+  for (int i = 0; i < threads && i < 16; i++)
+    pthread_create(&t[i], NULL, mx_thread, &a);
+  for (int i = 0; i < threads && i < 16; i++)
+    pthread_join(t[i], NULL);
+  return atomic_load(&a.errors) ? 1 : 0;
+}
+
+static void test_mutual_exclusion_processes(void) {
+  char name[256], counter[300];
+  snprintf(name, sizeof name, "%s", th_name("mutex"));
+  snprintf(counter, sizeof counter, "%s:counter", name);
+  pid_t pids[4];
+  for (int i = 0; i < 4; i++) {
+    char *args[] = {"mutex", srv.url, name, counter, "4", "250", NULL};
+    pids[i] = th_spawn_worker(args);
+  }
+  for (int i = 0; i < 4; i++)
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 120000), 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "INCRBY %s 0", counter), 4000);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+}
+
+/* ---- fenced lock ---------------------------------------------------------- */
+
+static void test_fencing_tokens_increase(void) {
+  const char *name = th_name("fenced");
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_lock *a = NULL, *b = NULL;
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, name, NULL, &a), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fenced_lock_new(c2, name, NULL, &b), DLOCK_OK);
+  CU_ASSERT(dlock_lock_caps(a) & DLOCK_CAP_FENCED);
+  CU_ASSERT_STRING_EQUAL(dlock_lock_kind(a), "fenced");
+  int64_t last = 0;
+  for (int i = 0; i < 20; i++) {
+    dlock_grant g = {0, 0};
+    dlock_lock *l = i % 2 ? a : b;
+    TH_ASSERT_RC(dlock_acquire_grant(l, 2000, 10000, &g), DLOCK_OK);
+    CU_ASSERT(g.token > last);
+    CU_ASSERT(g.validity_ms > 9000 && g.validity_ms <= 10000);
+    last = g.token;
+    if (i % 5 == 0) { /* a re-entry gets a newer token too */
+      TH_ASSERT_RC(dlock_acquire_grant(l, 0, 10000, &g), DLOCK_OK);
+      CU_ASSERT(g.token > last);
+      last = g.token;
+      TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    }
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  dlock_lock_free(a);
+  dlock_lock_free(b);
+  dlock_client_close(c2);
+}
+
+/* ---- owners --------------------------------------------------------------- */
+
+typedef struct shared_handle {
+  dlock_lock *lock;
+  pthread_barrier_t all_hold;
+  atomic_int ok;
+} shared_handle;
+
+static void *own_thread(void *arg) {
+  shared_handle *s = arg;
+  /* every thread is its own owner: all hold a distinct name... */
+  dlock_lock_state st;
+  int ok = dlock_lock_state_get(s->lock, &st) == DLOCK_OK && !st.held_by_me;
+  ok = ok && dlock_acquire(s->lock, 10000, 10000) == DLOCK_OK;
+  ok = ok && dlock_lock_state_get(s->lock, &st) == DLOCK_OK && st.held_by_me &&
+       st.hold_count == 1;
+  ok = ok && dlock_release(s->lock) == DLOCK_OK;
+  /* ...and a release by a thread that does not hold is refused */
+  ok = ok && dlock_release(s->lock) == DLOCK_ENOTOWNER;
+  if (ok)
+    atomic_fetch_add(&s->ok, 1);
+  return NULL;
+}
+
+typedef struct bound_arg {
+  dlock_lock *lock;
+  int rc;
+} bound_arg;
+
+static void *bound_release(void *arg) {
+  bound_arg *b = arg;
+  b->rc = dlock_release(b->lock);
+  return NULL;
+}
+
+static void test_owners_per_thread_and_bound(void) {
+  shared_handle s = {.lock = new_lock(cl, th_name("owners"))};
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++)
+    pthread_create(&t[i], NULL, own_thread, &s);
+  for (int i = 0; i < 8; i++)
+    pthread_join(t[i], NULL);
+  CU_ASSERT_EQUAL(atomic_load(&s.ok), 8);
+
+  /* a bound lock: acquired here, released in another thread */
+  dlock_lock *l = new_lock(cl, th_name("bound"));
+  uint64_t owner = dlock_owner_id_new();
+  CU_ASSERT_NOT_EQUAL(owner, dlock_thread_id());
+  TH_ASSERT_RC(dlock_lock_bind_owner(l, owner), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  bound_arg b = {.lock = l};
+  pthread_t rt;
+  pthread_create(&rt, NULL, bound_release, &b);
+  pthread_join(rt, NULL);
+  TH_ASSERT_RC(b.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", dlock_lock_name(l, NULL)), 0);
+  dlock_lock_free(s.lock);
+  dlock_lock_free(l);
+}
+
+/* ---- subscriptions do not leak -------------------------------------------- */
+
+typedef struct churn {
+  dlock_lock *locks[5];
+  atomic_int cycles;
+  atomic_int errors;
+} churn;
+
+static void *churn_thread(void *arg) {
+  churn *ch = arg;
+  unsigned seed = (unsigned)(uintptr_t)&seed;
+  for (;;) {
+    int n = atomic_fetch_add(&ch->cycles, 1);
+    if (n >= 1000)
+      break;
+    dlock_lock *l = ch->locks[rand_r(&seed) % 5];
+    if (dlock_acquire(l, 10000, 5000) != DLOCK_OK ||
+        dlock_release(l) != DLOCK_OK)
+      atomic_fetch_add(&ch->errors, 1);
+  }
+  return NULL;
+}
+
+static void test_no_subscription_leaks(void) {
+  churn ch = {0};
+  for (int i = 0; i < 5; i++)
+    ch.locks[i] = new_lock(cl, th_name("churn"));
+  pthread_t t[16];
+  for (int i = 0; i < 16; i++)
+    pthread_create(&t[i], NULL, churn_thread, &ch);
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  CU_ASSERT_EQUAL(atomic_load(&ch.errors), 0);
+  /* unsubscribes are confirmed asynchronously: wait for the event */
+  int64_t end = th_now_ms() + 2000;
+  size_t left = 1;
+  while (left && th_now_ms() < end) {
+    redisReply *r = th_cmd(&srv, "PUBSUB CHANNELS redisson_lock__channel:*");
+    left = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 1;
+    freeReplyObject(r);
+    if (left)
+      usleep(5000);
+  }
+  CU_ASSERT_EQUAL(left, 0);
+  for (int i = 0; i < 5; i++)
+    dlock_lock_free(ch.locks[i]);
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+static void test_bad_input(void) {
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(NULL, "x", NULL, &l), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NULL(l);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, NULL, NULL, &l), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, "", NULL, &l), DLOCK_EINVAL);
+  CU_ASSERT(strstr(dlock_errmsg(), "empty") != NULL);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  char *huge = malloc(1 << 20);
+  memset(huge, 'a', (1 << 20) - 1);
+  huge[(1 << 20) - 1] = '\0';
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, huge, NULL, &l), DLOCK_EINVAL);
+  CU_ASSERT(strstr(dlock_errmsg(), "longer") != NULL);
+  free(huge);
+  dlock_lock_opts bad = {.version = 99};
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, "x", &bad, &l), DLOCK_EINVAL);
+
+  TH_ASSERT_RC(dlock_acquire(NULL, 0, 1000), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_try_acquire(NULL, 1000), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_release(NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_force_release(NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_lock_state_get(NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_lock_bind_owner(NULL, 1), DLOCK_EINVAL);
+  CU_ASSERT_STRING_EQUAL(dlock_lock_kind(NULL), "");
+  CU_ASSERT_PTR_NULL(dlock_lock_name(NULL, NULL));
+  dlock_lock_free(NULL);
+  dlock_client_close(NULL);
+
+  l = new_lock(cl, th_name("args"));
+  TH_ASSERT_RC(dlock_acquire(l, -5, 1000), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_acquire(l, 0, -7), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_lock_state_get(l, NULL), DLOCK_EINVAL);
+  dlock_lock_free(l);
+
+  /* binary names: NUL bytes, braces, high bytes */
+  static const char bin[] = "a\0b{\xff}\r\n\0";
+  dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+  o.name_len = sizeof bin - 1;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, bin, &o, &l), DLOCK_OK);
+  size_t len = 0;
+  CU_ASSERT(memcmp(dlock_lock_name(l, &len), bin, sizeof bin - 1) == 0);
+  CU_ASSERT_EQUAL(len, sizeof bin - 1);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK);
+  probe p = {.lock = l, .wait_ms = 0, .lease_ms = 1000};
+  in_thread(probe_try, &p);
+  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+
+  /* WRONGTYPE: a string where the lock should be; the string survives */
+  const char *name = th_name("wrongtype");
+  redisReply *r = th_cmd(&srv, "SET %s hello", name);
+  freeReplyObject(r);
+  l = new_lock(cl, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_EREDIS);
+  CU_ASSERT(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
+  TH_ASSERT_RC(dlock_acquire(l, 500, 1000), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_EREDIS);
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_EREDIS);
+  r = th_cmd(&srv, "GET %s", name);
+  CU_ASSERT(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "hello") == 0);
+  freeReplyObject(r);
+  dlock_lock_free(l);
+}
+
+typedef struct waiter_arg {
+  dlock_lock *lock;
+  int rc;
+  int64_t got_ms;
+} waiter_arg;
+
+static void *force_waiter(void *arg) {
+  waiter_arg *w = arg;
+  w->rc = dlock_acquire(w->lock, 10000, 5000);
+  w->got_ms = th_now_ms();
+  if (w->rc == DLOCK_OK)
+    dlock_release(w->lock);
+  return NULL;
+}
+
+static void test_force_release_wakes_waiter(void) {
+  dlock_lock *l = new_lock(cl, th_name("force"));
+  const char *name = dlock_lock_name(l, NULL);
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  TH_ASSERT_RC(dlock_force_release(l), 0); /* free: nothing deleted */
+  TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
+  dlock_client *c2 = th_client(&srv, NULL);
+  waiter_arg w = {.lock = new_lock(c2, name)};
+  pthread_t t;
+  pthread_create(&t, NULL, force_waiter, &w);
+  /* the event: the waiter's client has subscribed */
+  long long subs = 0;
+  for (int64_t end = th_now_ms() + 2000; subs < 1 && th_now_ms() < end;) {
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    subs = r && r->elements == 2 ? r->element[1]->integer : 0;
+    freeReplyObject(r);
+    usleep(1000);
+  }
+  CU_ASSERT_EQUAL(subs, 1);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_force_release(l), 1);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(w.got_ms - t0 < 500); /* woken by the message, not the 60 s lease */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(w.lock);
+  dlock_lock_free(l);
+  dlock_client_close(c2);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("lock", suite_init, suite_clean);
+  CU_add_test(s, "lock_unlock_twice", test_lock_unlock_twice);
+  CU_add_test(s, "reentry_and_other_threads", test_reentry_and_other_threads);
+  CU_add_test(s, "lease_expiry_hands_over", test_lease_expiry_hands_over);
+  CU_add_test(s, "partial_release_rearms_lease", test_partial_release_rearms_lease);
+  CU_add_test(s, "try_wait_times_out", test_try_wait_times_out);
+  CU_add_test(s, "watchdog_keeps_lock", test_watchdog_keeps_lock);
+  CU_add_test(s, "closed_client_lock_expires", test_closed_client_lock_expires);
+  CU_add_test(s, "lost_callback_once", test_lost_callback_once);
+  CU_add_test(s, "renewal_survives_transient_failure",
+              test_renewal_survives_transient_failure);
+  CU_add_test(s, "pubsub_handoff", test_pubsub_handoff);
+  CU_add_test(s, "mutual_exclusion_processes", test_mutual_exclusion_processes);
+  CU_add_test(s, "fencing_tokens_increase", test_fencing_tokens_increase);
+  CU_add_test(s, "owners_per_thread_and_bound", test_owners_per_thread_and_bound);
+  CU_add_test(s, "no_subscription_leaks", test_no_subscription_leaks);
+  CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "force_release_wakes_waiter", test_force_release_wakes_waiter);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }
