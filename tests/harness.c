@@ -75,7 +75,8 @@ static int wait_ping(th_server *s, int timeout_ms) {
   while (th_now_ms() < end) {
     redisReply *r = th_cmd(s, "PING");
     if (r) {
-      int ok = r->type == REDIS_REPLY_STATUS;
+      int ok = r->type == REDIS_REPLY_STATUS ||
+               (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0);
       freeReplyObject(r);
       if (ok)
         return 0;

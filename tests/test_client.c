@@ -1,0 +1,477 @@
+/* The core: URIs, keys, errors, connecting (TCP, unix socket, AUTH, ACL
+ * users, SELECT, CLIENT SETNAME), reconnecting, NOSCRIPT reload, timeouts,
+ * closing, and the faults the engine must ride out. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "core/uri.h"
+#include "harness.h"
+
+/* ---- URIs, keys, errors (no server) --------------------------------------- */
+
+static void test_uri_parse(void) {
+  dlock__uri u;
+  TH_ASSERT_RC(dlock__uri_parse("redis://127.0.0.1", &u), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(u.host, "127.0.0.1");
+  CU_ASSERT_EQUAL(u.port, 6379);
+  CU_ASSERT_EQUAL(u.db, 0);
+  CU_ASSERT_PTR_NULL(u.password);
+  dlock__uri_free(&u);
+  TH_ASSERT_RC(dlock__uri_parse("redis://al%40ice:p%3Ass@localhost:7000/5", &u),
+               DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(u.user, "al@ice");
+  CU_ASSERT_STRING_EQUAL(u.password, "p:ss");
+  CU_ASSERT_STRING_EQUAL(u.host, "localhost");
+  CU_ASSERT_EQUAL(u.port, 7000);
+  CU_ASSERT_EQUAL(u.db, 5);
+  dlock__uri_free(&u);
+  TH_ASSERT_RC(dlock__uri_parse("redis://secret@[::1]:7001", &u), DLOCK_OK);
+  CU_ASSERT_PTR_NULL(u.user);
+  CU_ASSERT_STRING_EQUAL(u.password, "secret");
+  CU_ASSERT_STRING_EQUAL(u.host, "::1");
+  CU_ASSERT_EQUAL(u.port, 7001);
+  dlock__uri_free(&u);
+  TH_ASSERT_RC(dlock__uri_parse("redis://:pw@h/", &u), DLOCK_OK);
+  CU_ASSERT_PTR_NULL(u.user);
+  CU_ASSERT_STRING_EQUAL(u.password, "pw");
+  dlock__uri_free(&u);
+  TH_ASSERT_RC(dlock__uri_parse("unix:///run/redis.sock?db=2", &u), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(u.path, "/run/redis.sock");
+  CU_ASSERT_EQUAL(u.db, 2);
+  dlock__uri_free(&u);
+  TH_ASSERT_RC(dlock__uri_parse("unix://u:p@/tmp/r.sock", &u), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(u.user, "u");
+  CU_ASSERT_STRING_EQUAL(u.path, "/tmp/r.sock");
+  dlock__uri_free(&u);
+
+  static const char *bad[] = {
+      NULL, "", "http://x", "redis://", "redis://h:0", "redis://h:65536",
+      "redis://h:12x", "redis://h/abc", "redis://h:1/2/3", "redis://[::1",
+      "redis://a%zzb@h", "redis://a%4", "unix://", "unix://relative.sock",
+      "unix:///s?db=x", "rediss://h", "redis://h:99999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = dlock__uri_parse(bad[i], &u);
+    if (rc != DLOCK_EINVAL)
+      fprintf(stderr, "\n  accepted bad URI %s\n", bad[i] ? bad[i] : "(null)");
+    CU_ASSERT_EQUAL(rc, DLOCK_EINVAL);
+    CU_ASSERT(dlock_errmsg()[0] != '\0');
+  }
+}
+
+static void key_is(const char *prefix, const char *name, const char *want) {
+  dlock__buf b = {0};
+  CU_ASSERT_EQUAL(dlock__key_prefix(&b, prefix, name, strlen(name)), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, want);
+  dlock__buf_free(&b);
+}
+
+static void test_keys_and_tags(void) {
+  key_is("redisson_lock__channel", "res", "redisson_lock__channel:{res}");
+  key_is("redisson_lock__channel", "{user1}:res", "redisson_lock__channel:{user1}:res");
+  key_is("p", "a{}b", "p:{a{}b}"); /* empty tag is no tag */
+  key_is("p", "a}b{c", "p:{a}b{c}");
+  key_is("p", "x{y}", "p:x{y}");
+  dlock__buf b = {0};
+  CU_ASSERT_EQUAL(dlock__key_suffix(&b, "res", 3, "timeout"), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, "{res}:timeout");
+  b.len = 0;
+  CU_ASSERT_EQUAL(dlock__key_suffix(&b, "{t}r", 4, "timeout"), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, "{t}r:timeout");
+  dlock__buf_free(&b);
+}
+
+static void test_errors(void) {
+  CU_ASSERT_STRING_EQUAL(dlock_errname(DLOCK_OK), "DLOCK_OK");
+  CU_ASSERT_STRING_EQUAL(dlock_errname(DLOCK_ETIMEDOUT), "DLOCK_ETIMEDOUT");
+  CU_ASSERT_STRING_EQUAL(dlock_errname(12345), "DLOCK_UNKNOWN");
+  CU_ASSERT_STRING_EQUAL(dlock_strerror(12345), "unknown error");
+  for (int code = -1; code >= DLOCK_EDEADLK; code--) {
+    CU_ASSERT(strcmp(dlock_errname(code), "DLOCK_UNKNOWN") != 0);
+    CU_ASSERT(strcmp(dlock_strerror(code), "unknown error") != 0);
+  }
+  CU_ASSERT_EQUAL(DLOCK_ELOST, -9); /* numbers are ABI: append only */
+  CU_ASSERT_EQUAL(DLOCK_ECLOSED, -12);
+}
+
+/* ---- connecting ----------------------------------------------------------- */
+
+static void test_open_bad_uri_and_options(void) {
+  dlock_client *c = (dlock_client *)1;
+  TH_ASSERT_RC(dlock_client_open("nonsense", NULL, &c), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NULL(c);
+  TH_ASSERT_RC(dlock_client_open(NULL, NULL, &c), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", NULL, NULL), DLOCK_EINVAL);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 0;
+  TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
+  o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
+  o.client_name = "has space";
+  TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
+  o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
+  o.version = 7;
+  TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
+}
+
+static void test_open_dead_server(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  char url[64];
+  snprintf(url, sizeof url, "%s", s.url);
+  th_server_stop(&s); /* nobody listens there now */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 300;
+  dlock_client *c = NULL;
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_EIO);
+  int64_t took = th_now_ms() - t0;
+  CU_ASSERT(took >= 250 && took <= 600);
+  CU_ASSERT(strstr(dlock_errmsg(), "refused") != NULL);
+  CU_ASSERT_PTR_NULL(c);
+}
+
+static void test_auth_select_setname(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "--requirepass sesame") == 0);
+  dlock_client *c = NULL;
+  char url[128];
+  snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s.port);
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "WRONGPASS") != NULL ||
+            strstr(dlock_errmsg(), "invalid password") != NULL);
+
+  redisReply *r = th_cmd(&s, "AUTH sesame");
+  freeReplyObject(r);
+  /* th_cmd opens a fresh connection per call, so add an ACL user and use
+   * the password-less default only through AUTH */
+  redisContext *admin = redisConnect("127.0.0.1", s.port);
+  r = redisCommand(admin, "AUTH sesame");
+  freeReplyObject(r);
+  r = redisCommand(admin, "ACL SETUSER alice on >wonder ~* &* +@all");
+  CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.client_name = "dlock-acl-test";
+  snprintf(url, sizeof url, "redis://alice:wonder@127.0.0.1:%d/3", s.port);
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "acl-lock", NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  r = redisCommand(admin, "SELECT 3");
+  freeReplyObject(r);
+  r = redisCommand(admin, "EXISTS acl-lock");
+  CU_ASSERT(r && r->integer == 1);
+  freeReplyObject(r);
+  r = redisCommand(admin, "CLIENT LIST");
+  CU_ASSERT(r && strstr(r->str, "name=dlock-acl-test") &&
+            strstr(r->str, "user=alice"));
+  freeReplyObject(r);
+  /* drop every connection: the client must re-AUTH and re-SELECT */
+  r = redisCommand(admin, "CLIENT KILL USER alice");
+  freeReplyObject(r);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  r = redisCommand(admin, "EXISTS acl-lock");
+  CU_ASSERT(r && r->integer == 0);
+  freeReplyObject(r);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  r = redisCommand(admin, "EXISTS acl-lock");
+  CU_ASSERT(r && r->integer == 1);
+  freeReplyObject(r);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  redisFree(admin);
+  th_server_stop(&s);
+}
+
+static void test_unix_socket(void) {
+  th_server s;
+  char extra[128], url[128];
+  snprintf(extra, sizeof extra, "--unixsocket /tmp/dlock-test-%d.sock",
+           (int)getpid());
+  CU_ASSERT_FATAL(th_server_start(&s, extra) == 0);
+  snprintf(url, sizeof url, "unix:///tmp/dlock-test-%d.sock", (int)getpid());
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_OK);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "unix-lock", NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS unix-lock"), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+  unlink(url + 7);
+}
+
+/* ---- faults --------------------------------------------------------------- */
+
+static th_server srv;
+
+static int suite_init(void) { return th_server_start(&srv, NULL) ? 1 : 0; }
+static int suite_clean(void) {
+  th_server_stop(&srv);
+  return 0;
+}
+
+static void test_noscript_reload(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("noscript"), NULL, &l),
+               DLOCK_OK);
+  for (int i = 0; i < 5; i++) {
+    redisReply *r = th_cmd(&srv, "SCRIPT FLUSH");
+    freeReplyObject(r);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+typedef struct counter {
+  pthread_mutex_t mu;
+  int n;
+} counter;
+
+static void count_lost(void *data, const char *name, size_t len, uint64_t owner,
+                       dlock_lost_reason reason) {
+  counter *k = data;
+  pthread_mutex_lock(&k->mu);
+  k->n++;
+  pthread_mutex_unlock(&k->mu);
+}
+
+static int counted(counter *k) {
+  pthread_mutex_lock(&k->mu);
+  int n = k->n;
+  pthread_mutex_unlock(&k->mu);
+  return n;
+}
+
+static void test_server_restart_while_held(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  counter k = {PTHREAD_MUTEX_INITIALIZER, 0};
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 900;
+  o.on_lost = count_lost;
+  o.on_lost_data = &k;
+  dlock_client *c = th_client(&s, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "restart-lock", NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  th_server_kill(&s);
+  CU_ASSERT_FATAL(th_server_restart(&s) == 0); /* no persistence: key gone */
+  int64_t t0 = th_now_ms();
+  while (counted(&k) == 0 && th_now_ms() - t0 < 3000)
+    usleep(5000);
+  CU_ASSERT_EQUAL(counted(&k), 1);
+  /* lost within one renewal interval plus the reconnect */
+  CU_ASSERT(th_now_ms() - t0 <= 900 / 3 + 1000);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  TH_ASSERT_RC(dlock_acquire(l, 1000, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS restart-lock"), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(counted(&k), 1);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+static void test_server_down_fails_within_connect_timeout(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 400;
+  dlock_client *c = th_client(&s, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "down-lock", NULL, &l), DLOCK_OK);
+  th_server_kill(&s);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(l, 5000, 1000), DLOCK_EIO);
+  int64_t took = th_now_ms() - t0;
+  CU_ASSERT(took <= 400 + 50);
+  CU_ASSERT(strstr(dlock_errmsg(), "refused") != NULL ||
+            strstr(dlock_errmsg(), "closed") != NULL);
+  /* the server comes back: the client reconnects by itself */
+  CU_ASSERT_FATAL(th_server_restart(&s) == 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+static void test_server_stopped_call_bounded(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 300;
+  o.connect_timeout_ms = 300;
+  dlock_client *c = th_client(&s, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "stopped-lock", NULL, &l), DLOCK_OK);
+  th_server_pause(&s, 1);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_EIO);
+  int64_t took = th_now_ms() - t0;
+  CU_ASSERT(took >= 290 && took <= 300 + 20 + 10);
+  CU_ASSERT(strstr(dlock_errmsg(), "command timeout") != NULL);
+  th_server_pause(&s, 0);
+  t0 = th_now_ms();
+  int rc;
+  while ((rc = dlock_acquire(l, 0, 1000)) != DLOCK_OK && th_now_ms() - t0 < 2000)
+    usleep(10000);
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  CU_ASSERT(th_now_ms() - t0 <= 1000);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+typedef struct blocked {
+  dlock_lock *lock;
+  int rc;
+  int64_t done_ms;
+} blocked;
+
+static void *blocked_acquire(void *arg) {
+  blocked *b = arg;
+  b->rc = dlock_acquire(b->lock, DLOCK_WAIT_FOREVER, 5000);
+  b->done_ms = th_now_ms();
+  if (b->rc == DLOCK_OK)
+    b->rc = dlock_release(b->lock);
+  return NULL;
+}
+
+static long long numsub(th_server *s, const char *channel) {
+  redisReply *r = th_cmd(s, "PUBSUB NUMSUB %s", channel);
+  long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
+  freeReplyObject(r);
+  return n;
+}
+
+static int wait_numsub(th_server *s, const char *channel, long long want) {
+  for (int64_t end = th_now_ms() + 3000; th_now_ms() < end; usleep(2000))
+    if (numsub(s, channel) == want)
+      return 1;
+  return 0;
+}
+
+static void test_close_fails_waiters(void) {
+  dlock_client *holder = th_client(&srv, NULL);
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("closewait");
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  dlock_lock *h = NULL, *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(holder, name, NULL, &h), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 60000), DLOCK_OK);
+  blocked b[3] = {{.lock = l}, {.lock = l}, {.lock = l}};
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++)
+    pthread_create(&t[i], NULL, blocked_acquire, &b[i]);
+  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  int64_t t0 = th_now_ms();
+  dlock_client_close(c);
+  for (int i = 0; i < 3; i++) {
+    pthread_join(t[i], NULL);
+    TH_ASSERT_RC(b[i].rc, DLOCK_ECLOSED);
+    CU_ASSERT(b[i].done_ms - t0 < 500);
+  }
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_lock_free(h);
+  dlock_client_close(holder);
+}
+
+static void test_pubsub_connection_killed_while_waiting(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_client *holder = th_client(&srv, NULL);
+  const char *name = th_name("subkill");
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  dlock_lock *h = NULL, *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(holder, name, NULL, &h), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 60000), DLOCK_OK);
+  blocked b = {.lock = l};
+  pthread_t t;
+  pthread_create(&t, NULL, blocked_acquire, &b);
+  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  redisReply *r = th_cmd(&srv, "CLIENT KILL TYPE pubsub");
+  freeReplyObject(r);
+  /* the engine re-subscribes by itself */
+  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(b.rc, DLOCK_OK);
+  CU_ASSERT(b.done_ms - t0 < 500); /* by wake-up, not by the 60 s lease */
+  dlock_lock_free(l);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+static void test_connections_killed_under_load(void) {
+  /* CLIENT KILL of the command connection while calls are in flight: calls
+   * either succeed or fail with DLOCK_EIO, nothing hangs, the lock state
+   * stays consistent and the client recovers. */
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("killload"), NULL, &l),
+               DLOCK_OK);
+  int ok = 0, eio = 0, other = 0;
+  for (int i = 0; i < 200; i++) {
+    if (i % 20 == 10) {
+      redisReply *r = th_cmd(&srv, "CLIENT KILL TYPE normal SKIPME yes");
+      freeReplyObject(r);
+    }
+    int rc = dlock_acquire(l, 1000, 5000);
+    if (rc == DLOCK_OK)
+      rc = dlock_release(l);
+    if (rc == DLOCK_OK)
+      ok++;
+    else if (rc == DLOCK_EIO)
+      eio++;
+    else
+      other++;
+  }
+  CU_ASSERT(ok >= 180);
+  CU_ASSERT_EQUAL(other, 0);
+  TH_ASSERT_RC(dlock_acquire(l, 6000, 5000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("core", NULL, NULL);
+  CU_add_test(s, "uri_parse", test_uri_parse);
+  CU_add_test(s, "keys_and_tags", test_keys_and_tags);
+  CU_add_test(s, "errors", test_errors);
+  CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);
+  CU_add_test(s, "open_dead_server", test_open_dead_server);
+  CU_add_test(s, "auth_select_setname", test_auth_select_setname);
+  CU_add_test(s, "unix_socket", test_unix_socket);
+  s = CU_add_suite("engine", suite_init, suite_clean);
+  CU_add_test(s, "noscript_reload", test_noscript_reload);
+  CU_add_test(s, "server_restart_while_held", test_server_restart_while_held);
+  CU_add_test(s, "server_down_fails_within_connect_timeout",
+              test_server_down_fails_within_connect_timeout);
+  CU_add_test(s, "server_stopped_call_bounded", test_server_stopped_call_bounded);
+  CU_add_test(s, "close_fails_waiters", test_close_fails_waiters);
+  CU_add_test(s, "pubsub_connection_killed_while_waiting",
+              test_pubsub_connection_killed_while_waiting);
+  CU_add_test(s, "connections_killed_under_load", test_connections_killed_under_load);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
