@@ -198,19 +198,37 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 
 /* ---- holds and the watchdog (watchdog.c) ---------------------------------- */
 
-/* Record one successful grant of (name, owner_id). watchdog: renew it until
- * released. t0_ms: monotonic time the acquire was sent (validity start). */
-int dlock__hold_add(dlock_client *c, const char *name, size_t len,
-                    uint64_t owner_id, int watchdog, int64_t lease_ms,
-                    int64_t t0_ms);
-/* Lease to re-arm on a partial release of (name, owner): the hold's last
- * lease, or the watchdog timeout when unknown. */
-int64_t dlock__hold_lease(dlock_client *c, const char *name, size_t len,
-                          uint64_t owner_id);
+/* A hold is identified by the lock's key (renewal KEYS[i]) and the owner
+ * field on the wire ("U:T", or "U:T:write" for a writer). */
+typedef struct dlock__hold_id {
+  const char *name;
+  size_t name_len;
+  const char *field;
+  size_t field_len;
+} dlock__hold_id;
+
+/* How the watchdog renews a hold: script gets KEYS = the holds' names and
+ * ARGV = lease, then per hold its field and extra ("" when none). */
+typedef struct dlock__renewal {
+  int script;
+  const char *extra;
+  size_t extra_len;
+} dlock__renewal;
+
+/* Record one successful grant. watchdog: renew it (with r) until released.
+ * t0_ms: monotonic time the acquire was sent (validity start). */
+int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
+                    uint64_t owner_id, const dlock__renewal *r, int watchdog,
+                    int64_t lease_ms, int64_t t0_ms);
+/* Lease to re-arm on a partial release: the hold's last lease, or the
+ * watchdog timeout when there is no hold. */
+int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id);
+/* The local hold count (0 when none). */
+int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id);
 /* Apply a release outcome: 1 fully released, 0 a hold remains, -1 the server
  * had no hold. Returns 1 when the client had a local hold (so -1 means the
  * hold was lost), 0 when it had none. */
-int dlock__hold_released(dlock_client *c, const char *name, size_t len,
-                         uint64_t owner_id, int outcome);
+int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
+                         int outcome);
 
 #endif /* DLOCK_CORE_H */

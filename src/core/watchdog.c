@@ -1,14 +1,15 @@
 /* Holds and the watchdog.
  *
- * Every grant this client makes is recorded as a hold keyed by (owner id,
+ * Every grant this client makes is recorded as a hold keyed by (owner field,
  * name), so a release can tell "the lease ran out" (DLOCK_ELOST: we held it)
  * from "never held" (DLOCK_ENOTOWNER). Holds taken without a lease are also
- * renewed: every watchdog_timeout/3 one tick renews ALL of them, up to
- * BATCH holds per script call. A reply of 0 means the hold is gone: it is
- * marked lost (its release returns DLOCK_ELOST) and the lost-lock callback
- * runs once. A transport or server error keeps the hold and the next tick
- * retries; but once the validity of the last successful renewal has passed
- * without a new one, the hold is reported lost too (it may be gone). */
+ * renewed: every watchdog_timeout/3 one tick renews ALL of them, up to BATCH
+ * holds per script call (one batch per renewal script). A reply of 0 means
+ * the hold is gone: it is marked lost (its release returns DLOCK_ELOST) and
+ * the lost-lock callback runs once. A transport or server error keeps the
+ * hold and the next tick retries; but once the validity of the last
+ * successful renewal has passed without a new one, the hold is reported lost
+ * too (it may be gone). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,75 +17,96 @@
 #include "core/scripts.h"
 
 #define BATCH 100
+#define MAX_SCRIPTS 8 /* distinct renewal scripts in one tick */
 
 typedef struct hold {
-  dlock__map_node node; /* key: 8-byte owner id, then the name */
+  dlock__map_node node; /* key: field, NUL, name */
   uint64_t owner_id;
   int64_t count;
   int64_t lease_ms;
   int64_t acquired_ms;
   int64_t valid_until_ms;
   uint64_t epoch;
+  int script;
   unsigned watchdog : 1, lost : 1, renewing : 1;
-  size_t name_len;
+  char *extra;
+  size_t extra_len;
+  size_t field_len, name_len;
   char key[];
 } hold;
 
-static size_t make_key(char *out, uint64_t owner_id, const char *name,
-                       size_t len) {
-  memcpy(out, &owner_id, 8);
-  memcpy(out + 8, name, len);
-  return len + 8;
+static const char *hold_name(const hold *h) { return h->key + h->field_len + 1; }
+
+/* The table key for id, in stack or heap memory (free if != stack). */
+static char *make_key(const dlock__hold_id *id, char *stack, size_t n,
+                      size_t *klen) {
+  *klen = id->field_len + 1 + id->name_len;
+  char *k = *klen <= n ? stack : malloc(*klen);
+  if (k) {
+    memcpy(k, id->field, id->field_len);
+    k[id->field_len] = '\0';
+    memcpy(k + id->field_len + 1, id->name, id->name_len);
+  }
+  return k;
 }
 
-static hold *find(dlock_client *c, const char *key, size_t klen) {
+static hold *find_key(dlock_client *c, const char *key, size_t klen) {
   dlock__map_node *n = dlock__map_get(&c->holds, key, klen);
   return n ? DLOCK__CONTAINER(n, hold, node) : NULL;
 }
 
-static hold *find_by_name(dlock_client *c, const char *name, size_t len,
-                          uint64_t owner_id, char **keybuf) {
+static hold *find(dlock_client *c, const dlock__hold_id *id) {
   char stack[256];
-  char *key = len + 8 <= sizeof stack ? stack : malloc(len + 8);
+  size_t klen;
+  char *key = make_key(id, stack, sizeof stack, &klen);
   if (key == NULL)
     return NULL;
-  hold *h = find(c, key, make_key(key, owner_id, name, len));
+  hold *h = find_key(c, key, klen);
   if (key != stack)
     free(key);
-  (void)keybuf;
   return h;
 }
 
 static void drop(dlock_client *c, hold *h) {
   dlock__map_del(&c->holds, &h->node);
+  free(h->extra);
   free(h);
 }
 
-int dlock__hold_add(dlock_client *c, const char *name, size_t len,
-                    uint64_t owner_id, int watchdog, int64_t lease_ms,
-                    int64_t t0_ms) {
+int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
+                    uint64_t owner_id, const dlock__renewal *r, int watchdog,
+                    int64_t lease_ms, int64_t t0_ms) {
   pthread_mutex_lock(&c->hmu);
-  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  hold *h = find(c, id);
   if (h && h->lost) { /* a fresh grant after a loss starts over */
     drop(c, h);
     h = NULL;
   }
   if (h == NULL) {
-    h = calloc(1, sizeof *h + len + 8);
-    if (h == NULL) {
-      pthread_mutex_unlock(&c->hmu);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
+    size_t klen = id->field_len + 1 + id->name_len;
+    h = calloc(1, sizeof *h + klen);
+    if (h && r->extra_len && (h->extra = malloc(r->extra_len)) == NULL) {
+      free(h);
+      h = NULL;
     }
-    h->owner_id = owner_id;
-    h->name_len = len;
+    if (h == NULL)
+      goto nomem;
+    make_key(id, h->key, klen, &klen);
     h->node.key = h->key;
-    h->node.klen = make_key(h->key, owner_id, name, len);
+    h->node.klen = klen;
+    h->field_len = id->field_len;
+    h->name_len = id->name_len;
+    h->owner_id = owner_id;
+    h->script = r->script;
+    if (r->extra_len)
+      memcpy(h->extra, r->extra, r->extra_len);
+    h->extra_len = r->extra_len;
     h->acquired_ms = t0_ms;
     h->epoch = ++c->hold_epoch;
     if (dlock__map_put(&c->holds, &h->node) != DLOCK_OK) {
+      free(h->extra);
       free(h);
-      pthread_mutex_unlock(&c->hmu);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
+      goto nomem;
     }
   }
   h->count++;
@@ -95,21 +117,31 @@ int dlock__hold_add(dlock_client *c, const char *name, size_t len,
     h->valid_until_ms = t0_ms + lease_ms;
   pthread_mutex_unlock(&c->hmu);
   return DLOCK_OK;
+nomem:
+  pthread_mutex_unlock(&c->hmu);
+  return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
 }
 
-int64_t dlock__hold_lease(dlock_client *c, const char *name, size_t len,
-                          uint64_t owner_id) {
+int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id) {
   pthread_mutex_lock(&c->hmu);
-  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  hold *h = find(c, id);
   int64_t lease = h ? h->lease_ms : c->opts.watchdog_timeout_ms;
   pthread_mutex_unlock(&c->hmu);
   return lease;
 }
 
-int dlock__hold_released(dlock_client *c, const char *name, size_t len,
-                         uint64_t owner_id, int outcome) {
+int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id) {
   pthread_mutex_lock(&c->hmu);
-  hold *h = find_by_name(c, name, len, owner_id, NULL);
+  hold *h = find(c, id);
+  int64_t n = h && !h->lost ? h->count : 0;
+  pthread_mutex_unlock(&c->hmu);
+  return n;
+}
+
+int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
+                         int outcome) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find(c, id);
   int had = h != NULL;
   if (h && (outcome != 0 || --h->count <= 0))
     drop(c, h);
@@ -122,7 +154,9 @@ void dlock__holds_free(dlock_client *c) {
   dlock__map_node *n = dlock__map_next(&c->holds, NULL, &slot);
   while (n) {
     dlock__map_node *next = dlock__map_next(&c->holds, n, &slot);
-    free(DLOCK__CONTAINER(n, hold, node));
+    hold *h = DLOCK__CONTAINER(n, hold, node);
+    free(h->extra);
+    free(h);
     n = next;
   }
   dlock__map_free(&c->holds);
@@ -171,7 +205,7 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
   note->owner_id = h->owner_id;
   note->reason = reason;
   note->len = h->name_len;
-  memcpy(note->name, h->key + 8, h->name_len);
+  memcpy(note->name, hold_name(h), h->name_len);
   out->v[out->n++] = note;
 }
 
@@ -193,7 +227,7 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
            reply->elements == b->n;
   pthread_mutex_lock(&c->hmu);
   for (size_t i = 0; i < b->n; i++) {
-    hold *h = find(c, b->keys.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
+    hold *h = find_key(c, b->keys.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
     if (h == NULL || h->epoch != b->epochs[i] || !h->renewing)
       continue; /* released (or released and taken again) meanwhile */
     h->renewing = 0;
@@ -213,11 +247,12 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
 }
 
 /* Build and send one renewal call for the n holds in hs (hmu held). */
-static void send_batch(dlock_client *c, hold **hs, size_t n, int64_t now) {
+static void send_batch(dlock_client *c, int script, hold **hs, size_t n,
+                       int64_t now) {
   batch *b = calloc(1, sizeof *b);
-  const char *keys[BATCH], *args[BATCH + 1];
-  size_t klens[BATCH], alens[BATCH + 1];
-  char owners[BATCH][64], lease[24];
+  const char *keys[BATCH], *args[1 + 2 * BATCH];
+  size_t klens[BATCH], alens[1 + 2 * BATCH];
+  char lease[24];
   if (b == NULL)
     return;
   b->client = c;
@@ -228,18 +263,20 @@ static void send_batch(dlock_client *c, hold **hs, size_t n, int64_t now) {
   args[0] = lease;
   for (size_t i = 0; i < n; i++) {
     hold *h = hs[i];
-    keys[i] = h->key + 8;
+    keys[i] = hold_name(h);
     klens[i] = h->name_len;
-    alens[i + 1] = dlock__owner(c, h->owner_id, owners[i]);
-    args[i + 1] = owners[i];
+    args[1 + 2 * i] = h->key; /* the field */
+    alens[1 + 2 * i] = h->field_len;
+    args[2 + 2 * i] = h->extra ? h->extra : "";
+    alens[2 + 2 * i] = h->extra_len;
     b->epochs[i] = h->epoch;
     b->offs[i] = b->keys.len;
     if (dlock__buf_add(&b->keys, h->key, h->node.klen) != DLOCK_OK)
       goto fail;
   }
   b->offs[n] = b->keys.len;
-  if (dlock__req_script(&b->req, DLOCK__SCRIPT_LOCK_RENEW, n, keys, klens,
-                        n + 1, args, alens) != DLOCK_OK)
+  if (dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n, args,
+                        alens) != DLOCK_OK)
     goto fail;
   b->req.done = batch_done;
   b->req.data = b;
@@ -253,13 +290,21 @@ fail:
   free(b);
 }
 
+typedef struct pending {
+  int script;
+  size_t n;
+  hold *hs[BATCH];
+} pending;
+
 static void tick(uv_timer_t *t) {
   dlock_client *c = t->data;
   int64_t now = dlock__now_ms();
   int64_t max_hold = c->opts.max_hold_ms;
-  hold *hs[BATCH];
-  size_t n = 0;
+  pending *p = calloc(MAX_SCRIPTS, sizeof *p);
+  size_t np = 0;
   lost_list lost = {0};
+  if (p == NULL)
+    return; /* out of memory: the next tick tries again */
   pthread_mutex_lock(&c->hmu);
   size_t slot;
   for (dlock__map_node *node = dlock__map_next(&c->holds, NULL, &slot); node;
@@ -267,23 +312,32 @@ static void tick(uv_timer_t *t) {
     hold *h = DLOCK__CONTAINER(node, hold, node);
     if (!h->watchdog || h->lost)
       continue;
+    int too_long = max_hold > 0 && now - h->acquired_ms >= max_hold;
     if (now >= h->valid_until_ms) {
-      int too_long = max_hold > 0 && now - h->acquired_ms >= max_hold;
-      mark_lost(h, too_long ? DLOCK_LOST_MAX_HOLD : DLOCK_LOST_UNRENEWED,
-                &lost);
+      mark_lost(h, too_long ? DLOCK_LOST_MAX_HOLD : DLOCK_LOST_UNRENEWED, &lost);
       continue;
     }
-    if (h->renewing || (max_hold > 0 && now - h->acquired_ms >= max_hold))
+    if (h->renewing || too_long)
       continue;
-    hs[n++] = h;
-    if (n == BATCH) {
-      send_batch(c, hs, n, now);
-      n = 0;
+    size_t i = 0;
+    while (i < np && p[i].script != h->script)
+      i++;
+    if (i == np) {
+      if (np == MAX_SCRIPTS)
+        continue; /* cannot happen with today's scripts */
+      p[np++].script = h->script;
+    }
+    p[i].hs[p[i].n++] = h;
+    if (p[i].n == BATCH) {
+      send_batch(c, p[i].script, p[i].hs, p[i].n, now);
+      p[i].n = 0;
     }
   }
-  if (n)
-    send_batch(c, hs, n, now);
+  for (size_t i = 0; i < np; i++)
+    if (p[i].n)
+      send_batch(c, p[i].script, p[i].hs, p[i].n, now);
   pthread_mutex_unlock(&c->hmu);
+  free(p);
   tell_lost(c, &lost);
 }
 

@@ -123,7 +123,9 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   }
   if (rc != 1)
     return rc;
-  rc = dlock__hold_add(c, l->name, l->name_len, owner_id, watchdog, lease, sent);
+  dlock__hold_id id = {l->name, l->name_len, owner, olen};
+  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, lease, sent);
   if (rc != DLOCK_OK) {
     release_by(l, owner, olen); /* cannot track it: do not keep it */
     return dlock__fail(rc, "out of memory recording the hold");
@@ -137,7 +139,7 @@ static int release_by(dlock_lock *l, const char *owner, size_t olen) {
   reentrant *rl = (reentrant *)l;
   dlock_client *c = l->client;
   const dlock_client_opts *o = dlock__client_opts(c);
-  uint64_t owner_id = dlock__lock_owner_id(l);
+  dlock__hold_id id = {l->name, l->name_len, owner, olen};
   dlock__buf latch = {0};
   char rid[33], lease[24], px[24];
   if (dlock__random_hex(rid, 16) != DLOCK_OK ||
@@ -146,7 +148,7 @@ static int release_by(dlock_lock *l, const char *owner, size_t olen) {
     dlock__buf_free(&latch);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  int64_t lease_ms = dlock__hold_lease(c, l->name, l->name_len, owner_id);
+  int64_t lease_ms = dlock__hold_lease(c, &id);
   /* The latch must outlive every retry of this release. */
   int64_t latch_ms = 2 * o->command_timeout_ms + o->connect_timeout_ms;
   const char *keys[] = {l->name, latch.p};
@@ -166,18 +168,18 @@ static int release_by(dlock_lock *l, const char *owner, size_t olen) {
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)
-      dlock__hold_released(c, l->name, l->name_len, owner_id, 1);
+      dlock__hold_released(c, &id, 1);
     return rc;
   }
   if (r->type == REDIS_REPLY_NIL) {
-    int had = dlock__hold_released(c, l->name, l->name_len, owner_id, -1);
+    int had = dlock__hold_released(c, &id, -1);
     rc = had ? dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
                            "release", l->name)
              : dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s",
                            l->name, owner);
   } else if (r->type == REDIS_REPLY_INTEGER &&
              (r->integer == 0 || r->integer == 1)) {
-    dlock__hold_released(c, l->name, l->name_len, owner_id, (int)r->integer);
+    dlock__hold_released(c, &id, (int)r->integer);
   } else {
     rc = dlock__fail_reply(r, "release");
   }
