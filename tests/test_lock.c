@@ -286,6 +286,29 @@ static void test_renewal_survives_transient_failure(void) {
   dlock_client_close(c);
 }
 
+static void test_max_hold_stops_renewal(void) {
+  lost_log log;
+  lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.max_hold_ms = 1000;
+  o.on_lost = on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = new_lock(c, th_name("maxhold"));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(lost_wait(&log, 1, 3000), 1);
+  int64_t took = th_now_ms() - t0;
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_MAX_HOLD);
+  /* renewed until max_hold, then reported when the last lease ran out */
+  CU_ASSERT(took >= 1000 && took <= 1000 + 600 + 250);
+  CU_ASSERT(th_int(&srv, "PTTL %s", dlock_lock_name(l, NULL)) < 250);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* ---- pub/sub hand-off ----------------------------------------------------- */
 
 #define HANDOFFS 100
@@ -703,6 +726,7 @@ static void add_tests(void) {
   CU_add_test(s, "lost_callback_once", test_lost_callback_once);
   CU_add_test(s, "renewal_survives_transient_failure",
               test_renewal_survives_transient_failure);
+  CU_add_test(s, "max_hold_stops_renewal", test_max_hold_stops_renewal);
   CU_add_test(s, "pubsub_handoff", test_pubsub_handoff);
   CU_add_test(s, "mutual_exclusion_processes", test_mutual_exclusion_processes);
   CU_add_test(s, "fencing_tokens_increase", test_fencing_tokens_increase);
