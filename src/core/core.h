@@ -196,6 +196,27 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 
+/* ---- the waiting recipe (wait.c) ----------------------------------------- */
+
+typedef struct dlock__wait_spec {
+  const char *what;    /* for messages: 'lock "name"' */
+  const char *channel; /* where releases are announced */
+  size_t channel_len;
+  dlock__wake_fn *wake;
+  /* One try: 1 acquired, 0 not yet (*hint = longest useful wait in ms, -1
+   * unknown, -2 retry now), or a negative error code. */
+  int (*attempt)(void *ctx, int64_t *hint);
+  /* Called once when the loop ends in an error after subscribing (timeout,
+   * close): undo what the tries left behind (queue entries). May be NULL. */
+  void (*give_up)(void *ctx);
+} dlock__wait_spec;
+
+/* Try, subscribe, try and wait until acquired or the budget is spent.
+ * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the
+ * attempt succeeded, or an error (DLOCK_ETIMEDOUT, DLOCK_ECLOSED, ...). */
+int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
+                     int64_t wait_ms, void *ctx);
+
 /* ---- holds and the watchdog (watchdog.c) ---------------------------------- */
 
 /* A hold is identified by the lock's key (renewal KEYS[i]) and the owner

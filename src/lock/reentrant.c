@@ -10,10 +10,6 @@
 #include "core/scripts.h"
 #include "lock/lock_impl.h"
 
-/* How long to wait between tries when the holder's lease has no TTL: a
- * wake-up is only a hint, so every wait is bounded. */
-#define NO_TTL_RECHECK_MS 1000
-
 typedef struct reentrant {
   dlock_lock base;
   int fenced;
@@ -23,21 +19,27 @@ typedef struct reentrant {
 } reentrant;
 
 typedef struct attempt {
-  int64_t hint;  /* PTTL of the holder's lease when not acquired */
-  int64_t token; /* fencing token when acquired */
+  reentrant *rl;
+  const char *owner;
+  size_t olen;
+  int64_t lease_ms;
+  int64_t sent_ms; /* when the last try was sent: the lease starts there */
+  int64_t token;   /* fencing token when acquired */
 } attempt;
 
-/* One try. Returns 1 acquired, 0 held by another (a->hint set), or an error. */
-static int try_once(reentrant *rl, const char *owner, size_t olen,
-                    int64_t lease_ms, attempt *a) {
+/* One try: 1 acquired, 0 held by another (*hint = its PTTL), or an error. */
+static int try_once(void *ctx, int64_t *hint) {
+  attempt *a = ctx;
+  reentrant *rl = a->rl;
   dlock_lock *l = &rl->base;
   char lease[24];
   const char *keys[] = {l->name, rl->token_key.p};
   size_t klens[] = {l->name_len, rl->token_key.len};
-  const char *args[] = {lease, owner};
-  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
-                    olen};
+  const char *args[] = {lease, a->owner};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
+                    a->olen};
   redisReply *r;
+  a->sent_ms = dlock__now_ms();
   int rc = dlock__script_call(
       l->client, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
       rl->fenced ? 2 : 1, keys, klens, 2, args, alens, &r);
@@ -46,7 +48,7 @@ static int try_once(reentrant *rl, const char *owner, size_t olen,
   if (!rl->fenced && r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (!rl->fenced && r->type == REDIS_REPLY_INTEGER) {
-    a->hint = r->integer;
+    *hint = r->integer;
     rc = 0;
   } else if (rl->fenced && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[0]->type == REDIS_REPLY_INTEGER &&
@@ -55,23 +57,12 @@ static int try_once(reentrant *rl, const char *owner, size_t olen,
     if (rc)
       a->token = r->element[1]->integer;
     else
-      a->hint = r->element[1]->integer;
+      *hint = r->element[1]->integer;
   } else {
     rc = dlock__fail_reply(r, "acquire");
   }
   freeReplyObject(r);
   return rc;
-}
-
-static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
-  int64_t until;
-  if (hint >= 0)
-    until = now + hint;
-  else if (hint == -2) /* freed between the check and the PTTL: retry */
-    until = now;
-  else
-    until = now + NO_TTL_RECHECK_MS;
-  return deadline >= 0 && deadline < until ? deadline : until;
 }
 
 static int release_by(dlock_lock *l, const char *owner, size_t olen);
@@ -84,54 +75,26 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   char owner[64];
   size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  int64_t lease = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms;
-  int64_t start = dlock__now_ms();
-  int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
-  int64_t sent = start;
-  attempt a = {0, 0};
-
-  int rc = try_once(rl, owner, olen, lease, &a);
-  if (rc == 0 && wait_ms == 0)
-    return dlock__fail(DLOCK_EBUSY, "lock \"%.100s\" is held by another owner "
-                       "(lease %" PRId64 " ms left)", l->name, a.hint);
-  if (rc == 0) {
-    /* Subscribe before the second try: a release after that try is then
-     * always seen as a wake-up. */
-    dlock__waiter w;
-    rc = dlock__subscribe(c, rl->channel.p, rl->channel.len, dlock__wake_one,
-                          &w, deadline);
-    if (rc != DLOCK_OK)
-      return rc;
-    for (;;) {
-      sent = dlock__now_ms();
-      rc = try_once(rl, owner, olen, lease, &a);
-      if (rc != 0)
-        break;
-      int64_t now = dlock__now_ms();
-      if (deadline >= 0 && now >= deadline) {
-        rc = dlock__fail(DLOCK_ETIMEDOUT, "lock \"%.100s\" still held after "
-                         "%" PRId64 " ms", l->name, wait_ms);
-        break;
-      }
-      if (dlock__waiter_wait(&w, wait_until(a.hint, now, deadline)) ==
-          DLOCK_ECLOSED) {
-        rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
-        break;
-      }
-    }
-    dlock__unsubscribe(c, &w);
-  }
+  attempt a = {rl, owner, olen,
+               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
+               0, 0};
+  char what[140];
+  snprintf(what, sizeof what, "lock \"%.100s\"", l->name);
+  dlock__wait_spec spec = {what, rl->channel.p, rl->channel.len,
+                           dlock__wake_one, try_once, NULL};
+  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;
   dlock__hold_id id = {l->name, l->name_len, owner, olen};
   static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, lease, sent);
+  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms,
+                       a.sent_ms);
   if (rc != DLOCK_OK) {
     release_by(l, owner, olen); /* cannot track it: do not keep it */
     return dlock__fail(rc, "out of memory recording the hold");
   }
   grant->token = a.token;
-  grant->validity_ms = lease - (dlock__now_ms() - sent);
+  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
   return DLOCK_OK;
 }
 

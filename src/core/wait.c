@@ -1,0 +1,61 @@
+/* The waiting recipe (DESIGN.md "Waiting"), shared by every primitive that
+ * blocks: try; subscribe BEFORE the second try; then try, and wait for a
+ * wake-up or the reply's hint or the budget, whichever comes first; finally
+ * unsubscribe. Wake-ups are counted, so none is lost between a try and the
+ * wait, and every wait is bounded, so a lost message costs at most the hint. */
+#include <inttypes.h>
+
+#include "core/core.h"
+
+/* How long to wait between tries when the reply gives no bound (the holder's
+ * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
+#define NO_HINT_RECHECK_MS 1000
+
+static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
+  int64_t until;
+  if (hint >= 0)
+    until = now + hint;
+  else if (hint == -2) /* freed between the check and the PTTL: retry */
+    until = now;
+  else
+    until = now + NO_HINT_RECHECK_MS;
+  return deadline >= 0 && deadline < until ? deadline : until;
+}
+
+int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
+                     int64_t wait_ms, void *ctx) {
+  int64_t start = dlock__now_ms();
+  int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
+  int64_t hint = 0;
+  int rc = spec->attempt(ctx, &hint);
+  if (rc != 0)
+    return rc;
+  if (wait_ms == 0)
+    return dlock__fail(DLOCK_EBUSY, "%s: not available (retry in %" PRId64
+                       " ms)", spec->what, hint);
+  dlock__waiter w;
+  rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake, &w,
+                        deadline);
+  if (rc != DLOCK_OK)
+    return rc;
+  for (;;) {
+    rc = spec->attempt(ctx, &hint);
+    if (rc != 0)
+      break;
+    int64_t now = dlock__now_ms();
+    if (deadline >= 0 && now >= deadline) {
+      rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available after %" PRId64
+                       " ms", spec->what, wait_ms);
+      break;
+    }
+    if (dlock__waiter_wait(&w, wait_until(hint, now, deadline)) ==
+        DLOCK_ECLOSED) {
+      rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
+      break;
+    }
+  }
+  if (rc < 0 && spec->give_up)
+    spec->give_up(ctx);
+  dlock__unsubscribe(c, &w);
+  return rc;
+}
