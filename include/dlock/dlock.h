@@ -7,5 +7,6 @@
 #include "dlock/error.h"
 #include "dlock/client.h"
 #include "dlock/lock.h"
+#include "dlock/rwlock.h"
 
 #endif /* DLOCK_H */

@@ -140,8 +140,36 @@ const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
   return lock->name;
 }
 
+int64_t dlock__latch_ms(dlock_client *c) {
+  const dlock_client_opts *o = dlock__client_opts(c);
+  return 2 * o->command_timeout_ms + o->connect_timeout_ms;
+}
+
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+                        size_t nkeys, const char **keys, size_t *klens,
+                        size_t nargs, const char *const *args,
+                        const size_t *alens, redisReply **reply) {
+  dlock__buf latch = {0};
+  char rid[33];
+  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
+      dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) != DLOCK_OK ||
+      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
+    dlock__buf_free(&latch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  keys[1] = latch.p;
+  klens[1] = latch.len;
+  int rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
+                              reply);
+  if (rc == DLOCK_EIO)
+    rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
+                            reply);
+  dlock__buf_free(&latch);
+  return rc;
+}
+
 void dlock_lock_free(dlock_lock *lock) {
-  if (lock == NULL)
+  if (lock == NULL || lock->borrowed)
     return;
   if (lock->m->destroy)
     lock->m->destroy(lock);

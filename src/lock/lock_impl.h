@@ -30,6 +30,7 @@ struct dlock_lock {
   char *name;
   size_t name_len;
   uint64_t bound_owner; /* 0: the calling thread owns */
+  int borrowed;         /* part of a bigger object: dlock_lock_free ignores it */
 };
 
 /* Allocate a backend's struct (m->size bytes), copy the name and take a
@@ -40,5 +41,17 @@ int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
 
 /* The owner id for a call on lock: the bound id or the calling thread's. */
 uint64_t dlock__lock_owner_id(const dlock_lock *lock);
+
+/* Call a release script whose second key (KEYS[2]) is the unlock latch:
+ * latch_prefix plus one random request id per call. A call whose reply is lost
+ * (DLOCK_EIO) is retried once with the same id, so the script replays its
+ * first outcome instead of releasing twice. keys[1] is filled in. */
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+                        size_t nkeys, const char **keys, size_t *klens,
+                        size_t nargs, const char *const *args,
+                        const size_t *alens, redisReply **reply);
+
+/* How long an unlock latch must live: the whole retry window. */
+int64_t dlock__latch_ms(dlock_client *c);
 
 #endif /* DLOCK_LOCK_IMPL_H */

@@ -101,33 +101,18 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
 static int release_by(dlock_lock *l, const char *owner, size_t olen) {
   reentrant *rl = (reentrant *)l;
   dlock_client *c = l->client;
-  const dlock_client_opts *o = dlock__client_opts(c);
   dlock__hold_id id = {l->name, l->name_len, owner, olen};
-  dlock__buf latch = {0};
-  char rid[33], lease[24], px[24];
-  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
-      dlock__buf_add(&latch, rl->latch_prefix.p, rl->latch_prefix.len) != DLOCK_OK ||
-      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
-    dlock__buf_free(&latch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  int64_t lease_ms = dlock__hold_lease(c, &id);
-  /* The latch must outlive every retry of this release. */
-  int64_t latch_ms = 2 * o->command_timeout_ms + o->connect_timeout_ms;
-  const char *keys[] = {l->name, latch.p};
-  size_t klens[] = {l->name_len, latch.len};
+  char lease[24], px[24];
+  const char *keys[] = {l->name, NULL};
+  size_t klens[] = {l->name_len, 0};
   const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
-  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
-                    olen,
-                    (size_t)snprintf(px, sizeof px, "%" PRId64, latch_ms),
-                    7, rl->channel.len, 1};
+  size_t alens[] = {
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
+      rl->channel.len, 1};
   redisReply *r = NULL;
-  int rc = dlock__script_call(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
-                              args, alens, &r);
-  if (rc == DLOCK_EIO) /* the reply may be lost: the latch replays it */
-    rc = dlock__script_call(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
-                            args, alens, &r);
-  dlock__buf_free(&latch);
+  int rc = dlock__release_call(c, DLOCK__SCRIPT_LOCK_RELEASE, &rl->latch_prefix,
+                               2, keys, klens, 6, args, alens, &r);
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)

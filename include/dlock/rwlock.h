@@ -1,0 +1,53 @@
+/* dlock read-write lock (Redisson RReadWriteLock layout).
+ *
+ * One name, two locks: any number of readers hold the read lock together;
+ * the write lock excludes everyone. Both are dlock_lock handles, usable
+ * anywhere a lock is (dlock_acquire, dlock_release, ...).
+ *
+ * - Reads and writes are reentrant per owner (thread or bound owner).
+ * - Downgrade: a writer may take the read lock too; when it then releases
+ *   the write lock it keeps reading (and other readers may enter).
+ * - Upgrade is refused: acquiring the write lock while holding only the read
+ *   lock returns DLOCK_EDEADLK at once (it would wait for itself forever).
+ * - Each read hold has its own lease: a reader's long lease never keeps
+ *   another reader's expired hold alive, and the lock lives exactly as long
+ *   as its longest live hold.
+ *
+ * Thread-safety: as for every lock (lock.h). The two handles belong to the
+ * dlock_rwlock: free them with dlock_rwlock_free(), not dlock_lock_free()
+ * (which ignores them).
+ */
+#ifndef DLOCK_RWLOCK_H
+#define DLOCK_RWLOCK_H
+
+#include "dlock/lock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dlock_rwlock dlock_rwlock;
+
+/* Make a read-write lock named name.
+ * opts  NULL for the defaults (name_len for names with NUL bytes).
+ * out   OUT: the read-write lock, NULL on failure.
+ * Errors: DLOCK_EINVAL (NULL, empty or over-long name), DLOCK_ENOMEM,
+ * DLOCK_ECLOSED. No Redis traffic. */
+DLOCK_API int dlock_rwlock_new(dlock_client *client, const char *name,
+                               const dlock_lock_opts *opts, dlock_rwlock **out);
+
+/* The read lock (kind "read", DLOCK_CAP_SHARED | DLOCK_CAP_REENTRANT).
+ * Valid until dlock_rwlock_free(). NULL for NULL. */
+DLOCK_API dlock_lock *dlock_rwlock_read(dlock_rwlock *rw);
+
+/* The write lock (kind "write", DLOCK_CAP_REENTRANT). dlock_acquire on it
+ * returns DLOCK_EDEADLK when the caller holds only a read hold. */
+DLOCK_API dlock_lock *dlock_rwlock_write(dlock_rwlock *rw);
+
+/* Free both handles (holds are not released). NULL is a no-op. */
+DLOCK_API void dlock_rwlock_free(dlock_rwlock *rw);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_RWLOCK_H */

@@ -1,0 +1,8 @@
+-- Read-write lock: one consistent snapshot.
+-- KEYS[1]  the lock hash N
+-- ARGV[1]  the caller's field ("U:T" for reads, "U:T:write" for writes)
+-- reply    {mode ('' when free), the caller's hold count, PTTL in ms}
+-- errors   WRONGTYPE when N is not a hash
+local mode = redis.call('hget', KEYS[1], 'mode') or ''
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1])) or 0
+return {mode, count, redis.call('pttl', KEYS[1])}

@@ -1,0 +1,342 @@
+/* The read-write lock (WIRE.md "Read-write lock"): one hash N with a mode
+ * field, reader fields U:T and a writer field U:T:write, one timeout key per
+ * read hold, and the channel redisson_rwlock:{N} ("0" from a read release
+ * wakes one waiter, "1" from a write release wakes all). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/scripts.h"
+#include "dlock/rwlock.h"
+#include "lock/lock_impl.h"
+
+typedef struct rw_half {
+  dlock_lock base;
+  int is_write;
+  dlock__buf channel;      /* redisson_rwlock:{N} */
+  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+  dlock__buf tag;          /* {N}, or N when it has its own hash tag */
+} rw_half;
+
+struct dlock_rwlock {
+  dlock_lock *read, *write;
+};
+
+static uint32_t rw_wake(const char *msg, size_t len) {
+  return len == 1 && msg[0] == '1' ? UINT32_MAX : 1;
+}
+
+/* The caller's fields: reader "U:T", writer "U:T:write", and the reader's
+ * timeout-key prefix "{N}:U:T:rwlock_timeout". */
+typedef struct who {
+  uint64_t owner_id;
+  char reader[64];
+  size_t reader_len;
+  char writer[72];
+  size_t writer_len;
+  dlock__buf timeout_prefix;
+} who;
+
+static int who_init(rw_half *h, who *w) {
+  dlock_lock *l = &h->base;
+  w->owner_id = dlock__lock_owner_id(l);
+  w->reader_len = dlock__owner(l->client, w->owner_id, w->reader);
+  w->writer_len = (size_t)snprintf(w->writer, sizeof w->writer, "%s:write",
+                                   w->reader);
+  w->timeout_prefix = (dlock__buf){0};
+  if (dlock__buf_add(&w->timeout_prefix, h->tag.p, h->tag.len) != DLOCK_OK ||
+      dlock__buf_printf(&w->timeout_prefix, ":%s:rwlock_timeout", w->reader) !=
+          DLOCK_OK) {
+    dlock__buf_free(&w->timeout_prefix);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  return DLOCK_OK;
+}
+
+static dlock__hold_id hold_id(rw_half *h, who *w) {
+  dlock__hold_id id = {h->base.name, h->base.name_len,
+                       h->is_write ? w->writer : w->reader,
+                       h->is_write ? w->writer_len : w->reader_len};
+  return id;
+}
+
+typedef struct attempt {
+  rw_half *h;
+  who *w;
+  int64_t lease_ms;
+  int64_t sent_ms;
+} attempt;
+
+static int try_once(void *ctx, int64_t *hint) {
+  attempt *a = ctx;
+  rw_half *h = a->h;
+  dlock_lock *l = &h->base;
+  char lease[24];
+  size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms);
+  redisReply *r;
+  int rc;
+  a->sent_ms = dlock__now_ms();
+  if (h->is_write) {
+    const char *keys[] = {l->name};
+    size_t klens[] = {l->name_len};
+    const char *args[] = {lease, a->w->writer, a->w->reader};
+    size_t alens[] = {lease_len, a->w->writer_len, a->w->reader_len};
+    rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1,
+                            keys, klens, 3, args, alens, &r);
+  } else {
+    const char *keys[] = {l->name, a->w->timeout_prefix.p};
+    size_t klens[] = {l->name_len, a->w->timeout_prefix.len};
+    const char *args[] = {lease, a->w->reader, a->w->writer};
+    size_t alens[] = {lease_len, a->w->reader_len, a->w->writer_len};
+    rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2,
+                            keys, klens, 3, args, alens, &r);
+  }
+  if (rc != DLOCK_OK)
+    return rc;
+  if (r->type == REDIS_REPLY_NIL) {
+    rc = 1;
+  } else if (r->type == REDIS_REPLY_INTEGER) {
+    *hint = r->integer;
+    rc = 0;
+  } else if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "upgrade") == 0) {
+    rc = dlock__fail(DLOCK_EDEADLK, "\"%.100s\": the caller holds the read "
+                     "lock; upgrading to write would wait for itself (release "
+                     "the read lock first)", l->name);
+  } else {
+    rc = dlock__fail_reply(r, "acquire");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                   dlock_grant *grant) {
+  rw_half *h = (rw_half *)l;
+  dlock_client *c = l->client;
+  who w;
+  int rc = who_init(h, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  attempt a = {h, &w,
+               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms, 0};
+  char what[140];
+  snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
+           l->name);
+  dlock__wait_spec spec = {what, h->channel.p, h->channel.len, rw_wake,
+                           try_once, NULL};
+  rc = dlock__wait_loop(c, &spec, wait_ms, &a);
+  if (rc == 1) {
+    dlock__hold_id id = hold_id(h, &w);
+    dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+    if (!h->is_write) {
+      renew.script = DLOCK__SCRIPT_RWLOCK_READ_RENEW;
+      renew.extra = w.timeout_prefix.p;
+      renew.extra_len = w.timeout_prefix.len;
+    }
+    rc = dlock__hold_add(c, &id, w.owner_id, &renew, watchdog, a.lease_ms,
+                         a.sent_ms);
+    if (rc == DLOCK_OK) {
+      grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
+    } else {
+      dlock__buf_free(&w.timeout_prefix);
+      dlock_release(l); /* cannot track it: do not keep it */
+      return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
+    }
+  }
+  dlock__buf_free(&w.timeout_prefix);
+  return rc == 1 ? DLOCK_OK : rc;
+}
+
+static int release(dlock_lock *l) {
+  rw_half *h = (rw_half *)l;
+  dlock_client *c = l->client;
+  who w;
+  int rc = who_init(h, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__hold_id id = hold_id(h, &w);
+  char px[24], lease[24];
+  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c));
+  redisReply *r = NULL;
+  if (h->is_write) {
+    const char *keys[] = {l->name, NULL};
+    size_t klens[] = {l->name_len, 0};
+    const char *args[] = {lease, w.writer, px, "PUBLISH", h->channel.p};
+    size_t alens[] = {
+        (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+        w.writer_len, px_len, 7, h->channel.len};
+    rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
+                             &h->latch_prefix, 2, keys, klens, 5, args, alens, &r);
+  } else {
+    const char *keys[] = {l->name, NULL, w.timeout_prefix.p, h->tag.p};
+    size_t klens[] = {l->name_len, 0, w.timeout_prefix.len, h->tag.len};
+    const char *args[] = {w.reader, px, "PUBLISH", h->channel.p};
+    size_t alens[] = {w.reader_len, px_len, 7, h->channel.len};
+    rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
+                             &h->latch_prefix, 4, keys, klens, 4, args, alens, &r);
+  }
+  dlock__buf_free(&w.timeout_prefix);
+  if (rc != DLOCK_OK) {
+    if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
+      dlock__hold_released(c, &id, 0);
+    return rc;
+  }
+  if (r->type == REDIS_REPLY_NIL) {
+    int had = dlock__hold_released(c, &id, -1);
+    rc = had ? dlock__fail(DLOCK_ELOST, "lease of the %s lock \"%.100s\" expired "
+                           "before the release", h->is_write ? "write" : "read",
+                           l->name)
+             : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
+                           h->is_write ? "write" : "read", l->name, w.reader);
+  } else if (r->type == REDIS_REPLY_INTEGER &&
+             (r->integer == 0 || r->integer == 1)) {
+    /* one hold of ours is gone; the reply says what happened to the lock */
+    dlock__hold_released(c, &id, 0);
+  } else {
+    rc = dlock__fail_reply(r, "release");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static int force_release(dlock_lock *l) {
+  rw_half *h = (rw_half *)l;
+  const char *mode = h->is_write ? "write" : "read";
+  const char *keys[] = {l->name};
+  size_t klens[] = {l->name_len};
+  const char *args[] = {mode, "PUBLISH", h->channel.p};
+  size_t alens[] = {strlen(mode), 7, h->channel.len};
+  redisReply *r;
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_FORCE_RELEASE, 1,
+                              keys, klens, 3, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
+                                      : dlock__fail_reply(r, "force release");
+  freeReplyObject(r);
+  return rc;
+}
+
+static int state(dlock_lock *l, dlock_lock_state *st) {
+  rw_half *h = (rw_half *)l;
+  who w;
+  int rc = who_init(h, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__buf_free(&w.timeout_prefix);
+  dlock__hold_id id = hold_id(h, &w);
+  const char *keys[] = {l->name};
+  size_t klens[] = {l->name_len};
+  const char *args[] = {id.field};
+  size_t alens[] = {id.field_len};
+  redisReply *r;
+  rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_STATE, 1, keys, klens,
+                          1, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+      r->element[0]->type == REDIS_REPLY_STRING) {
+    st->locked = strcmp(r->element[0]->str, h->is_write ? "write" : "read") == 0;
+    st->hold_count = r->element[1]->integer;
+    st->held_by_me = st->hold_count > 0;
+    st->ttl_ms = r->element[2]->integer;
+  } else {
+    rc = dlock__fail_reply(r, "state");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static void destroy(dlock_lock *l) {
+  rw_half *h = (rw_half *)l;
+  dlock__buf_free(&h->channel);
+  dlock__buf_free(&h->latch_prefix);
+  dlock__buf_free(&h->tag);
+}
+
+static const dlock__lock_methods read_methods = {
+    .version = 1,
+    .kind = "read",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
+    .size = sizeof(rw_half),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
+};
+
+static const dlock__lock_methods write_methods = {
+    .version = 1,
+    .kind = "write",
+    .caps = DLOCK_CAP_REENTRANT,
+    .size = sizeof(rw_half),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
+};
+
+static int half_new(const dlock__lock_methods *m, dlock_client *client,
+                    const char *name, const dlock_lock_opts *opts,
+                    dlock_lock **out) {
+  dlock_lock *l;
+  int rc = dlock__lock_alloc(m, client, name, opts, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  rw_half *h = (rw_half *)l;
+  h->is_write = m == &write_methods;
+  l->borrowed = 1;
+  int tagged = dlock__has_tag(l->name, l->name_len);
+  if (dlock__key_prefix(&h->channel, "redisson_rwlock", l->name, l->name_len) ||
+      dlock__key_prefix(&h->latch_prefix, "redisson_unlock_latch", l->name,
+                        l->name_len) ||
+      dlock__buf_add(&h->latch_prefix, ":", 1) ||
+      dlock__buf_add(&h->tag, "{", tagged ? 0 : 1) ||
+      dlock__buf_add(&h->tag, l->name, l->name_len) ||
+      dlock__buf_add(&h->tag, "}", tagged ? 0 : 1)) {
+    l->borrowed = 0;
+    dlock_lock_free(l);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  *out = l;
+  return DLOCK_OK;
+}
+
+int dlock_rwlock_new(dlock_client *client, const char *name,
+                     const dlock_lock_opts *opts, dlock_rwlock **out) {
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  dlock_rwlock *rw = calloc(1, sizeof *rw);
+  if (rw == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  int rc = half_new(&read_methods, client, name, opts, &rw->read);
+  if (rc == DLOCK_OK)
+    rc = half_new(&write_methods, client, name, opts, &rw->write);
+  if (rc != DLOCK_OK) {
+    dlock_rwlock_free(rw);
+    return rc;
+  }
+  *out = rw;
+  return DLOCK_OK;
+}
+
+dlock_lock *dlock_rwlock_read(dlock_rwlock *rw) { return rw ? rw->read : NULL; }
+
+dlock_lock *dlock_rwlock_write(dlock_rwlock *rw) { return rw ? rw->write : NULL; }
+
+void dlock_rwlock_free(dlock_rwlock *rw) {
+  if (rw == NULL)
+    return;
+  dlock_lock *halves[] = {rw->read, rw->write};
+  for (int i = 0; i < 2; i++)
+    if (halves[i]) {
+      halves[i]->borrowed = 0;
+      dlock_lock_free(halves[i]);
+    }
+  free(rw);
+}
