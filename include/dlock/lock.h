@@ -49,12 +49,15 @@ typedef struct dlock_lock dlock_lock;
 #define DLOCK_CAP_MULTI_NODE 0x10u /* spans several Redis servers */
 
 typedef struct dlock_lock_opts {
-  unsigned version; /* DLOCK_LOCK_OPTS_VERSION */
-  size_t name_len;  /* 0 = strlen(name); set it for names with NUL bytes */
+  unsigned version;     /* DLOCK_LOCK_OPTS_VERSION */
+  size_t name_len;      /* 0 = strlen(name); set it for names with NUL bytes */
+  int64_t wait_slot_ms; /* fair lock: a queued waiter that has not re-tried
+                           for this long is dead and loses its place; live
+                           waiters re-try every third of it. 0 = 5000 */
 } dlock_lock_opts;
 
 #define DLOCK_LOCK_OPTS_VERSION 1u
-#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0 }
+#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0, 0 }
 
 /* What a successful acquire grants (dlock_acquire_grant). */
 typedef struct dlock_grant {
@@ -90,6 +93,15 @@ DLOCK_API int dlock_fenced_lock_new(dlock_client *client, const char *name,
                                     const dlock_lock_opts *opts,
                                     dlock_lock **out);
 
+/* Make a fair lock handle (Redisson RFairLock layout): waiters get the lock
+ * in the order they queued, and only the next one is woken on release. A
+ * waiter that dies is skipped within opts->wait_slot_ms. Arguments and
+ * errors as for dlock_reentrant_lock_new(); DLOCK_EINVAL for a negative
+ * wait slot. See docs/fair.md. */
+DLOCK_API int dlock_fair_lock_new(dlock_client *client, const char *name,
+                                  const dlock_lock_opts *opts,
+                                  dlock_lock **out);
+
 /* Acquire: try, then wait for the lock up to wait_ms (pub/sub wake-ups, no
  * polling), holding it for lease_ms or under the watchdog.
  * Returns DLOCK_OK when held (again, for a re-entry), DLOCK_EBUSY when
@@ -115,9 +127,9 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms);
 DLOCK_API int dlock_release(dlock_lock *lock);
 
 /* Delete the lock whoever holds it, and wake its waiters.
- * Returns DLOCK_OK when a lock was deleted, DLOCK_ENOTOWNER when it was free
- * (nothing to release), DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. Holders are
- * told by their next renewal (lost callback) or release (DLOCK_ELOST). */
+ * Returns 1 when a lock was deleted, 0 when it was free (nothing to
+ * release), or DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. Holders are told by
+ * their next renewal (lost callback) or release (DLOCK_ELOST). */
 DLOCK_API int dlock_force_release(dlock_lock *lock);
 
 /* One consistent snapshot of the lock's state on the server (OUT *state). */

@@ -51,6 +51,10 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply);
 
+/* The state method of every lock kept in a hash of owner -> count
+ * (reentrant, fenced, fair): lua/lock_state.lua. */
+int dlock__hashlock_state(dlock_lock *l, dlock_lock_state *st);
+
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
 

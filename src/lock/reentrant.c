@@ -158,7 +158,7 @@ static int force_release(dlock_lock *l) {
   return rc;
 }
 
-static int state(dlock_lock *l, dlock_lock_state *st) {
+int dlock__hashlock_state(dlock_lock *l, dlock_lock_state *st) {
   char owner[64];
   size_t olen = dlock__owner(l->client, dlock__lock_owner_id(l), owner);
   const char *keys[] = {l->name};
@@ -197,7 +197,7 @@ static const dlock__lock_methods reentrant_methods = {
     .acquire = acquire,
     .release = release,
     .force_release = force_release,
-    .state = state,
+    .state = dlock__hashlock_state,
     .destroy = destroy,
 };
 
@@ -209,7 +209,7 @@ static const dlock__lock_methods fenced_methods = {
     .acquire = acquire,
     .release = release,
     .force_release = force_release,
-    .state = state,
+    .state = dlock__hashlock_state,
     .destroy = destroy,
 };
 

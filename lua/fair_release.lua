@@ -1,0 +1,52 @@
+-- Fair lock: release one hold, idempotently; wake only the next waiter.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the unlock latch redisson_unlock_latch:{N}:R
+-- KEYS[3]  the wait queue redisson_lock_queue:{N}
+-- KEYS[4]  the deadlines redisson_lock_timeout:{N}
+-- ARGV[1]  lease in ms, re-armed when holds remain
+-- ARGV[2]  owner "U:T"
+-- ARGV[3]  latch lifetime in ms
+-- ARGV[4]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[5]  channel prefix redisson_lock__channel:{N}; a waiter listens on
+--          prefix:owner
+-- reply    nil: the owner has no hold (never held, or its lease ran out:
+--          the next live waiter is woken anyway); 0: a hold remains;
+--          1: released, the next live waiter woken. A retry with the same
+--          latch replays the first 0 or 1.
+-- errors   WRONGTYPE when N is not a hash
+local done = redis.call('get', KEYS[2])
+if done then
+  return tonumber(done)
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function wake_next()
+  while true do
+    local head = redis.call('lindex', KEYS[3], 0)
+    if not head then
+      return
+    end
+    local deadline = tonumber(redis.call('zscore', KEYS[4], head))
+    if deadline and deadline > now then
+      redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
+      return
+    end
+    redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], head)
+  end
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  if redis.call('exists', KEYS[1]) == 0 then
+    wake_next()
+  end
+  return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('set', KEYS[2], '0', 'px', ARGV[3])
+  return 0
+end
+redis.call('del', KEYS[1])
+wake_next()
+redis.call('set', KEYS[2], '1', 'px', ARGV[3])
+return 1

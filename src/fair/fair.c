@@ -1,0 +1,234 @@
+/* The fair lock (WIRE.md "Fair lock"): the reentrant lock's hash plus a FIFO
+ * queue of waiters, a ZSET of their deadlines and one wake-up channel per
+ * waiter, so a release wakes only the next in line.
+ *
+ * Unlike Redisson, a deadline here means "this waiter is alive until":
+ * every try of a queued waiter pushes its own deadline to server-now + slot,
+ * and a waiter re-tries at least every third of its slot. A waiter that died
+ * stops refreshing and is purged once it reaches the head and its slot has
+ * passed, so a dead waiter delays the queue by one slot at most, never by
+ * minutes. Deadlines use the server's clock (TIME) for every client. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/scripts.h"
+#include "lock/lock_impl.h"
+
+#define DEFAULT_SLOT_MS 5000
+
+typedef struct fair {
+  dlock_lock base;
+  int64_t slot_ms;
+  dlock__buf queue;        /* redisson_lock_queue:{N} */
+  dlock__buf timeouts;     /* redisson_lock_timeout:{N} */
+  dlock__buf channel;      /* redisson_lock__channel:{N}; waiters add :U:T */
+  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+} fair;
+
+typedef struct attempt {
+  fair *f;
+  const char *owner;
+  size_t olen;
+  int64_t lease_ms;
+  int64_t wait_ms;
+  int tries;
+  int64_t sent_ms;
+} attempt;
+
+static int try_once(void *ctx, int64_t *hint) {
+  attempt *a = ctx;
+  fair *f = a->f;
+  dlock_lock *l = &f->base;
+  char lease[24], slot[24];
+  /* The first try never queues: a waiter joins the queue only once it is
+   * subscribed to its channel, so its wake-up cannot be missed. A try with
+   * no wait never queues at all. */
+  const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
+  const char *keys[] = {l->name, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->name_len, f->queue.len, f->timeouts.len};
+  const char *args[] = {lease, a->owner, slot, join};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
+                    a->olen,
+                    (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1};
+  redisReply *r;
+  a->sent_ms = dlock__now_ms();
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys,
+                              klens, 4, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (r->type == REDIS_REPLY_NIL) {
+    rc = 1;
+  } else if (r->type == REDIS_REPLY_INTEGER) {
+    /* re-try within a third of the slot: that is what keeps our place */
+    int64_t refresh = f->slot_ms / 3 > 0 ? f->slot_ms / 3 : 1;
+    *hint = r->integer < 0 || r->integer > refresh ? refresh : r->integer;
+    rc = 0;
+  } else {
+    rc = dlock__fail_reply(r, "acquire");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+/* Leave the queue (retried once when the reply is lost). */
+static void give_up(void *ctx) {
+  attempt *a = ctx;
+  fair *f = a->f;
+  dlock_lock *l = &f->base;
+  const char *keys[] = {l->name, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->name_len, f->queue.len, f->timeouts.len};
+  const char *args[] = {a->owner, "PUBLISH", f->channel.p};
+  size_t alens[] = {a->olen, 7, f->channel.len};
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
+  redisReply *r = NULL;
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys,
+                              klens, 3, args, alens, &r);
+  if (rc == DLOCK_EIO)
+    rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys, klens,
+                            3, args, alens, &r);
+  if (r)
+    freeReplyObject(r);
+  /* When both fail, the entry expires with its slot: nobody refreshes it. */
+  dlock__fail(0, "%s", saved);
+}
+
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                   dlock_grant *grant) {
+  fair *f = (fair *)l;
+  dlock_client *c = l->client;
+  uint64_t owner_id = dlock__lock_owner_id(l);
+  char owner[64];
+  size_t olen = dlock__owner(c, owner_id, owner);
+  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  attempt a = {f, owner, olen,
+               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
+               wait_ms, 0, 0};
+  dlock__buf channel = {0};
+  if (dlock__buf_add(&channel, f->channel.p, f->channel.len) != DLOCK_OK ||
+      dlock__buf_printf(&channel, ":%s", owner) != DLOCK_OK) {
+    dlock__buf_free(&channel);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  char what[140];
+  snprintf(what, sizeof what, "fair lock \"%.100s\"", l->name);
+  dlock__wait_spec spec = {what, channel.p, channel.len, dlock__wake_all,
+                           try_once, give_up};
+  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
+  dlock__buf_free(&channel);
+  if (rc != 1)
+    return rc;
+  dlock__hold_id id = {l->name, l->name_len, owner, olen};
+  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms, a.sent_ms);
+  if (rc != DLOCK_OK) {
+    dlock_release(l); /* cannot track it: do not keep it */
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
+  }
+  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
+  return DLOCK_OK;
+}
+
+static int release(dlock_lock *l) {
+  fair *f = (fair *)l;
+  dlock_client *c = l->client;
+  char owner[64], lease[24], px[24];
+  size_t olen = dlock__owner(c, dlock__lock_owner_id(l), owner);
+  dlock__hold_id id = {l->name, l->name_len, owner, olen};
+  const char *keys[] = {l->name, NULL, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->name_len, 0, f->queue.len, f->timeouts.len};
+  const char *args[] = {lease, owner, px, "PUBLISH", f->channel.p};
+  size_t alens[] = {
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
+      f->channel.len};
+  redisReply *r = NULL;
+  int rc = dlock__release_call(c, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
+                               4, keys, klens, 5, args, alens, &r);
+  if (rc != DLOCK_OK) {
+    if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
+      dlock__hold_released(c, &id, 1);
+    return rc;
+  }
+  if (r->type == REDIS_REPLY_NIL) {
+    int had = dlock__hold_released(c, &id, -1);
+    rc = had ? dlock__fail(DLOCK_ELOST, "lease of fair lock \"%.100s\" expired "
+                           "before the release", l->name)
+             : dlock__fail(DLOCK_ENOTOWNER, "fair lock \"%.100s\" is not held by %s",
+                           l->name, owner);
+  } else if (r->type == REDIS_REPLY_INTEGER &&
+             (r->integer == 0 || r->integer == 1)) {
+    dlock__hold_released(c, &id, (int)r->integer);
+  } else {
+    rc = dlock__fail_reply(r, "release");
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+static int force_release(dlock_lock *l) {
+  fair *f = (fair *)l;
+  const char *keys[] = {l->name, f->queue.p};
+  size_t klens[] = {l->name_len, f->queue.len};
+  const char *args[] = {"PUBLISH", f->channel.p};
+  size_t alens[] = {7, f->channel.len};
+  redisReply *r;
+  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 2,
+                              keys, klens, 2, args, alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
+                                      : dlock__fail_reply(r, "force release");
+  freeReplyObject(r);
+  return rc;
+}
+
+static void destroy(dlock_lock *l) {
+  fair *f = (fair *)l;
+  dlock__buf_free(&f->queue);
+  dlock__buf_free(&f->timeouts);
+  dlock__buf_free(&f->channel);
+  dlock__buf_free(&f->latch_prefix);
+}
+
+static const dlock__lock_methods fair_methods = {
+    .version = 1,
+    .kind = "fair",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
+    .size = sizeof(fair),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
+int dlock_fair_lock_new(dlock_client *client, const char *name,
+                        const dlock_lock_opts *opts, dlock_lock **out) {
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (opts && opts->wait_slot_ms < 0)
+    return dlock__fail(DLOCK_EINVAL, "wait_slot_ms must be >= 0");
+  dlock_lock *l;
+  int rc = dlock__lock_alloc(&fair_methods, client, name, opts, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  fair *f = (fair *)l;
+  f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
+  if (dlock__key_prefix(&f->queue, "redisson_lock_queue", l->name, l->name_len) ||
+      dlock__key_prefix(&f->timeouts, "redisson_lock_timeout", l->name,
+                        l->name_len) ||
+      dlock__key_prefix(&f->channel, "redisson_lock__channel", l->name,
+                        l->name_len) ||
+      dlock__key_prefix(&f->latch_prefix, "redisson_unlock_latch", l->name,
+                        l->name_len) ||
+      dlock__buf_add(&f->latch_prefix, ":", 1)) {
+    dlock_lock_free(l);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  *out = l;
+  return DLOCK_OK;
+}
