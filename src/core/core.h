@@ -150,6 +150,10 @@ int dlock__submit(dlock_client *c, dlock__req *req);
  * dlock_errmsg() and *reply NULL. */
 int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply);
 
+/* dlock__req_command + dlock__call. */
+int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
+                        const size_t *lens, redisReply **reply);
+
 /* dlock__req_script + dlock__call. */
 int dlock__script_call(dlock_client *c, int script, size_t nkeys,
                        const char *const *keys, const size_t *klens,
@@ -181,13 +185,21 @@ typedef struct dlock__waiter {
   int confirmed;                     /* under sync->mu */
   int closed;                        /* under sync->mu */
   uint64_t unconsumed;               /* passed to unsubscribe */
+  int fifo;                          /* set before subscribing: see below */
+  int head;                          /* fifo: oldest waiter; under sync->mu */
 } dlock__waiter;
+
+/* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
+ * spec): only the oldest local waiter of the channel is "head" and may try;
+ * a message wakes the head only, and when the head leaves, the next waiter
+ * becomes head and is woken. Number of FIFO waiters on the client: */
+int dlock__fifo_waiters(dlock_client *c);
 
 /* Register w on channel (shared, refcounted SUBSCRIBE) and wait until the
  * subscription is confirmed, at most until deadline_ms (-1: at most the
  * command timeout). Without confirmation the waiter still works, on hints. */
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
-                     dlock__wake_fn *wake, dlock__waiter *w,
+                     dlock__wake_fn *wake, int fifo, dlock__waiter *w,
                      int64_t deadline_ms);
 /* Wait for a wake-up (counted: one that came since the last call returns at
  * once) until deadline_ms (-1 forever). Returns 1 woken, 0 timed out,
@@ -203,6 +215,7 @@ typedef struct dlock__wait_spec {
   const char *channel; /* where releases are announced */
   size_t channel_len;
   dlock__wake_fn *wake;
+  int fifo; /* serve this client's waiters in arrival order (semaphores) */
   /* One try: 1 acquired, 0 not yet (*hint = longest useful wait in ms, -1
    * unknown, -2 retry now), or a negative error code. */
   int (*attempt)(void *ctx, int64_t *hint);

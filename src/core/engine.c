@@ -186,6 +186,15 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
   return DLOCK_OK;
 }
 
+int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
+                        const size_t *lens, redisReply **reply) {
+  dlock__req req;
+  int rc = dlock__req_command(&req, argc, argv, lens);
+  if (rc != DLOCK_OK)
+    return rc;
+  return dlock__call(c, &req, reply);
+}
+
 int dlock__script_call(dlock_client *c, int script, size_t nkeys,
                        const char *const *keys, const size_t *klens,
                        size_t nargs, const char *const *args,
@@ -315,6 +324,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
   atomic_init(&c->closed, 0);
+  atomic_init(&c->fifo_waiters, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK) {

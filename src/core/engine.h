@@ -72,6 +72,7 @@ struct dlock_client {
   dlock__conn cmd, sub;
 
   dlock__map channels; /* engine only: pubsub.c */
+  atomic_int fifo_waiters;
 
   pthread_mutex_t hmu; /* guards holds: watchdog.c */
   dlock__map holds;

@@ -21,6 +21,7 @@ typedef struct chan {
   int last_sub;    /* the last one sent was a SUBSCRIBE */
   int confirmed;
   int recheck;     /* wake everyone once confirmed (after a reconnect) */
+  int fifo;        /* only the head waiter tries (dlock__waiter.head) */
   dlock__wake_fn *wake;
   size_t len;
   char name[];
@@ -68,6 +69,11 @@ static int has_pending_wake(dlock__waiter *w) {
  * wake-up they have not consumed: one release then goes to one thread that
  * will actually re-check. */
 static void wake_some(chan *ch, uint32_t n) {
+  if (ch->fifo) { /* the others wait for their turn anyway */
+    if (n > 0 && ch->head)
+      wake(ch->head, 0);
+    return;
+  }
   if (n == UINT32_MAX) {
     for (dlock__waiter *w = ch->head; w; w = w->next)
       wake(w, 0);
@@ -193,6 +199,7 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     ch->node.key = ch->name;
     ch->node.klen = a->len;
     ch->wake = a->wake;
+    ch->fifo = a->w->fifo;
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
@@ -200,6 +207,14 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     }
   }
   dlock__waiter *w = a->w;
+  if (w->fifo) {
+    atomic_fetch_add(&c->fifo_waiters, 1);
+    if (ch->head == NULL) {
+      pthread_mutex_lock(&w->sync->mu);
+      w->head = 1;
+      pthread_mutex_unlock(&w->sync->mu);
+    }
+  }
   w->chan = ch;
   w->next = NULL;
   w->prev = ch->tail;
@@ -221,6 +236,17 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
 static void unsubscribe_task(dlock_client *c, dlock__req *req) {
   dlock__waiter *w = req->arg;
   chan *ch = w->chan;
+  if (w->fifo) {
+    atomic_fetch_sub(&c->fifo_waiters, 1);
+    if (w->prev == NULL && w->next) { /* the next in line's turn */
+      dlock__waiter *next = w->next;
+      pthread_mutex_lock(&next->sync->mu);
+      next->head = 1;
+      next->wakes++;
+      pthread_cond_signal(&next->sync->cv);
+      pthread_mutex_unlock(&next->sync->mu);
+    }
+  }
   if (w->prev)
     w->prev->next = w->next;
   else
@@ -231,7 +257,7 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
     ch->tail = w->prev;
   /* A wake-up this waiter never used (it gave up, or took the lock on its
    * own) may be the one another waiter needs: pass it on. */
-  if (w->unconsumed > 0 && ch->head)
+  if (w->unconsumed > 0 && ch->head && !ch->fifo)
     wake_some(ch, 1);
   if (--ch->refs == 0) {
     if (c->sub.state == CONN_READY && ch->last_sub &&
@@ -246,10 +272,11 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
 }
 
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
-                     dlock__wake_fn *wake_fn, dlock__waiter *w,
+                     dlock__wake_fn *wake_fn, int fifo, dlock__waiter *w,
                      int64_t deadline_ms) {
   memset(w, 0, sizeof *w);
   w->sync = dlock__sync_self();
+  w->fifo = fifo;
   sub_args a = {channel, len, wake_fn, w};
   dlock__req req;
   redisReply *reply;
@@ -285,6 +312,8 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   pthread_mutex_unlock(&w->sync->mu);
   return rc;
 }
+
+int dlock__fifo_waiters(dlock_client *c) { return atomic_load(&c->fifo_waiters); }
 
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
   pthread_mutex_lock(&w->sync->mu);

@@ -22,26 +22,42 @@ static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
   return deadline >= 0 && deadline < until ? deadline : until;
 }
 
+static int my_turn(dlock__waiter *w) {
+  pthread_mutex_lock(&w->sync->mu);
+  int head = w->head;
+  pthread_mutex_unlock(&w->sync->mu);
+  return head;
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   int64_t start = dlock__now_ms();
   int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
   int64_t hint = 0;
-  int rc = spec->attempt(ctx, &hint);
+  int rc = 0;
+  /* A FIFO waiter does not overtake this client's waiting ones: with any
+   * in line, it joins the line without a first try (a try-once still
+   * tries: it cannot wait its turn). */
+  if (!spec->fifo || wait_ms == 0 || dlock__fifo_waiters(c) == 0)
+    rc = spec->attempt(ctx, &hint);
   if (rc != 0)
     return rc;
   if (wait_ms == 0)
     return dlock__fail(DLOCK_EBUSY, "%s: not available (retry in %" PRId64
                        " ms)", spec->what, hint);
   dlock__waiter w;
-  rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake, &w,
-                        deadline);
+  rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake,
+                        spec->fifo, &w, deadline);
   if (rc != DLOCK_OK)
     return rc;
   for (;;) {
-    rc = spec->attempt(ctx, &hint);
-    if (rc != 0)
-      break;
+    if (!spec->fifo || my_turn(&w)) {
+      rc = spec->attempt(ctx, &hint);
+      if (rc != 0)
+        break;
+    } else {
+      hint = -1; /* the head's departure wakes us */
+    }
     int64_t now = dlock__now_ms();
     if (deadline >= 0 && now >= deadline) {
       rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available after %" PRId64

@@ -20,7 +20,7 @@
 #define MAX_SCRIPTS 8 /* distinct renewal scripts in one tick */
 
 typedef struct hold {
-  dlock__map_node node; /* key: field, NUL, name */
+  dlock__map_node node; /* key: field length (1 byte), field, name */
   uint64_t owner_id;
   int64_t count;
   int64_t lease_ms;
@@ -35,17 +35,19 @@ typedef struct hold {
   char key[];
 } hold;
 
-static const char *hold_name(const hold *h) { return h->key + h->field_len + 1; }
+static const char *hold_field(const hold *h) { return h->key + 1; }
+static const char *hold_name(const hold *h) { return h->key + 1 + h->field_len; }
 
-/* The table key for id, in stack or heap memory (free if != stack). */
+/* The table key for id, in stack or heap memory (free if != stack). Fields
+ * may be binary (permit ids), so the field's length comes first. */
 static char *make_key(const dlock__hold_id *id, char *stack, size_t n,
                       size_t *klen) {
-  *klen = id->field_len + 1 + id->name_len;
+  *klen = 1 + id->field_len + id->name_len;
   char *k = *klen <= n ? stack : malloc(*klen);
   if (k) {
-    memcpy(k, id->field, id->field_len);
-    k[id->field_len] = '\0';
-    memcpy(k + id->field_len + 1, id->name, id->name_len);
+    k[0] = (char)id->field_len;
+    memcpy(k + 1, id->field, id->field_len);
+    memcpy(k + 1 + id->field_len, id->name, id->name_len);
   }
   return k;
 }
@@ -82,8 +84,10 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
     drop(c, h);
     h = NULL;
   }
+  if (id->field_len > 255)
+    goto nomem; /* cannot happen: fields are owners or 16-byte ids */
   if (h == NULL) {
-    size_t klen = id->field_len + 1 + id->name_len;
+    size_t klen = 1 + id->field_len + id->name_len;
     h = calloc(1, sizeof *h + klen);
     if (h && r->extra_len && (h->extra = malloc(r->extra_len)) == NULL) {
       free(h);
@@ -265,7 +269,7 @@ static void send_batch(dlock_client *c, int script, hold **hs, size_t n,
     hold *h = hs[i];
     keys[i] = hold_name(h);
     klens[i] = h->name_len;
-    args[1 + 2 * i] = h->key; /* the field */
+    args[1 + 2 * i] = hold_field(h);
     alens[1 + 2 * i] = h->field_len;
     args[2 + 2 * i] = h->extra ? h->extra : "";
     alens[2 + 2 * i] = h->extra_len;

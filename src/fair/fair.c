@@ -114,8 +114,9 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   }
   char what[140];
   snprintf(what, sizeof what, "fair lock \"%.100s\"", l->name);
-  dlock__wait_spec spec = {what, channel.p, channel.len, dlock__wake_all,
-                           try_once, give_up};
+  dlock__wait_spec spec = {.what = what, .channel = channel.p,
+                           .channel_len = channel.len, .wake = dlock__wake_all,
+                           .attempt = try_once, .give_up = give_up};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   dlock__buf_free(&channel);
   if (rc != 1)

@@ -80,8 +80,9 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                0, 0};
   char what[140];
   snprintf(what, sizeof what, "lock \"%.100s\"", l->name);
-  dlock__wait_spec spec = {what, rl->channel.p, rl->channel.len,
-                           dlock__wake_one, try_once, NULL};
+  dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
+                           .channel_len = rl->channel.len,
+                           .wake = dlock__wake_one, .attempt = try_once};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;

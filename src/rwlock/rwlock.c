@@ -124,8 +124,9 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   char what[140];
   snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
            l->name);
-  dlock__wait_spec spec = {what, h->channel.p, h->channel.len, rw_wake,
-                           try_once, NULL};
+  dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
+                           .channel_len = h->channel.len, .wake = rw_wake,
+                           .attempt = try_once};
   rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc == 1) {
     dlock__hold_id id = hold_id(h, &w);
