@@ -227,7 +227,7 @@ const char *th_name(const char *base) {
   return buf;
 }
 
-pid_t th_spawn_worker(char *const args[]) {
+static pid_t spawn_worker(char *const args[], int out_fd) {
   char *argv[32] = {self_exe, "--worker"};
   int n = 2;
   for (int i = 0; args[i] && n < 31; i++)
@@ -236,9 +236,23 @@ pid_t th_spawn_worker(char *const args[]) {
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (out_fd >= 0)
+      dup2(out_fd, 1);
     execv(self_exe, argv);
     _exit(127);
   }
+  return pid;
+}
+
+pid_t th_spawn_worker(char *const args[]) { return spawn_worker(args, -1); }
+
+pid_t th_spawn_worker_pipe(char *const args[], int *out_fd) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  pid_t pid = spawn_worker(args, fds[1]);
+  close(fds[1]);
+  *out_fd = fds[0];
   return pid;
 }
 

@@ -52,6 +52,8 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker);
 
 /* Spawn this test binary as a worker process: argv after "--worker". */
 pid_t th_spawn_worker(char *const args[]);
+/* The same, with the worker's stdout readable from *out_fd (close it). */
+pid_t th_spawn_worker_pipe(char *const args[], int *out_fd);
 /* Wait for a worker; returns its exit status or -1. */
 int th_wait_worker(pid_t pid, int timeout_ms);
 

@@ -8,5 +8,6 @@
 #include "dlock/client.h"
 #include "dlock/lock.h"
 #include "dlock/rwlock.h"
+#include "dlock/sync.h"
 
 #endif /* DLOCK_H */

@@ -134,6 +134,13 @@ int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id) {
   return lease;
 }
 
+int dlock__hold_known(dlock_client *c, const dlock__hold_id *id) {
+  pthread_mutex_lock(&c->hmu);
+  int known = find(c, id) != NULL;
+  pthread_mutex_unlock(&c->hmu);
+  return known;
+}
+
 int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id) {
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);

@@ -1,0 +1,130 @@
+/* CountDownLatch (WIRE.md "CountDownLatch"): key N = the count; channel
+ * redisson_countdownlatch__channel__{N}, message "0" = reached zero, "1" =
+ * new count or deleted. Waiters wake on any message and re-check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/scripts.h"
+#include "sync/object.h"
+
+struct dlock_latch {
+  dlock__object o;
+};
+
+int dlock_latch_new(dlock_client *client, const char *name,
+                    const dlock_lock_opts *opts, dlock_latch **out) {
+  dlock_latch *l;
+  int rc = dlock__object_new(sizeof *l, client, name, opts, (void **)&l);
+  if (rc != DLOCK_OK)
+    return rc;
+  /* plain concatenation: the braces are there even when N has a tag */
+  if (dlock__buf_add(&l->o.channel, "redisson_countdownlatch__channel__{", 35) ||
+      dlock__buf_add(&l->o.channel, l->o.name, l->o.len) ||
+      dlock__buf_add(&l->o.channel, "}", 1)) {
+    dlock_latch_free(l);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  *out = l;
+  return DLOCK_OK;
+}
+
+void dlock_latch_free(dlock_latch *l) {
+  if (l == NULL)
+    return;
+  dlock__object_free(&l->o);
+  free(l);
+}
+
+/* Run a latch script with KEYS = {N} and ARGV = extra..., PUBLISH, channel. */
+static int run(dlock_latch *l, int script, const char *arg, int64_t *out) {
+  const char *keys[] = {l->o.name};
+  size_t klens[] = {l->o.len};
+  const char *args[] = {arg, "PUBLISH", l->o.channel.p};
+  size_t alens[] = {arg ? strlen(arg) : 0, 7, l->o.channel.len};
+  size_t skip = arg ? 0 : 1;
+  redisReply *r;
+  int rc = dlock__script_call(l->o.client, script, 1, keys, klens, 3 - skip,
+                              args + skip, alens + skip, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t v = 0;
+  rc = dlock__reply_int(r, &v, dlock__scripts[script].name);
+  freeReplyObject(r);
+  if (out)
+    *out = v;
+  return rc;
+}
+
+int dlock_latch_try_set_count(dlock_latch *l, int64_t count) {
+  int rc = dlock__object_check(l);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (count < 1)
+    return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
+  char num[24];
+  snprintf(num, sizeof num, "%lld", (long long)count);
+  int64_t set = 0;
+  rc = run(l, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, num, &set);
+  return rc == DLOCK_OK ? (int)(set == 1) : rc;
+}
+
+int dlock_latch_count_down(dlock_latch *l, int64_t *left) {
+  int rc = dlock__object_check(l);
+  if (rc != DLOCK_OK)
+    return rc;
+  return run(l, DLOCK__SCRIPT_LATCH_COUNT_DOWN, NULL, left);
+}
+
+int dlock_latch_delete(dlock_latch *l) {
+  int rc = dlock__object_check(l);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t deleted = 0;
+  rc = run(l, DLOCK__SCRIPT_LATCH_DELETE, NULL, &deleted);
+  return rc == DLOCK_OK ? (int)(deleted == 1) : rc;
+}
+
+static int get_count(dlock_latch *l, int64_t *count) {
+  const char *argv[] = {"GET", l->o.name};
+  size_t lens[] = {3, l->o.len};
+  redisReply *r;
+  int rc = dlock__command_call(l->o.client, 2, argv, lens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = dlock__reply_int(r, count, "latch count");
+  freeReplyObject(r);
+  return rc;
+}
+
+int dlock_latch_get_count(dlock_latch *l, int64_t *count) {
+  int rc = dlock__object_check(l);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (count == NULL)
+    return dlock__fail(DLOCK_EINVAL, "count is NULL");
+  return get_count(l, count);
+}
+
+static int at_zero(void *ctx, int64_t *hint) {
+  int64_t count = 0;
+  int rc = get_count(ctx, &count);
+  if (rc != DLOCK_OK)
+    return rc;
+  *hint = -1; /* no bound: the zero message (or the periodic re-check) */
+  return count <= 0;
+}
+
+int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
+  int rc = dlock__object_check(l);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  char what[140];
+  snprintf(what, sizeof what, "latch \"%.100s\"", l->o.name);
+  dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
+                           .channel_len = l->o.channel.len,
+                           .wake = dlock__wake_all, .attempt = at_zero};
+  rc = dlock__wait_loop(l->o.client, &spec, wait_ms, l);
+  return rc == 1 ? DLOCK_OK : rc;
+}

@@ -1,0 +1,89 @@
+/* Handles of synchronizers: allocation, name checks, common reply parsing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/object.h"
+
+int dlock__object_new(size_t size, dlock_client *client, const char *name,
+                      const dlock_lock_opts *opts, void **out) {
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (client == NULL)
+    return dlock__fail(DLOCK_EINVAL, "client is NULL");
+  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
+    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
+                       opts->version, DLOCK_LOCK_OPTS_VERSION);
+  size_t len = opts && opts->name_len
+                   ? opts->name_len
+                   : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
+  int rc = dlock__check_name(name, len);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (dlock__client_closed(client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  dlock__object *o = calloc(1, size);
+  char *copy = malloc(len + 1);
+  if (o == NULL || copy == NULL) {
+    free(o);
+    free(copy);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  memcpy(copy, name, len);
+  copy[len] = '\0';
+  o->client = client;
+  o->name = copy;
+  o->len = len;
+  dlock__client_ref(client);
+  *out = o;
+  return DLOCK_OK;
+}
+
+void dlock__object_free(dlock__object *o) {
+  dlock__client_unref(o->client);
+  dlock__buf_free(&o->channel);
+  free(o->name);
+}
+
+int dlock__object_check(const void *obj) {
+  const dlock__object *o = obj;
+  dlock__clear_error();
+  if (o == NULL)
+    return dlock__fail(DLOCK_EINVAL, "handle is NULL");
+  if (dlock__client_closed(o->client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  if (dlock__on_engine_thread())
+    return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
+  return DLOCK_OK;
+}
+
+int dlock__reply_int(const redisReply *r, int64_t *out, const char *what) {
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *out = r->integer;
+    return DLOCK_OK;
+  }
+  if (r->type == REDIS_REPLY_NIL) {
+    *out = 0;
+    return DLOCK_OK;
+  }
+  if (r->type == REDIS_REPLY_STRING) {
+    char *end;
+    long long v = strtoll(r->str, &end, 10);
+    if (end != r->str && *end == '\0') {
+      *out = v;
+      return DLOCK_OK;
+    }
+    return dlock__fail(DLOCK_EPROTO, "%s: \"%.40s\" is not a count", what, r->str);
+  }
+  return dlock__fail_reply(r, what);
+}
+
+uint32_t dlock__wake_by_count(const char *msg, size_t len) {
+  long long v = 0;
+  for (size_t i = 0; i < len && i < 19 && msg[i] >= '0' && msg[i] <= '9'; i++)
+    v = v * 10 + (msg[i] - '0');
+  if (len > 0 && msg[0] == '-')
+    return 0;
+  return v > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)v;
+}

@@ -1,0 +1,34 @@
+/* What every synchronizer handle has: its client, its name, its channel. */
+#ifndef DLOCK_SYNC_OBJECT_H
+#define DLOCK_SYNC_OBJECT_H
+
+#include "core/core.h"
+#include "dlock/sync.h"
+
+typedef struct dlock__object {
+  dlock_client *client; /* referenced */
+  char *name;
+  size_t len;
+  dlock__buf channel;
+} dlock__object;
+
+/* Allocate size bytes whose first member is a dlock__object, checking and
+ * copying the name and taking a reference on client. */
+int dlock__object_new(size_t size, dlock_client *client, const char *name,
+                      const dlock_lock_opts *opts, void **out);
+void dlock__object_free(dlock__object *o);
+/* The checks at the top of every call: NULL, closed client, engine thread
+ * (for blocking calls). */
+int dlock__object_check(const void *o);
+
+/* Parse a count reply (integer, numeric string, or nil = 0). */
+int dlock__reply_int(const redisReply *r, int64_t *out, const char *what);
+
+/* Wake fn for semaphore channels: the message is the available count. */
+uint32_t dlock__wake_by_count(const char *msg, size_t len);
+
+/* Shared by both semaphores (semaphore.c): try_set_permits and add. */
+int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms);
+int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available);
+
+#endif /* DLOCK_SYNC_OBJECT_H */

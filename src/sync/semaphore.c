@@ -1,0 +1,161 @@
+/* Semaphore (WIRE.md "Semaphore"): key N = available permits (may go below
+ * 0 through a negative add); channel redisson_sc:{N}, message = the new
+ * available count. Waiters of one client are served in arrival order (a
+ * FIFO channel: only the oldest tries; when it leaves, the next one tries),
+ * so a waiter for many permits is not overtaken by later ones for fewer. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/scripts.h"
+#include "sync/object.h"
+
+struct dlock_semaphore {
+  dlock__object o;
+};
+
+int dlock_semaphore_new(dlock_client *client, const char *name,
+                        const dlock_lock_opts *opts, dlock_semaphore **out) {
+  dlock_semaphore *s;
+  int rc = dlock__object_new(sizeof *s, client, name, opts, (void **)&s);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (dlock__key_prefix(&s->o.channel, "redisson_sc", s->o.name, s->o.len)) {
+    dlock_semaphore_free(s);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  *out = s;
+  return DLOCK_OK;
+}
+
+void dlock_semaphore_free(dlock_semaphore *s) {
+  if (s == NULL)
+    return;
+  dlock__object_free(&s->o);
+  free(s);
+}
+
+/* Run script with KEYS = {N} and ARGV = nums..., then PUBLISH, channel when
+ * publish is set. The reply is a count. */
+static int run(dlock__object *o, int script, size_t nnums, const int64_t *nums,
+               int publish, int64_t *out) {
+  char buf[2][24];
+  const char *args[4];
+  size_t alens[4], n = 0;
+  for (size_t i = 0; i < nnums; i++) {
+    alens[n] = (size_t)snprintf(buf[i], sizeof buf[i], "%" PRId64, nums[i]);
+    args[n++] = buf[i];
+  }
+  if (publish) {
+    args[n] = "PUBLISH";
+    alens[n++] = 7;
+    args[n] = o->channel.p;
+    alens[n++] = o->channel.len;
+  }
+  const char *keys[] = {o->name};
+  size_t klens[] = {o->len};
+  redisReply *r;
+  int rc = dlock__script_call(o->client, script, 1, keys, klens, n, args, alens,
+                              &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t v = 0;
+  rc = dlock__reply_int(r, &v, dlock__scripts[script].name);
+  freeReplyObject(r);
+  if (out)
+    *out = v;
+  return rc;
+}
+
+int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms) {
+  if (permits < 0 || ttl_ms < 0)
+    return dlock__fail(DLOCK_EINVAL, "permits and ttl_ms must be >= 0");
+  int64_t nums[] = {permits, ttl_ms}, set = 0;
+  int rc = run(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1, &set);
+  return rc == DLOCK_OK ? (int)(set == 1) : rc;
+}
+
+int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available) {
+  return run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
+}
+
+int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits,
+                                    int64_t ttl_ms) {
+  int rc = dlock__object_check(s);
+  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&s->o, permits, ttl_ms);
+}
+
+int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta,
+                                int64_t *available) {
+  int rc = dlock__object_check(s);
+  return rc != DLOCK_OK ? rc : dlock__sem_add(&s->o, delta, available);
+}
+
+typedef struct attempt {
+  dlock_semaphore *s;
+  int64_t n;
+} attempt;
+
+static int try_once(void *ctx, int64_t *hint) {
+  attempt *a = ctx;
+  int64_t taken = 0;
+  int rc = run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
+  *hint = -1; /* permits come back by release only: wait for the message */
+  return rc != DLOCK_OK ? rc : taken == 1;
+}
+
+int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
+  int rc = dlock__object_check(s);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (n < 0)
+    return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  if (n == 0)
+    return DLOCK_OK;
+  attempt a = {s, n};
+  char what[160];
+  snprintf(what, sizeof what, "semaphore \"%.100s\" (%" PRId64 " permits)",
+           s->o.name, n);
+  dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
+                           .channel_len = s->o.channel.len,
+                           .wake = dlock__wake_by_count, .fifo = 1,
+                           .attempt = try_once};
+  rc = dlock__wait_loop(s->o.client, &spec, wait_ms, &a);
+  return rc == 1 ? DLOCK_OK : rc;
+}
+
+int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
+  int rc = dlock__object_check(s);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (n < 0)
+    return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
+  if (n == 0)
+    return DLOCK_OK;
+  return run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+}
+
+int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
+  int rc = dlock__object_check(s);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (n == NULL)
+    return dlock__fail(DLOCK_EINVAL, "n is NULL");
+  const char *argv[] = {"GET", s->o.name};
+  size_t lens[] = {3, s->o.len};
+  redisReply *r;
+  rc = dlock__command_call(s->o.client, 2, argv, lens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = dlock__reply_int(r, n, "available permits");
+  freeReplyObject(r);
+  return rc;
+}
+
+int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {
+  int rc = dlock__object_check(s);
+  return rc != DLOCK_OK ? rc : run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
+}

@@ -1,0 +1,650 @@
+/* CountDownLatch, Semaphore, expirable-permit Semaphore and the semaphore
+ * lock, against a real redis-server. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server srv;
+static dlock_client *cl;
+
+static int suite_init(void) {
+  if (th_server_start(&srv, NULL) != 0)
+    return 1;
+  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
+}
+
+static int suite_clean(void) {
+  dlock_client_close(cl);
+  th_server_stop(&srv);
+  return 0;
+}
+
+static dlock_latch *new_latch(const char *name) {
+  dlock_latch *l = NULL;
+  TH_ASSERT_RC(dlock_latch_new(cl, name, NULL, &l), DLOCK_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  return l;
+}
+
+static dlock_semaphore *new_sem(dlock_client *c, const char *name) {
+  dlock_semaphore *s = NULL;
+  TH_ASSERT_RC(dlock_semaphore_new(c, name, NULL, &s), DLOCK_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  return s;
+}
+
+static dlock_permits *new_permits(dlock_client *c, const char *name) {
+  dlock_permits *p = NULL;
+  TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  return p;
+}
+
+static int64_t count_of(dlock_latch *l) {
+  int64_t n = -1;
+  TH_ASSERT_RC(dlock_latch_get_count(l, &n), DLOCK_OK);
+  return n;
+}
+
+static int64_t available(dlock_semaphore *s) {
+  int64_t n = -999;
+  TH_ASSERT_RC(dlock_semaphore_available(s, &n), DLOCK_OK);
+  return n;
+}
+
+/* ---- latch ---------------------------------------------------------------- */
+
+static void test_latch_counts(void) {
+  dlock_latch *l = new_latch(th_name("latch"));
+  CU_ASSERT_EQUAL(count_of(l), 0);
+  TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_OK); /* missing: open */
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 3), 1);
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 5), 0); /* only once */
+  CU_ASSERT_EQUAL(count_of(l), 3);
+  TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_EBUSY);
+  int64_t left = -1;
+  TH_ASSERT_RC(dlock_latch_count_down(l, &left), DLOCK_OK);
+  CU_ASSERT_EQUAL(left, 2);
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_latch_count_down(l, &left), DLOCK_OK);
+  CU_ASSERT_EQUAL(left, 0);
+  TH_ASSERT_RC(dlock_latch_count_down(l, &left), DLOCK_OK); /* below: stays 0 */
+  CU_ASSERT_EQUAL(left, 0);
+  CU_ASSERT_EQUAL(count_of(l), 0);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_latch_await(l, 5000), DLOCK_OK); /* at once at 0 */
+  CU_ASSERT(th_now_ms() - t0 < 100);
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 2), 1); /* a new round */
+  TH_ASSERT_RC(dlock_latch_delete(l), 1);
+  TH_ASSERT_RC(dlock_latch_delete(l), 0);
+  CU_ASSERT_EQUAL(count_of(l), 0);
+  dlock_latch_free(l);
+}
+
+typedef struct later {
+  dlock_latch *latch;
+  int64_t after_ms;
+} later;
+
+static void *count_down_later(void *arg) {
+  later *w = arg;
+  usleep((useconds_t)w->after_ms * 1000); /* the scenario's timing */
+  dlock_latch_count_down(w->latch, NULL);
+  return NULL;
+}
+
+static void test_latch_await_budget(void) {
+  dlock_latch *l = new_latch(th_name("budget"));
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 1), 1);
+  later w = {l, 500};
+  pthread_t t;
+  pthread_create(&t, NULL, count_down_later, &w);
+  TH_ASSERT_RC(dlock_latch_await(l, 550), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 1), 1);
+  w.after_ms = 1000;
+  pthread_create(&t, NULL, count_down_later, &w);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_latch_await(l, 500), DLOCK_ETIMEDOUT);
+  CU_ASSERT(th_now_ms() - t0 >= 490 && th_now_ms() - t0 < 700);
+  pthread_join(t, NULL);
+  dlock_latch_free(l);
+}
+
+typedef struct awaiter {
+  dlock_latch *latch;
+  int rc;
+  int64_t woke_ms;
+} awaiter;
+
+static void *await_run(void *arg) {
+  awaiter *a = arg;
+  a->rc = dlock_latch_await(a->latch, 20000);
+  a->woke_ms = th_now_ms();
+  return NULL;
+}
+
+static void test_latch_wakes_all_processes(void) {
+  const char *name = th_name("wakeall");
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+  dlock_latch *l = new_latch(name);
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 2), 1);
+  int fds[2];
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) {
+    char *args[] = {"latch", srv.url, (char *)name, "16", NULL};
+    pids[i] = th_spawn_worker_pipe(args, &fds[i]);
+  }
+  /* the event: both processes subscribed */
+  long long subs = 0;
+  for (int64_t end = th_now_ms() + 5000; subs < 2 && th_now_ms() < end;) {
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    subs = r && r->elements == 2 ? r->element[1]->integer : 0;
+    freeReplyObject(r);
+    usleep(2000);
+  }
+  CU_ASSERT_EQUAL(subs, 2);
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_OK);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_OK);
+  int64_t latest = 0;
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 30000), 0);
+    char buf[64] = {0};
+    ssize_t n = read(fds[i], buf, sizeof buf - 1);
+    close(fds[i]);
+    long long woke = 0, ok = 0;
+    CU_ASSERT(n > 0 && sscanf(buf, "%lld %lld", &ok, &woke) == 2);
+    CU_ASSERT_EQUAL(ok, 16);
+    if (woke - t0 > latest)
+      latest = woke - t0;
+  }
+  printf("\n    32 waiters in 2 processes woke within %lld ms ", (long long)latest);
+  CU_ASSERT(latest <= 50);
+  dlock_latch_free(l);
+}
+
+/* ---- semaphore ------------------------------------------------------------ */
+
+static void test_semaphore_arithmetic(void) {
+  dlock_semaphore *s = new_sem(cl, th_name("arith"));
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 10, 0), 1);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 3, 0), 0);
+  CU_ASSERT_EQUAL(available(s), 10);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 9);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 10);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 5, 0), DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 5);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 6, 0), DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 5), DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 10);
+  int64_t drained = -1, now = -1;
+  TH_ASSERT_RC(dlock_semaphore_drain(s, &drained), DLOCK_OK);
+  CU_ASSERT_EQUAL(drained, 10);
+  CU_ASSERT_EQUAL(available(s), 0);
+  TH_ASSERT_RC(dlock_semaphore_add_permits(s, 3, &now), DLOCK_OK); /* drained */
+  CU_ASSERT_EQUAL(now, 3);
+  TH_ASSERT_RC(dlock_semaphore_add_permits(s, -5, &now), DLOCK_OK); /* negative */
+  CU_ASSERT_EQUAL(now, -2);
+  TH_ASSERT_RC(dlock_semaphore_drain(s, &drained), DLOCK_OK);
+  CU_ASSERT_EQUAL(drained, 0);
+  CU_ASSERT_EQUAL(available(s), -2);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 0, 0), DLOCK_OK); /* no-ops */
+  TH_ASSERT_RC(dlock_semaphore_release(s, 0), DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), -2);
+  dlock_semaphore_free(s);
+  s = new_sem(cl, th_name("noinit"));
+  TH_ASSERT_RC(dlock_semaphore_release(s, 2), DLOCK_OK); /* creates permits */
+  CU_ASSERT_EQUAL(available(s), 2);
+  dlock_semaphore_free(s);
+}
+
+typedef struct sem_op {
+  dlock_semaphore *sem;
+  int64_t n, wait_ms;
+  int rc;
+  atomic_int done;
+  pthread_t t;
+} sem_op;
+
+static void *sem_acquire_run(void *arg) {
+  sem_op *o = arg;
+  o->rc = dlock_semaphore_acquire(o->sem, o->n, o->wait_ms);
+  atomic_store(&o->done, 1);
+  return NULL;
+}
+
+static void start(sem_op *o) { pthread_create(&o->t, NULL, sem_acquire_run, o); }
+
+/* Wait up to ms for o to finish; returns whether it did. A window of
+ * absence: the claim "it does not proceed" needs one. */
+static int finished_within(sem_op *o, int ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(2000))
+    if (atomic_load(&o->done))
+      return 1;
+  return atomic_load(&o->done);
+}
+
+static long long subscribers(const char *channel) {
+  redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+  long long n = r && r->elements == 2 ? r->element[1]->integer : 0;
+  freeReplyObject(r);
+  return n;
+}
+
+static void wait_subscribed(const char *name) {
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  for (int64_t end = th_now_ms() + 3000; th_now_ms() < end; usleep(1000))
+    if (subscribers(channel) >= 1)
+      return;
+  CU_FAIL("waiter never subscribed");
+}
+
+static void test_semaphore_waits_for_enough(void) {
+  const char *name = th_name("enough");
+  dlock_semaphore *s = new_sem(cl, name);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2 = new_sem(c2, name);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 2, 0), 1);
+  sem_op a = {.sem = s2, .n = 4, .wait_ms = 10000};
+  start(&a);
+  wait_subscribed(name);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT_FALSE(finished_within(&a, 200)); /* 3 < 4 */
+  CU_ASSERT_EQUAL(available(s), 3);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  pthread_join(a.t, NULL);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 0);
+
+  /* a waiter for 2 does not proceed on a release of 1 */
+  sem_op b = {.sem = s2, .n = 2, .wait_ms = 10000};
+  start(&b);
+  wait_subscribed(name);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT_FALSE(finished_within(&b, 200));
+  CU_ASSERT_EQUAL(available(s), 1);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  pthread_join(b.t, NULL);
+  TH_ASSERT_RC(b.rc, DLOCK_OK);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+  dlock_semaphore_free(s);
+}
+
+static void test_semaphore_fifo_policy(void) {
+  /* A waiter for 4 is not overtaken by a later waiter for 1 of the same
+   * client, even when 1 permit is free. */
+  const char *name = th_name("fifo");
+  dlock_semaphore *s = new_sem(cl, name);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2 = new_sem(c2, name);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 0, 0), 1);
+  sem_op big = {.sem = s2, .n = 4, .wait_ms = 10000};
+  start(&big);
+  wait_subscribed(name);
+  sem_op small = {.sem = s2, .n = 1, .wait_ms = 10000};
+  start(&small);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT_FALSE(finished_within(&small, 200)); /* behind the big one */
+  CU_ASSERT_EQUAL(available(s), 1);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 3), DLOCK_OK);
+  pthread_join(big.t, NULL);
+  TH_ASSERT_RC(big.rc, DLOCK_OK);
+  CU_ASSERT_FALSE(atomic_load(&small.done));
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  pthread_join(small.t, NULL);
+  TH_ASSERT_RC(small.rc, DLOCK_OK);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+  dlock_semaphore_free(s);
+}
+
+/* worker semaphore: URL NAME COUNTER PERMITS THREADS STEPS */
+typedef struct semwork {
+  const char *url, *name, *counter;
+  char inside[300], violations[300];
+  long permits;
+  int steps;
+  atomic_int errors;
+} semwork;
+
+static void *semwork_thread(void *arg) {
+  semwork *w = arg;
+  dlock_client *c = NULL;
+  dlock_semaphore *s = NULL;
+  redisContext *ctx = NULL;
+  if (dlock_client_open(w->url, NULL, &c) != DLOCK_OK ||
+      dlock_semaphore_new(c, w->name, NULL, &s) != DLOCK_OK) {
+    atomic_fetch_add(&w->errors, 1);
+    goto out;
+  }
+  ctx = redisConnect("127.0.0.1", atoi(strrchr(w->url, ':') + 1));
+  for (int i = 0; i < w->steps; i++) {
+    if (dlock_semaphore_acquire(s, 1, 30000) != DLOCK_OK) {
+      atomic_fetch_add(&w->errors, 1);
+      continue;
+    }
+    redisReply *r = redisCommand(ctx, "INCR %s", w->inside);
+    if (r && r->integer > w->permits)
+      freeReplyObject(redisCommand(ctx, "INCR %s", w->violations));
+    freeReplyObject(r);
+    r = redisCommand(ctx, "GET %s", w->counter); /* not atomic on purpose */
+    long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+    freeReplyObject(r);
+    freeReplyObject(redisCommand(ctx, "SET %s %ld", w->counter, v + 1));
+    freeReplyObject(redisCommand(ctx, "DECR %s", w->inside));
+    if (dlock_semaphore_release(s, 1) != DLOCK_OK)
+      atomic_fetch_add(&w->errors, 1);
+  }
+out:
+  if (ctx)
+    redisFree(ctx);
+  dlock_semaphore_free(s);
+  dlock_client_close(c);
+  return NULL;
+}
+
+static int worker(int argc, char **argv) {
+  if (argc == 7 && strcmp(argv[0], "semaphore") == 0) {
+    semwork w = {.url = argv[1], .name = argv[2], .counter = argv[3],
+                 .permits = atol(argv[4]), .steps = atoi(argv[6])};
+    snprintf(w.inside, sizeof w.inside, "%s:inside", argv[3]);
+    snprintf(w.violations, sizeof w.violations, "%s:violations", argv[3]);
+    int n = atoi(argv[5]);
+    pthread_t t[16];
+    for (int i = 0; i < n && i < 16; i++)
+      pthread_create(&t[i], NULL, semwork_thread, &w);
+    for (int i = 0; i < n && i < 16; i++)
+      pthread_join(t[i], NULL);
+    return atomic_load(&w.errors) ? 1 : 0;
+  }
+  if (argc == 4 && strcmp(argv[0], "latch") == 0) {
+    /* latch URL NAME THREADS: prints "ok latest-wake-ms" */
+    dlock_client *c = NULL;
+    dlock_latch *l = NULL;
+    if (dlock_client_open(argv[1], NULL, &c) != DLOCK_OK ||
+        dlock_latch_new(c, argv[2], NULL, &l) != DLOCK_OK)
+      return 1;
+    int n = atoi(argv[3]);
+    awaiter a[16];
+    pthread_t t[16];
+    for (int i = 0; i < n && i < 16; i++) {
+      a[i] = (awaiter){l, -99, 0};
+      pthread_create(&t[i], NULL, await_run, &a[i]);
+    }
+    int ok = 0;
+    int64_t latest = 0;
+    for (int i = 0; i < n && i < 16; i++) {
+      pthread_join(t[i], NULL);
+      ok += a[i].rc == DLOCK_OK;
+      if (a[i].woke_ms > latest)
+        latest = a[i].woke_ms;
+    }
+    printf("%d %lld\n", ok, (long long)latest);
+    dlock_latch_free(l);
+    dlock_client_close(c);
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[0], "permit") == 0) {
+    /* permit URL NAME: hold one watchdog permit (timeout 1 s) until killed */
+    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    o.watchdog_timeout_ms = 1000;
+    dlock_client *c = NULL;
+    dlock_permits *p = NULL;
+    dlock_permit_id id;
+    if (dlock_client_open(argv[1], &o, &c) != DLOCK_OK ||
+        dlock_permits_new(c, argv[2], NULL, &p) != DLOCK_OK ||
+        dlock_permits_acquire(p, 1, 5000, DLOCK_LEASE_WATCHDOG, &id) != DLOCK_OK)
+      return 1;
+    for (int i = 0; i < 600; i++)
+      usleep(100 * 1000);
+    return 0;
+  }
+  return 2;
+}
+
+static void run_semaphore_procs(long permits, const char *steps) {
+  char name[256], counter[300], key[320];
+  snprintf(name, sizeof name, "%s", th_name("semprocs"));
+  snprintf(counter, sizeof counter, "%s:counter", name);
+  dlock_semaphore *s = new_sem(cl, name);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, permits, 0), 1);
+  char p[16];
+  snprintf(p, sizeof p, "%ld", permits);
+  pid_t pids[4];
+  for (int i = 0; i < 4; i++) {
+    char *args[] = {"semaphore", srv.url, name, counter, p, "4", (char *)steps,
+                    NULL};
+    pids[i] = th_spawn_worker(args);
+  }
+  for (int i = 0; i < 4; i++)
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 120000), 0);
+  snprintf(key, sizeof key, "%s:violations", counter);
+  CU_ASSERT_EQUAL(th_int(&srv, "INCRBY %s 0", key), 0); /* never > permits */
+  if (permits == 1) /* exclusive: no update lost */
+    CU_ASSERT_EQUAL(th_int(&srv, "INCRBY %s 0", counter), 16 * atol(steps));
+  CU_ASSERT_EQUAL(available(s), permits);
+  dlock_semaphore_free(s);
+}
+
+static void test_semaphore_mutex_processes(void) { run_semaphore_procs(1, "100"); }
+static void test_semaphore_4_permits_processes(void) { run_semaphore_procs(4, "100"); }
+
+/* ---- expirable permits ---------------------------------------------------- */
+
+static void counts(dlock_permits *p, int64_t *avail, int64_t *acq) {
+  TH_ASSERT_RC(dlock_permits_counts(p, avail, acq), DLOCK_OK);
+}
+
+static void test_permits_expire_and_release(void) {
+  dlock_permits *p = new_permits(cl, th_name("expire"));
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 2), 1);
+  dlock_permit_id ids[2];
+  TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 1000, ids), DLOCK_OK);
+  CU_ASSERT_EQUAL(strlen(ids[0].hex), 32);
+  CU_ASSERT(strcmp(ids[0].hex, ids[1].hex) != 0);
+  int64_t avail = -1, acq = -1, ms = 0;
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 0 && acq == 2);
+  TH_ASSERT_RC(dlock_permits_lease_remaining(p, &ids[0], &ms), DLOCK_OK);
+  CU_ASSERT(ms > 800 && ms <= 1000);
+  dlock_permit_id more;
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 1000, &more), DLOCK_EBUSY);
+  usleep(1100 * 1000); /* the scenario: the leases run out */
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 2 && acq == 0);
+  TH_ASSERT_RC(dlock_permits_release(p, &ids[0], 1), DLOCK_ELOST);
+  CU_ASSERT(strstr(dlock_errmsg(), "expired") != NULL);
+  TH_ASSERT_RC(dlock_permits_lease_remaining(p, &ids[1], &ms), DLOCK_OK);
+  CU_ASSERT_EQUAL(ms, -2);
+
+  /* all or nothing: a list with an unknown id changes nothing */
+  TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
+  dlock_permit_id mixed[2] = {ids[0], {"00112233445566778899aabbccddeeff"}};
+  TH_ASSERT_RC(dlock_permits_release(p, mixed, 2), DLOCK_ENOTOWNER);
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 0 && acq == 2);
+  TH_ASSERT_RC(dlock_permits_release(p, ids, 2), DLOCK_OK);
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 2 && acq == 0);
+  TH_ASSERT_RC(dlock_permits_release(p, ids, 1), DLOCK_ENOTOWNER); /* twice */
+
+  /* lease updates */
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 10000, ids), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_update_lease(p, &ids[0], 2000), 1);
+  TH_ASSERT_RC(dlock_permits_lease_remaining(p, &ids[0], &ms), DLOCK_OK);
+  CU_ASSERT(ms > 1800 && ms <= 2000);
+  TH_ASSERT_RC(dlock_permits_update_lease(p, &mixed[1], 2000), 0);
+  TH_ASSERT_RC(dlock_permits_release(p, ids, 1), DLOCK_OK);
+  dlock_permits_free(p);
+}
+
+static void test_permits_watchdog_crash_safety(void) {
+  const char *name = th_name("crash");
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 1000;
+  dlock_client *c = th_client(&srv, &o);
+  dlock_permits *p = new_permits(c, name);
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 2), 1);
+  dlock_permit_id mine;
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &mine),
+               DLOCK_OK);
+  char *args[] = {"permit", srv.url, (char *)name, NULL};
+  pid_t pid = th_spawn_worker(args);
+  int64_t avail = -1, acq = -1;
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(2000)) {
+    counts(p, &avail, &acq);
+    if (acq == 2)
+      break;
+  }
+  CU_ASSERT_EQUAL_FATAL(acq, 2); /* the event: the worker holds its permit */
+  kill(pid, SIGKILL);
+  int64_t t0 = th_now_ms();
+  th_wait_worker(pid, 5000);
+  while (avail != 1 && th_now_ms() - t0 < 3000) {
+    usleep(5000);
+    counts(p, &avail, &acq);
+  }
+  CU_ASSERT_EQUAL(avail, 1);
+  printf("\n    a killed holder's permit came back after %lld ms ",
+         (long long)(th_now_ms() - t0));
+  CU_ASSERT(th_now_ms() - t0 <= 1000 + 100);
+  /* the live holder keeps its permit past the watchdog timeout */
+  while (th_now_ms() - t0 < 2500)
+    usleep(10000);
+  int64_t ms = 0;
+  TH_ASSERT_RC(dlock_permits_lease_remaining(p, &mine, &ms), DLOCK_OK);
+  CU_ASSERT(ms > 0);
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 1 && acq == 1);
+  TH_ASSERT_RC(dlock_permits_release(p, &mine, 1), DLOCK_OK);
+  dlock_permits_free(p);
+  dlock_client_close(c);
+}
+
+/* ---- the semaphore as a lock ---------------------------------------------- */
+
+typedef struct lock_try {
+  dlock_lock *lock;
+  int64_t wait_ms;
+  int rc, rel;
+} lock_try;
+
+static void *lock_try_run(void *arg) {
+  lock_try *t = arg;
+  t->rc = dlock_acquire(t->lock, t->wait_ms, 5000);
+  t->rel = t->rc == DLOCK_OK ? dlock_release(t->lock) : dlock_release(t->lock);
+  return NULL;
+}
+
+static void test_semaphore_lock(void) {
+  const char *name = th_name("semlock");
+  dlock_permits *p = new_permits(cl, name);
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 1), 1);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_semaphore_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(dlock_lock_kind(l), "semaphore");
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
+  CU_ASSERT(st.locked && st.held_by_me && st.hold_count == 1 && st.ttl_ms > 0);
+  lock_try t = {l, 0, -99, -99};
+  pthread_t th;
+  pthread_create(&th, NULL, lock_try_run, &t);
+  pthread_join(th, NULL);
+  TH_ASSERT_RC(t.rc, DLOCK_EBUSY);
+  TH_ASSERT_RC(t.rel, DLOCK_ENOTOWNER); /* it holds no permit */
+  TH_ASSERT_RC(dlock_force_release(l), DLOCK_ENOTSUP);
+  t = (lock_try){l, 5000, -99, -99};
+  pthread_create(&th, NULL, lock_try_run, &t);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  pthread_join(th, NULL);
+  TH_ASSERT_RC(t.rc, DLOCK_OK);
+  TH_ASSERT_RC(t.rel, DLOCK_OK);
+  int64_t avail = -1;
+  counts(p, &avail, NULL);
+  CU_ASSERT_EQUAL(avail, 1);
+  dlock_lock_free(l);
+  dlock_permits_free(p);
+}
+
+static void test_bad_input(void) {
+  dlock_latch *l = NULL;
+  dlock_semaphore *s = NULL;
+  dlock_permits *p = NULL;
+  TH_ASSERT_RC(dlock_latch_new(NULL, "x", NULL, &l), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_new(cl, "", NULL, &s), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_new(cl, NULL, NULL, &p), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_try_set_count(NULL, 1), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_await(NULL, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_acquire(NULL, 1, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_acquire(NULL, 1, 0, 1000, NULL), DLOCK_EINVAL);
+  dlock_latch_free(NULL);
+  dlock_semaphore_free(NULL);
+  dlock_permits_free(NULL);
+  l = new_latch(th_name("bad"));
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_get_count(l, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_await(l, -5), DLOCK_EINVAL);
+  dlock_latch_free(l);
+  s = new_sem(cl, th_name("bad"));
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, -1, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_release(s, -1), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, -1, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_available(s, NULL), DLOCK_EINVAL);
+  dlock_semaphore_free(s);
+  p = new_permits(cl, th_name("bad"));
+  dlock_permit_id ids[65];
+  TH_ASSERT_RC(dlock_permits_acquire(p, 0, 0, 1000, ids), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 65, 0, 1000, ids), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 0, ids), DLOCK_EINVAL);
+  dlock_permit_id bad = {"not-hex-at-all"};
+  TH_ASSERT_RC(dlock_permits_release(p, &bad, 1), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_update_lease(p, &bad, 1000), DLOCK_EINVAL);
+  dlock_permits_free(p);
+  /* WRONGTYPE */
+  const char *name = th_name("wrongtype");
+  freeReplyObject(th_cmd(&srv, "HSET %s a b", name));
+  l = new_latch(name);
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_EREDIS);
+  CU_ASSERT(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
+  TH_ASSERT_RC(dlock_latch_await(l, 100), DLOCK_EREDIS);
+  dlock_latch_free(l);
+  s = new_sem(cl, name);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 100), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_EREDIS);
+  dlock_semaphore_free(s);
+  p = new_permits(cl, name);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 100, 1000, ids), DLOCK_EREDIS);
+  dlock_permits_free(p);
+  CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 1); /* untouched */
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("sync", suite_init, suite_clean);
+  CU_add_test(s, "latch_counts", test_latch_counts);
+  CU_add_test(s, "latch_await_budget", test_latch_await_budget);
+  CU_add_test(s, "latch_wakes_all_processes", test_latch_wakes_all_processes);
+  CU_add_test(s, "semaphore_arithmetic", test_semaphore_arithmetic);
+  CU_add_test(s, "semaphore_waits_for_enough", test_semaphore_waits_for_enough);
+  CU_add_test(s, "semaphore_fifo_policy", test_semaphore_fifo_policy);
+  CU_add_test(s, "semaphore_mutex_processes", test_semaphore_mutex_processes);
+  CU_add_test(s, "semaphore_4_permits_processes", test_semaphore_4_permits_processes);
+  CU_add_test(s, "permits_expire_and_release", test_permits_expire_and_release);
+  CU_add_test(s, "permits_watchdog_crash_safety", test_permits_watchdog_crash_safety);
+  CU_add_test(s, "semaphore_lock", test_semaphore_lock);
+  CU_add_test(s, "bad_input", test_bad_input);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }
