@@ -95,11 +95,12 @@ static void give_up(void *ctx) {
   dlock__fail(0, "%s", saved);
 }
 
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                   dlock_grant *grant) {
+static int release(dlock_lock *l, uint64_t owner_id);
+
+static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
+                   int64_t lease_ms, dlock_grant *grant) {
   fair *f = (fair *)l;
   dlock_client *c = l->client;
-  uint64_t owner_id = dlock__lock_owner_id(l);
   char owner[64];
   size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -125,18 +126,18 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
   rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms, a.sent_ms);
   if (rc != DLOCK_OK) {
-    dlock_release(l); /* cannot track it: do not keep it */
+    release(l, owner_id); /* cannot track it: do not keep it */
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
   }
   grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
   return DLOCK_OK;
 }
 
-static int release(dlock_lock *l) {
+static int release(dlock_lock *l, uint64_t owner_id) {
   fair *f = (fair *)l;
   dlock_client *c = l->client;
   char owner[64], lease[24], px[24];
-  size_t olen = dlock__owner(c, dlock__lock_owner_id(l), owner);
+  size_t olen = dlock__owner(c, owner_id, owner);
   dlock__hold_id id = {l->name, l->name_len, owner, olen};
   const char *keys[] = {l->name, NULL, f->queue.p, f->timeouts.p};
   size_t klens[] = {l->name_len, 0, f->queue.len, f->timeouts.len};

@@ -70,7 +70,7 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   if (lock->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
   dlock_grant g = {0, 0};
-  rc = lock->m->acquire(lock, wait_ms, lease_ms, &g);
+  rc = lock->m->acquire(lock, dlock__lock_owner_id(lock), wait_ms, lease_ms, &g);
   if (rc == DLOCK_OK && grant)
     *grant = g;
   return rc;
@@ -90,7 +90,7 @@ int dlock_release(dlock_lock *lock) {
     return rc;
   if (lock->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", lock->m->kind);
-  return lock->m->release(lock);
+  return lock->m->release(lock, dlock__lock_owner_id(lock));
 }
 
 int dlock_force_release(dlock_lock *lock) {
@@ -113,7 +113,7 @@ int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state) {
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no state query",
                        lock->m->kind);
   memset(state, 0, sizeof *state);
-  return lock->m->state(lock, state);
+  return lock->m->state(lock, dlock__lock_owner_id(lock), state);
 }
 
 int dlock_lock_bind_owner(dlock_lock *lock, uint64_t owner_id) {

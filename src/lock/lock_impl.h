@@ -15,11 +15,13 @@ typedef struct dlock__lock_methods {
   const char *kind;
   unsigned caps; /* DLOCK_CAP_* */
   size_t size;   /* bytes to allocate for the backend's struct */
-  int (*acquire)(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
-                 dlock_grant *grant);
-  int (*release)(dlock_lock *lock);
+  /* owner: the id holds belong to (the caller's thread or bound owner; a
+   * combinator passes its own to its members). */
+  int (*acquire)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
+                 int64_t lease_ms, dlock_grant *grant);
+  int (*release)(dlock_lock *lock, uint64_t owner);
   int (*force_release)(dlock_lock *lock);
-  int (*state)(dlock_lock *lock, dlock_lock_state *out);
+  int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
   void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
   /* version 1 ends here: append only */
 } dlock__lock_methods;
@@ -53,7 +55,7 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
 
 /* The state method of every lock kept in a hash of owner -> count
  * (reentrant, fenced, fair): lua/lock_state.lua. */
-int dlock__hashlock_state(dlock_lock *l, dlock_lock_state *st);
+int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
 
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);

@@ -67,11 +67,10 @@ static int try_once(void *ctx, int64_t *hint) {
 
 static int release_by(dlock_lock *l, const char *owner, size_t olen);
 
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                   dlock_grant *grant) {
+static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
+                   int64_t lease_ms, dlock_grant *grant) {
   reentrant *rl = (reentrant *)l;
   dlock_client *c = l->client;
-  uint64_t owner_id = dlock__lock_owner_id(l);
   char owner[64];
   size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -136,9 +135,9 @@ static int release_by(dlock_lock *l, const char *owner, size_t olen) {
   return rc;
 }
 
-static int release(dlock_lock *l) {
+static int release(dlock_lock *l, uint64_t owner_id) {
   char owner[64];
-  size_t olen = dlock__owner(l->client, dlock__lock_owner_id(l), owner);
+  size_t olen = dlock__owner(l->client, owner_id, owner);
   return release_by(l, owner, olen);
 }
 
@@ -159,9 +158,10 @@ static int force_release(dlock_lock *l) {
   return rc;
 }
 
-int dlock__hashlock_state(dlock_lock *l, dlock_lock_state *st) {
+int dlock__hashlock_state(dlock_lock *l, uint64_t owner_id,
+                          dlock_lock_state *st) {
   char owner[64];
-  size_t olen = dlock__owner(l->client, dlock__lock_owner_id(l), owner);
+  size_t olen = dlock__owner(l->client, owner_id, owner);
   const char *keys[] = {l->name};
   size_t klens[] = {l->name_len};
   const char *args[] = {owner};

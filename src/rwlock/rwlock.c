@@ -38,9 +38,9 @@ typedef struct who {
   dlock__buf timeout_prefix;
 } who;
 
-static int who_init(rw_half *h, who *w) {
+static int who_init(rw_half *h, uint64_t owner_id, who *w) {
   dlock_lock *l = &h->base;
-  w->owner_id = dlock__lock_owner_id(l);
+  w->owner_id = owner_id;
   w->reader_len = dlock__owner(l->client, w->owner_id, w->reader);
   w->writer_len = (size_t)snprintf(w->writer, sizeof w->writer, "%s:write",
                                    w->reader);
@@ -110,12 +110,14 @@ static int try_once(void *ctx, int64_t *hint) {
   return rc;
 }
 
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                   dlock_grant *grant) {
+static int release(dlock_lock *l, uint64_t owner_id);
+
+static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
+                   int64_t lease_ms, dlock_grant *grant) {
   rw_half *h = (rw_half *)l;
   dlock_client *c = l->client;
   who w;
-  int rc = who_init(h, &w);
+  int rc = who_init(h, owner_id, &w);
   if (rc != DLOCK_OK)
     return rc;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -142,7 +144,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
       grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
     } else {
       dlock__buf_free(&w.timeout_prefix);
-      dlock_release(l); /* cannot track it: do not keep it */
+      release(l, owner_id); /* cannot track it: do not keep it */
       return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
     }
   }
@@ -150,11 +152,11 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   return rc == 1 ? DLOCK_OK : rc;
 }
 
-static int release(dlock_lock *l) {
+static int release(dlock_lock *l, uint64_t owner_id) {
   rw_half *h = (rw_half *)l;
   dlock_client *c = l->client;
   who w;
-  int rc = who_init(h, &w);
+  int rc = who_init(h, owner_id, &w);
   if (rc != DLOCK_OK)
     return rc;
   dlock__hold_id id = hold_id(h, &w);
@@ -220,10 +222,10 @@ static int force_release(dlock_lock *l) {
   return rc;
 }
 
-static int state(dlock_lock *l, dlock_lock_state *st) {
+static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {
   rw_half *h = (rw_half *)l;
   who w;
-  int rc = who_init(h, &w);
+  int rc = who_init(h, owner_id, &w);
   if (rc != DLOCK_OK)
     return rc;
   dlock__buf_free(&w.timeout_prefix);

@@ -344,10 +344,10 @@ static long find_latest(sem_lock *s, uint64_t owner) {
   return -1;
 }
 
-static int sl_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                      dlock_grant *grant) {
+static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                      int64_t lease_ms, dlock_grant *grant) {
   sem_lock *s = (sem_lock *)l;
-  held h = {dlock__lock_owner_id(l), {{0}}};
+  held h = {owner, {{0}}};
   int64_t t0 = dlock__now_ms();
   int rc = dlock_permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id);
   if (rc != DLOCK_OK)
@@ -373,9 +373,8 @@ static int sl_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
   return DLOCK_OK;
 }
 
-static int sl_release(dlock_lock *l) {
+static int sl_release(dlock_lock *l, uint64_t owner) {
   sem_lock *s = (sem_lock *)l;
-  uint64_t owner = dlock__lock_owner_id(l);
   pthread_mutex_lock(&s->mu);
   long i = find_latest(s, owner);
   held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
@@ -388,9 +387,8 @@ static int sl_release(dlock_lock *l) {
   return dlock_permits_release(s->p, &h.id, 1);
 }
 
-static int sl_state(dlock_lock *l, dlock_lock_state *st) {
+static int sl_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   sem_lock *s = (sem_lock *)l;
-  uint64_t owner = dlock__lock_owner_id(l);
   pthread_mutex_lock(&s->mu);
   long i = find_latest(s, owner);
   held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
