@@ -249,11 +249,22 @@ typedef struct dlock__renewal {
   size_t extra_len;
 } dlock__renewal;
 
+/* Someone (a RedLock) that wants to hear when a hold is found lost. The
+ * hold keeps a reference while it exists; lost() runs on the engine thread
+ * (after the client's lost-lock callback). */
+typedef struct dlock__listener dlock__listener;
+struct dlock__listener {
+  void (*lost)(dlock__listener *self, dlock_lost_reason reason);
+  void (*ref)(dlock__listener *self);
+  void (*unref)(dlock__listener *self);
+};
+
 /* Record one successful grant. watchdog: renew it (with r) until released.
- * t0_ms: monotonic time the acquire was sent (validity start). */
+ * t0_ms: monotonic time the acquire was sent (validity start). ln: may be
+ * NULL; replaces the hold's listener when given. */
 int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
                     uint64_t owner_id, const dlock__renewal *r, int watchdog,
-                    int64_t lease_ms, int64_t t0_ms);
+                    int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
 /* Lease to re-arm on a partial release: the hold's last lease, or the
  * watchdog timeout when there is no hold. */
 int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id);

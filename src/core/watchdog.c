@@ -29,6 +29,7 @@ typedef struct hold {
   uint64_t epoch;
   int script;
   unsigned watchdog : 1, lost : 1, renewing : 1;
+  dlock__listener *ln;
   char *extra;
   size_t extra_len;
   size_t field_len, name_len;
@@ -71,13 +72,15 @@ static hold *find(dlock_client *c, const dlock__hold_id *id) {
 
 static void drop(dlock_client *c, hold *h) {
   dlock__map_del(&c->holds, &h->node);
+  if (h->ln)
+    h->ln->unref(h->ln);
   free(h->extra);
   free(h);
 }
 
 int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
                     uint64_t owner_id, const dlock__renewal *r, int watchdog,
-                    int64_t lease_ms, int64_t t0_ms) {
+                    int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);
   if (h && h->lost) { /* a fresh grant after a loss starts over */
@@ -115,6 +118,12 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
   }
   h->count++;
   h->lease_ms = lease_ms;
+  if (ln) {
+    ln->ref(ln);
+    if (h->ln)
+      h->ln->unref(h->ln);
+    h->ln = ln;
+  }
   if (watchdog)
     h->watchdog = 1;
   if (t0_ms + lease_ms > h->valid_until_ms)
@@ -166,6 +175,8 @@ void dlock__holds_free(dlock_client *c) {
   while (n) {
     dlock__map_node *next = dlock__map_next(&c->holds, n, &slot);
     hold *h = DLOCK__CONTAINER(n, hold, node);
+    if (h->ln)
+      h->ln->unref(h->ln);
     free(h->extra);
     free(h);
     n = next;
@@ -188,6 +199,7 @@ typedef struct batch {
 typedef struct lost_note {
   uint64_t owner_id;
   dlock_lost_reason reason;
+  dlock__listener *ln; /* referenced */
   size_t len;
   char name[];
 } lost_note;
@@ -215,6 +227,9 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
     return;
   note->owner_id = h->owner_id;
   note->reason = reason;
+  note->ln = h->ln;
+  if (note->ln)
+    note->ln->ref(note->ln);
   note->len = h->name_len;
   memcpy(note->name, hold_name(h), h->name_len);
   out->v[out->n++] = note;
@@ -222,10 +237,15 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
 
 static void tell_lost(dlock_client *c, lost_list *l) {
   for (size_t i = 0; i < l->n; i++) {
+    lost_note *note = l->v[i];
     if (c->opts.on_lost)
-      c->opts.on_lost(c->opts.on_lost_data, l->v[i]->name, l->v[i]->len,
-                      l->v[i]->owner_id, l->v[i]->reason);
-    free(l->v[i]);
+      c->opts.on_lost(c->opts.on_lost_data, note->name, note->len,
+                      note->owner_id, note->reason);
+    if (note->ln) {
+      note->ln->lost(note->ln, note->reason);
+      note->ln->unref(note->ln);
+    }
+    free(note);
   }
   free(l->v);
 }

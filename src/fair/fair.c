@@ -124,7 +124,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
     return rc;
   dlock__hold_id id = {l->name, l->name_len, owner, olen};
   static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms, a.sent_ms);
+  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms,
+                       a.sent_ms, NULL);
   if (rc != DLOCK_OK) {
     release(l, owner_id); /* cannot track it: do not keep it */
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");

@@ -57,6 +57,27 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
  * (reentrant, fenced, fair): lua/lock_state.lua. */
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
 
+/* Reentrant and fenced locks as RedLock members: single tries and releases
+ * built as requests (submitted by the caller, possibly to many clients at
+ * once), their replies interpreted, their holds recorded. */
+int dlock__is_reentrant(const dlock_lock *l);
+int dlock__reentrant_try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                             dlock__req *req);
+/* 1 acquired (*token for fenced locks), 0 held by another (*hint = PTTL), or
+ * an error. */
+int dlock__reentrant_try_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
+                               int64_t *token);
+int dlock__reentrant_hold(dlock_lock *l, uint64_t owner_id, int watchdog,
+                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
+/* rid: the release's request id (32 hex characters), reused by a retry. */
+int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
+                                 const char *rid, dlock__req *req);
+/* DLOCK_OK, DLOCK_ELOST, DLOCK_ENOTOWNER or an error; updates the holds. */
+int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
+                                   const redisReply *r);
+/* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
+void dlock__reentrant_forget(dlock_lock *l, uint64_t owner_id);
+
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
 

@@ -18,10 +18,117 @@ typedef struct reentrant {
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
 } reentrant;
 
+/* ---- building blocks, also used by RedLock (its members are these) ------- */
+
+static const dlock__lock_methods reentrant_methods, fenced_methods;
+
+int dlock__is_reentrant(const dlock_lock *l) {
+  return l->m == &reentrant_methods || l->m == &fenced_methods;
+}
+
+int dlock__reentrant_try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                             dlock__req *req) {
+  reentrant *rl = (reentrant *)l;
+  char owner[64], lease[24];
+  const char *keys[] = {l->name, rl->token_key.p};
+  size_t klens[] = {l->name_len, rl->token_key.len};
+  const char *args[] = {lease, owner};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
+                    dlock__owner(l->client, owner_id, owner)};
+  return dlock__req_script(
+      req, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
+      rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
+}
+
+int dlock__reentrant_try_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
+                               int64_t *token) {
+  if (!((reentrant *)l)->fenced) {
+    if (r->type == REDIS_REPLY_NIL)
+      return 1;
+    if (r->type == REDIS_REPLY_INTEGER) {
+      *hint = r->integer;
+      return 0;
+    }
+  } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER &&
+             r->element[1]->type == REDIS_REPLY_INTEGER) {
+    if (r->element[0]->integer == 1) {
+      *token = r->element[1]->integer;
+      return 1;
+    }
+    *hint = r->element[1]->integer;
+    return 0;
+  }
+  return dlock__fail_reply(r, "acquire");
+}
+
+int dlock__reentrant_hold(dlock_lock *l, uint64_t owner_id, int watchdog,
+                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
+  char owner[64];
+  dlock__hold_id id = {l->name, l->name_len, owner,
+                       dlock__owner(l->client, owner_id, owner)};
+  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  return dlock__hold_add(l->client, &id, owner_id, &renew, watchdog, lease_ms,
+                         t0_ms, ln);
+}
+
+int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
+                                 const char *rid, dlock__req *req) {
+  reentrant *rl = (reentrant *)l;
+  dlock_client *c = l->client;
+  char owner[64], lease[24], px[24];
+  size_t olen = dlock__owner(c, owner_id, owner);
+  dlock__hold_id id = {l->name, l->name_len, owner, olen};
+  dlock__buf latch = {0};
+  if (dlock__buf_add(&latch, rl->latch_prefix.p, rl->latch_prefix.len) ||
+      dlock__buf_add(&latch, rid, strlen(rid))) {
+    dlock__buf_free(&latch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  const char *keys[] = {l->name, latch.p};
+  size_t klens[] = {l->name_len, latch.len};
+  const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
+  size_t alens[] = {
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
+      rl->channel.len, 1};
+  int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
+                             args, alens);
+  dlock__buf_free(&latch);
+  return rc;
+}
+
+int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
+                                   const redisReply *r) {
+  char owner[64];
+  dlock__hold_id id = {l->name, l->name_len, owner,
+                       dlock__owner(l->client, owner_id, owner)};
+  if (r->type == REDIS_REPLY_NIL) {
+    if (dlock__hold_released(l->client, &id, -1))
+      return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
+                         "release", l->name);
+    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->name,
+                       owner);
+  }
+  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+    dlock__hold_released(l->client, &id, (int)r->integer);
+    return DLOCK_OK;
+  }
+  return dlock__fail_reply(r, "release");
+}
+
+void dlock__reentrant_forget(dlock_lock *l, uint64_t owner_id) {
+  char owner[64];
+  dlock__hold_id id = {l->name, l->name_len, owner,
+                       dlock__owner(l->client, owner_id, owner)};
+  dlock__hold_released(l->client, &id, 1);
+}
+
+/* ---- the blocking calls ----------------------------------------------------- */
+
 typedef struct attempt {
-  reentrant *rl;
-  const char *owner;
-  size_t olen;
+  dlock_lock *l;
+  uint64_t owner_id;
   int64_t lease_ms;
   int64_t sent_ms; /* when the last try was sent: the lease starts there */
   int64_t token;   /* fencing token when acquired */
@@ -30,51 +137,27 @@ typedef struct attempt {
 /* One try: 1 acquired, 0 held by another (*hint = its PTTL), or an error. */
 static int try_once(void *ctx, int64_t *hint) {
   attempt *a = ctx;
-  reentrant *rl = a->rl;
-  dlock_lock *l = &rl->base;
-  char lease[24];
-  const char *keys[] = {l->name, rl->token_key.p};
-  size_t klens[] = {l->name_len, rl->token_key.len};
-  const char *args[] = {lease, a->owner};
-  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
-                    a->olen};
+  dlock__req req;
   redisReply *r;
+  int rc = dlock__reentrant_try_req(a->l, a->owner_id, a->lease_ms, &req);
   a->sent_ms = dlock__now_ms();
-  int rc = dlock__script_call(
-      l->client, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
-      rl->fenced ? 2 : 1, keys, klens, 2, args, alens, &r);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(a->l->client, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
-  if (!rl->fenced && r->type == REDIS_REPLY_NIL) {
-    rc = 1;
-  } else if (!rl->fenced && r->type == REDIS_REPLY_INTEGER) {
-    *hint = r->integer;
-    rc = 0;
-  } else if (rl->fenced && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-             r->element[0]->type == REDIS_REPLY_INTEGER &&
-             r->element[1]->type == REDIS_REPLY_INTEGER) {
-    rc = r->element[0]->integer == 1;
-    if (rc)
-      a->token = r->element[1]->integer;
-    else
-      *hint = r->element[1]->integer;
-  } else {
-    rc = dlock__fail_reply(r, "acquire");
-  }
+  rc = dlock__reentrant_try_reply(a->l, r, hint, &a->token);
   freeReplyObject(r);
   return rc;
 }
 
-static int release_by(dlock_lock *l, const char *owner, size_t olen);
+static int release(dlock_lock *l, uint64_t owner_id);
 
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   reentrant *rl = (reentrant *)l;
   dlock_client *c = l->client;
-  char owner[64];
-  size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {rl, owner, olen,
+  attempt a = {l, owner_id,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
                0, 0};
   char what[140];
@@ -85,12 +168,9 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;
-  dlock__hold_id id = {l->name, l->name_len, owner, olen};
-  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms,
-                       a.sent_ms);
+  rc = dlock__reentrant_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
   if (rc != DLOCK_OK) {
-    release_by(l, owner, olen); /* cannot track it: do not keep it */
+    release(l, owner_id); /* cannot track it: do not keep it */
     return dlock__fail(rc, "out of memory recording the hold");
   }
   grant->token = a.token;
@@ -98,47 +178,28 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   return DLOCK_OK;
 }
 
-static int release_by(dlock_lock *l, const char *owner, size_t olen) {
-  reentrant *rl = (reentrant *)l;
-  dlock_client *c = l->client;
-  dlock__hold_id id = {l->name, l->name_len, owner, olen};
-  char lease[24], px[24];
-  const char *keys[] = {l->name, NULL};
-  size_t klens[] = {l->name_len, 0};
-  const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
-  size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
-      rl->channel.len, 1};
+static int release(dlock_lock *l, uint64_t owner_id) {
+  /* One request id for the call and its retry: the latch replays it. */
+  char rid[33];
+  int rc = dlock__random_hex(rid, 16);
   redisReply *r = NULL;
-  int rc = dlock__release_call(c, DLOCK__SCRIPT_LOCK_RELEASE, &rl->latch_prefix,
-                               2, keys, klens, 6, args, alens, &r);
+  for (int round = 0; rc == DLOCK_OK && round < 2; round++) {
+    dlock__req req;
+    rc = dlock__reentrant_release_req(l, owner_id, rid, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(l->client, &req, &r);
+    if (rc != DLOCK_EIO)
+      break;
+  }
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)
-      dlock__hold_released(c, &id, 1);
+      dlock__reentrant_forget(l, owner_id);
     return rc;
   }
-  if (r->type == REDIS_REPLY_NIL) {
-    int had = dlock__hold_released(c, &id, -1);
-    rc = had ? dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
-                           "release", l->name)
-             : dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s",
-                           l->name, owner);
-  } else if (r->type == REDIS_REPLY_INTEGER &&
-             (r->integer == 0 || r->integer == 1)) {
-    dlock__hold_released(c, &id, (int)r->integer);
-  } else {
-    rc = dlock__fail_reply(r, "release");
-  }
+  rc = dlock__reentrant_release_reply(l, owner_id, r);
   freeReplyObject(r);
   return rc;
-}
-
-static int release(dlock_lock *l, uint64_t owner_id) {
-  char owner[64];
-  size_t olen = dlock__owner(l->client, owner_id, owner);
-  return release_by(l, owner, olen);
 }
 
 static int force_release(dlock_lock *l) {

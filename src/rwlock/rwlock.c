@@ -139,7 +139,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
       renew.extra_len = w.timeout_prefix.len;
     }
     rc = dlock__hold_add(c, &id, w.owner_id, &renew, watchdog, a.lease_ms,
-                         a.sent_ms);
+                         a.sent_ms, NULL);
     if (rc == DLOCK_OK) {
       grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
     } else {

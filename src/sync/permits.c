@@ -171,7 +171,7 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
       dlock__hold_id id = permit_hold(p, a->raw[i]);
       rc = dlock__hold_add(c, &id, dlock_thread_id(), &renew,
-                           watchdog, a->lease_ms, a->sent_ms);
+                           watchdog, a->lease_ms, a->sent_ms, NULL);
     }
     if (rc != DLOCK_OK)
       dlock_permits_release(p, ids, n); /* cannot track them: give back */
@@ -267,7 +267,7 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
     static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
     dlock__hold_released(c, &id, 1);
     dlock__hold_add(c, &id, dlock_thread_id(), &renew, watchdog,
-                    ms, t0);
+                    ms, t0, NULL);
   }
   return (int)(updated == 1);
 }
