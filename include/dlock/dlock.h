@@ -9,5 +9,6 @@
 #include "dlock/lock.h"
 #include "dlock/rwlock.h"
 #include "dlock/sync.h"
+#include "dlock/multi.h"
 
 #endif /* DLOCK_H */

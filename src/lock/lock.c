@@ -39,10 +39,47 @@ int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
   memcpy(copy, name, len);
   copy[len] = '\0';
   lock->m = m;
+  lock->caps = m->caps;
   lock->client = client;
   lock->name = copy;
   lock->name_len = len;
   dlock__client_ref(client);
+  *out = lock;
+  return DLOCK_OK;
+}
+
+int dlock__lock_alloc_combo(const dlock__lock_methods *m,
+                            dlock_lock *const *members, size_t n,
+                            dlock_lock **out) {
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (members == NULL || n < 1 || n > DLOCK__MAX_MEMBERS)
+    return dlock__fail(DLOCK_EINVAL, "need 1..%d member locks", DLOCK__MAX_MEMBERS);
+  dlock__buf name = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (members[i] == NULL) {
+      dlock__buf_free(&name);
+      return dlock__fail(DLOCK_EINVAL, "member %zu is NULL", i);
+    }
+    /* a readable name for messages: the members' names joined by '+' */
+    if (name.len < 200 && (dlock__buf_add(&name, "+", i ? 1 : 0) ||
+                           dlock__buf_add(&name, members[i]->name,
+                                          strnlen(members[i]->name, 64)))) {
+      dlock__buf_free(&name);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+  }
+  dlock_lock *lock = calloc(1, m->size);
+  if (lock == NULL) {
+    dlock__buf_free(&name);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  lock->m = m;
+  lock->caps = m->caps;
+  lock->name = name.p;
+  lock->name_len = name.len;
   *out = lock;
   return DLOCK_OK;
 }
@@ -129,7 +166,7 @@ const char *dlock_lock_kind(const dlock_lock *lock) {
 }
 
 unsigned dlock_lock_caps(const dlock_lock *lock) {
-  return lock ? lock->m->caps : 0;
+  return lock ? lock->caps : 0;
 }
 
 const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {

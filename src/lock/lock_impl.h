@@ -32,6 +32,7 @@ struct dlock_lock {
   char *name;
   size_t name_len;
   uint64_t bound_owner; /* 0: the calling thread owns */
+  unsigned caps;        /* m->caps, or a combinator's own */
   int borrowed;         /* part of a bigger object: dlock_lock_free ignores it */
 };
 
@@ -40,6 +41,14 @@ struct dlock_lock {
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out);
+
+/* Allocate a combinator (multi-lock, RedLock): no client of its own; its
+ * name joins the members' names. Checks members (1..DLOCK__MAX_MEMBERS, no
+ * NULL). */
+#define DLOCK__MAX_MEMBERS 64
+int dlock__lock_alloc_combo(const dlock__lock_methods *m,
+                            dlock_lock *const *members, size_t n,
+                            dlock_lock **out);
 
 /* The owner id for a call on lock: the bound id or the calling thread's. */
 uint64_t dlock__lock_owner_id(const dlock_lock *lock);

@@ -1,0 +1,462 @@
+/* RedLock (redis.io's Redlock algorithm) over independent masters, asking
+ * every member in parallel: each member's try is a request submitted to its
+ * own client's engine at once, and one round waits at most the member
+ * timeout for all answers. A majority granted inside a positive validity
+ * (lease - elapsed - drift) wins; anything else releases every member and
+ * retries after a random delay.
+ *
+ * Late answers: a member that answers after the round gave up may have
+ * granted the lock. Every failed round therefore releases all members,
+ * including those that never answered; a member's try and release travel on
+ * the same connection in order, so a server that comes back later runs the
+ * try and then the release and keeps nothing. */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlock/multi.h"
+#include "lock/lock_impl.h"
+
+/* ---- one round of parallel calls ------------------------------------------ */
+
+typedef struct round round;
+
+typedef struct call {
+  round *round;
+  dlock__req req;
+  int done;   /* under round->mu */
+  int status; /* DLOCK_OK with reply, or the failure */
+  redisReply *reply;
+  char errmsg[256];
+} call;
+
+struct round {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  int refs;          /* the caller + every call still in an engine */
+  size_t pending;
+  size_t n;
+  call calls[];
+};
+
+static void round_unref_locked(round *r) {
+  if (--r->refs > 0) {
+    pthread_mutex_unlock(&r->mu);
+    return;
+  }
+  pthread_mutex_unlock(&r->mu);
+  for (size_t i = 0; i < r->n; i++)
+    if (r->calls[i].reply)
+      freeReplyObject(r->calls[i].reply);
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+  free(r);
+}
+
+static void round_unref(round *r) {
+  pthread_mutex_lock(&r->mu);
+  round_unref_locked(r);
+}
+
+/* Runs on a member client's engine thread, possibly after the caller has
+ * stopped waiting: the round lives until the last reference goes. */
+static void call_done(dlock__req *req, redisReply *reply, int status) {
+  call *c = req->data;
+  round *r = c->round;
+  pthread_mutex_lock(&r->mu);
+  c->done = 1;
+  c->status = status;
+  c->reply = reply;
+  if (status != DLOCK_OK)
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
+  r->pending--;
+  pthread_cond_signal(&r->cv);
+  round_unref_locked(r);
+}
+
+typedef struct redlock {
+  dlock_lock base;
+  size_t n, quorum;
+  int64_t member_timeout_ms, retry_min_ms, retry_max_ms;
+  dlock_redlock_lost_fn *on_lost;
+  void *on_lost_data;
+  pthread_mutex_t mu; /* guards acqs */
+  struct acq *acqs;
+  dlock_lock *members[DLOCK__MAX_MEMBERS];
+} redlock;
+
+enum { TRY, RELEASE };
+
+/* Submit one try or release per member, all at once. */
+static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_ms) {
+  round *r = calloc(1, sizeof *r + rl->n * sizeof(call));
+  if (r == NULL)
+    return NULL;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, &attr);
+  pthread_condattr_destroy(&attr);
+  r->n = rl->n;
+  r->refs = 1 + (int)rl->n;
+  r->pending = rl->n;
+  for (size_t i = 0; i < rl->n; i++) {
+    call *c = &r->calls[i];
+    dlock_lock *m = rl->members[i];
+    char rid[33];
+    c->round = r;
+    int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
+                         : dlock__random_hex(rid, 16);
+    if (rc == DLOCK_OK && kind == RELEASE)
+      rc = dlock__reentrant_release_req(m, owner, rid, &c->req);
+    if (rc == DLOCK_OK) {
+      c->req.done = call_done;
+      c->req.data = c;
+      rc = dlock__submit(m->client, &c->req);
+    }
+    if (rc != DLOCK_OK) { /* never reached an engine: done here */
+      pthread_mutex_lock(&r->mu);
+      c->done = 1;
+      c->status = rc;
+      snprintf(c->errmsg, sizeof c->errmsg, "%s", dlock_errmsg());
+      r->pending--;
+      r->refs--;
+      pthread_mutex_unlock(&r->mu);
+    }
+  }
+  return r;
+}
+
+/* Wait until every call answered or deadline_ms; returns with r->mu held. */
+static void round_wait(round *r, int64_t deadline_ms) {
+  struct timespec ts = {.tv_sec = deadline_ms / 1000,
+                        .tv_nsec = (deadline_ms % 1000) * 1000000};
+  pthread_mutex_lock(&r->mu);
+  while (r->pending > 0)
+    if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
+      break;
+}
+
+/* ---- loss of the majority -------------------------------------------------- */
+
+/* One owner's hold of the RedLock: member holds report their loss here. */
+typedef struct acq {
+  dlock__listener ln; /* first */
+  atomic_int refs;
+  struct acq *next;   /* rl->acqs, under rl->mu */
+  uint64_t owner;
+  int64_t count;      /* re-entries, under rl->mu */
+  atomic_int lost;
+  atomic_int fired;
+  size_t n, quorum;
+  dlock_redlock_lost_fn *fn;
+  void *data;
+  dlock_lock *redlock;
+} acq;
+
+static void acq_lost(dlock__listener *self, dlock_lost_reason reason) {
+  acq *a = (acq *)self;
+  size_t lost = (size_t)atomic_fetch_add(&a->lost, 1) + 1;
+  if (lost > a->n - a->quorum && !atomic_exchange(&a->fired, 1) && a->fn)
+    a->fn(a->data, a->redlock, a->owner);
+}
+
+static void acq_ref(dlock__listener *self) {
+  atomic_fetch_add(&((acq *)self)->refs, 1);
+}
+
+static void acq_unref(dlock__listener *self) {
+  if (atomic_fetch_sub(&((acq *)self)->refs, 1) == 1)
+    free(self);
+}
+
+/* The owner's record, made on first use (rl->mu held). */
+static acq *acq_get(redlock *rl, uint64_t owner, int create) {
+  for (acq *a = rl->acqs; a; a = a->next)
+    if (a->owner == owner)
+      return a;
+  if (!create)
+    return NULL;
+  acq *a = calloc(1, sizeof *a);
+  if (a == NULL)
+    return NULL;
+  a->ln = (dlock__listener){acq_lost, acq_ref, acq_unref};
+  atomic_init(&a->refs, 1); /* rl->acqs' reference */
+  a->owner = owner;
+  a->n = rl->n;
+  a->quorum = rl->quorum;
+  a->fn = rl->on_lost;
+  a->data = rl->on_lost_data;
+  a->redlock = &rl->base;
+  a->next = rl->acqs;
+  rl->acqs = a;
+  return a;
+}
+
+static void acq_drop(redlock *rl, acq *a) {
+  for (acq **p = &rl->acqs; *p; p = &(*p)->next)
+    if (*p == a) {
+      *p = a->next;
+      break;
+    }
+  acq_unref(&a->ln);
+}
+
+/* ---- the lock methods ------------------------------------------------------- */
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static int64_t random_between(int64_t lo, int64_t hi) {
+  static _Thread_local uint64_t seed;
+  if (seed == 0)
+    seed = (uint64_t)dlock__now_us() ^ (dlock_thread_id() * 0x9e3779b97f4a7c15ull);
+  seed ^= seed << 13;
+  seed ^= seed >> 7;
+  seed ^= seed << 17;
+  return hi > lo ? lo + (int64_t)(seed % (uint64_t)(hi - lo + 1)) : lo;
+}
+
+static void append(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  if (len + 1 >= size)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, size - len, fmt, ap);
+  va_end(ap);
+}
+
+static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                   int64_t lease_ms, dlock_grant *grant) {
+  redlock *rl = (redlock *)l;
+  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  int64_t lease = lease_ms;
+  if (watchdog) { /* the shortest of the members' clients: a safe validity */
+    lease = INT64_MAX;
+    for (size_t i = 0; i < rl->n; i++) {
+      int64_t t = dlock__client_opts(rl->members[i]->client)->watchdog_timeout_ms;
+      if (t < lease)
+        lease = t;
+    }
+  }
+  int64_t start = dlock__now_ms();
+  int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
+  char why[1024];
+  for (;;) {
+    int64_t t0 = dlock__now_ms();
+    round *r = round_start(rl, TRY, owner, lease);
+    if (r == NULL)
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    round_wait(r, t0 + rl->member_timeout_ms);
+    int64_t elapsed = dlock__now_ms() - t0;
+    int granted[DLOCK__MAX_MEMBERS] = {0};
+    size_t ngranted = 0, nbusy = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < rl->n; i++) {
+      call *c = &r->calls[i];
+      dlock_lock *m = rl->members[i];
+      int64_t hint = 0, token = 0;
+      if (!c->done) {
+        append(why, sizeof why, "; member %zu (%.60s): no answer within %" PRId64
+               " ms", i, m->name, rl->member_timeout_ms);
+      } else if (c->status != DLOCK_OK) {
+        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name, c->errmsg);
+      } else if (c->reply->type == REDIS_REPLY_ERROR) {
+        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+               c->reply->str);
+      } else {
+        int got = dlock__reentrant_try_reply(m, c->reply, &hint, &token);
+        if (got == 1) {
+          granted[i] = 1;
+          ngranted++;
+        } else {
+          nbusy += got == 0;
+          append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+                 got == 0 ? "held by another owner" : dlock_errmsg());
+        }
+      }
+    }
+    pthread_mutex_unlock(&r->mu);
+    round_unref(r);
+    int64_t validity = lease - elapsed - (lease / 100 + 2);
+    if (ngranted >= rl->quorum && validity > 0) {
+      pthread_mutex_lock(&rl->mu);
+      acq *a = acq_get(rl, owner, 1);
+      if (a)
+        a->count++;
+      pthread_mutex_unlock(&rl->mu);
+      for (size_t i = 0; i < rl->n; i++)
+        if (granted[i])
+          dlock__reentrant_hold(rl->members[i], owner, watchdog, lease, t0,
+                                watchdog && a ? &a->ln : NULL);
+      grant->validity_ms = validity;
+      return DLOCK_OK;
+    }
+    if (ngranted >= rl->quorum)
+      append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
+             PRId64 " ms lease)", elapsed, lease);
+    /* release every member, also those that did not answer */
+    round *rel = round_start(rl, RELEASE, owner, 0);
+    if (rel)
+      round_unref(rel);
+    int64_t now = dlock__now_ms();
+    if (wait_ms == 0)
+      return dlock__fail(nbusy > rl->n - rl->quorum ? DLOCK_EBUSY : DLOCK_EQUORUM,
+                         "redlock: %zu of %zu members granted, %zu needed%s",
+                         ngranted, rl->n, rl->quorum, why);
+    if (deadline >= 0 && now >= deadline)
+      return dlock__fail(DLOCK_EQUORUM, "redlock: no quorum within %" PRId64
+                         " ms; last round %zu of %zu granted, %zu needed%s",
+                         wait_ms, ngranted, rl->n, rl->quorum, why);
+    int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
+    if (deadline >= 0 && now + delay > deadline)
+      delay = deadline - now;
+    sleep_ms(delay);
+  }
+}
+
+static int release(dlock_lock *l, uint64_t owner) {
+  redlock *rl = (redlock *)l;
+  round *r = round_start(rl, RELEASE, owner, 0);
+  if (r == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  round_wait(r, dlock__now_ms() + rl->member_timeout_ms);
+  size_t released = 0, lost = 0;
+  char why[1024] = "";
+  for (size_t i = 0; i < rl->n; i++) {
+    call *c = &r->calls[i];
+    dlock_lock *m = rl->members[i];
+    if (!c->done || c->status != DLOCK_OK) {
+      dlock__reentrant_forget(m, owner); /* its lease ends it */
+      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+             c->done ? c->errmsg : "no answer");
+      continue;
+    }
+    int rc = dlock__reentrant_release_reply(m, owner, c->reply);
+    released += rc == DLOCK_OK;
+    lost += rc == DLOCK_ELOST;
+    if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
+      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+             dlock_errmsg());
+  }
+  pthread_mutex_unlock(&r->mu);
+  round_unref(r);
+  pthread_mutex_lock(&rl->mu);
+  acq *a = acq_get(rl, owner, 0);
+  if (a && --a->count <= 0)
+    acq_drop(rl, a);
+  pthread_mutex_unlock(&rl->mu);
+  if (released >= rl->quorum)
+    return DLOCK_OK;
+  if (released == 0 && lost == 0 && why[0] == '\0')
+    return dlock__fail(DLOCK_ENOTOWNER, "redlock is not held by this owner");
+  if (lost > 0)
+    return dlock__fail(DLOCK_ELOST, "redlock: the lease ran out on %zu of %zu "
+                       "members%s", lost, rl->n, why);
+  return dlock__fail(DLOCK_EQUORUM, "redlock: only %zu of %zu members confirmed "
+                     "the release (their leases end the rest)%s", released,
+                     rl->n, why);
+}
+
+static int force_release(dlock_lock *l) {
+  redlock *rl = (redlock *)l;
+  int any = 0;
+  for (size_t i = 0; i < rl->n; i++) {
+    int rc = rl->members[i]->m->force_release(rl->members[i]);
+    if (rc > 0)
+      any = 1;
+  }
+  return any;
+}
+
+static int state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
+  redlock *rl = (redlock *)l;
+  size_t locked = 0, mine = 0, answered = 0;
+  st->hold_count = INT64_MAX;
+  st->ttl_ms = -2;
+  for (size_t i = 0; i < rl->n; i++) {
+    dlock_lock_state ms = {0, 0, 0, 0};
+    if (rl->members[i]->m->state(rl->members[i], owner, &ms) != DLOCK_OK)
+      continue; /* a member that is down does not count */
+    answered++;
+    locked += ms.locked != 0;
+    if (ms.held_by_me) {
+      mine++;
+      if (ms.hold_count < st->hold_count)
+        st->hold_count = ms.hold_count;
+      if (st->ttl_ms == -2 || ms.ttl_ms < st->ttl_ms)
+        st->ttl_ms = ms.ttl_ms;
+    }
+  }
+  if (answered < rl->quorum)
+    return dlock__fail(DLOCK_EQUORUM, "redlock: only %zu of %zu members answered",
+                       answered, rl->n);
+  st->locked = locked >= rl->quorum;
+  st->held_by_me = mine >= rl->quorum;
+  if (!st->held_by_me) {
+    st->hold_count = 0;
+    st->ttl_ms = st->locked ? st->ttl_ms : -2;
+  }
+  return DLOCK_OK;
+}
+
+static void destroy(dlock_lock *l) {
+  redlock *rl = (redlock *)l;
+  pthread_mutex_lock(&rl->mu);
+  while (rl->acqs)
+    acq_drop(rl, rl->acqs);
+  pthread_mutex_unlock(&rl->mu);
+  pthread_mutex_destroy(&rl->mu);
+}
+
+static const dlock__lock_methods redlock_methods = {
+    .version = 1,
+    .kind = "redlock",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_MULTI_NODE,
+    .size = sizeof(redlock),
+    .acquire = acquire,
+    .release = release,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
+};
+
+int dlock_redlock_new(dlock_lock *const *locks, size_t n,
+                      const dlock_redlock_opts *opts, dlock_lock **out) {
+  static const dlock_redlock_opts defaults = DLOCK_REDLOCK_OPTS_INIT;
+  if (opts == NULL)
+    opts = &defaults;
+  if (opts->version != DLOCK_REDLOCK_OPTS_VERSION || opts->member_timeout_ms <= 0 ||
+      opts->retry_min_ms < 0 || opts->retry_max_ms < opts->retry_min_ms)
+    return dlock__fail(DLOCK_EINVAL, "bad dlock_redlock_opts (version, "
+                       "member_timeout_ms > 0, 0 <= retry_min_ms <= retry_max_ms)");
+  for (size_t i = 0; locks && i < n && i < DLOCK__MAX_MEMBERS; i++)
+    if (locks[i] && !dlock__is_reentrant(locks[i]))
+      return dlock__fail(DLOCK_EINVAL, "member %zu is a %s lock; RedLock members "
+                         "must be reentrant or fenced locks", i, locks[i]->m->kind);
+  dlock_lock *l;
+  int rc = dlock__lock_alloc_combo(&redlock_methods, locks, n, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  redlock *rl = (redlock *)l;
+  rl->n = n;
+  rl->quorum = n / 2 + 1;
+  rl->member_timeout_ms = opts->member_timeout_ms;
+  rl->retry_min_ms = opts->retry_min_ms;
+  rl->retry_max_ms = opts->retry_max_ms;
+  rl->on_lost = opts->on_lost;
+  rl->on_lost_data = opts->on_lost_data;
+  pthread_mutex_init(&rl->mu, NULL);
+  memcpy(rl->members, locks, n * sizeof *locks);
+  *out = l;
+  return DLOCK_OK;
+}
