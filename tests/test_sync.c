@@ -586,6 +586,10 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_latch_new(NULL, "x", NULL, &l), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_new(cl, "", NULL, &s), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_permits_new(cl, NULL, NULL, &p), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_lock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_latch_try_set_count(NULL, 1), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_latch_await(NULL, 0), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_acquire(NULL, 1, 0), DLOCK_EINVAL);

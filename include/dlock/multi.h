@@ -62,9 +62,9 @@ typedef struct dlock_redlock_opts {
  * member_timeout_ms AND a positive validity = lease - elapsed - drift (drift
  * = lease/100 + 2 ms), reported in dlock_grant.validity_ms. A failed round
  * releases every member (also those that did not answer) and retries after a
- * random delay within the wait budget; when the budget is spent it returns
- * DLOCK_EQUORUM (DLOCK_EBUSY for a wait of 0 when members are held
- * elsewhere) with dlock_errmsg() naming each member that failed and why.
+ * random delay within the wait budget; when the budget is spent (or after
+ * the one round of a wait of 0) it returns DLOCK_EQUORUM with dlock_errmsg()
+ * naming each member that failed and why.
  * With DLOCK_LEASE_WATCHDOG every member's client renews its member; when a
  * majority can no longer be renewed, opts->on_lost runs once.
  * Release releases every member in parallel: DLOCK_OK when a majority

@@ -137,10 +137,10 @@ static const dlock__lock_methods multi_methods = {
 };
 
 int dlock_multi_new(dlock_lock *const *locks, size_t n, dlock_lock **out) {
-  dlock_lock *l;
-  int rc = dlock__lock_alloc_combo(&multi_methods, locks, n, &l);
+  int rc = dlock__lock_alloc_combo(&multi_methods, locks, n, out);
   if (rc != DLOCK_OK)
     return rc;
+  dlock_lock *l = *out;
   multi *m = (multi *)l;
   m->n = n;
   memcpy(m->members, locks, n * sizeof *locks);
@@ -152,6 +152,5 @@ int dlock_multi_new(dlock_lock *const *locks, size_t n, dlock_lock **out) {
         (locks[i]->caps & DLOCK_CAP_MULTI_NODE))
       l->caps |= DLOCK_CAP_MULTI_NODE;
   }
-  *out = l;
   return DLOCK_OK;
 }

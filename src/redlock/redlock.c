@@ -150,9 +150,10 @@ typedef struct acq {
   struct acq *next;   /* rl->acqs, under rl->mu */
   uint64_t owner;
   int64_t count;      /* re-entries, under rl->mu */
+  atomic_int held;    /* members granted by the latest acquire */
   atomic_int lost;
   atomic_int fired;
-  size_t n, quorum;
+  size_t quorum;
   dlock_redlock_lost_fn *fn;
   void *data;
   dlock_lock *redlock;
@@ -160,8 +161,9 @@ typedef struct acq {
 
 static void acq_lost(dlock__listener *self, dlock_lost_reason reason) {
   acq *a = (acq *)self;
-  size_t lost = (size_t)atomic_fetch_add(&a->lost, 1) + 1;
-  if (lost > a->n - a->quorum && !atomic_exchange(&a->fired, 1) && a->fn)
+  int lost = atomic_fetch_add(&a->lost, 1) + 1;
+  if (atomic_load(&a->held) - lost < (int)a->quorum &&
+      !atomic_exchange(&a->fired, 1) && a->fn)
     a->fn(a->data, a->redlock, a->owner);
 }
 
@@ -187,7 +189,6 @@ static acq *acq_get(redlock *rl, uint64_t owner, int create) {
   a->ln = (dlock__listener){acq_lost, acq_ref, acq_unref};
   atomic_init(&a->refs, 1); /* rl->acqs' reference */
   a->owner = owner;
-  a->n = rl->n;
   a->quorum = rl->quorum;
   a->fn = rl->on_lost;
   a->data = rl->on_lost_data;
@@ -291,8 +292,10 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (ngranted >= rl->quorum && validity > 0) {
       pthread_mutex_lock(&rl->mu);
       acq *a = acq_get(rl, owner, 1);
-      if (a)
+      if (a) {
         a->count++;
+        atomic_store(&a->held, (int)ngranted);
+      }
       pthread_mutex_unlock(&rl->mu);
       for (size_t i = 0; i < rl->n; i++)
         if (granted[i])
@@ -304,15 +307,18 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (ngranted >= rl->quorum)
       append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
              PRId64 " ms lease)", elapsed, lease);
-    /* release every member, also those that did not answer */
+    /* release every member, also those that did not answer; a member that
+     * does not answer within the member timeout gets it in order later */
     round *rel = round_start(rl, RELEASE, owner, 0);
-    if (rel)
-      round_unref(rel);
+    if (rel) {
+      round_wait(rel, dlock__now_ms() + rl->member_timeout_ms);
+      round_unref_locked(rel);
+    }
     int64_t now = dlock__now_ms();
     if (wait_ms == 0)
-      return dlock__fail(nbusy > rl->n - rl->quorum ? DLOCK_EBUSY : DLOCK_EQUORUM,
-                         "redlock: %zu of %zu members granted, %zu needed%s",
-                         ngranted, rl->n, rl->quorum, why);
+      return dlock__fail(DLOCK_EQUORUM, "redlock: %zu of %zu members granted "
+                         "(%zu held elsewhere), %zu needed%s", ngranted, rl->n,
+                         nbusy, rl->quorum, why);
     if (deadline >= 0 && now >= deadline)
       return dlock__fail(DLOCK_EQUORUM, "redlock: no quorum within %" PRId64
                          " ms; last round %zu of %zu granted, %zu needed%s",
@@ -433,6 +439,9 @@ static const dlock__lock_methods redlock_methods = {
 int dlock_redlock_new(dlock_lock *const *locks, size_t n,
                       const dlock_redlock_opts *opts, dlock_lock **out) {
   static const dlock_redlock_opts defaults = DLOCK_REDLOCK_OPTS_INIT;
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
   if (opts == NULL)
     opts = &defaults;
   if (opts->version != DLOCK_REDLOCK_OPTS_VERSION || opts->member_timeout_ms <= 0 ||
@@ -443,11 +452,10 @@ int dlock_redlock_new(dlock_lock *const *locks, size_t n,
     if (locks[i] && !dlock__is_reentrant(locks[i]))
       return dlock__fail(DLOCK_EINVAL, "member %zu is a %s lock; RedLock members "
                          "must be reentrant or fenced locks", i, locks[i]->m->kind);
-  dlock_lock *l;
-  int rc = dlock__lock_alloc_combo(&redlock_methods, locks, n, &l);
+  int rc = dlock__lock_alloc_combo(&redlock_methods, locks, n, out);
   if (rc != DLOCK_OK)
     return rc;
-  redlock *rl = (redlock *)l;
+  redlock *rl = (redlock *)*out;
   rl->n = n;
   rl->quorum = n / 2 + 1;
   rl->member_timeout_ms = opts->member_timeout_ms;
@@ -457,6 +465,5 @@ int dlock_redlock_new(dlock_lock *const *locks, size_t n,
   rl->on_lost_data = opts->on_lost_data;
   pthread_mutex_init(&rl->mu, NULL);
   memcpy(rl->members, locks, n * sizeof *locks);
-  *out = l;
   return DLOCK_OK;
 }

@@ -13,18 +13,19 @@ struct dlock_latch {
 
 int dlock_latch_new(dlock_client *client, const char *name,
                     const dlock_lock_opts *opts, dlock_latch **out) {
-  dlock_latch *l;
-  int rc = dlock__object_new(sizeof *l, client, name, opts, (void **)&l);
+  int rc = dlock__object_new(sizeof(dlock_latch), client, name, opts,
+                             (void **)out);
   if (rc != DLOCK_OK)
     return rc;
+  dlock_latch *l = *out;
   /* plain concatenation: the braces are there even when N has a tag */
   if (dlock__buf_add(&l->o.channel, "redisson_countdownlatch__channel__{", 35) ||
       dlock__buf_add(&l->o.channel, l->o.name, l->o.len) ||
       dlock__buf_add(&l->o.channel, "}", 1)) {
     dlock_latch_free(l);
+    *out = NULL;
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  *out = l;
   return DLOCK_OK;
 }
 

@@ -24,16 +24,17 @@ struct dlock_permits {
 
 int dlock_permits_new(dlock_client *client, const char *name,
                       const dlock_lock_opts *opts, dlock_permits **out) {
-  dlock_permits *p;
-  int rc = dlock__object_new(sizeof *p, client, name, opts, (void **)&p);
+  int rc = dlock__object_new(sizeof(dlock_permits), client, name, opts,
+                             (void **)out);
   if (rc != DLOCK_OK)
     return rc;
+  dlock_permits *p = *out;
   if (dlock__key_prefix(&p->o.channel, "redisson_sc", p->o.name, p->o.len) ||
       dlock__key_suffix(&p->timeouts, p->o.name, p->o.len, "timeout")) {
     dlock_permits_free(p);
+    *out = NULL;
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  *out = p;
   return DLOCK_OK;
 }
 

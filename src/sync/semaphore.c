@@ -17,15 +17,16 @@ struct dlock_semaphore {
 
 int dlock_semaphore_new(dlock_client *client, const char *name,
                         const dlock_lock_opts *opts, dlock_semaphore **out) {
-  dlock_semaphore *s;
-  int rc = dlock__object_new(sizeof *s, client, name, opts, (void **)&s);
+  int rc = dlock__object_new(sizeof(dlock_semaphore), client, name, opts,
+                             (void **)out);
   if (rc != DLOCK_OK)
     return rc;
+  dlock_semaphore *s = *out;
   if (dlock__key_prefix(&s->o.channel, "redisson_sc", s->o.name, s->o.len)) {
     dlock_semaphore_free(s);
+    *out = NULL;
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  *out = s;
   return DLOCK_OK;
 }
 
