@@ -5,19 +5,17 @@
  * usage: dlock-counter [PROCESSES [INCREMENTS]]
  * Uses DLOCK_REDIS_URL when set; otherwise starts its own redis-server on a
  * free loopback port and stops it at the end. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <dlock/dlock.h>
 #include <hiredis/hiredis.h>
+
+#include "redis_server.h"
 
 static const char *LOCK = "dlock-demo:counter-lock";
 static const char *COUNTER = "dlock-demo:counter";
@@ -73,41 +71,6 @@ static int worker(const char *url, int id, int steps) {
   return failures ? 1 : 0;
 }
 
-static pid_t start_server(char *url, size_t n) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    return -1;
-  close(fd);
-  int port = ntohs(a.sin_port);
-  char ports[16];
-  snprintf(ports, sizeof ports, "%d", port);
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    execlp("redis-server", "redis-server", "--port", ports, "--bind",
-           "127.0.0.1", "--save", "", "--appendonly", "no", (char *)NULL);
-    perror("redis-server");
-    _exit(127);
-  }
-  snprintf(url, n, "redis://127.0.0.1:%d", port);
-  for (int i = 0; i < 500; i++) { /* up to 5 s for the first PING */
-    redisContext *c = redisConnect("127.0.0.1", port);
-    if (c && !c->err) {
-      redisFree(c);
-      return pid;
-    }
-    if (c)
-      redisFree(c);
-    usleep(10000);
-  }
-  kill(pid, SIGKILL);
-  return -1;
-}
-
 int main(int argc, char **argv) {
   int procs = argc > 1 ? atoi(argv[1]) : 4;
   int steps = argc > 2 ? atoi(argv[2]) : 250;
@@ -116,16 +79,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   char url[128];
-  pid_t server = 0;
+  dlock_tool_server server = {.pid = -1};
   const char *env = getenv("DLOCK_REDIS_URL");
   if (env && *env) {
     snprintf(url, sizeof url, "%s", env);
   } else {
-    server = start_server(url, sizeof url);
-    if (server < 0) {
-      fprintf(stderr, "cannot start redis-server (is it installed?)\n");
+    if (dlock_tool_server_start(&server) != 0)
       return 1;
-    }
+    snprintf(url, sizeof url, "%s", server.url);
     printf("started redis-server at %s\n", url);
   }
   char host[64];
@@ -169,9 +130,6 @@ int main(int argc, char **argv) {
   printf("counter = %ld, expected %ld: %s (%.0f lock+unlock pairs/s)\n", got,
          want, got == want && !failed ? "no update was lost" : "UPDATES LOST",
          (double)want / secs);
-  if (server > 0) {
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
-  }
+  dlock_tool_server_stop(&server);
   return got == want && !failed ? 0 : 1;
 }

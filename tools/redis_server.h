@@ -1,0 +1,21 @@
+/* Start a throwaway redis-server on a free 127.0.0.1 port and stop it: for
+ * the demo, the benchmark and the command-line tool's demo (the test suite
+ * has its own harness with fault injection). */
+#ifndef DLOCK_TOOLS_REDIS_SERVER_H
+#define DLOCK_TOOLS_REDIS_SERVER_H
+
+#include <sys/types.h>
+
+typedef struct dlock_tool_server {
+  pid_t pid;
+  int port;
+  char url[64];
+} dlock_tool_server;
+
+/* Start one (no persistence, stdout to /dev/null) and wait up to 5 s for
+ * it to accept connections. Returns 0, or -1 with a message on stderr. */
+int dlock_tool_server_start(dlock_tool_server *s);
+/* Stop it (SIGTERM, then wait). */
+void dlock_tool_server_stop(dlock_tool_server *s);
+
+#endif
