@@ -1,0 +1,820 @@
+/* dlock-bench: the workloads of ../shared/BENCHMARKS.md, each figure next to
+ * a bound measured in the same run on the same server(s).
+ *
+ *   dlock-bench [--duration S] [--workload ID] [--url URL] [--json FILE]
+ *               [--threads N]
+ *
+ * Without --url it starts its own loopback redis-server(s) (one, plus four
+ * more for W5). Prints one line per figure:
+ *   workload  metric  value  unit  bound  ratio
+ * and writes the same as JSON (default dlock-bench.json). */
+#include <inttypes.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock/dlock.h>
+#include <hiredis/hiredis.h>
+
+#include "core/scripts.h"
+#include "redis_server.h"
+
+#define MAX_SAMPLES 200000
+#define MAX_THREADS 64
+
+/* ---- options, output ------------------------------------------------------ */
+
+static double duration = 2.0;
+static const char *only;
+static const char *json_path = "dlock-bench.json";
+static int threads_opt = 16;
+static char urls[5][128];
+static int nurls;
+static FILE *json;
+static int first_json = 1;
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void emit(const char *w, const char *metric, double value, const char *unit,
+                 double bound) {
+  double ratio = bound > 0 ? value / bound : NAN;
+  printf("%-4s %-26s %12.1f %-8s %12.1f %7.2f\n", w, metric, value, unit, bound,
+         ratio);
+  fflush(stdout);
+  if (json) {
+    fprintf(json, "%s\n  {\"workload\": \"%s\", \"metric\": \"%s\", \"value\": %.3f, "
+            "\"unit\": \"%s\", \"bound\": %.3f, \"ratio\": %s%.4f}",
+            first_json ? "" : ",", w, metric, value, unit, bound,
+            isnan(ratio) ? "null, \"_\": " : "", isnan(ratio) ? 0.0 : ratio);
+    first_json = 0;
+  }
+}
+
+static void na(const char *w, const char *why) {
+  printf("%-4s %-26s %12s %-8s %12s %7s   (%s)\n", w, "-", "n/a", "-", "-", "-", why);
+}
+
+static int selected(const char *w) { return only == NULL || strcmp(only, w) == 0; }
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(int64_t *v, long n, double p) {
+  if (n <= 0)
+    return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp64);
+  long i = (long)(p / 100.0 * (double)(n - 1) + 0.5);
+  return (double)v[i];
+}
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "dlock-bench: %s: %s: %s\n", what, dlock_strerror(rc), dlock_errmsg());
+  exit(1);
+}
+
+static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  if (watchdog_ms)
+    o.watchdog_timeout_ms = watchdog_ms;
+  dlock_client *c = NULL;
+  int rc = dlock_client_open(url, &o, &c);
+  if (rc != DLOCK_OK)
+    die(url, rc);
+  return c;
+}
+
+static int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
+
+/* ---- shared state (also across fork) -------------------------------------- */
+
+typedef struct shared {
+  atomic_int stop;
+  atomic_llong released_us;
+  atomic_int inside, max_inside;
+  atomic_long nsamples;
+  atomic_long pairs;
+  atomic_long counts[MAX_THREADS];
+  atomic_long nrec;
+  int64_t samples[MAX_SAMPLES];
+  int64_t rec_call[MAX_SAMPLES], rec_got[MAX_SAMPLES];
+} shared;
+
+static shared *sh;
+
+static void reset(void) {
+  memset(sh, 0, sizeof *sh);
+}
+
+static void sample(int64_t v) {
+  long i = atomic_fetch_add(&sh->nsamples, 1);
+  if (i < MAX_SAMPLES)
+    sh->samples[i] = v;
+}
+
+static long nsamples(void) {
+  long n = atomic_load(&sh->nsamples);
+  return n < MAX_SAMPLES ? n : MAX_SAMPLES;
+}
+
+typedef void *(*thread_fn)(void *);
+
+/* Run n threads of fn(arg i) for duration seconds (they watch sh->stop). */
+static double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
+                          double secs) {
+  pthread_t t[MAX_THREADS];
+  int64_t t0 = now_us();
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * arg_size);
+  struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+  nanosleep(&ts, NULL);
+  atomic_store(&sh->stop, 1);
+  for (int i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
+  return (double)(now_us() - t0) / 1e6;
+}
+
+/* ---- raw bound: plain hiredis, the same scripts ---------------------------- */
+
+static redisContext *raw_connect(const char *url) {
+  redisContext *c = redisConnect("127.0.0.1", port_of(url));
+  if (c == NULL || c->err) {
+    fprintf(stderr, "dlock-bench: cannot connect to %s\n", url);
+    exit(1);
+  }
+  for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++)
+    freeReplyObject(redisCommand(c, "SCRIPT LOAD %b", dlock__scripts[i].body,
+                                 dlock__scripts[i].len));
+  return c;
+}
+
+static redisReply *raw_eval(redisContext *c, int script, int nkeys,
+                            const char **argv, int argc) {
+  const char *a[16];
+  size_t l[16];
+  char nk[8];
+  snprintf(nk, sizeof nk, "%d", nkeys);
+  a[0] = "EVALSHA";
+  a[1] = dlock__scripts[script].sha1;
+  a[2] = nk;
+  for (int i = 0; i < argc; i++)
+    a[3 + i] = argv[i];
+  for (int i = 0; i < 3 + argc; i++)
+    l[i] = strlen(a[i]);
+  return redisCommandArgv(c, 3 + argc, a, l);
+}
+
+/* One lock+unlock with the reentrant scripts: two round trips. */
+static void raw_pair(redisContext *c, const char *name, const char *owner,
+                     long seq, int64_t *lock_us) {
+  char latch[256];
+  static _Thread_local int64_t run; /* latch ids must never repeat */
+  if (seq == 0 || run == 0)
+    run = now_us();
+  snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%lld-%ld", name,
+           (long long)run, seq);
+  char channel[256];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  const char *acq[] = {name, "30000", owner};
+  int64_t t0 = now_us();
+  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_ACQUIRE, 1, acq, 3));
+  if (lock_us)
+    *lock_us = now_us() - t0;
+  const char *rel[] = {name, latch, "30000", owner, "60000", "PUBLISH", channel, "0"};
+  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
+}
+
+typedef struct pair_arg {
+  int id;
+  int raw;
+  dlock_client *client;
+} pair_arg;
+
+static void *pair_thread(void *p) {
+  pair_arg *a = p;
+  char names[32][96];
+  dlock_lock *locks[32] = {0};
+  redisContext *c = NULL;
+  for (int i = 0; i < 32; i++)
+    snprintf(names[i], sizeof names[i], "bench:pair:%d:%d", a->id, i);
+  if (a->raw)
+    c = raw_connect(urls[0]);
+  else
+    for (int i = 0; i < 32; i++)
+      dlock_reentrant_lock_new(a->client, names[i], NULL, &locks[i]);
+  char owner[64];
+  snprintf(owner, sizeof owner, "raw-%d:1", a->id);
+  for (long k = 0; !atomic_load(&sh->stop); k++) {
+    int64_t lat;
+    if (a->raw) {
+      raw_pair(c, names[k % 32], owner, k, &lat);
+    } else {
+      int64_t t0 = now_us();
+      if (dlock_acquire(locks[k % 32], 0, 30000) != DLOCK_OK)
+        die("acquire", -1);
+      lat = now_us() - t0;
+      dlock_release(locks[k % 32]);
+    }
+    if (a->id == 0)
+      sample(lat);
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  if (c)
+    redisFree(c);
+  for (int i = 0; i < 32; i++)
+    dlock_lock_free(locks[i]);
+  return NULL;
+}
+
+/* pairs/s and lock p50/p99 for n threads, raw or dlock */
+static void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
+                  double *p99) {
+  reset();
+  pair_arg args[MAX_THREADS];
+  for (int i = 0; i < n; i++)
+    args[i] = (pair_arg){i, raw, c};
+  double secs = run_threads(n, pair_thread, args, sizeof args[0], duration);
+  *rate = (double)atomic_load(&sh->pairs) / secs;
+  long ns = nsamples();
+  *p50 = pct(sh->samples, ns, 50);
+  *p99 = pct(sh->samples, ns, 99);
+}
+
+static double w1_p50; /* dlock's single-server lock p50, W5's bound */
+static double raw_rtt; /* raw p50 of one script round trip */
+
+static void w1_w2(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  double rr, rp50, rp99, dr, dp50, dp99;
+  pairs(1, 1, NULL, &rr, &rp50, &rp99);
+  pairs(1, 0, c, &dr, &dp50, &dp99);
+  raw_rtt = rp50;
+  w1_p50 = dp50;
+  if (selected("W1")) {
+    emit("W1", "pairs/s", dr, "1/s", rr);
+    emit("W1", "lock p50", dp50, "us", rp50);
+    emit("W1", "lock p99", dp99, "us", rp99);
+  }
+  if (selected("W2")) {
+    int n = threads_opt;
+    pairs(n, 1, NULL, &rr, &rp50, &rp99);
+    pairs(n, 0, c, &dr, &dp50, &dp99);
+    emit("W2", "pairs/s", dr, "1/s", rr);
+  }
+  dlock_client_close(c);
+}
+
+/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------ */
+
+typedef struct handoff_arg {
+  int id;
+  dlock_lock *lock;
+  int record; /* keep (call, got) for the FIFO check */
+} handoff_arg;
+
+static void spin_us(int64_t us) {
+  int64_t end = now_us() + us;
+  while (now_us() < end)
+    ;
+}
+
+static void *handoff_thread(void *p) {
+  handoff_arg *a = p;
+  while (!atomic_load(&sh->stop)) {
+    int64_t call = now_us();
+    if (dlock_acquire(a->lock, 10000, 30000) != DLOCK_OK)
+      continue;
+    int64_t got = now_us();
+    long long rel = atomic_load(&sh->released_us);
+    if (rel > call) /* we were waiting when it was released */
+      sample(got > rel ? got - rel : 0);
+    if (a->record) {
+      long i = atomic_fetch_add(&sh->nrec, 1);
+      if (i < MAX_SAMPLES) {
+        sh->rec_call[i] = call;
+        sh->rec_got[i] = got;
+      }
+    }
+    atomic_fetch_add(&sh->counts[a->id], 1);
+    spin_us(1000); /* hold 1 ms */
+    dlock_release(a->lock);
+    atomic_store(&sh->released_us, now_us());
+    usleep(1000); /* 1 ms outside */
+  }
+  return NULL;
+}
+
+static void handoff_report(const char *w, double secs, int nthreads) {
+  long total = 0;
+  double sum2 = 0;
+  for (int i = 0; i < nthreads; i++) {
+    long x = atomic_load(&sh->counts[i]);
+    total += x;
+    sum2 += (double)x * (double)x;
+  }
+  long ns = nsamples();
+  double p50 = pct(sh->samples, ns, 50), p99 = pct(sh->samples, ns, 99);
+  double max = ns ? (double)sh->samples[ns - 1] : NAN;
+  double ceiling = 1e6 / (1000.0 + raw_rtt * 2); /* hold + release + acquire */
+  emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
+  emit(w, "hand-off p50", p50, "us", raw_rtt);
+  emit(w, "hand-off p99", p99, "us", raw_rtt);
+  emit(w, "hand-off max", max, "us", raw_rtt);
+  emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
+       "index", 1.0);
+}
+
+static void w3(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  dlock_lock *l;
+  dlock_reentrant_lock_new(c, "bench:w3", NULL, &l);
+  reset();
+  handoff_arg args[8];
+  for (int i = 0; i < 8; i++)
+    args[i] = (handoff_arg){i, l, 0};
+  double secs = run_threads(8, handoff_thread, args, sizeof args[0], duration);
+  handoff_report("W3", secs, 8);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void w3p(void) {
+  reset();
+  pid_t pids[4];
+  int64_t t0 = now_us();
+  for (int p = 0; p < 4; p++) {
+    pids[p] = fork();
+    if (pids[p] == 0) {
+      dlock_client *c = open_client(urls[0], 0);
+      dlock_lock *l;
+      dlock_reentrant_lock_new(c, "bench:w3p", NULL, &l);
+      handoff_arg args[2] = {{2 * p, l, 0}, {2 * p + 1, l, 0}};
+      pthread_t t[2];
+      for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, handoff_thread, &args[i]);
+      for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+      dlock_lock_free(l);
+      dlock_client_close(c);
+      _exit(0);
+    }
+  }
+  usleep((useconds_t)(duration * 1e6));
+  atomic_store(&sh->stop, 1);
+  for (int p = 0; p < 4; p++)
+    waitpid(pids[p], NULL, 0);
+  handoff_report("W3p", (double)(now_us() - t0) / 1e6, 8);
+}
+
+static void w6(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  dlock_lock *l;
+  dlock_fair_lock_new(c, "bench:w6", NULL, &l);
+  reset();
+  handoff_arg args[16];
+  for (int i = 0; i < 16; i++)
+    args[i] = (handoff_arg){i, l, 1};
+  run_threads(16, handoff_thread, args, sizeof args[0], duration);
+  /* A FIFO violation: X got the lock before Y although Y had asked more than
+   * 2 ms earlier (time enough to join the queue) and was still waiting. */
+  long n = atomic_load(&sh->nrec), violations = 0;
+  if (n > MAX_SAMPLES)
+    n = MAX_SAMPLES;
+  for (long x = 0; x < n; x++)
+    for (long y = 0; y < n; y++)
+      if (sh->rec_call[y] + 2000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
+        violations++;
+  long ns = nsamples();
+  emit("W6", "FIFO violations", (double)violations, "count", 0);
+  emit("W6", "hand-off p50", pct(sh->samples, ns, 50), "us", raw_rtt);
+  emit("W6", "hand-off p99", pct(sh->samples, ns, 99), "us", raw_rtt);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* ---- W4: 10,000 holds under the watchdog ---------------------------------- */
+
+static long long evalsha_calls(redisContext *c) {
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  const char *p = r && r->type == REDIS_REPLY_STRING
+                      ? strstr(r->str, "cmdstat_evalsha:calls=")
+                      : NULL;
+  long long v = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : -1;
+  freeReplyObject(r);
+  return v;
+}
+
+#define W4_LOCKS 10000
+
+typedef struct w4_arg {
+  dlock_lock **locks;
+  int from, to;
+} w4_arg;
+
+static void *w4_acquire(void *p) {
+  w4_arg *a = p;
+  for (int i = a->from; i < a->to; i++)
+    if (dlock_acquire(a->locks[i], 0, DLOCK_LEASE_WATCHDOG) != DLOCK_OK)
+      die("W4 acquire", -1);
+  return NULL;
+}
+
+static void *w4_release(void *p) {
+  w4_arg *a = p;
+  for (int i = a->from; i < a->to; i++)
+    dlock_release(a->locks[i]);
+  return NULL;
+}
+
+static void w4(void) {
+  double secs = duration < 10 && only == NULL ? 10 : duration;
+  dlock_client *c = open_client(urls[0], 3000);
+  dlock_lock **locks = calloc(W4_LOCKS, sizeof *locks);
+  uint64_t owner = dlock_owner_id_new();
+  for (int i = 0; i < W4_LOCKS; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "bench:w4:%d", i);
+    dlock_reentrant_lock_new(c, name, NULL, &locks[i]);
+    dlock_lock_bind_owner(locks[i], owner); /* taken by 16 threads, one owner */
+  }
+  pthread_t t[16];
+  w4_arg args[16];
+  for (int i = 0; i < 16; i++) {
+    args[i] = (w4_arg){locks, i * W4_LOCKS / 16, (i + 1) * W4_LOCKS / 16};
+    pthread_create(&t[i], NULL, w4_acquire, &args[i]);
+  }
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  redisContext *rc = raw_connect(urls[0]);
+  long long calls0 = evalsha_calls(rc);
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  int64_t t0 = now_us();
+  usleep((useconds_t)(secs * 1e6));
+  double el = (double)(now_us() - t0) / 1e6;
+  long long calls = evalsha_calls(rc) - calls0; /* only renewals ran */
+  getrusage(RUSAGE_SELF, &ru1);
+  double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+                        ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+               (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+  long held = 0;
+  for (int i = 0; i < W4_LOCKS; i++)
+    redisAppendCommand(rc, "EXISTS bench:w4:%d", i);
+  for (int i = 0; i < W4_LOCKS; i++) {
+    redisReply *r = NULL;
+    if (redisGetReply(rc, (void **)&r) == REDIS_OK && r)
+      held += r->integer == 1;
+    freeReplyObject(r);
+  }
+  double ticks = el / 1.0; /* watchdog 3 s: a tick every second */
+  emit("W4", "renewal calls/s", (double)calls / el, "1/s", W4_LOCKS / 100.0);
+  emit("W4", "calls/100 locks/tick", (double)calls / ticks / (W4_LOCKS / 100.0),
+       "calls", 1.0);
+  emit("W4", "client CPU", 100.0 * cpu / el, "%", NAN);
+  emit("W4", "locks still held", (double)held, "locks", W4_LOCKS);
+  for (int i = 0; i < 16; i++)
+    pthread_create(&t[i], NULL, w4_release, &args[i]);
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < W4_LOCKS; i++)
+    dlock_lock_free(locks[i]);
+  free(locks);
+  redisFree(rc);
+  dlock_client_close(c);
+}
+
+/* ---- W5: RedLock over 5 servers ------------------------------------------- */
+
+typedef struct rl_arg {
+  int id;
+  dlock_lock *rl[32];
+  dlock_lock *members[32][5];
+} rl_arg;
+
+static void *rl_thread(void *p) {
+  rl_arg *a = p;
+  for (long k = 0; !atomic_load(&sh->stop); k++) {
+    int64_t t0 = now_us();
+    if (dlock_acquire(a->rl[k % 32], 0, 30000) != DLOCK_OK)
+      continue;
+    if (a->id == 0)
+      sample(now_us() - t0);
+    dlock_release(a->rl[k % 32]);
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  return NULL;
+}
+
+static void w5(void) {
+  if (nurls < 5) {
+    na("W5", "needs 5 servers: run without --url");
+    return;
+  }
+  dlock_client *c[5];
+  for (int i = 0; i < 5; i++)
+    c[i] = open_client(urls[i], 0);
+  int nt[2] = {1, 16};
+  for (int r = 0; r < 2; r++) {
+    int n = nt[r];
+    rl_arg *args = calloc((size_t)n, sizeof *args);
+    for (int i = 0; i < n; i++) {
+      args[i].id = i;
+      for (int k = 0; k < 32; k++) {
+        dlock_lock **m = args[i].members[k];
+        char name[64];
+        snprintf(name, sizeof name, "bench:w5:%d:%d", i, k);
+        for (int s = 0; s < 5; s++)
+          dlock_reentrant_lock_new(c[s], name, NULL, &m[s]);
+        if (dlock_redlock_new(m, 5, NULL, &args[i].rl[k]) != DLOCK_OK)
+          die("redlock", -1);
+      }
+    }
+    reset();
+    double secs = run_threads(n, rl_thread, args, sizeof *args, duration);
+    double rate = (double)atomic_load(&sh->pairs) / secs;
+    long ns = nsamples();
+    char metric[64];
+    snprintf(metric, sizeof metric, "%d-thread pairs/s", n);
+    emit("W5", metric, rate, "1/s", NAN);
+    if (n == 1)
+      emit("W5", "1-thread lock p50", pct(sh->samples, ns, 50), "us", w1_p50);
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < 32; k++) {
+        dlock_lock_free(args[i].rl[k]);
+        for (int s = 0; s < 5; s++)
+          dlock_lock_free(args[i].members[k][s]);
+      }
+    free(args);
+  }
+  for (int i = 0; i < 5; i++)
+    dlock_client_close(c[i]);
+}
+
+/* ---- W7: read-write lock, 90 % reads -------------------------------------- */
+
+typedef struct mix_arg {
+  int id;
+  dlock_rwlock *rw;  /* NULL: use lock for both */
+  dlock_lock *lock;
+} mix_arg;
+
+static void *mix_thread(void *p) {
+  mix_arg *a = p;
+  unsigned seed = (unsigned)a->id * 2654435761u;
+  while (!atomic_load(&sh->stop)) {
+    int write = rand_r(&seed) % 10 == 0;
+    dlock_lock *l = a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
+                          : a->lock;
+    if (dlock_acquire(l, 10000, 30000) != DLOCK_OK)
+      continue;
+    spin_us(1000); /* 1 ms of work inside */
+    dlock_release(l);
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  return NULL;
+}
+
+static void w7(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  dlock_rwlock *rw;
+  dlock_lock *plain;
+  dlock_rwlock_new(c, "bench:w7:rw", NULL, &rw);
+  dlock_reentrant_lock_new(c, "bench:w7:plain", NULL, &plain);
+  mix_arg args[16];
+  double rate[2];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 16; i++)
+      args[i] = (mix_arg){i, k == 0 ? rw : NULL, plain};
+    reset();
+    double secs = run_threads(16, mix_thread, args, sizeof args[0], duration);
+    rate[k] = (double)atomic_load(&sh->pairs) / secs;
+  }
+  emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
+  dlock_rwlock_free(rw);
+  dlock_lock_free(plain);
+  dlock_client_close(c);
+}
+
+/* ---- W8: semaphore, 4 permits ---------------------------------------------- */
+
+typedef struct sem_arg {
+  int id, raw;
+  dlock_semaphore *sem;
+} sem_arg;
+
+static void *sem_thread(void *p) {
+  sem_arg *a = p;
+  redisContext *c = a->raw ? raw_connect(urls[0]) : NULL;
+  const char *name = a->raw ? "bench:w8:raw" : "bench:w8";
+  while (!atomic_load(&sh->stop)) {
+    if (a->raw) {
+      const char *acq[] = {name, "1"};
+      redisReply *r = raw_eval(c, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, acq, 2);
+      int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+      freeReplyObject(r);
+      if (!ok)
+        continue;
+    } else if (dlock_semaphore_acquire(a->sem, 1, 10000) != DLOCK_OK) {
+      continue;
+    }
+    int in = atomic_fetch_add(&sh->inside, 1) + 1;
+    int max = atomic_load(&sh->max_inside);
+    while (in > max && !atomic_compare_exchange_weak(&sh->max_inside, &max, in))
+      ;
+    atomic_fetch_sub(&sh->inside, 1);
+    if (a->raw) {
+      const char *rel[] = {name, "1", "PUBLISH", "redisson_sc:{bench:w8:raw}"};
+      freeReplyObject(raw_eval(c, DLOCK__SCRIPT_SEM_RELEASE, 1, rel, 4));
+    } else {
+      dlock_semaphore_release(a->sem, 1);
+    }
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  if (c)
+    redisFree(c);
+  return NULL;
+}
+
+static void w8(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  dlock_semaphore *sem;
+  dlock_semaphore_new(c, "bench:w8", NULL, &sem);
+  redisContext *rc = raw_connect(urls[0]);
+  freeReplyObject(redisCommand(rc, "SET bench:w8 4"));
+  freeReplyObject(redisCommand(rc, "SET bench:w8:raw 4"));
+  redisFree(rc);
+  sem_arg args[16];
+  double rate[2];
+  int max_inside = 0;
+  for (int raw = 1; raw >= 0; raw--) {
+    for (int i = 0; i < 16; i++)
+      args[i] = (sem_arg){i, raw, sem};
+    reset();
+    double secs = run_threads(16, sem_thread, args, sizeof args[0], duration);
+    rate[raw] = (double)atomic_load(&sh->pairs) / secs;
+    if (!raw)
+      max_inside = atomic_load(&sh->max_inside);
+  }
+  emit("W8", "pairs/s", rate[0], "1/s", rate[1]);
+  emit("W8", "max concurrent holders", max_inside, "holders", 4);
+  dlock_semaphore_free(sem);
+  dlock_client_close(c);
+}
+
+/* ---- M1: memory ------------------------------------------------------------ */
+
+static size_t heap_used(void) {
+  struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+typedef struct m1_waiter {
+  dlock_lock *lock;
+  atomic_int *started;
+} m1_waiter;
+
+static void *m1_wait(void *p) {
+  m1_waiter *w = p;
+  atomic_fetch_add(w->started, 1);
+  if (dlock_acquire(w->lock, 60000, 30000) == DLOCK_OK)
+    dlock_release(w->lock);
+  return NULL;
+}
+
+static void m1(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  enum { HELD = 10000, WAITERS = 1000 };
+  dlock_lock **locks = calloc(HELD, sizeof *locks);
+  size_t before = heap_used();
+  for (int i = 0; i < HELD; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "bench:m1:%d", i);
+    dlock_reentrant_lock_new(c, name, NULL, &locks[i]);
+    dlock_acquire(locks[i], 0, DLOCK_LEASE_WATCHDOG);
+  }
+  size_t after = heap_used();
+  emit("M1", "bytes per held lock", (double)(after - before) / HELD, "B", 512);
+  for (int i = 0; i < HELD; i++) {
+    dlock_release(locks[i]);
+    dlock_lock_free(locks[i]);
+  }
+  free(locks);
+
+  /* waiters: threads blocked on one held lock, each with a small stack */
+  dlock_lock *held, *shared_lock;
+  dlock_reentrant_lock_new(c, "bench:m1:waited", NULL, &held);
+  dlock_reentrant_lock_new(c, "bench:m1:waited", NULL, &shared_lock);
+  dlock_acquire(held, 0, 60000);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 128 * 1024);
+  pthread_t *t = calloc(WAITERS, sizeof *t);
+  atomic_int started = 0;
+  m1_waiter w = {shared_lock, &started};
+  before = heap_used();
+  for (int i = 0; i < WAITERS; i++)
+    pthread_create(&t[i], &attr, m1_wait, &w);
+  while (atomic_load(&started) < WAITERS)
+    usleep(1000);
+  usleep(500 * 1000); /* let every waiter reach its wait */
+  after = heap_used();
+  emit("M1", "bytes per waiter", (double)(after - before) / WAITERS, "B", 2048);
+  dlock_release(held);
+  for (int i = 0; i < WAITERS; i++)
+    pthread_join(t[i], NULL);
+  free(t);
+  dlock_lock_free(held);
+  dlock_lock_free(shared_lock);
+  dlock_client_close(c);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
+          "[--json FILE] [--threads N]\n"
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 (default: all)\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 >= argc)
+      usage();
+    if (!strcmp(argv[i], "--duration"))
+      duration = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--workload"))
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--url"))
+      snprintf(urls[nurls++ % 5], sizeof urls[0], "%s", argv[++i]);
+    else if (!strcmp(argv[i], "--json"))
+      json_path = argv[++i];
+    else if (!strcmp(argv[i], "--threads"))
+      threads_opt = atoi(argv[++i]);
+    else
+      usage();
+  }
+  if (duration <= 0 || threads_opt < 1 || threads_opt > MAX_THREADS)
+    usage();
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+            -1, 0);
+  dlock_tool_server servers[5];
+  int own = nurls == 0;
+  if (own) {
+    for (int i = 0; i < 5; i++) {
+      if (dlock_tool_server_start(&servers[i]) != 0)
+        return 1;
+      snprintf(urls[i], sizeof urls[i], "%s", servers[i].url);
+    }
+    nurls = 5;
+  }
+  json = fopen(json_path, "w");
+  if (json)
+    fprintf(json, "[");
+  printf("dlock-bench %s, %.1f s per workload, server %s\n", DLOCK_VERSION_STRING,
+         duration, urls[0]);
+  printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
+         "bound", "ratio");
+  w1_w2(); /* also measures the raw round trip the others compare with */
+  if (selected("W3"))
+    w3();
+  if (selected("W3p"))
+    w3p();
+  if (selected("W4"))
+    w4();
+  if (selected("W5"))
+    w5();
+  if (selected("W6"))
+    w6();
+  if (selected("W7"))
+    w7();
+  if (selected("W8"))
+    w8();
+  if (selected("M1"))
+    m1();
+  if (json) {
+    fprintf(json, "\n]\n");
+    fclose(json);
+    printf("figures written to %s\n", json_path);
+  }
+  if (own)
+    for (int i = 0; i < 5; i++)
+      dlock_tool_server_stop(&servers[i]);
+  return 0;
+}
