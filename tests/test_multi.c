@@ -324,8 +324,12 @@ static void test_redlock_killed_master(void) {
 
 static void test_redlock_validity_with_slow_member(void) {
   const char *name = th_name("slow");
-  dlock_lock *m[3];
+  dlock_lock *m[3], *other = NULL;
   members(cl, 3, name, m);
+  /* member 2 is held elsewhere, so the quorum needs the slow member 0 */
+  dlock_client *oc = th_client(&srv[2], NULL);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(oc, name, NULL, &other), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(other, 0, 30000), DLOCK_OK);
   dlock_redlock_opts o = DLOCK_REDLOCK_OPTS_INIT;
   o.member_timeout_ms = 500; /* long enough to wait for the slow member */
   dlock_lock *rl = new_redlock(m, 3, &o);
@@ -363,6 +367,9 @@ static void test_redlock_validity_with_slow_member(void) {
   if (r)
     freeReplyObject(r);
   redisFree(slow);
+  TH_ASSERT_RC(dlock_release(other), DLOCK_OK);
+  dlock_lock_free(other);
+  dlock_client_close(oc);
   dlock_lock_free(rl);
   free_all(m, 3);
 }

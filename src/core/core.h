@@ -40,6 +40,8 @@ int dlock__buf_add(dlock__buf *b, const void *data, size_t len);
 int dlock__buf_printf(dlock__buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void dlock__buf_free(dlock__buf *b);
+/* Give back unused capacity (for strings kept as long as a handle). */
+void dlock__buf_shrink(dlock__buf *b);
 
 /* Append one RESP bulk string / array header. */
 int dlock__resp_array(dlock__buf *b, size_t n);

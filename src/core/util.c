@@ -64,6 +64,16 @@ int dlock__buf_printf(dlock__buf *b, const char *fmt, ...) {
   return DLOCK_OK;
 }
 
+void dlock__buf_shrink(dlock__buf *b) {
+  if (b->p == NULL || b->cap == b->len + 1)
+    return;
+  char *p = realloc(b->p, b->len + 1);
+  if (p) {
+    b->p = p;
+    b->cap = b->len + 1;
+  }
+}
+
 void dlock__buf_free(dlock__buf *b) {
   free(b->p);
   b->p = NULL;

@@ -288,14 +288,17 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
   rl->fenced = m == &fenced_methods;
   if (dlock__key_prefix(&rl->channel, "redisson_lock__channel", l->name,
                         l->name_len) != DLOCK_OK ||
-      dlock__key_prefix(&rl->token_key, "redisson_lock_token", l->name,
-                        l->name_len) != DLOCK_OK ||
+      (rl->fenced && dlock__key_prefix(&rl->token_key, "redisson_lock_token",
+                                       l->name, l->name_len) != DLOCK_OK) ||
       dlock__key_prefix(&rl->latch_prefix, "redisson_unlock_latch", l->name,
                         l->name_len) != DLOCK_OK ||
       dlock__buf_add(&rl->latch_prefix, ":", 1) != DLOCK_OK) {
     dlock_lock_free(l);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
+  dlock__buf_shrink(&rl->channel);
+  dlock__buf_shrink(&rl->token_key);
+  dlock__buf_shrink(&rl->latch_prefix);
   *out = l;
   return DLOCK_OK;
 }

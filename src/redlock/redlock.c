@@ -26,6 +26,7 @@ typedef struct round round;
 
 typedef struct call {
   round *round;
+  dlock_lock *member;
   dlock__req req;
   int done;   /* under round->mu */
   int status; /* DLOCK_OK with reply, or the failure */
@@ -37,7 +38,9 @@ struct round {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC */
   int refs;          /* the caller + every call still in an engine */
+  int is_try;
   size_t pending;
+  size_t granted;    /* tries answered with a grant */
   size_t n;
   call calls[];
 };
@@ -72,6 +75,10 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   c->reply = reply;
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
+  int64_t hint, token;
+  if (r->is_try && status == DLOCK_OK &&
+      dlock__reentrant_try_reply(c->member, reply, &hint, &token) == 1)
+    r->granted++;
   r->pending--;
   pthread_cond_signal(&r->cv);
   round_unref_locked(r);
@@ -102,6 +109,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
   pthread_cond_init(&r->cv, &attr);
   pthread_condattr_destroy(&attr);
   r->n = rl->n;
+  r->is_try = kind == TRY;
   r->refs = 1 + (int)rl->n;
   r->pending = rl->n;
   for (size_t i = 0; i < rl->n; i++) {
@@ -109,6 +117,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     dlock_lock *m = rl->members[i];
     char rid[33];
     c->round = r;
+    c->member = m;
     int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
                          : dlock__random_hex(rid, 16);
     if (rc == DLOCK_OK && kind == RELEASE)
@@ -131,12 +140,15 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
   return r;
 }
 
-/* Wait until every call answered or deadline_ms; returns with r->mu held. */
-static void round_wait(round *r, int64_t deadline_ms) {
+/* Wait until every call answered, or `granted` tries were granted, or
+ * deadline_ms; returns with r->mu held. A try round stops at a majority:
+ * the slower members' answers cannot change the outcome, and a late grant
+ * is covered like any late answer (released by the RedLock's release). */
+static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
   struct timespec ts = {.tv_sec = deadline_ms / 1000,
                         .tv_nsec = (deadline_ms % 1000) * 1000000};
   pthread_mutex_lock(&r->mu);
-  while (r->pending > 0)
+  while (r->pending > 0 && r->granted < granted)
     if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
       break;
 }
@@ -257,7 +269,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     round *r = round_start(rl, TRY, owner, lease);
     if (r == NULL)
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    round_wait(r, t0 + rl->member_timeout_ms);
+    round_wait(r, rl->quorum, t0 + rl->member_timeout_ms);
     int64_t elapsed = dlock__now_ms() - t0;
     int granted[DLOCK__MAX_MEMBERS] = {0};
     size_t ngranted = 0, nbusy = 0;
@@ -311,7 +323,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
      * does not answer within the member timeout gets it in order later */
     round *rel = round_start(rl, RELEASE, owner, 0);
     if (rel) {
-      round_wait(rel, dlock__now_ms() + rl->member_timeout_ms);
+      round_wait(rel, SIZE_MAX, dlock__now_ms() + rl->member_timeout_ms);
       round_unref_locked(rel);
     }
     int64_t now = dlock__now_ms();
@@ -335,7 +347,7 @@ static int release(dlock_lock *l, uint64_t owner) {
   round *r = round_start(rl, RELEASE, owner, 0);
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  round_wait(r, dlock__now_ms() + rl->member_timeout_ms);
+  round_wait(r, SIZE_MAX, dlock__now_ms() + rl->member_timeout_ms);
   size_t released = 0, lost = 0;
   char why[1024] = "";
   for (size_t i = 0; i < rl->n; i++) {
