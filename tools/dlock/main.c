@@ -1,0 +1,863 @@
+/* dlock: distributed locks, latches and semaphores from the shell.
+ *
+ *   dlock [--redis URL]... run [options] NAME -- COMMAND [ARG]...
+ *   dlock latch set|count-down|wait|get|delete NAME [COUNT]
+ *   dlock sem init|acquire|release|available NAME [N]
+ *   dlock status [--json] NAME
+ *   dlock unlock --force NAME
+ *
+ * See docs/dlock.1 (man dlock). Exit statuses are in usage() below. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock/dlock.h>
+#include <hiredis/hiredis.h>
+
+#include "core/uri.h"
+
+enum {
+  EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
+  EXIT_NOREDIS = 69,  /* cannot reach Redis (EX_UNAVAILABLE) */
+  EXIT_SOFTWARE = 70, /* unexpected error (EX_SOFTWARE) */
+  EXIT_TIMEOUT = 75,  /* not acquired / not reached in time (EX_TEMPFAIL) */
+  EXIT_LOST = 76      /* the lease was lost while the command ran */
+};
+
+#define MAX_REDIS 16
+
+static const char *prog = "dlock";
+static const char *redis_urls[MAX_REDIS];
+static int nredis;
+
+/* ---- messages and parsing ------------------------------------------------- */
+
+static void usage_main(FILE *f) {
+  fprintf(f,
+          "usage: dlock [--redis URL]... COMMAND ...\n"
+          "\n"
+          "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
+          "      [--lease D] [--watchdog D] [--lost-signal SIG] NAME -- CMD...\n"
+          "                      run CMD while holding the lock NAME\n"
+          "  latch set NAME COUNT | count-down NAME | wait [--wait D] NAME |\n"
+          "        get NAME | delete NAME\n"
+          "  sem init NAME PERMITS | acquire [--wait D] NAME [N] |\n"
+          "      release NAME [N] | available NAME\n"
+          "  status [--json] NAME  what is stored under NAME\n"
+          "  unlock --force NAME   release NAME whoever holds it\n"
+          "\n"
+          "--redis URL (or DLOCK_REDIS_URL; default redis://127.0.0.1:6379):\n"
+          "  redis://[user:password@]host[:port][/db] or unix:///path.sock;\n"
+          "  several --redis make `run` take a RedLock over all of them.\n"
+          "Durations: 500ms, 30s, 5m, 1h (a bare number is seconds).\n"
+          "Exit status: the command's own for `run`; 64 usage, 69 Redis\n"
+          "unreachable, 70 unexpected error, 75 not acquired (or not reached)\n"
+          "in time, 76 the lease was lost while the command ran.\n"
+          "`dlock COMMAND --help` describes one command.\n");
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(`dlock --help` for usage)\n");
+  return EXIT_USAGE;
+}
+
+static int fail(int rc, const char *what) {
+  fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, dlock_strerror(rc),
+          dlock_errmsg()[0] ? ": " : "", dlock_errmsg());
+  switch (rc) {
+  case DLOCK_EIO:
+  case DLOCK_ECLOSED:
+    return EXIT_NOREDIS;
+  case DLOCK_ETIMEDOUT:
+  case DLOCK_EBUSY:
+  case DLOCK_EQUORUM:
+    return EXIT_TIMEOUT;
+  case DLOCK_ELOST:
+    return EXIT_LOST;
+  case DLOCK_EINVAL:
+    return EXIT_USAGE;
+  default:
+    return EXIT_SOFTWARE;
+  }
+}
+
+/* "500ms", "30s", "5m", "1h", "2" (seconds), "forever". -2 on error. */
+static int64_t parse_duration(const char *s) {
+  if (strcmp(s, "forever") == 0)
+    return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || errno || v < 0 || v > 1e9)
+    return -2;
+  double scale;
+  if (*end == '\0' || strcmp(end, "s") == 0)
+    scale = 1000;
+  else if (strcmp(end, "ms") == 0)
+    scale = 1;
+  else if (strcmp(end, "m") == 0)
+    scale = 60000;
+  else if (strcmp(end, "h") == 0)
+    scale = 3600000;
+  else
+    return -2;
+  return (int64_t)(v * scale + 0.5);
+}
+
+static int parse_count(const char *s, int64_t min, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end || errno || v < min)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_signal(const char *s) {
+  static const struct {
+    const char *name;
+    int sig;
+  } sigs[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
+              {"KILL", SIGKILL}, {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+              {"USR2", SIGUSR2}};
+  if (strncmp(s, "SIG", 3) == 0)
+    s += 3;
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    if (strcmp(s, sigs[i].name) == 0)
+      return sigs[i].sig;
+  int64_t n;
+  return parse_count(s, 1, &n) == 0 && n < 65 ? (int)n : -1;
+}
+
+/* ---- connecting ------------------------------------------------------------ */
+
+static const char *default_url(void) {
+  const char *env = getenv("DLOCK_REDIS_URL");
+  return env && *env ? env : "redis://127.0.0.1:6379";
+}
+
+static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
+                      dlock_client **out) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.client_name = "dlock-cli";
+  if (watchdog_ms > 0)
+    o.watchdog_timeout_ms = watchdog_ms;
+  o.on_lost = lost;
+  int rc = dlock_client_open(url, &o, out);
+  if (rc != DLOCK_OK) {
+    char what[300];
+    snprintf(what, sizeof what, "cannot connect to %s", url);
+    return fail(rc, what);
+  }
+  return 0;
+}
+
+/* ---- run ------------------------------------------------------------------- */
+
+static atomic_int child_pid;
+static atomic_int lost_flag;
+static int lost_signal = SIGTERM;
+
+static void tell_child_lost(void) {
+  if (!atomic_exchange(&lost_flag, 1)) {
+    pid_t pid = atomic_load(&child_pid);
+    if (pid > 0)
+      kill(pid, lost_signal);
+  }
+}
+
+static void on_client_lost(void *data, const char *name, size_t len,
+                           uint64_t owner, dlock_lost_reason reason) {
+  tell_child_lost();
+}
+
+static void on_redlock_lost(void *data, dlock_lock *rl, uint64_t owner) {
+  tell_child_lost();
+}
+
+static void forward(int sig) {
+  pid_t pid = atomic_load(&child_pid);
+  if (pid > 0)
+    kill(pid, sig);
+}
+
+/* With a fixed lease, nobody renews it: when it runs out while the command
+ * still runs, the lock is no longer ours. */
+typedef struct lease_timer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  int64_t validity_ms;
+} lease_timer;
+
+static void *lease_watch(void *arg) {
+  lease_timer *t = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += t->validity_ms / 1000;
+  ts.tv_nsec += (t->validity_ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&t->mu);
+  int rc = 0;
+  while (!t->done && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+  int expired = !t->done;
+  pthread_mutex_unlock(&t->mu);
+  if (expired)
+    tell_child_lost();
+  return NULL;
+}
+
+static void run_help(void) {
+  printf("usage: dlock [--redis URL]... run [options] NAME -- COMMAND [ARG]...\n"
+         "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
+         "  --fair            a fair lock (FIFO among waiters)\n"
+         "  --read, --write   the read or write half of a read-write lock\n"
+         "  --semaphore --permits P\n"
+         "                    at most P commands at once (a crash-safe\n"
+         "                    expirable-permit semaphore; P sets it if unset)\n"
+         "  --wait D          give up after D (default: wait forever); 0 = try\n"
+         "  --lease D         fixed lease; default: the watchdog renews it\n"
+         "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
+         "  --lost-signal S   signal sent to COMMAND when the lease is lost\n"
+         "                    (default TERM)\n"
+         "Several --redis: a RedLock over all of them (plain locks only).\n"
+         "Exit: COMMAND's status (128+N when killed by signal N), 75 when the\n"
+         "lock was not acquired in time, 76 when the lease was lost while\n"
+         "COMMAND ran, 64 usage, 69 Redis unreachable.\n");
+}
+
+static int cmd_run(int argc, char **argv) {
+  int fair = 0, read = 0, write = 0, sem = 0;
+  int64_t permits = 0, wait_ms = -1, lease_ms = DLOCK_LEASE_WATCHDOG,
+          watchdog_ms = 10000;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
+    const char *o = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      run_help();
+      return 0;
+    } else if (!strcmp(o, "--fair")) {
+      fair = 1;
+    } else if (!strcmp(o, "--read")) {
+      read = 1;
+    } else if (!strcmp(o, "--write")) {
+      write = 1;
+    } else if (!strcmp(o, "--semaphore")) {
+      sem = 1;
+    } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
+               !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
+               !strcmp(o, "--lost-signal")) {
+      if (val == NULL)
+        return usage_error("%s needs a value", o);
+      i++;
+      if (!strcmp(o, "--permits")) {
+        if (parse_count(val, 1, &permits) != 0)
+          return usage_error("bad --permits \"%s\" (a number >= 1)", val);
+      } else if (!strcmp(o, "--lost-signal")) {
+        if ((lost_signal = parse_signal(val)) < 0)
+          return usage_error("bad --lost-signal \"%s\" (TERM, INT, KILL, ...)", val);
+      } else {
+        int64_t d = parse_duration(val);
+        if (d == -2 || (d == -1 && strcmp(o, "--wait") != 0) ||
+            (d == 0 && strcmp(o, "--wait") != 0))
+          return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)",
+                             val, o);
+        if (!strcmp(o, "--wait"))
+          wait_ms = d;
+        else if (!strcmp(o, "--lease"))
+          lease_ms = d;
+        else if (d < 30)
+          return usage_error("--watchdog must be at least 30ms");
+        else
+          watchdog_ms = d;
+      }
+    } else {
+      return usage_error("run: unknown option %s", o);
+    }
+  }
+  if (fair + read + write + sem > 1)
+    return usage_error("run: --fair, --read, --write and --semaphore exclude "
+                       "each other");
+  if (sem != (permits > 0))
+    return usage_error("run: --semaphore and --permits go together");
+  if (i >= argc || !strcmp(argv[i], "--"))
+    return usage_error("run: missing NAME");
+  const char *name = argv[i++];
+  if (i >= argc || strcmp(argv[i], "--") != 0)
+    return usage_error("run: missing -- before the command");
+  i++;
+  if (i >= argc)
+    return usage_error("run: missing the command after --");
+  char **command = argv + i;
+  if (nredis > 1 && (fair || read || write || sem))
+    return usage_error("run: several --redis (RedLock) work with plain locks only");
+
+  int n = nredis ? nredis : 1;
+  dlock_client *clients[MAX_REDIS] = {0};
+  dlock_lock *members[MAX_REDIS] = {0}, *lock = NULL;
+  dlock_rwlock *rw = NULL;
+  int status = 0;
+  for (int k = 0; k < n && status == 0; k++)
+    status = connect_to(nredis ? redis_urls[k] : default_url(), watchdog_ms,
+                        nredis > 1 ? NULL : on_client_lost, &clients[k]);
+  int rc = DLOCK_OK;
+  if (status == 0) {
+    if (n > 1) {
+      for (int k = 0; k < n && rc == DLOCK_OK; k++)
+        rc = dlock_reentrant_lock_new(clients[k], name, NULL, &members[k]);
+      dlock_redlock_opts ro = DLOCK_REDLOCK_OPTS_INIT;
+      ro.on_lost = on_redlock_lost;
+      if (rc == DLOCK_OK)
+        rc = dlock_redlock_new(members, (size_t)n, &ro, &lock);
+    } else if (fair) {
+      rc = dlock_fair_lock_new(clients[0], name, NULL, &lock);
+    } else if (read || write) {
+      rc = dlock_rwlock_new(clients[0], name, NULL, &rw);
+      lock = rw ? (read ? dlock_rwlock_read(rw) : dlock_rwlock_write(rw)) : NULL;
+    } else if (sem) {
+      dlock_permits *p = NULL;
+      rc = dlock_permits_new(clients[0], name, NULL, &p);
+      if (rc == DLOCK_OK) {
+        int set = dlock_permits_try_set_permits(p, permits);
+        rc = set < 0 ? set : DLOCK_OK;
+      }
+      dlock_permits_free(p);
+      if (rc == DLOCK_OK)
+        rc = dlock_semaphore_lock_new(clients[0], name, NULL, &lock);
+    } else {
+      rc = dlock_reentrant_lock_new(clients[0], name, NULL, &lock);
+    }
+    if (rc != DLOCK_OK)
+      status = fail(rc, name);
+  }
+  dlock_grant grant = {0, 0};
+  if (status == 0) {
+    rc = dlock_acquire_grant(lock, wait_ms, lease_ms, &grant);
+    if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
+        (rc == DLOCK_EQUORUM && wait_ms >= 0)) {
+      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, name,
+              wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
+      status = EXIT_TIMEOUT;
+    } else if (rc != DLOCK_OK) {
+      status = fail(rc, name);
+    }
+  }
+  if (status == 0) {
+    struct sigaction sa = {0};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++)
+      sigaction(fwd[k], &sa, NULL);
+    lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+                      grant.validity_ms};
+    pthread_t watcher;
+    int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
+                   pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+      struct sigaction dfl = {0};
+      dfl.sa_handler = SIG_DFL;
+      for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++)
+        sigaction(fwd[k], &dfl, NULL);
+      execvp(command[0], command);
+      fprintf(stderr, "%s: cannot run %s: %s\n", prog, command[0], strerror(errno));
+      _exit(errno == ENOENT ? 127 : 126);
+    }
+    int st = 0;
+    if (pid < 0) {
+      fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+      status = EXIT_SOFTWARE;
+    } else {
+      atomic_store(&child_pid, pid);
+      if (atomic_load(&lost_flag)) /* lost before the child existed */
+        kill(pid, lost_signal);
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+      atomic_store(&child_pid, 0);
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    if (watching) {
+      pthread_mutex_lock(&lt.mu);
+      lt.done = 1;
+      pthread_cond_signal(&lt.cv);
+      pthread_mutex_unlock(&lt.mu);
+      pthread_join(watcher, NULL);
+    }
+    rc = dlock_release(lock);
+    if (atomic_load(&lost_flag) || rc == DLOCK_ELOST) {
+      fprintf(stderr, "%s: the lease of %s was lost while the command ran%s\n",
+              prog, name, atomic_load(&lost_flag) ? " (the command was signalled)"
+                                                  : "");
+      status = EXIT_LOST;
+    } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
+      fail(rc, "release");
+    }
+  }
+  if (rw)
+    dlock_rwlock_free(rw);
+  else
+    dlock_lock_free(lock);
+  for (int k = 0; k < n; k++) {
+    dlock_lock_free(members[k]);
+    dlock_client_close(clients[k]);
+  }
+  return status;
+}
+
+/* ---- latch, sem ------------------------------------------------------------ */
+
+/* Take "--wait D" options and --help off argv; returns the index of the
+ * first operand, or -1 after printing an error (-2 after help). */
+static int small_options(int argc, char **argv, int64_t *wait_ms,
+                         void (*help)(void)) {
+  int i = 2;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      help();
+      return -2;
+    }
+    if (wait_ms && !strcmp(argv[i], "--wait") && i + 1 < argc) {
+      *wait_ms = parse_duration(argv[++i]);
+      if (*wait_ms == -2) {
+        usage_error("bad duration \"%s\" for --wait", argv[i]);
+        return -1;
+      }
+      continue;
+    }
+    usage_error("%s %s: unknown option %s", argv[0], argv[1], argv[i]);
+    return -1;
+  }
+  return i;
+}
+
+static void latch_help(void) {
+  printf("usage: dlock latch set NAME COUNT     set the count (only if unset)\n"
+         "       dlock latch count-down NAME    count down by one\n"
+         "       dlock latch wait [--wait D] NAME  wait until the count is 0\n"
+         "       dlock latch get NAME           print the count\n"
+         "       dlock latch delete NAME        delete it\n"
+         "Exit: 0; 1 when `set` found it already set; 75 when `wait` timed out.\n");
+}
+
+static int cmd_latch(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    latch_help();
+    return argc < 2 ? EXIT_USAGE : 0;
+  }
+  int64_t wait_ms = -1;
+  int i = small_options(argc, argv, &wait_ms, latch_help);
+  if (i < 0)
+    return i == -2 ? 0 : EXIT_USAGE;
+  const char *op = argv[1];
+  int want = !strcmp(op, "set") ? 2 : 1;
+  if (strcmp(op, "set") && strcmp(op, "count-down") && strcmp(op, "wait") &&
+      strcmp(op, "get") && strcmp(op, "delete"))
+    return usage_error("latch: unknown operation \"%s\"", op);
+  if (argc - i != want)
+    return usage_error("latch %s: expected %s", op, want == 2 ? "NAME COUNT" : "NAME");
+  int64_t count = 0;
+  if (want == 2 && parse_count(argv[i + 1], 1, &count) != 0)
+    return usage_error("latch set: bad COUNT \"%s\" (a number >= 1)", argv[i + 1]);
+  dlock_client *c = NULL;
+  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL, &c);
+  if (status)
+    return status;
+  dlock_latch *l = NULL;
+  int rc = dlock_latch_new(c, argv[i], NULL, &l);
+  if (rc == DLOCK_OK) {
+    if (!strcmp(op, "set")) {
+      rc = dlock_latch_try_set_count(l, count);
+      if (rc >= 0) {
+        printf("%s\n", rc ? "set" : "already set");
+        status = rc ? 0 : 1;
+        rc = DLOCK_OK;
+      }
+    } else if (!strcmp(op, "count-down")) {
+      int64_t left = 0;
+      rc = dlock_latch_count_down(l, &left);
+      if (rc == DLOCK_OK)
+        printf("%" PRId64 "\n", left);
+    } else if (!strcmp(op, "get")) {
+      rc = dlock_latch_get_count(l, &count);
+      if (rc == DLOCK_OK)
+        printf("%" PRId64 "\n", count);
+    } else if (!strcmp(op, "delete")) {
+      rc = dlock_latch_delete(l);
+      if (rc >= 0) {
+        printf("%s\n", rc ? "deleted" : "no latch");
+        rc = DLOCK_OK;
+      }
+    } else {
+      rc = dlock_latch_await(l, wait_ms);
+      if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
+        fprintf(stderr, "%s: latch %s did not reach 0 in time\n", prog, argv[i]);
+        status = EXIT_TIMEOUT;
+        rc = DLOCK_OK;
+      }
+    }
+  }
+  if (rc != DLOCK_OK)
+    status = fail(rc, argv[i]);
+  dlock_latch_free(l);
+  dlock_client_close(c);
+  return status;
+}
+
+static void sem_help(void) {
+  printf("usage: dlock sem init NAME PERMITS        set the permits (only if unset)\n"
+         "       dlock sem acquire [--wait D] NAME [N]  take N permits (default 1)\n"
+         "       dlock sem release NAME [N]         give back N permits\n"
+         "       dlock sem available NAME           print the available permits\n"
+         "A plain semaphore (Redisson RSemaphore): permits taken here are not\n"
+         "given back if the shell dies; `dlock run --semaphore` is crash-safe.\n"
+         "Exit: 0; 1 when `init` found it already set; 75 when `acquire` timed out.\n");
+}
+
+static int cmd_sem(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    sem_help();
+    return argc < 2 ? EXIT_USAGE : 0;
+  }
+  int64_t wait_ms = -1;
+  int i = small_options(argc, argv, &wait_ms, sem_help);
+  if (i < 0)
+    return i == -2 ? 0 : EXIT_USAGE;
+  const char *op = argv[1];
+  int init = !strcmp(op, "init"), acq = !strcmp(op, "acquire"),
+      rel = !strcmp(op, "release"), avail = !strcmp(op, "available");
+  if (!init && !acq && !rel && !avail)
+    return usage_error("sem: unknown operation \"%s\"", op);
+  int left = argc - i;
+  if (left < 1 || left > (avail ? 1 : 2) || (init && left != 2))
+    return usage_error("sem %s: expected %s", op,
+                       init ? "NAME PERMITS" : avail ? "NAME" : "NAME [N]");
+  int64_t n = 1;
+  if (left == 2 && parse_count(argv[i + 1], init ? 0 : 1, &n) != 0)
+    return usage_error("sem %s: bad number \"%s\"", op, argv[i + 1]);
+  dlock_client *c = NULL;
+  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL, &c);
+  if (status)
+    return status;
+  dlock_semaphore *s = NULL;
+  int rc = dlock_semaphore_new(c, argv[i], NULL, &s);
+  if (rc == DLOCK_OK) {
+    if (init) {
+      rc = dlock_semaphore_try_set_permits(s, n, 0);
+      if (rc >= 0) {
+        printf("%s\n", rc ? "set" : "already set");
+        status = rc ? 0 : 1;
+        rc = DLOCK_OK;
+      }
+    } else if (acq) {
+      rc = dlock_semaphore_acquire(s, n, wait_ms);
+      if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
+        fprintf(stderr, "%s: %" PRId64 " permit(s) of %s not available in time\n",
+                prog, n, argv[i]);
+        status = EXIT_TIMEOUT;
+        rc = DLOCK_OK;
+      }
+    } else if (rel) {
+      rc = dlock_semaphore_release(s, n);
+    } else {
+      rc = dlock_semaphore_available(s, &n);
+      if (rc == DLOCK_OK)
+        printf("%" PRId64 "\n", n);
+    }
+  }
+  if (rc != DLOCK_OK)
+    status = fail(rc, argv[i]);
+  dlock_semaphore_free(s);
+  dlock_client_close(c);
+  return status;
+}
+
+/* ---- status, unlock --------------------------------------------------------- */
+
+/* A plain hiredis connection for reading what is stored (the library has no
+ * raw command API on purpose). */
+static redisContext *raw_connect(const char *url) {
+  dlock__uri u;
+  if (dlock__uri_parse(url, &u) != DLOCK_OK) {
+    fprintf(stderr, "%s: bad URL %s: %s\n", prog, url, dlock_errmsg());
+    return NULL;
+  }
+  struct timeval tv = {2, 0};
+  redisContext *c = u.path ? redisConnectUnixWithTimeout(u.path, tv)
+                           : redisConnectWithTimeout(u.host, u.port, tv);
+  int ok = c && !c->err;
+  redisReply *r = NULL;
+  if (ok && u.password) {
+    r = u.user ? redisCommand(c, "AUTH %s %s", u.user, u.password)
+               : redisCommand(c, "AUTH %s", u.password);
+    ok = r && r->type != REDIS_REPLY_ERROR;
+    freeReplyObject(r);
+  }
+  if (ok && u.db) {
+    r = redisCommand(c, "SELECT %ld", u.db);
+    ok = r && r->type != REDIS_REPLY_ERROR;
+    freeReplyObject(r);
+  }
+  if (!ok) {
+    fprintf(stderr, "%s: cannot connect to %s%s%s\n", prog, url,
+            c && c->err ? ": " : "", c && c->err ? c->errstr : "");
+    if (c)
+      redisFree(c);
+    c = NULL;
+  }
+  dlock__uri_free(&u);
+  return c;
+}
+
+static int has_tag(const char *s) {
+  const char *o = strchr(s, '{');
+  return o && strchr(o + 1, '}') && strchr(o + 1, '}') > o + 1;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 32)
+      fprintf(f, "\\u%04x", *s);
+    else
+      fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void status_help(void) {
+  printf("usage: dlock status [--json] NAME\n"
+         "Print what is stored under NAME: its kind (lock, fair lock, read-write\n"
+         "lock, latch or semaphore count, expirable-permit semaphore), holders\n"
+         "and their hold counts, remaining TTL and fair-queue length.\n");
+}
+
+static int cmd_status(int argc, char **argv) {
+  int as_json = 0, i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--json"))
+      as_json = 1;
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      status_help();
+      return 0;
+    } else
+      return usage_error("status: unknown option %s", argv[i]);
+  }
+  if (argc - i != 1)
+    return usage_error("status: expected NAME");
+  const char *name = argv[i];
+  redisContext *c = raw_connect(nredis ? redis_urls[0] : default_url());
+  if (c == NULL)
+    return EXIT_NOREDIS;
+  int tagged = has_tag(name);
+  char queue[1200], timeouts[1200];
+  snprintf(queue, sizeof queue, tagged ? "redisson_lock_queue:%s" : "redisson_lock_queue:{%s}", name);
+  snprintf(timeouts, sizeof timeouts, tagged ? "%s:timeout" : "{%s}:timeout", name);
+  redisReply *type = redisCommand(c, "TYPE %s", name);
+  redisReply *ttl = redisCommand(c, "PTTL %s", name);
+  redisReply *qlen = redisCommand(c, "LLEN %s", queue);
+  redisReply *ptype = redisCommand(c, "TYPE %s", timeouts);
+  if (!type || !ttl || !qlen || !ptype || type->type != REDIS_REPLY_STATUS) {
+    fprintf(stderr, "%s: status of %s: %s\n", prog, name,
+            type && type->type == REDIS_REPLY_ERROR ? type->str : "no reply");
+    redisFree(c);
+    return EXIT_NOREDIS;
+  }
+  const char *kind = "none";
+  redisReply *fields = NULL, *value = NULL;
+  if (!strcmp(type->str, "hash")) {
+    fields = redisCommand(c, "HGETALL %s", name);
+    kind = "lock";
+    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
+      if (!strcmp(fields->element[k]->str, "mode"))
+        kind = "rwlock";
+    if (!strcmp(kind, "lock") && qlen->type == REDIS_REPLY_INTEGER && qlen->integer > 0)
+      kind = "fair lock";
+  } else if (!strcmp(type->str, "string")) {
+    value = redisCommand(c, "GET %s", name);
+    kind = !strcmp(ptype->str, "zset") ? "permit semaphore" : "count";
+  } else if (strcmp(type->str, "none") != 0) {
+    kind = type->str;
+  }
+  long long queue_len = qlen->type == REDIS_REPLY_INTEGER ? qlen->integer : 0;
+  if (as_json) {
+    printf("{\"name\": ");
+    json_str(stdout, name);
+    printf(", \"kind\": ");
+    json_str(stdout, kind);
+    printf(", \"ttl_ms\": %lld, \"queue_length\": %lld", ttl->integer, queue_len);
+    if (value && value->type == REDIS_REPLY_STRING)
+      printf(", \"count\": %s", value->str);
+    printf(", \"holders\": {");
+    int first = 1;
+    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2) {
+      if (!strcmp(fields->element[k]->str, "mode"))
+        continue;
+      printf("%s", first ? "" : ", ");
+      json_str(stdout, fields->element[k]->str);
+      printf(": %s", fields->element[k + 1]->str);
+      first = 0;
+    }
+    printf("}");
+    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
+      if (!strcmp(fields->element[k]->str, "mode")) {
+        printf(", \"mode\": ");
+        json_str(stdout, fields->element[k + 1]->str);
+      }
+    printf("}\n");
+  } else {
+    printf("name:    %s\nkind:    %s\n", name, kind);
+    if (value && value->type == REDIS_REPLY_STRING)
+      printf("count:   %s\n", value->str);
+    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
+      printf("%s %s %s\n", !strcmp(fields->element[k]->str, "mode") ? "mode:   " : "holder: ",
+             fields->element[k]->str, !strcmp(fields->element[k]->str, "mode")
+                                          ? "" : fields->element[k + 1]->str);
+    printf("ttl:     %lld ms\n", ttl->integer);
+    if (queue_len)
+      printf("queue:   %lld waiting\n", queue_len);
+  }
+  freeReplyObject(type);
+  freeReplyObject(ttl);
+  freeReplyObject(qlen);
+  freeReplyObject(ptype);
+  freeReplyObject(fields);
+  freeReplyObject(value);
+  redisFree(c);
+  return 0;
+}
+
+static void unlock_help(void) {
+  printf("usage: dlock unlock --force NAME\n"
+         "Release the lock NAME whoever holds it and wake its waiters (a lock,\n"
+         "fair lock or read-write lock). Prints \"released\" or \"not locked\".\n");
+}
+
+static int cmd_unlock(int argc, char **argv) {
+  int force = 0, i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--force"))
+      force = 1;
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      unlock_help();
+      return 0;
+    } else
+      return usage_error("unlock: unknown option %s", argv[i]);
+  }
+  if (!force)
+    return usage_error("unlock: only --force is supported (a lock belongs to "
+                       "its holder; `dlock run` releases its own)");
+  if (argc - i != 1)
+    return usage_error("unlock: expected NAME");
+  const char *name = argv[i];
+  const char *url = nredis ? redis_urls[0] : default_url();
+  redisContext *raw = raw_connect(url);
+  if (raw == NULL)
+    return EXIT_NOREDIS;
+  redisReply *mode = redisCommand(raw, "HGET %s mode", name);
+  int is_rw = mode && mode->type == REDIS_REPLY_STRING;
+  char m[16] = "";
+  if (is_rw)
+    snprintf(m, sizeof m, "%s", mode->str);
+  freeReplyObject(mode);
+  redisFree(raw);
+  dlock_client *c = NULL;
+  int status = connect_to(url, 0, NULL, &c);
+  if (status)
+    return status;
+  dlock_lock *l = NULL;
+  dlock_rwlock *rw = NULL;
+  int rc;
+  if (is_rw) {
+    rc = dlock_rwlock_new(c, name, NULL, &rw);
+    l = rw ? (!strcmp(m, "write") ? dlock_rwlock_write(rw) : dlock_rwlock_read(rw))
+           : NULL;
+  } else {
+    rc = dlock_fair_lock_new(c, name, NULL, &l); /* also wakes a fair queue */
+  }
+  if (rc == DLOCK_OK)
+    rc = dlock_force_release(l);
+  if (rc >= 0)
+    printf("%s\n", rc ? "released" : "not locked");
+  else
+    status = fail(rc, name);
+  if (rw)
+    dlock_rwlock_free(rw);
+  else
+    dlock_lock_free(l);
+  dlock_client_close(c);
+  return status;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage_main(stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--version")) {
+      printf("dlock %s\n", DLOCK_VERSION_STRING);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--redis") && i + 1 < argc) {
+      if (nredis == MAX_REDIS)
+        return usage_error("at most %d --redis", MAX_REDIS);
+      const char *url = argv[++i];
+      dlock__uri u;
+      if (dlock__uri_parse(url, &u) != DLOCK_OK)
+        return usage_error("bad --redis URL \"%s\": %s", url, dlock_errmsg());
+      dlock__uri_free(&u);
+      redis_urls[nredis++] = url;
+      continue;
+    }
+    return usage_error("unknown option %s", argv[i]);
+  }
+  if (i >= argc)
+    return usage_error("missing command (run, latch, sem, status, unlock)");
+  if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
+    dlock__uri u;
+    if (dlock__uri_parse(default_url(), &u) != DLOCK_OK)
+      return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", default_url(),
+                         dlock_errmsg());
+    dlock__uri_free(&u);
+  }
+  const char *cmd = argv[i];
+  int sub_argc = argc - i;
+  char **sub_argv = argv + i;
+  if (!strcmp(cmd, "run"))
+    return cmd_run(sub_argc, sub_argv);
+  if (!strcmp(cmd, "latch"))
+    return cmd_latch(sub_argc, sub_argv);
+  if (!strcmp(cmd, "sem"))
+    return cmd_sem(sub_argc, sub_argv);
+  if (!strcmp(cmd, "status"))
+    return cmd_status(sub_argc, sub_argv);
+  if (!strcmp(cmd, "unlock"))
+    return cmd_unlock(sub_argc, sub_argv);
+  return usage_error("unknown command \"%s\"", cmd);
+}
