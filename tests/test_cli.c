@@ -1,0 +1,301 @@
+/* The dlock command-line tool, run as a real program against a real
+ * redis-server: exact counts under `dlock run`, exit statuses, the
+ * semaphore bound, latches in background shells, bad input. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server srv;
+static const char *dlock_bin;
+static char tmpdir[64];
+
+static int suite_init(void) {
+  dlock_bin = getenv("DLOCK_BIN");
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/dlock-cli-XXXXXX");
+  if (dlock_bin == NULL || mkdtemp(tmpdir) == NULL)
+    return 1;
+  if (th_server_start(&srv, NULL) != 0)
+    return 1;
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  return 0;
+}
+
+static int suite_clean(void) {
+  th_server_stop(&srv);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  return system(cmd) == 0 ? 0 : 1;
+}
+
+/* Start dlock with args (NULL-terminated), stderr to *err_fd when given. */
+static pid_t start(char *const args[], int *err_fd) {
+  char *argv[32] = {(char *)dlock_bin};
+  int n = 1;
+  for (int i = 0; args[i] && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  int fds[2] = {-1, -1};
+  if (err_fd && pipe(fds) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (err_fd) {
+      dup2(fds[1], 2);
+      close(fds[0]);
+    }
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execv(dlock_bin, argv);
+    _exit(127);
+  }
+  if (err_fd) {
+    close(fds[1]);
+    *err_fd = fds[0];
+  }
+  return pid;
+}
+
+/* Run dlock to the end (bounded); its stderr into err (may be NULL). */
+static int run_dlock(char *const args[], char *err, size_t errsize) {
+  int fd = -1;
+  pid_t pid = start(args, err ? &fd : NULL);
+  int rc = th_wait_worker(pid, 30000);
+  if (err) {
+    ssize_t n = read(fd, err, errsize - 1);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+  }
+  return rc;
+}
+
+static void test_run_exact_count(void) {
+  char counter[128], script[512];
+  snprintf(counter, sizeof counter, "%s/counter", tmpdir);
+  FILE *f = fopen(counter, "w");
+  fputs("0\n", f);
+  fclose(f);
+  /* read, pause, write: without the lock, updates would be lost */
+  snprintf(script, sizeof script,
+           "n=$(cat %s); sleep 0.01; echo $((n + 1)) > %s", counter, counter);
+  const char *name = th_name("count");
+  pid_t pids[8];
+  for (int i = 0; i < 8; i++) {
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      int bad = 0;
+      for (int k = 0; k < 5; k++) {
+        char *args[] = {"run", (char *)name, "--", "sh", "-c", script, NULL};
+        bad |= run_dlock(args, NULL, 0) != 0;
+      }
+      _exit(bad);
+    }
+  }
+  for (int i = 0; i < 8; i++)
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 60000), 0);
+  f = fopen(counter, "r");
+  int n = 0;
+  CU_ASSERT(fscanf(f, "%d", &n) == 1);
+  fclose(f);
+  CU_ASSERT_EQUAL(n, 40);
+}
+
+static void test_run_exit_statuses(void) {
+  char err[1024];
+  const char *name = th_name("status");
+  char *own[] = {"run", (char *)name, "--", "sh", "-c", "exit 7", NULL};
+  CU_ASSERT_EQUAL(run_dlock(own, NULL, 0), 7);
+  char *sig[] = {"run", (char *)name, "--", "sh", "-c", "kill -USR1 $$", NULL};
+  CU_ASSERT_EQUAL(run_dlock(sig, NULL, 0), 128 + SIGUSR1);
+  char *missing[] = {"run", (char *)name, "--", "/no/such/program", NULL};
+  CU_ASSERT_EQUAL(run_dlock(missing, NULL, 0), 127);
+
+  /* timeout: someone else holds it */
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  char *wait[] = {"run", "--wait", "300ms", (char *)name, "--", "true", NULL};
+  int64_t t0 = th_now_ms();
+  CU_ASSERT_EQUAL(run_dlock(wait, err, sizeof err), 75);
+  CU_ASSERT(th_now_ms() - t0 >= 300);
+  CU_ASSERT(strstr(err, "not acquired") != NULL);
+  char *try0[] = {"run", "--wait", "0", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(try0, NULL, 0), 75);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+
+  /* lost: the key is deleted behind the command's back */
+  const char *lost = th_name("lost");
+  char *args[] = {"run", "--watchdog", "300ms", (char *)lost, "--", "sleep", "20",
+                  NULL};
+  int fd;
+  pid_t pid = start(args, &fd);
+  for (int64_t end = th_now_ms() + 5000;
+       th_int(&srv, "EXISTS %s", lost) != 1 && th_now_ms() < end;)
+    usleep(2000); /* the event: it holds the lock */
+  CU_ASSERT_EQUAL(th_int(&srv, "DEL %s", lost), 1);
+  t0 = th_now_ms();
+  CU_ASSERT_EQUAL(th_wait_worker(pid, 10000), 76);
+  CU_ASSERT(th_now_ms() - t0 < 1000); /* the command was signalled */
+  ssize_t n = read(fd, err, sizeof err - 1);
+  err[n > 0 ? n : 0] = '\0';
+  close(fd);
+  CU_ASSERT(strstr(err, "lost") != NULL);
+  /* and with a fixed lease that runs out under a long command */
+  char *lease[] = {"run", "--lease", "300ms", (char *)lost, "--", "sleep", "20",
+                   NULL};
+  CU_ASSERT_EQUAL(run_dlock(lease, NULL, 0), 76);
+}
+
+static void test_semaphore_bound(void) {
+  char log[128], script[512];
+  snprintf(log, sizeof log, "%s/sem.log", tmpdir);
+  snprintf(script, sizeof script,
+           "echo s >> %s; sleep 0.2; echo e >> %s", log, log);
+  const char *name = th_name("sem");
+  pid_t pids[6];
+  for (int i = 0; i < 6; i++) {
+    char *args[] = {"run", "--semaphore", "--permits", "2", (char *)name, "--",
+                    "sh", "-c", script, NULL};
+    pids[i] = start(args, NULL);
+  }
+  for (int i = 0; i < 6; i++)
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 30000), 0);
+  FILE *f = fopen(log, "r");
+  char line[8];
+  int inside = 0, max = 0, starts = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    inside += line[0] == 's' ? 1 : -1;
+    starts += line[0] == 's';
+    if (inside > max)
+      max = inside;
+  }
+  if (f)
+    fclose(f);
+  CU_ASSERT_EQUAL(starts, 6);
+  CU_ASSERT(max <= 2);
+  CU_ASSERT(max == 2); /* and the permits were actually shared */
+}
+
+static void test_latch_in_background_shells(void) {
+  const char *name = th_name("latch");
+  char *set[] = {"latch", "set", (char *)name, "2", NULL};
+  CU_ASSERT_EQUAL(run_dlock(set, NULL, 0), 0);
+  CU_ASSERT_EQUAL(run_dlock(set, NULL, 0), 1); /* already set */
+  pid_t pids[3];
+  for (int i = 0; i < 3; i++) {
+    char script[512];
+    snprintf(script, sizeof script, "'%s' latch wait --wait 20s '%s'", dlock_bin,
+             name);
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+      _exit(127);
+    }
+  }
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+  long long subs = 0;
+  for (int64_t end = th_now_ms() + 5000; subs < 3 && th_now_ms() < end;) {
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    subs = r && r->elements == 2 ? r->element[1]->integer : 0;
+    freeReplyObject(r);
+    usleep(2000);
+  }
+  CU_ASSERT_EQUAL(subs, 3); /* the event: all three shells are waiting */
+  char *down[] = {"latch", "count-down", (char *)name, NULL};
+  CU_ASSERT_EQUAL(run_dlock(down, NULL, 0), 0);
+  int st;
+  CU_ASSERT_EQUAL(waitpid(pids[0], &st, WNOHANG), 0); /* still 1 to go */
+  CU_ASSERT_EQUAL(run_dlock(down, NULL, 0), 0);
+  for (int i = 0; i < 3; i++)
+    CU_ASSERT_EQUAL(th_wait_worker(pids[i], 5000), 0);
+  char *wait_gone[] = {"latch", "wait", "--wait", "100ms", (char *)name, NULL};
+  CU_ASSERT_EQUAL(run_dlock(wait_gone, NULL, 0), 0);
+}
+
+static void test_status_and_force_unlock(void) {
+  const char *name = th_name("status");
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    execl(dlock_bin, dlock_bin, "status", "--json", name, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char out[2048] = {0};
+  ssize_t n = read(fds[0], out, sizeof out - 1);
+  close(fds[0]);
+  CU_ASSERT_EQUAL(th_wait_worker(pid, 5000), 0);
+  CU_ASSERT(n > 0 && strstr(out, "\"kind\": \"lock\"") != NULL);
+  CU_ASSERT(strstr(out, dlock_client_id(c)) != NULL); /* the holder */
+  char *unlock[] = {"unlock", "--force", (char *)name, NULL};
+  CU_ASSERT_EQUAL(run_dlock(unlock, NULL, 0), 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void test_bad_input(void) {
+  char err[1024];
+  struct {
+    char *args[8];
+    const char *says;
+  } cases[] = {
+      {{"run", "--bogus", "x", "--", "true"}, "unknown option"},
+      {{"run", "--wait", "5parsecs", "x", "--", "true"}, "bad duration"},
+      {{"run", "--lease", "-1s", "x", "--", "true"}, "bad duration"},
+      {{"--redis", "http://nowhere", "run", "x", "--", "true"}, "bad --redis URL"},
+      {{"--redis", "redis://h:99999", "run", "x", "--", "true"}, "port"},
+      {{"run", "x", "--"}, "missing the command"},
+      {{"run", "x", "true"}, "missing --"},
+      {{"run"}, "missing NAME"},
+      {{"frobnicate"}, "unknown command"},
+      {{NULL}, "missing command"},
+      {{"latch", "set", "x", "zero"}, "bad COUNT"},
+      {{"sem", "acquire", "x", "-3"}, "bad number"},
+      {{"run", "--semaphore", "x", "--", "true"}, "--permits"},
+      {{"run", "--fair", "--read", "x", "--", "true"}, "exclude"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int rc = run_dlock(cases[i].args, err, sizeof err);
+    if (rc != 64 || strstr(err, cases[i].says) == NULL)
+      fprintf(stderr, "\n  case %zu: exit %d, stderr: %s", i, rc, err);
+    CU_ASSERT_EQUAL(rc, 64);
+    CU_ASSERT(strstr(err, cases[i].says) != NULL);
+  }
+  /* a server that is not there: a clear message and its own status */
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port + 1 > 65535 ? 1 : srv.port + 1);
+  char *dead[] = {"--redis", url, "run", "x", "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(dead, err, sizeof err), 69);
+  CU_ASSERT(strstr(err, "cannot connect") != NULL);
+  char *help[] = {"run", "--help", NULL};
+  CU_ASSERT_EQUAL(run_dlock(help, NULL, 0), 0);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
+  CU_add_test(s, "run_exact_count", test_run_exact_count);
+  CU_add_test(s, "run_exit_statuses", test_run_exit_statuses);
+  CU_add_test(s, "semaphore_bound", test_semaphore_bound);
+  CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
+  CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
+  CU_add_test(s, "bad_input", test_bad_input);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
