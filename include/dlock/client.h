@@ -55,11 +55,14 @@ typedef struct dlock_client_opts {
   const char *client_name;     /* CLIENT SETNAME; NULL = "dlock" */
   dlock_lost_fn *on_lost;      /* lost-lock callback, may be NULL */
   void *on_lost_data;
+  int lazy_connect;            /* 1: open returns at once and connects in
+                                  the background (a RedLock member that is
+                                  down must not stop the others) */
 } dlock_client_opts;
 
 #define DLOCK_CLIENT_OPTS_VERSION 1u
 #define DLOCK_CLIENT_OPTS_INIT \
-  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL }
+  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0 }
 
 /* Open a client and connect to Redis.
  *
@@ -70,7 +73,9 @@ typedef struct dlock_client_opts {
  * out   OUT: the client, or NULL on failure.
  *
  * Returns DLOCK_OK once the first connection is up (AUTH, SELECT and CLIENT
- * SETNAME done; they are sent again after every reconnect).
+ * SETNAME done; they are sent again after every reconnect), or at once with
+ * opts->lazy_connect (calls then wait for the connection as after a
+ * reconnect).
  * DLOCK_EINVAL: bad URI or options (dlock_errmsg() says which part).
  * DLOCK_EIO: the server could not be reached or refused the handshake within
  * connect_timeout_ms. DLOCK_ENOMEM.

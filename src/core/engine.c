@@ -358,6 +358,10 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
   }
   c->thread_started = 1;
+  if (opts->lazy_connect) {
+    *out = c;
+    return DLOCK_OK;
+  }
 
   /* The first PING waits for the connection (up to connect_timeout_ms), so a
    * wrong address or password fails here, not at the first lock. */

@@ -155,6 +155,7 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                       dlock_client **out) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.client_name = "dlock-cli";
+  o.lazy_connect = nredis > 1; /* RedLock: a member that is down is outvoted */
   if (watchdog_ms > 0)
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
