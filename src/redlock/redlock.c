@@ -26,7 +26,7 @@ typedef struct round round;
 
 typedef struct call {
   round *round;
-  dlock_lock *member;
+  int fenced; /* how to read a grant: the member itself may be gone by then */
   dlock__req req;
   int done;   /* under round->mu */
   int status; /* DLOCK_OK with reply, or the failure */
@@ -64,8 +64,18 @@ static void round_unref(round *r) {
   round_unref_locked(r);
 }
 
+/* A try's reply that grants the lock (lock_acquire.lua: nil;
+ * fenced_acquire.lua: {1, token}). */
+static int is_grant(const redisReply *r, int fenced) {
+  if (!fenced)
+    return r->type == REDIS_REPLY_NIL;
+  return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+}
+
 /* Runs on a member client's engine thread, possibly after the caller has
- * stopped waiting: the round lives until the last reference goes. */
+ * stopped waiting and even after the members were freed: it touches only
+ * the round, which lives until the last reference goes. */
 static void call_done(dlock__req *req, redisReply *reply, int status) {
   call *c = req->data;
   round *r = c->round;
@@ -75,9 +85,7 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   c->reply = reply;
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
-  int64_t hint, token;
-  if (r->is_try && status == DLOCK_OK &&
-      dlock__reentrant_try_reply(c->member, reply, &hint, &token) == 1)
+  if (r->is_try && status == DLOCK_OK && is_grant(reply, c->fenced))
     r->granted++;
   r->pending--;
   pthread_cond_signal(&r->cv);
@@ -117,7 +125,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     dlock_lock *m = rl->members[i];
     char rid[33];
     c->round = r;
-    c->member = m;
+    c->fenced = (dlock_lock_caps(m) & DLOCK_CAP_FENCED) != 0;
     int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
                          : dlock__random_hex(rid, 16);
     if (rc == DLOCK_OK && kind == RELEASE)
