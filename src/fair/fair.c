@@ -155,18 +155,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
       dlock__hold_released(c, &id, 1);
     return rc;
   }
-  if (r->type == REDIS_REPLY_NIL) {
-    int had = dlock__hold_released(c, &id, -1);
-    rc = had ? dlock__fail(DLOCK_ELOST, "lease of fair lock \"%.100s\" expired "
-                           "before the release", l->name)
-             : dlock__fail(DLOCK_ENOTOWNER, "fair lock \"%.100s\" is not held by %s",
-                           l->name, owner);
-  } else if (r->type == REDIS_REPLY_INTEGER &&
-             (r->integer == 0 || r->integer == 1)) {
-    dlock__hold_released(c, &id, (int)r->integer);
-  } else {
-    rc = dlock__fail_reply(r, "release");
-  }
+  /* the same outcomes as the reentrant lock's release (same hash) */
+  rc = dlock__reentrant_release_reply(l, owner_id, r);
   freeReplyObject(r);
   return rc;
 }
@@ -177,15 +167,8 @@ static int force_release(dlock_lock *l) {
   size_t klens[] = {l->name_len, f->queue.len};
   const char *args[] = {"PUBLISH", f->channel.p};
   size_t alens[] = {7, f->channel.len};
-  redisReply *r;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 2,
-                              keys, klens, 2, args, alens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
-                                      : dlock__fail_reply(r, "force release");
-  freeReplyObject(r);
-  return rc;
+  return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 2, keys,
+                                   klens, 2, args, alens);
 }
 
 static void destroy(dlock_lock *l) {

@@ -205,6 +205,21 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
   return rc;
 }
 
+int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
+                              const char *const *keys, const size_t *klens,
+                              size_t nargs, const char *const *args,
+                              const size_t *alens) {
+  redisReply *r;
+  int rc = dlock__script_call(l->client, script, nkeys, keys, klens, nargs, args,
+                              alens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
+                                      : dlock__fail_reply(r, "force release");
+  freeReplyObject(r);
+  return rc;
+}
+
 void dlock_lock_free(dlock_lock *lock) {
   if (lock == NULL || lock->borrowed)
     return;

@@ -87,6 +87,13 @@ int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
 /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
 void dlock__reentrant_forget(dlock_lock *l, uint64_t owner_id);
 
+/* Run a force-release script that answers 1 (deleted) or 0 (was free);
+ * returns that, or an error. */
+int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
+                              const char *const *keys, const size_t *klens,
+                              size_t nargs, const char *const *args,
+                              const size_t *alens);
+
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
 

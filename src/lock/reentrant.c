@@ -208,15 +208,8 @@ static int force_release(dlock_lock *l) {
   size_t klens[] = {l->name_len};
   const char *args[] = {"PUBLISH", rl->channel.p, "0"};
   size_t alens[] = {7, rl->channel.len, 1};
-  redisReply *r;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1,
-                              keys, klens, 3, args, alens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
-                                      : dlock__fail_reply(r, "force release");
-  freeReplyObject(r);
-  return rc;
+  return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
+                                   klens, 3, args, alens);
 }
 
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner_id,
