@@ -218,6 +218,40 @@ dlock_client *th_client(th_server *s, const dlock_client_opts *opts) {
   return c;
 }
 
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int64_t th_scaled_us(th_server *s, int64_t us) {
+  static int64_t rtt_us; /* measured once per process */
+  if (rtt_us == 0) {
+    redisContext *c = redisConnect("127.0.0.1", s->port);
+    int64_t v[200];
+    int n = 0;
+    for (; c && !c->err && n < 200; n++) {
+      int64_t t0 = th_now_us();
+      redisReply *r = redisCommand(c, "PING");
+      v[n] = th_now_us() - t0;
+      if (r == NULL)
+        break;
+      freeReplyObject(r);
+    }
+    if (c)
+      redisFree(c);
+    qsort(v, (size_t)n, sizeof v[0], cmp_i64);
+    rtt_us = n > 0 ? v[n / 2] : 30;
+    if (rtt_us < 1)
+      rtt_us = 1;
+  }
+  int64_t scaled = us * rtt_us / 30;
+  if (scaled < us)
+    scaled = us;
+  printf("[bound %lld us: round trip %lld us here] ", (long long)scaled,
+         (long long)rtt_us);
+  return scaled;
+}
+
 const char *th_name(const char *base) {
   static _Thread_local char buf[256];
   static int counter;

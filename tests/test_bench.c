@@ -1,0 +1,61 @@
+/* Smoke test of dlock-bench: every workload runs for a fraction of a second
+ * and produces sane figures. No timing is asserted: speed is the benchmark's
+ * business, not the test suite's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static void test_every_workload_runs(void) {
+  const char *bench = getenv("DLOCK_BENCH");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bench);
+  char json[64];
+  snprintf(json, sizeof json, "/tmp/dlock-bench-smoke-%d.json", (int)getpid());
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    execl(bench, bench, "--duration", "0.2", "--w4-seconds", "1", "--json", json,
+          (char *)NULL);
+    _exit(127);
+  }
+  CU_ASSERT_EQUAL(th_wait_worker(pid, 240000), 0);
+  FILE *f = fopen(json, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  unlink(json);
+  static const char *ids[] = {"W1", "W2", "W3", "W3p", "W4", "W5",
+                              "W6", "W7", "W8", "M1"};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "\"workload\": \"%s\"", ids[i]);
+    if (strstr(text, key) == NULL)
+      fprintf(stderr, "\n  no figures for %s", ids[i]);
+    CU_ASSERT(strstr(text, key) != NULL);
+  }
+  /* every value a finite number; rates and counts positive where they must be */
+  int values = 0, bad = 0;
+  for (const char *p = strstr(text, "\"value\": "); p; p = strstr(p + 1, "\"value\": ")) {
+    double v = strtod(p + 9, NULL);
+    values++;
+    bad += !isfinite(v) || v < 0;
+  }
+  CU_ASSERT(values >= 25);
+  CU_ASSERT_EQUAL(bad, 0);
+  const char *held = strstr(text, "\"metric\": \"locks still held\", \"value\": ");
+  CU_ASSERT(held && atof(held + strlen("\"metric\": \"locks still held\", \"value\": ")) == 10000);
+  const char *max = strstr(text, "\"metric\": \"max concurrent holders\", \"value\": ");
+  CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("bench", NULL, NULL);
+  CU_add_test(s, "every_workload_runs", test_every_workload_runs);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
