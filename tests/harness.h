@@ -46,8 +46,8 @@ int64_t th_now_us(void);
  * loopback round trip measured here (p50 of 200 PINGs to s) to the 30 us
  * of the reference machine (BENCHMARKS.md), never less than us. The
  * issues' latency bounds were set on the reference machine; a slower or
- * busier machine gets proportionally more, and the figure printed says
- * which applied. */
+ * busier machine gets proportionally more (and a sanitizer build a fixed
+ * factor more), and the figure printed says which applied. */
 int64_t th_scaled_us(th_server *s, int64_t us);
 
 /* A key prefix unique to the running test (name of the test + counter). */
