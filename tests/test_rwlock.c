@@ -321,6 +321,63 @@ static void test_watchdog_renews_read_holds(void) {
   dlock_client_close(c);
 }
 
+typedef struct fifty {
+  dlock_lock *read;
+  pthread_barrier_t *held, *go;
+  int rc_acq, rc_rel;
+  int64_t count;
+} fifty;
+
+static void *fifty_reader(void *arg) {
+  fifty *f = arg;
+  f->rc_acq = dlock_acquire(f->read, 5000, DLOCK_LEASE_WATCHDOG);
+  if (f->rc_acq == DLOCK_OK) /* and a re-entry: hold count 2 */
+    f->rc_acq = dlock_acquire(f->read, 0, DLOCK_LEASE_WATCHDOG);
+  dlock_lock_state st;
+  f->count = dlock_lock_state_get(f->read, &st) == DLOCK_OK ? st.hold_count : -1;
+  pthread_barrier_wait(f->held);
+  pthread_barrier_wait(f->go); /* held past the watchdog timeout */
+  f->rc_rel = dlock_release(f->read);
+  if (f->rc_rel == DLOCK_OK)
+    f->rc_rel = dlock_release(f->read);
+  return NULL;
+}
+
+static void test_fifty_readers_renewed(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  dlock_client *c = th_client(&srv, &o);
+  const char *name = th_name("fifty");
+  dlock_rwlock *rw = new_rw(c, name);
+  pthread_barrier_t held, go;
+  pthread_barrier_init(&held, NULL, 51);
+  pthread_barrier_init(&go, NULL, 51);
+  fifty f[50];
+  pthread_t t[50];
+  for (int i = 0; i < 50; i++) {
+    f[i] = (fifty){dlock_rwlock_read(rw), &held, &go, -99, -99, 0};
+    pthread_create(&t[i], NULL, fifty_reader, &f[i]);
+  }
+  pthread_barrier_wait(&held);
+  CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 51); /* mode + 50 readers */
+  usleep(1500 * 1000); /* past two watchdog timeouts: the scenario */
+  CU_ASSERT(th_int(&srv, "PTTL %s", name) > 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 51);
+  TH_ASSERT_RC(other_thread(dlock_rwlock_write(rw), 0), DLOCK_EBUSY);
+  pthread_barrier_wait(&go);
+  int ok = 0;
+  for (int i = 0; i < 50; i++) {
+    pthread_join(t[i], NULL);
+    ok += f[i].rc_acq == DLOCK_OK && f[i].rc_rel == DLOCK_OK && f[i].count == 2;
+  }
+  CU_ASSERT_EQUAL(ok, 50);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  pthread_barrier_destroy(&held);
+  pthread_barrier_destroy(&go);
+  dlock_rwlock_free(rw);
+  dlock_client_close(c);
+}
+
 /* ---- processes ------------------------------------------------------------ */
 
 typedef struct mixed {
@@ -529,6 +586,7 @@ static void add_tests(void) {
   CU_add_test(s, "write_release_wakes_all_readers",
               test_write_release_wakes_all_readers);
   CU_add_test(s, "watchdog_renews_read_holds", test_watchdog_renews_read_holds);
+  CU_add_test(s, "fifty_readers_renewed", test_fifty_readers_renewed);
   CU_add_test(s, "zombie_reader_cleanup", test_zombie_reader_cleanup);
   CU_add_test(s, "mixed_processes", test_mixed_processes);
   CU_add_test(s, "bad_input", test_bad_input);
