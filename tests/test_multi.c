@@ -392,8 +392,8 @@ static void *rlwork_thread(void *arg) {
     ok = dlock_client_open(w->urls[i], NULL, &c[i]) == DLOCK_OK &&
          dlock_reentrant_lock_new(c[i], w->name, NULL, &m[i]) == DLOCK_OK;
   ok = ok && dlock_redlock_new(m, NSRV, NULL, &rl) == DLOCK_OK;
-  int entered = 0, violation = 0;
-  if (ok && dlock_acquire(rl, 120000, 10000) == DLOCK_OK) {
+  int entered = 0, violation = 0, rc = DLOCK_OK;
+  if (ok && (rc = dlock_acquire(rl, 120000, 10000)) == DLOCK_OK) {
     char key[300];
     snprintf(key, sizeof key, "%s:inside", w->name);
     redisReply *r = redisCommand(ctx, "INCR %s", key);
@@ -401,10 +401,13 @@ static void *rlwork_thread(void *arg) {
     freeReplyObject(r);
     freeReplyObject(redisCommand(ctx, "DECR %s", key));
     entered = 1;
-    ok = dlock_release(rl) == DLOCK_OK;
+    ok = (rc = dlock_release(rl)) == DLOCK_OK;
   } else {
     ok = 0;
   }
+  if (!ok)
+    fprintf(stderr, "redlock worker thread: %s: %s\n", dlock_errname(rc),
+            dlock_errmsg());
   pthread_mutex_lock(&w->mu);
   w->entered += entered;
   w->errors += !ok;
@@ -432,6 +435,9 @@ static int worker(int argc, char **argv) {
   for (int i = 0; i < n && i < 64; i++)
     pthread_join(t[i], NULL);
   printf("%d %d %d\n", w.entered, w.errors, w.violations);
+  if (w.errors || w.violations) /* say why in the test log */
+    fprintf(stderr, "redlock worker: %d entered, %d errors, %d overlaps\n",
+            w.entered, w.errors, w.violations);
   return w.errors || w.violations ? 1 : 0;
 }
 

@@ -277,15 +277,17 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   tell_lost(c, &lost);
 }
 
-/* Build and send one renewal call for the n holds in hs (hmu held). */
-static void send_batch(dlock_client *c, int script, hold **hs, size_t n,
-                       int64_t now) {
+/* Build one renewal call for the n holds in hs (hmu held). It is sent after
+ * hmu is released: a send that fails completes the batch at once, and its
+ * completion takes hmu. */
+static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
+                         int64_t now) {
   batch *b = calloc(1, sizeof *b);
   const char *keys[BATCH], *args[1 + 2 * BATCH];
   size_t klens[BATCH], alens[1 + 2 * BATCH];
   char lease[24];
   if (b == NULL)
-    return;
+    return NULL;
   b->client = c;
   b->t0_ms = now;
   b->n = n;
@@ -314,11 +316,21 @@ static void send_batch(dlock_client *c, int script, hold **hs, size_t n,
   b->req.queued_ms = now;
   for (size_t i = 0; i < n; i++)
     hs[i]->renewing = 1;
-  dlock__conn_send(&c->cmd, &b->req);
-  return;
+  return b;
 fail:
   dlock__buf_free(&b->keys);
   free(b);
+  return NULL;
+}
+
+typedef struct batch_list {
+  batch **v; /* sized for every batch one tick can make */
+  size_t n;
+} batch_list;
+
+static void keep(batch_list *l, batch *b) {
+  if (b)
+    l->v[l->n++] = b;
 }
 
 typedef struct pending {
@@ -334,9 +346,16 @@ static void tick(uv_timer_t *t) {
   pending *p = calloc(MAX_SCRIPTS, sizeof *p);
   size_t np = 0;
   lost_list lost = {0};
+  batch_list ready = {0};
   if (p == NULL)
     return; /* out of memory: the next tick tries again */
   pthread_mutex_lock(&c->hmu);
+  ready.v = calloc(c->holds.count / BATCH + MAX_SCRIPTS + 1, sizeof *ready.v);
+  if (ready.v == NULL) {
+    pthread_mutex_unlock(&c->hmu);
+    free(p);
+    return; /* out of memory: the next tick tries again */
+  }
   size_t slot;
   for (dlock__map_node *node = dlock__map_next(&c->holds, NULL, &slot); node;
        node = dlock__map_next(&c->holds, node, &slot)) {
@@ -360,14 +379,17 @@ static void tick(uv_timer_t *t) {
     }
     p[i].hs[p[i].n++] = h;
     if (p[i].n == BATCH) {
-      send_batch(c, p[i].script, p[i].hs, p[i].n, now);
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
       p[i].n = 0;
     }
   }
   for (size_t i = 0; i < np; i++)
     if (p[i].n)
-      send_batch(c, p[i].script, p[i].hs, p[i].n, now);
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
   pthread_mutex_unlock(&c->hmu);
+  for (size_t i = 0; i < ready.n; i++)
+    dlock__conn_send(&c->cmd, &ready.v[i]->req);
+  free(ready.v);
   free(p);
   tell_lost(c, &lost);
 }

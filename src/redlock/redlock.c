@@ -40,7 +40,7 @@ struct round {
   int refs;          /* the caller + every call still in an engine */
   int is_try;
   size_t pending;
-  size_t granted;    /* tries answered with a grant */
+  size_t granted;    /* tries answered with a grant, releases that released */
   size_t n;
   call calls[];
 };
@@ -73,6 +73,11 @@ static int is_grant(const redisReply *r, int fenced) {
          r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
 }
 
+/* A release's reply that released a hold (lock_release.lua: 0 or 1). */
+static int is_released(const redisReply *r) {
+  return r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1);
+}
+
 /* Runs on a member client's engine thread, possibly after the caller has
  * stopped waiting and even after the members were freed: it touches only
  * the round, which lives until the last reference goes. */
@@ -85,7 +90,8 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   c->reply = reply;
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
-  if (r->is_try && status == DLOCK_OK && is_grant(reply, c->fenced))
+  if (status == DLOCK_OK &&
+      (r->is_try ? is_grant(reply, c->fenced) : is_released(reply)))
     r->granted++;
   r->pending--;
   pthread_cond_signal(&r->cv);
@@ -355,7 +361,15 @@ static int release(dlock_lock *l, uint64_t owner) {
   round *r = round_start(rl, RELEASE, owner, 0);
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  round_wait(r, SIZE_MAX, dlock__now_ms() + rl->member_timeout_ms);
+  int64_t t0 = dlock__now_ms();
+  round_wait(r, SIZE_MAX, t0 + rl->member_timeout_ms);
+  if (r->granted < rl->quorum && r->pending > 0) {
+    /* A release is not racing a lease: give slow members up to the command
+     * timeout to confirm a majority. */
+    pthread_mutex_unlock(&r->mu);
+    round_wait(r, rl->quorum,
+               t0 + dlock__client_opts(rl->members[0]->client)->command_timeout_ms);
+  }
   size_t released = 0, lost = 0;
   char why[1024] = "";
   for (size_t i = 0; i < rl->n; i++) {
