@@ -258,6 +258,10 @@ int64_t th_scaled_us(th_server *s, int64_t us) {
   if (scaled < us)
     scaled = us;
   scaled *= SANITIZER_SLOWDOWN;
+  const char *slow = getenv("DLOCK_TEST_SLOWDOWN"); /* set by scripts/test
+                                                        for valgrind */
+  if (slow && atoi(slow) > 1)
+    scaled *= atoi(slow);
   printf("[bound %lld us: round trip %lld us here%s] ", (long long)scaled,
          (long long)rtt_us, SANITIZER_SLOWDOWN > 1 ? ", sanitizer build" : "");
   return scaled;
