@@ -270,10 +270,6 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
 /* Lease to re-arm on a partial release: the hold's last lease, or the
  * watchdog timeout when there is no hold. */
 int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id);
-/* 1 when the client has a record of the hold, lost or not. */
-int dlock__hold_known(dlock_client *c, const dlock__hold_id *id);
-/* The local hold count (0 when none). */
-int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id);
 /* Apply a release outcome: 1 fully released, 0 a hold remains, -1 the server
  * had no hold. Returns 1 when the client had a local hold (so -1 means the
  * hold was lost), 0 when it had none. */

@@ -357,7 +357,6 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     client_free(c);
     return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
   }
-  c->thread_started = 1;
   if (opts->lazy_connect) {
     *out = c;
     return DLOCK_OK;

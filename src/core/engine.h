@@ -58,7 +58,6 @@ struct dlock_client {
 
   uv_loop_t loop;
   uv_thread_t thread;
-  int thread_started;
   uv_async_t wake;
   uv_prepare_t flush;
   uv_timer_t watchdog_timer;
@@ -77,7 +76,6 @@ struct dlock_client {
   pthread_mutex_t hmu; /* guards holds: watchdog.c */
   dlock__map holds;
   uint64_t hold_epoch;
-  int renewals_inflight;
 };
 
 /* conn.c */

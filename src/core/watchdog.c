@@ -143,21 +143,6 @@ int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id) {
   return lease;
 }
 
-int dlock__hold_known(dlock_client *c, const dlock__hold_id *id) {
-  pthread_mutex_lock(&c->hmu);
-  int known = find(c, id) != NULL;
-  pthread_mutex_unlock(&c->hmu);
-  return known;
-}
-
-int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id) {
-  pthread_mutex_lock(&c->hmu);
-  hold *h = find(c, id);
-  int64_t n = h && !h->lost ? h->count : 0;
-  pthread_mutex_unlock(&c->hmu);
-  return n;
-}
-
 int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
                          int outcome) {
   pthread_mutex_lock(&c->hmu);

@@ -36,36 +36,15 @@ void dlock_latch_free(dlock_latch *l) {
   free(l);
 }
 
-/* Run a latch script with KEYS = {N} and ARGV = extra..., PUBLISH, channel. */
-static int run(dlock_latch *l, int script, const char *arg, int64_t *out) {
-  const char *keys[] = {l->o.name};
-  size_t klens[] = {l->o.len};
-  const char *args[] = {arg, "PUBLISH", l->o.channel.p};
-  size_t alens[] = {arg ? strlen(arg) : 0, 7, l->o.channel.len};
-  size_t skip = arg ? 0 : 1;
-  redisReply *r;
-  int rc = dlock__script_call(l->o.client, script, 1, keys, klens, 3 - skip,
-                              args + skip, alens + skip, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  int64_t v = 0;
-  rc = dlock__reply_int(r, &v, dlock__scripts[script].name);
-  freeReplyObject(r);
-  if (out)
-    *out = v;
-  return rc;
-}
-
 int dlock_latch_try_set_count(dlock_latch *l, int64_t count) {
   int rc = dlock__object_check(l);
   if (rc != DLOCK_OK)
     return rc;
   if (count < 1)
     return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
-  char num[24];
-  snprintf(num, sizeof num, "%lld", (long long)count);
   int64_t set = 0;
-  rc = run(l, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, num, &set);
+  rc = dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, 1, &count, 1,
+                         &set);
   return rc == DLOCK_OK ? (int)(set == 1) : rc;
 }
 
@@ -73,7 +52,8 @@ int dlock_latch_count_down(dlock_latch *l, int64_t *left) {
   int rc = dlock__object_check(l);
   if (rc != DLOCK_OK)
     return rc;
-  return run(l, DLOCK__SCRIPT_LATCH_COUNT_DOWN, NULL, left);
+  return dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_COUNT_DOWN, 0, NULL, 1,
+                           left);
 }
 
 int dlock_latch_delete(dlock_latch *l) {
@@ -81,20 +61,13 @@ int dlock_latch_delete(dlock_latch *l) {
   if (rc != DLOCK_OK)
     return rc;
   int64_t deleted = 0;
-  rc = run(l, DLOCK__SCRIPT_LATCH_DELETE, NULL, &deleted);
+  rc = dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_DELETE, 0, NULL, 1,
+                         &deleted);
   return rc == DLOCK_OK ? (int)(deleted == 1) : rc;
 }
 
 static int get_count(dlock_latch *l, int64_t *count) {
-  const char *argv[] = {"GET", l->o.name};
-  size_t lens[] = {3, l->o.len};
-  redisReply *r;
-  int rc = dlock__command_call(l->o.client, 2, argv, lens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  rc = dlock__reply_int(r, count, "latch count");
-  freeReplyObject(r);
-  return rc;
+  return dlock__object_get(&l->o, "latch count", count);
 }
 
 int dlock_latch_get_count(dlock_latch *l, int64_t *count) {

@@ -2,6 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/scripts.h"
 #include "sync/object.h"
 
 int dlock__object_new(size_t size, dlock_client *client, const char *name,
@@ -86,4 +90,48 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len) {
   if (len > 0 && msg[0] == '-')
     return 0;
   return v > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)v;
+}
+
+/* Run script with KEYS = {N} and ARGV = nums..., then PUBLISH, channel when
+ * publish is set. The reply is a count. */
+int dlock__object_run(dlock__object *o, int script, size_t nnums, const int64_t *nums,
+               int publish, int64_t *out) {
+  char buf[2][24];
+  const char *args[4];
+  size_t alens[4], n = 0;
+  for (size_t i = 0; i < nnums; i++) {
+    alens[n] = (size_t)snprintf(buf[i], sizeof buf[i], "%" PRId64, nums[i]);
+    args[n++] = buf[i];
+  }
+  if (publish) {
+    args[n] = "PUBLISH";
+    alens[n++] = 7;
+    args[n] = o->channel.p;
+    alens[n++] = o->channel.len;
+  }
+  const char *keys[] = {o->name};
+  size_t klens[] = {o->len};
+  redisReply *r;
+  int rc = dlock__script_call(o->client, script, 1, keys, klens, n, args, alens,
+                              &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t v = 0;
+  rc = dlock__reply_int(r, &v, dlock__scripts[script].name);
+  freeReplyObject(r);
+  if (out)
+    *out = v;
+  return rc;
+}
+
+int dlock__object_get(dlock__object *o, const char *what, int64_t *out) {
+  const char *argv[] = {"GET", o->name};
+  size_t lens[] = {3, o->len};
+  redisReply *r;
+  int rc = dlock__command_call(o->client, 2, argv, lens, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = dlock__reply_int(r, out, what);
+  freeReplyObject(r);
+  return rc;
 }

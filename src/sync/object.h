@@ -27,6 +27,14 @@ int dlock__reply_int(const redisReply *r, int64_t *out, const char *what);
 /* Wake fn for semaphore channels: the message is the available count. */
 uint32_t dlock__wake_by_count(const char *msg, size_t len);
 
+/* Run script with KEYS = {N} and ARGV = nums (as decimals, at most 2), then
+ * PUBLISH and the channel when publish is set; the reply is a count (OUT
+ * *out, may be NULL). */
+int dlock__object_run(dlock__object *o, int script, size_t nnums,
+                      const int64_t *nums, int publish, int64_t *out);
+/* GET N as a count (0 when missing). */
+int dlock__object_get(dlock__object *o, const char *what, int64_t *out);
+
 /* Shared by both semaphores (semaphore.c): try_set_permits and add. */
 int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms);
 int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available);

@@ -37,48 +37,16 @@ void dlock_semaphore_free(dlock_semaphore *s) {
   free(s);
 }
 
-/* Run script with KEYS = {N} and ARGV = nums..., then PUBLISH, channel when
- * publish is set. The reply is a count. */
-static int run(dlock__object *o, int script, size_t nnums, const int64_t *nums,
-               int publish, int64_t *out) {
-  char buf[2][24];
-  const char *args[4];
-  size_t alens[4], n = 0;
-  for (size_t i = 0; i < nnums; i++) {
-    alens[n] = (size_t)snprintf(buf[i], sizeof buf[i], "%" PRId64, nums[i]);
-    args[n++] = buf[i];
-  }
-  if (publish) {
-    args[n] = "PUBLISH";
-    alens[n++] = 7;
-    args[n] = o->channel.p;
-    alens[n++] = o->channel.len;
-  }
-  const char *keys[] = {o->name};
-  size_t klens[] = {o->len};
-  redisReply *r;
-  int rc = dlock__script_call(o->client, script, 1, keys, klens, n, args, alens,
-                              &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  int64_t v = 0;
-  rc = dlock__reply_int(r, &v, dlock__scripts[script].name);
-  freeReplyObject(r);
-  if (out)
-    *out = v;
-  return rc;
-}
-
 int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms) {
   if (permits < 0 || ttl_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "permits and ttl_ms must be >= 0");
   int64_t nums[] = {permits, ttl_ms}, set = 0;
-  int rc = run(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1, &set);
+  int rc = dlock__object_run(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1, &set);
   return rc == DLOCK_OK ? (int)(set == 1) : rc;
 }
 
 int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available) {
-  return run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
+  return dlock__object_run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
 }
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits,
@@ -101,7 +69,7 @@ typedef struct attempt {
 static int try_once(void *ctx, int64_t *hint) {
   attempt *a = ctx;
   int64_t taken = 0;
-  int rc = run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
+  int rc = dlock__object_run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
   *hint = -1; /* permits come back by release only: wait for the message */
   return rc != DLOCK_OK ? rc : taken == 1;
 }
@@ -136,7 +104,7 @@ int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
   if (n == 0)
     return DLOCK_OK;
-  return run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  return dlock__object_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
 }
 
 int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
@@ -145,18 +113,10 @@ int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
     return rc;
   if (n == NULL)
     return dlock__fail(DLOCK_EINVAL, "n is NULL");
-  const char *argv[] = {"GET", s->o.name};
-  size_t lens[] = {3, s->o.len};
-  redisReply *r;
-  rc = dlock__command_call(s->o.client, 2, argv, lens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  rc = dlock__reply_int(r, n, "available permits");
-  freeReplyObject(r);
-  return rc;
+  return dlock__object_get(&s->o, "available permits", n);
 }
 
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {
   int rc = dlock__object_check(s);
-  return rc != DLOCK_OK ? rc : run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
+  return rc != DLOCK_OK ? rc : dlock__object_run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
 }
