@@ -267,9 +267,11 @@ struct dlock__listener {
 int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
                     uint64_t owner_id, const dlock__renewal *r, int watchdog,
                     int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
-/* Lease to re-arm on a partial release: the hold's last lease, or the
- * watchdog timeout when there is no hold. */
-int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id);
+/* Call just before sending a release of id: notes that a release is in
+ * flight (a renewal that finds the hold gone meanwhile is then not a loss:
+ * the release's reply decides) and returns the lease to re-arm on a partial
+ * release: the hold's last lease, or the watchdog timeout without a hold. */
+int64_t dlock__hold_releasing(dlock_client *c, const dlock__hold_id *id);
 /* Apply a release outcome: 1 fully released, 0 a hold remains, -1 the server
  * had no hold. Returns 1 when the client had a local hold (so -1 means the
  * hold was lost), 0 when it had none. */

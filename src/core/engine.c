@@ -7,6 +7,8 @@
  * commands from many threads share one write and one read (automatic
  * pipelining). A blocking call waits on its own thread's condition variable,
  * never on a lock shared with other callers. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,7 +352,16 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   c->watchdog_timer.data = c;
   dlock__conn_init(c, &c->cmd, 0);
   dlock__conn_init(c, &c->sub, 1);
-  if (uv_thread_create(&c->thread, engine_main, c) != 0) {
+  /* The engine thread runs with every signal blocked: the application's
+   * signals go to its own threads, and the SIGPIPE a write to a connection
+   * the server closed would raise stays pending instead of killing the
+   * process (the write fails with EPIPE and the connection is re-opened). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int started = uv_thread_create(&c->thread, engine_main, c);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (started != 0) {
     engine_shutdown(c);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     uv_loop_close(&c->loop);

@@ -26,6 +26,7 @@ typedef struct hold {
   int64_t lease_ms;
   int64_t acquired_ms;
   int64_t valid_until_ms;
+  int64_t releasing_ms; /* when a release of it was last sent */
   uint64_t epoch;
   int script;
   unsigned watchdog : 1, lost : 1, renewing : 1;
@@ -135,10 +136,12 @@ nomem:
   return dlock__fail(DLOCK_ENOMEM, "out of memory recording a hold");
 }
 
-int64_t dlock__hold_lease(dlock_client *c, const dlock__hold_id *id) {
+int64_t dlock__hold_releasing(dlock_client *c, const dlock__hold_id *id) {
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);
   int64_t lease = h ? h->lease_ms : c->opts.watchdog_timeout_ms;
+  if (h)
+    h->releasing_ms = dlock__now_ms();
   pthread_mutex_unlock(&c->hmu);
   return lease;
 }
@@ -251,8 +254,11 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
       continue; /* transient: the next tick retries */
     if (reply->element[i]->integer == 1)
       h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
-    else
+    else if (h->releasing_ms + c->opts.command_timeout_ms <= b->t0_ms)
       mark_lost(h, DLOCK_LOST_EXPIRED, &lost);
+    /* else a release of it may have run first on the server (its reply
+     * and ours race to the caller): the release's own reply tells a lost
+     * lease (DLOCK_ELOST), and a hold that stays is renewed next tick */
   }
   pthread_mutex_unlock(&c->hmu);
   if (reply)

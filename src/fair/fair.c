@@ -144,7 +144,7 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   size_t klens[] = {l->name_len, 0, f->queue.len, f->timeouts.len};
   const char *args[] = {lease, owner, px, "PUBLISH", f->channel.p};
   size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
       olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
       f->channel.len};
   redisReply *r = NULL;

@@ -89,7 +89,7 @@ int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
   size_t klens[] = {l->name_len, latch.len};
   const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
   size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
       olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
       rl->channel.len, 1};
   int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,

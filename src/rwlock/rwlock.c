@@ -168,11 +168,12 @@ static int release(dlock_lock *l, uint64_t owner_id) {
     size_t klens[] = {l->name_len, 0};
     const char *args[] = {lease, w.writer, px, "PUBLISH", h->channel.p};
     size_t alens[] = {
-        (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_lease(c, &id)),
+        (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
         w.writer_len, px_len, 7, h->channel.len};
     rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
                              &h->latch_prefix, 2, keys, klens, 5, args, alens, &r);
   } else {
+    dlock__hold_releasing(c, &id);
     const char *keys[] = {l->name, NULL, w.timeout_prefix.p, h->tag.p};
     size_t klens[] = {l->name_len, 0, w.timeout_prefix.len, h->tag.len};
     const char *args[] = {w.reader, px, "PUBLISH", h->channel.p};

@@ -201,6 +201,8 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   for (size_t i = 0; i < n; i++) {
     args[2 + i] = raw[i];
     alens[2 + i] = 16;
+    dlock__hold_id id = permit_hold(p, raw[i]);
+    dlock__hold_releasing(c, &id);
   }
   redisReply *r;
   rc = dlock__script_call(c, DLOCK__SCRIPT_PERMITS_RELEASE, 2, keys, klens,

@@ -1,0 +1,272 @@
+/* The torture checker: merge every worker's log and verify it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "torture.h"
+
+static const char *kind_names[] = {"lock", "fenced", "fair", "rw",
+                                   "multi", "redlock", "semaphore"};
+static const char *fault_names[TT_F_COUNT] = {
+    "kill", "kill_waiter", "client_kill", "pubsub_kill",
+    "stop", "restart", "sleep", "flush"};
+
+static const tt_arena *A; /* for the qsort comparators */
+
+static int by_enter(const void *x, const void *y) {
+  int64_t a = A->recs[*(const int64_t *)x].enter;
+  int64_t b = A->recs[*(const int64_t *)y].enter;
+  return (a > b) - (a < b);
+}
+
+static int by_value(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+static int64_t pct(int64_t *v, size_t n, int p) {
+  if (n == 0)
+    return 0;
+  qsort(v, n, sizeof *v, by_value);
+  size_t i = (n * (size_t)p) / 100;
+  return v[i < n ? i : n - 1];
+}
+
+static int told(const tt_rec *r) {
+  return (atomic_load(&r->flags) & (TT_R_LOST | TT_R_ELOST)) != 0;
+}
+
+/* exclusive sections (and, for rw, writers against everyone): sections in
+ * enter order; a section that enters before the furthest-reaching earlier
+ * one has left overlaps it. Every overlapping pair is found this way at
+ * least once (the later of the two meets a "furthest" section that overlaps
+ * it too), so the count is zero exactly when there is no overlap. */
+static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
+                            tt_result *res) {
+  int64_t far = -1, far_reader = -1;
+  for (size_t i = 0; i < n; i++) {
+    const tt_rec *r = &a->recs[idx[i]];
+    int reader = (atomic_load(&r->flags) & TT_R_READ) != 0;
+    if (far >= 0 && a->recs[far].exit > r->enter) {
+      const tt_rec *f = &a->recs[far];
+      if (!(reader && (atomic_load(&f->flags) & TT_R_READ))) {
+        if (told(f))
+          res->reported_overlaps++;
+        else
+          res->overlaps++;
+      }
+    }
+    if (reader && far_reader >= 0 && a->recs[far_reader].exit > r->enter)
+      res->shared_sections++; /* readers did share: the check is not vacuous */
+    if (far < 0 || r->exit > a->recs[far].exit)
+      far = idx[i];
+    if (reader && (far_reader < 0 || r->exit > a->recs[far_reader].exit))
+      far_reader = idx[i];
+  }
+}
+
+/* most sections open at once (sweep over enter/exit events) */
+static int64_t max_concurrent(const tt_arena *a, int64_t *idx, size_t n,
+                              int readers_only, int64_t limit, int64_t *over) {
+  int64_t *ev = malloc(2 * n * sizeof *ev);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tt_rec *r = &a->recs[idx[i]];
+    if (readers_only && !(atomic_load(&r->flags) & TT_R_READ))
+      continue;
+    /* enter as odd (+1), exit as even (-1): at equal times exits first */
+    ev[m++] = r->enter * 2 + 1;
+    ev[m++] = r->exit * 2;
+  }
+  qsort(ev, m, sizeof *ev, by_value);
+  int64_t cur = 0, best = 0;
+  for (size_t i = 0; i < m; i++) {
+    cur += (ev[i] & 1) ? 1 : -1;
+    if (cur > best)
+      best = cur;
+    if (limit > 0 && cur > limit && (ev[i] & 1))
+      (*over)++;
+  }
+  free(ev);
+  return best;
+}
+
+/* the attempt of slot s in progress while a queue read ran [sent, replied] */
+static int64_t attempt_at(const tt_arena *a, int64_t **by_slot, int *nby_slot,
+                          int s, int64_t sent, int64_t replied) {
+  int64_t found = -1;
+  for (int i = 0; i < nby_slot[s]; i++) {
+    const tt_rec *r = &a->recs[by_slot[s][i]];
+    int64_t end = r->enter ? r->enter : r->done ? r->done : INT64_MAX;
+    if (r->invoke <= replied && (r->enter == 0 || end >= sent)) {
+      if (r->enter == 0 && r->rc != 0 && end < sent)
+        continue;
+      if (found >= 0)
+        return -2; /* ambiguous: two attempts touch the window */
+      found = by_slot[s][i];
+    }
+  }
+  return found;
+}
+
+static void check_fifo(const tt_arena *a, const tt_snapshot *snaps, size_t ns,
+                       int64_t nrecs, tt_result *res) {
+  int nslots = atomic_load(&a->nslots);
+  int *nby = calloc((size_t)nslots, sizeof *nby);
+  int64_t **by = calloc((size_t)nslots, sizeof *by);
+  for (int64_t i = 0; i < nrecs; i++)
+    nby[a->recs[i].slot]++;
+  for (int s = 0; s < nslots; s++)
+    by[s] = malloc(((size_t)nby[s] + 1) * sizeof **by), nby[s] = 0;
+  for (int64_t i = 0; i < nrecs; i++) {
+    int s = a->recs[i].slot;
+    by[s][nby[s]++] = i;
+  }
+  for (size_t k = 0; k < ns; k++) {
+    const tt_snapshot *q = &snaps[k];
+    int64_t at[32];
+    for (int i = 0; i < q->n; i++)
+      at[i] = q->slots[i] < 0 ? -1
+                              : attempt_at(a, by, nby, q->slots[i], q->sent, q->replied);
+    for (int i = 0; i < q->n; i++)
+      for (int j = i + 1; j < q->n; j++) {
+        if (at[i] < 0 || at[j] < 0)
+          continue;
+        const tt_rec *x = &a->recs[at[i]], *y = &a->recs[at[j]];
+        /* both granted and alive: the earlier in the queue goes first */
+        if (x->enter == 0 || y->enter == 0 ||
+            (atomic_load(&x->flags) & TT_R_KILLED))
+          continue;
+        res->fifo_checked++;
+        if (y->enter < x->enter)
+          res->fifo_violations++;
+      }
+  }
+  for (int s = 0; s < nslots; s++)
+    free(by[s]);
+  free(by);
+  free(nby);
+}
+
+void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
+              size_t nsnaps, tt_result *res) {
+  A = a;
+  int64_t nrecs = atomic_load(&a->nrecs);
+  if (nrecs > TT_MAX_RECS)
+    nrecs = TT_MAX_RECS;
+  int64_t *idx = malloc(((size_t)nrecs + 1) * sizeof *idx);
+  int64_t *waits = malloc(((size_t)nrecs + 1) * sizeof *waits);
+  int64_t *hand = malloc(((size_t)nrecs + 1) * sizeof *hand);
+  size_t n = 0, nw = 0, nh = 0;
+  res->attempts = nrecs;
+  for (int64_t i = 0; i < nrecs; i++) {
+    tt_rec *r = &a->recs[i];
+    if (r->enter == 0)
+      continue;
+    if (r->exit == 0) /* still open: cannot happen after a clean stop */
+      r->exit = r->enter;
+    idx[n++] = i;
+    waits[nw++] = (r->enter - r->invoke) / 1000;
+    if (told(r) && res->lost_reports++ < 5)
+      fprintf(stderr, "torture: told: slot %d flags %#x section %" PRId64
+              " us, release %" PRId64 " us\n", r->slot,
+              (unsigned)atomic_load(&r->flags), (r->exit - r->enter) / 1000,
+              (r->done - r->exit) / 1000);
+    if (atomic_load(&r->flags) & TT_R_KILLED)
+      res->killed_in_section++;
+  }
+  res->sections = (int64_t)n;
+  qsort(idx, n, sizeof *idx, by_enter);
+
+  int shared = o->kind == TT_SEMAPHORE;
+  if (shared) {
+    int64_t over = 0;
+    res->max_holders = max_concurrent(a, idx, n, 0, o->permits, &over);
+    res->overlaps = over;
+  } else {
+    check_exclusion(a, idx, n, res);
+    if (o->kind == TT_RW) {
+      int64_t unused = 0;
+      res->max_holders = max_concurrent(a, idx, n, 1, 0, &unused);
+    }
+  }
+
+  /* hand-offs: the next section entered while someone was already waiting;
+   * gaps and take-overs: the time nobody held it */
+  for (size_t i = 1; i < n && !shared && o->kind != TT_RW; i++) {
+    const tt_rec *p = &a->recs[idx[i - 1]], *r = &a->recs[idx[i]];
+    int64_t gap = r->enter - p->exit;
+    if (gap > res->max_gap_us * 1000)
+      res->max_gap_us = gap / 1000;
+    if (atomic_load(&p->flags) & TT_R_KILLED) {
+      if (gap / 1000 > res->max_takeover_us)
+        res->max_takeover_us = gap / 1000;
+    } else if (r->invoke < p->exit && gap >= 0) {
+      hand[nh++] = gap / 1000;
+    }
+  }
+  res->handoffs = (int64_t)nh;
+  res->handoff_p50_us = pct(hand, nh, 50);
+  res->handoff_p99_us = pct(hand, nh, 99);
+  res->acquire_p50_us = pct(waits, nw, 50);
+  res->acquire_p99_us = pct(waits, nw, 99);
+  res->max_wait_us = nw ? waits[nw - 1] : 0;
+
+  for (int s = 0; s < atomic_load(&a->nslots); s++) {
+    tt_slot *sl = &a->slots[s];
+    res->timeouts += atomic_load(&sl->timeouts);
+    res->errors += atomic_load(&sl->errors);
+    res->release_errors += atomic_load(&sl->release_errors);
+    /* a thread that ran to the end (not killed) and never got in */
+    if (atomic_load(&sl->phase) == TT_P_GONE && atomic_load(&sl->grants) == 0)
+      res->starved++;
+    if (sl->last_error[0] && res->errors + res->release_errors > 0)
+      fprintf(stderr, "torture: slot %d (pid %d): %s\n", s, (int)sl->pid,
+              sl->last_error);
+  }
+  res->commits = atomic_load(&a->commits);
+  res->counter = a->counter;
+  /* a worker killed between its counter write and its commit leaves the
+   * counter one ahead: the harness counts those in counter_slack */
+  res->counter_violation =
+      (o->kind != TT_SEMAPHORE && res->counter < res->commits) ||
+      res->counter > res->commits + res->counter_slack;
+  if (o->kind == TT_FAIR)
+    check_fifo(a, snaps, nsnaps, nrecs, res);
+  res->violations = res->overlaps + res->counter_violation + res->fifo_violations;
+  free(idx);
+  free(waits);
+  free(hand);
+}
+
+void tt_print(const tt_opts *o, const tt_result *r) {
+  int64_t faults = 0;
+  for (int i = 0; i < TT_F_COUNT; i++)
+    faults += r->faults[i];
+  printf("torture: kind=%s procs=%d threads=%d attempts=%" PRId64
+         " sections=%" PRId64 " overlaps=%" PRId64 " reported_overlaps=%" PRId64
+         " counter=%" PRId64 "/%" PRId64 " fifo=%" PRId64 "/%" PRId64
+         " faults=%" PRId64 " lost_reports=%" PRId64 " timeouts=%" PRId64
+         " errors=%" PRId64 " violations=%" PRId64 "\n",
+         kind_names[o->kind], o->procs, o->threads, r->attempts, r->sections,
+         r->overlaps, r->reported_overlaps, r->counter, r->commits,
+         r->fifo_violations, r->fifo_checked, faults, r->lost_reports,
+         r->timeouts, r->errors + r->release_errors, r->violations);
+  if (!o->json)
+    return;
+  printf("{\"kind\":\"%s\",\"procs\":%d,\"threads\":%d", kind_names[o->kind],
+         o->procs, o->threads);
+#define F(x) printf(",\"" #x "\":%" PRId64, r->x)
+  F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
+  F(overlaps); F(reported_overlaps); F(lost_reports); F(counter); F(commits);
+  F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
+  F(fifo_violations); F(starved); F(max_wait_us); F(handoff_p50_us);
+  F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us);
+  F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
+  F(available_left); F(violations);
+#undef F
+  for (int i = 0; i < TT_F_COUNT; i++)
+    printf(",\"f_%s\":%" PRId64, fault_names[i], r->faults[i]);
+  printf("}\n");
+}

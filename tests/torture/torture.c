@@ -1,0 +1,534 @@
+/* dlock-torture: the harness. Starts the servers, forks the workers (this
+ * program again, with --worker), injects faults, reads the fair queue, stops
+ * everything and runs the checker. Exit 0 when no violation was found, 1 on
+ * a violation, 2 on a usage or setup error. See docs/reliability.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "../harness.h"
+#include "dlock/dlock.h"
+#include "torture.h"
+
+#define MAX_PROCS 64
+
+static tt_opts O = {
+    .kind = TT_LOCK, .procs = 4, .threads = 4, .duration_ms = 5000,
+    .servers = 0, .watchdog_ms = 1000, .wait_ms = 10000, .hold_us = 200,
+    .permits = 3, .read_pct = 80, .slot_ms = 1000, .every_ms = 500,
+    .command_timeout_ms = 3000};
+static tt_arena *A;
+static int arena_fd = -1;
+static th_server servers[TT_MAX_SERVERS];
+static int blackhole_fds[TT_MAX_SERVERS];
+static pid_t procs[MAX_PROCS];
+static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
+static tt_result R;
+static int64_t counter_slack;
+static char **worker_argv;
+static int worker_argc;
+
+static const char *kinds[] = {"lock", "fenced", "fair", "rw",
+                              "multi", "redlock", "semaphore"};
+static const char *faults[TT_F_COUNT] = {
+    "kill", "kill-waiter", "client-kill", "pubsub-kill",
+    "stop", "restart", "sleep", "flush"};
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore]\n"
+          "  [--procs P] [--threads T] [--duration MS] [--sections N]\n"
+          "  [--servers N] [--paused K] [--blackholed K] [--lease MS]\n"
+          "  [--watchdog MS] [--wait MS] [--hold-us US] [--permits N]\n"
+          "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
+          "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
+          "sleep,flush]\n"
+          "  [--every MS] [--seed N] [--json]\n");
+  exit(2);
+}
+
+static int64_t num(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < 0)
+    usage();
+  return v;
+}
+
+/* parse the options; returns the index of the first unparsed argument */
+static void parse(int argc, char **argv, int *worker, int *proc) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--json") == 0) {
+      O.json = 1;
+      continue;
+    }
+    if (v == NULL)
+      usage();
+    i++;
+    if (strcmp(a, "--kind") == 0) {
+      int k = -1;
+      for (int j = 0; j < 7; j++)
+        if (strcmp(v, kinds[j]) == 0)
+          k = j;
+      if (k < 0)
+        usage();
+      O.kind = (tt_kind)k;
+    } else if (strcmp(a, "--procs") == 0) O.procs = (int)num(v);
+    else if (strcmp(a, "--threads") == 0) O.threads = (int)num(v);
+    else if (strcmp(a, "--duration") == 0) O.duration_ms = num(v);
+    else if (strcmp(a, "--sections") == 0) O.sections = num(v);
+    else if (strcmp(a, "--servers") == 0) O.servers = (int)num(v);
+    else if (strcmp(a, "--paused") == 0) O.paused = (int)num(v);
+    else if (strcmp(a, "--blackholed") == 0) O.blackholed = (int)num(v);
+    else if (strcmp(a, "--lease") == 0) O.lease_ms = num(v);
+    else if (strcmp(a, "--watchdog") == 0) O.watchdog_ms = num(v);
+    else if (strcmp(a, "--wait") == 0) O.wait_ms = num(v);
+    else if (strcmp(a, "--hold-us") == 0) O.hold_us = num(v);
+    else if (strcmp(a, "--permits") == 0) O.permits = (int)num(v);
+    else if (strcmp(a, "--read-pct") == 0) O.read_pct = (int)num(v);
+    else if (strcmp(a, "--slot") == 0) O.slot_ms = num(v);
+    else if (strcmp(a, "--command-timeout") == 0) O.command_timeout_ms = num(v);
+    else if (strcmp(a, "--every") == 0) O.every_ms = num(v);
+    else if (strcmp(a, "--seed") == 0) O.seed = (unsigned)num(v);
+    else if (strcmp(a, "--worker") == 0) *worker = (int)num(v);
+    else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
+    else if (strcmp(a, "--proc") == 0) *proc = (int)num(v);
+    else if (strcmp(a, "--nemesis") == 0) {
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", v);
+      for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        int f = -1;
+        for (int j = 0; j < TT_F_COUNT; j++)
+          if (strcmp(t, faults[j]) == 0)
+            f = j;
+        if (f < 0)
+          usage();
+        O.nemesis |= 1u << f;
+      }
+    } else {
+      usage();
+    }
+  }
+  if (O.servers == 0)
+    O.servers = O.kind == TT_REDLOCK ? 3 : 1;
+  if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
+      O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
+      O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
+      (O.kind != TT_REDLOCK && O.servers != 1))
+    usage();
+}
+
+static int64_t now_ms(void) { return tt_now_ns() / 1000000; }
+
+/* ---- workers ------------------------------------------------------------- */
+
+static pid_t spawn(int proc) {
+  char pbuf[16], fbuf[16];
+  snprintf(pbuf, sizeof pbuf, "%d", proc);
+  snprintf(fbuf, sizeof fbuf, "%d", arena_fd);
+  char **argv = calloc((size_t)worker_argc + 8, sizeof *argv);
+  int n = 0;
+  argv[n++] = "/proc/self/exe";
+  for (int i = 1; i < worker_argc; i++)
+    argv[n++] = worker_argv[i];
+  argv[n++] = "--worker";
+  argv[n++] = "1";
+  argv[n++] = "--proc";
+  argv[n++] = pbuf;
+  argv[n++] = "--arena-fd";
+  argv[n++] = fbuf;
+  argv[n] = NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_DFL); /* a SIGPIPE must not be able to kill dlock */
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  free(argv);
+  return pid;
+}
+
+/* A worker process died by our hand: close its open sections at its death
+ * time (an interval cannot outlive its process), mark its waits ended. */
+static void bury(pid_t pid) {
+  int64_t t = tt_now_ns();
+  int n = atomic_load(&A->nslots);
+  for (int i = 0; i < n; i++) {
+    tt_slot *s = &A->slots[i];
+    if (s->pid != pid)
+      continue;
+    int phase = atomic_load(&s->phase);
+    int64_t cur = atomic_load(&s->cur);
+    if (cur >= 0) {
+      tt_rec *r = &A->recs[cur];
+      if (phase == TT_P_IN || phase == TT_P_COMMIT) {
+        r->exit = t;
+        atomic_fetch_or(&r->flags, TT_R_KILLED);
+      } else if (phase == TT_P_RELEASING) {
+        atomic_fetch_or(&r->flags, TT_R_KILLED);
+      } else if (r->enter == 0) {
+        r->rc = -100;
+        r->done = t;
+      }
+      if (phase == TT_P_COMMIT)
+        counter_slack++; /* it may have written the counter, not the commit */
+    }
+    atomic_store(&s->phase, TT_P_KILLED);
+  }
+}
+
+static int all_waiting(pid_t pid) {
+  int n = atomic_load(&A->nslots), any = 0;
+  for (int i = 0; i < n; i++) {
+    tt_slot *s = &A->slots[i];
+    if (s->pid != pid)
+      continue;
+    any = 1;
+    if (atomic_load(&s->phase) != TT_P_WAITING)
+      return 0;
+  }
+  return any;
+}
+
+static void kill_worker(int waiter_only) {
+  pthread_mutex_lock(&procs_mu);
+  int start = rand() % O.procs, victim = -1;
+  for (int k = 0; k < O.procs && victim < 0; k++) {
+    int i = (start + k) % O.procs;
+    if (procs[i] > 0 && (!waiter_only || all_waiting(procs[i])))
+      victim = i;
+  }
+  if (victim >= 0 && !atomic_load(&A->stop)) {
+    pid_t pid = procs[victim];
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    bury(pid);
+    R.faults[waiter_only ? 1 : 0]++;
+    procs[victim] = spawn(victim);
+  }
+  pthread_mutex_unlock(&procs_mu);
+}
+
+/* ---- faults -------------------------------------------------------------- */
+
+static int live_server(void) { /* a server that is up and not paused */
+  int first = O.paused + O.blackholed;
+  if (first >= O.servers)
+    return -1;
+  return first + rand() % (O.servers - first);
+}
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void fault(int f) {
+  int s = live_server();
+  if (s < 0 && f != 0 && f != 1)
+    return;
+  redisReply *r = NULL;
+  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  switch (1 << f) {
+  case TT_F_KILL:
+    kill_worker(0);
+    return;
+  case TT_F_KILL_WAITER:
+    kill_worker(1);
+    return;
+  case TT_F_CLIENT_KILL:
+    r = th_cmd(&servers[s], "CLIENT KILL TYPE normal SKIPME yes");
+    break;
+  case TT_F_PUBSUB_KILL:
+    r = th_cmd(&servers[s], "CLIENT KILL TYPE pubsub SKIPME yes");
+    break;
+  case TT_F_STOP:
+    th_server_pause(&servers[s], 1);
+    sleep_ms(50 + rand() % (2 * lease));
+    th_server_pause(&servers[s], 0);
+    break;
+  case TT_F_RESTART:
+    th_server_kill(&servers[s]);
+    if (th_server_restart(&servers[s]) != 0)
+      fprintf(stderr, "torture: server %d did not restart\n", s);
+    break;
+  case TT_F_SLEEP: {
+    char secs[16];
+    snprintf(secs, sizeof secs, "0.%02d", 5 + rand() % 26);
+    r = th_cmd(&servers[s], "DEBUG SLEEP %s", secs);
+    break;
+  }
+  case TT_F_FLUSH:
+    r = th_cmd(&servers[s], "SCRIPT FLUSH");
+    break;
+  }
+  if (r)
+    freeReplyObject(r);
+  R.faults[f]++;
+}
+
+static void *nemesis_main(void *arg) {
+  int chosen[TT_F_COUNT], n = 0;
+  for (int f = 0; f < TT_F_COUNT; f++)
+    if (O.nemesis & (1u << f))
+      chosen[n++] = f;
+  while (!atomic_load(&A->stop) && n > 0) {
+    int64_t wait = O.every_ms / 2 + rand() % (O.every_ms + 1);
+    for (int64_t end = now_ms() + wait; now_ms() < end && !atomic_load(&A->stop);)
+      sleep_ms(5);
+    if (!atomic_load(&A->stop))
+      fault(chosen[rand() % n]);
+  }
+  return NULL;
+}
+
+/* ---- the fair queue, read from outside ----------------------------------- */
+
+static tt_snapshot *snaps;
+static size_t nsnaps, capsnaps;
+
+static int slot_of(const char *owner, size_t len) {
+  int n = atomic_load(&A->nslots);
+  for (int i = 0; i < n; i++)
+    if (strlen(A->slots[i].owner) == len &&
+        memcmp(A->slots[i].owner, owner, len) == 0)
+      return i;
+  return -1;
+}
+
+static void *queue_main(void *arg) {
+  char key[128];
+  snprintf(key, sizeof key, "redisson_lock_queue:{%s}", A->name);
+  struct timeval tv = {1, 0};
+  redisContext *ctx = NULL;
+  while (!atomic_load(&A->stop)) {
+    if (ctx == NULL || ctx->err) {
+      if (ctx)
+        redisFree(ctx);
+      ctx = redisConnectWithTimeout("127.0.0.1", servers[0].port, tv);
+      if (ctx && !ctx->err)
+        redisSetTimeout(ctx, tv);
+    }
+    tt_snapshot q = {.sent = tt_now_ns()};
+    redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "LRANGE %s 0 31", key) : NULL;
+    q.replied = tt_now_ns();
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 1) {
+      for (size_t i = 0; i < r->elements && q.n < 32; i++)
+        q.slots[q.n++] = slot_of(r->element[i]->str, r->element[i]->len);
+      if (nsnaps == capsnaps) {
+        capsnaps = capsnaps ? 2 * capsnaps : 1024;
+        snaps = realloc(snaps, capsnaps * sizeof *snaps);
+      }
+      snaps[nsnaps++] = q;
+    }
+    if (r)
+      freeReplyObject(r);
+    sleep_ms(2);
+  }
+  if (ctx)
+    redisFree(ctx);
+  return NULL;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+static int blackhole(void) { /* listens, never accepts, never answers */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      listen(fd, 128) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  blackhole_fds[0] = fd; /* kept open until exit */
+  return ntohs(a.sin_port);
+}
+
+/* Keys left on the servers, not counting unlock latches: those are the
+ * idempotent releases' memory and expire by themselves (2 command timeouts
+ * plus a connect timeout after the release); *latches gets their number. */
+static int64_t count_keys(int64_t *latches) {
+  int64_t n = 0, nl = 0;
+  struct timeval tv = {2, 0};
+  for (int i = O.paused + O.blackholed; i < O.servers; i++) {
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", servers[i].port, tv);
+    char cursor[32] = "0";
+    do {
+      redisReply *r = ctx && !ctx->err
+                          ? redisCommand(ctx, "SCAN %s COUNT 1000", cursor)
+                          : NULL;
+      if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        if (r)
+          freeReplyObject(r);
+        n++; /* cannot tell: count it */
+        break;
+      }
+      snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+      for (size_t k = 0; k < r->element[1]->elements; k++) {
+        const char *key = r->element[1]->element[k]->str;
+        if (strncmp(key, "redisson_unlock_latch:", 22) == 0)
+          nl++;
+        else
+          n++;
+      }
+      freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    if (ctx)
+      redisFree(ctx);
+  }
+  if (latches)
+    *latches = nl;
+  return n;
+}
+
+static int harness_main(void) {
+  srand(O.seed ? O.seed : (unsigned)getpid());
+  arena_fd = memfd_create("dlock-torture", 0);
+  if (arena_fd < 0 || ftruncate(arena_fd, sizeof(tt_arena)) != 0) {
+    perror("memfd");
+    return 2;
+  }
+  A = mmap(NULL, sizeof(tt_arena), PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
+  if (A == MAP_FAILED) {
+    perror("mmap");
+    return 2;
+  }
+  snprintf(A->name, sizeof A->name, "torture:%s", kinds[O.kind]);
+  for (int i = 0; i < O.servers; i++) {
+    if (i >= O.paused && i < O.paused + O.blackholed) {
+      int port = blackhole();
+      if (port < 0)
+        return 2;
+      snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.1:%d", port);
+      continue;
+    }
+    if (th_server_start(&servers[i], NULL) != 0) {
+      fprintf(stderr, "torture: cannot start redis-server\n");
+      return 2;
+    }
+    snprintf(A->urls[i], sizeof A->urls[i], "%s", servers[i].url);
+  }
+  if (O.kind == TT_SEMAPHORE) {
+    dlock_client *c;
+    dlock_permits *p;
+    if (dlock_client_open(A->urls[0], NULL, &c) != DLOCK_OK ||
+        dlock_permits_new(c, A->name, NULL, &p) != DLOCK_OK ||
+        dlock_permits_try_set_permits(p, O.permits) < 0) {
+      fprintf(stderr, "torture: semaphore setup: %s\n", dlock_errmsg());
+      return 2;
+    }
+    dlock_permits_free(p);
+    dlock_client_close(c);
+  }
+  for (int i = 0; i < O.paused; i++)
+    th_server_pause(&servers[i], 1);
+
+  for (int i = 0; i < O.procs; i++)
+    procs[i] = spawn(i);
+  pthread_t nem, queue;
+  pthread_create(&nem, NULL, nemesis_main, NULL);
+  if (O.kind == TT_FAIR)
+    pthread_create(&queue, NULL, queue_main, NULL);
+  int64_t end = now_ms() + O.duration_ms;
+  while (now_ms() < end && !atomic_load(&A->stop)) {
+    sleep_ms(10);
+    pthread_mutex_lock(&procs_mu);
+    for (int i = 0; i < O.procs; i++) { /* a worker that exits early failed */
+      int st;
+      if (procs[i] > 0 && waitpid(procs[i], &st, WNOHANG) == procs[i]) {
+        fprintf(stderr, "torture: worker %d ended early (status %d)\n", i, st);
+        R.errors++;
+        bury(procs[i]);
+        procs[i] = 0;
+      }
+    }
+    pthread_mutex_unlock(&procs_mu);
+  }
+  atomic_store(&A->stop, 1);
+  pthread_join(nem, NULL);
+  if (O.kind == TT_FAIR)
+    pthread_join(queue, NULL);
+  /* the workers finish their attempt in progress (its wait budget at most) */
+  int64_t grace = O.wait_ms + O.command_timeout_ms + 10000;
+  for (int i = 0; i < O.procs; i++) {
+    if (procs[i] <= 0)
+      continue;
+    int st = th_wait_worker(procs[i], (int)grace);
+    if (st != 0) {
+      fprintf(stderr, "torture: worker %d exit status %d\n", i, st);
+      R.errors++;
+      if (st < 0)
+        bury(procs[i]);
+    }
+  }
+  for (int i = 0; i < O.paused; i++)
+    th_server_pause(&servers[i], 0);
+
+  /* quiescence: after the longest lease nothing of ours may be left */
+  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int64_t quiet = lease + (O.kind == TT_FAIR ? O.slot_ms : 0) + 500;
+  for (int64_t stop = now_ms() + quiet; now_ms() < stop;) {
+    if (O.kind != TT_SEMAPHORE && count_keys(NULL) == 0)
+      break;
+    sleep_ms(50);
+  }
+  R.counter_slack = counter_slack;
+  tt_check(&O, A, snaps, nsnaps, &R);
+  if (O.kind == TT_SEMAPHORE) {
+    dlock_client *c;
+    dlock_permits *p;
+    int64_t avail = -1;
+    if (dlock_client_open(A->urls[0], NULL, &c) == DLOCK_OK) {
+      if (dlock_permits_new(c, A->name, NULL, &p) == DLOCK_OK) {
+        dlock_permits_counts(p, &avail, NULL);
+        dlock_permits_free(p);
+      }
+      dlock_client_close(c);
+    }
+    R.available_left = avail;
+    if (avail != O.permits)
+      R.violations++;
+  } else {
+    R.keys_left = count_keys(&R.latches_left);
+  }
+  tt_print(&O, &R);
+  for (int i = 0; i < O.servers; i++)
+    if (servers[i].pid > 0)
+      th_server_stop(&servers[i]);
+  free(snaps);
+  return R.violations ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  int worker = 0, proc = 0;
+  parse(argc, argv, &worker, &proc);
+  if (worker) {
+    A = mmap(NULL, sizeof(tt_arena), PROT_READ | PROT_WRITE, MAP_SHARED,
+             arena_fd, 0);
+    if (A == MAP_FAILED)
+      return 2;
+    return tt_worker_main(&O, A, proc);
+  }
+  signal(SIGPIPE, SIG_IGN); /* the harness's own hiredis connections */
+  worker_argc = argc;
+  worker_argv = argv;
+  return harness_main();
+}

@@ -1,0 +1,144 @@
+/* dlock-torture: P worker processes x T threads hammer one primitive while
+ * every critical section is logged to shared memory; the checker then
+ * verifies exclusion, counters, FIFO order and timings (RELIABILITY.md).
+ *
+ * The arena is one memfd mapped by the harness and by every worker (the
+ * workers are this program re-executed with --worker and the fd). All times
+ * are CLOCK_MONOTONIC nanoseconds, which every process on the machine
+ * shares, so logs of different processes merge without translation. */
+#ifndef DLOCK_TORTURE_H
+#define DLOCK_TORTURE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TT_MAX_SERVERS 8
+#define TT_MAX_SLOTS 8192     /* worker threads over the run (kills respawn) */
+#define TT_MAX_RECS (1 << 22) /* acquire attempts over the run */
+
+typedef enum tt_kind {
+  TT_LOCK, TT_FENCED, TT_FAIR, TT_RW, TT_MULTI, TT_REDLOCK, TT_SEMAPHORE
+} tt_kind;
+
+/* what the run does; the same for the harness and the workers */
+typedef struct tt_opts {
+  tt_kind kind;
+  int procs, threads;
+  int64_t duration_ms; /* stop after this long ... */
+  int64_t sections;    /* ... or after this many granted sections (0: no) */
+  int servers;         /* redis-servers the harness starts */
+  int paused;          /* servers SIGSTOPped for the whole run */
+  int blackholed;      /* members pointed at a port that never answers */
+  int64_t lease_ms;    /* 0: watchdog */
+  int64_t watchdog_ms; /* client watchdog timeout */
+  int64_t wait_ms;     /* acquire budget */
+  int64_t hold_us;     /* random time inside the section, 0..hold_us */
+  int permits;         /* semaphore */
+  int read_pct;        /* rw */
+  int64_t slot_ms;     /* fair */
+  unsigned nemesis;    /* TT_F_* bits */
+  int64_t every_ms;    /* one fault this often (randomised +-50 %) */
+  int64_t command_timeout_ms;
+  unsigned seed;
+  int json;
+} tt_opts;
+
+enum { /* faults */
+  TT_F_KILL = 1 << 0,       /* SIGKILL a random worker process (respawned) */
+  TT_F_KILL_WAITER = 1 << 1, /* ... one whose threads are all waiting */
+  TT_F_CLIENT_KILL = 1 << 2, /* CLIENT KILL TYPE normal */
+  TT_F_PUBSUB_KILL = 1 << 3, /* CLIENT KILL TYPE pubsub */
+  TT_F_STOP = 1 << 4,       /* SIGSTOP a server 50 ms .. 2 leases, SIGCONT */
+  TT_F_RESTART = 1 << 5,    /* kill -9 a server and start it again */
+  TT_F_SLEEP = 1 << 6,      /* DEBUG SLEEP 0.05 .. 0.3 s */
+  TT_F_FLUSH = 1 << 7,      /* SCRIPT FLUSH */
+  TT_F_COUNT = 8
+};
+
+enum { /* record flags */
+  TT_R_READ = 1 << 0,    /* a read (shared) section */
+  TT_R_LOST = 1 << 1,    /* the lost callback fired during the section */
+  TT_R_ELOST = 1 << 2,   /* release returned DLOCK_ELOST */
+  TT_R_KILLED = 1 << 3,  /* the process died in the section */
+  TT_R_RELERR = 1 << 4   /* release failed otherwise */
+};
+
+/* one acquire attempt and, when granted, its section */
+typedef struct tt_rec {
+  int32_t slot;
+  _Atomic uint32_t flags;
+  int32_t rc;          /* acquire result */
+  int32_t pad;
+  int64_t invoke;      /* acquire called */
+  int64_t enter;       /* acquire returned OK (0: not granted) */
+  int64_t exit;        /* section left, release about to be called */
+  int64_t done;        /* release returned */
+} tt_rec;
+
+enum { /* slot phases */
+  TT_P_START, TT_P_WAITING, TT_P_IN, TT_P_COMMIT, TT_P_RELEASING, TT_P_GONE,
+  TT_P_KILLED
+};
+
+typedef struct tt_slot {
+  pid_t pid;
+  int proc; /* worker process number (respawns keep theirs) */
+  _Atomic int phase;
+  _Atomic int64_t cur; /* record index of the attempt in progress, -1 */
+  uint64_t owner_id;
+  char owner[80];      /* client id ":" owner id, as in the fair queue */
+  _Atomic int64_t grants, timeouts, errors, release_errors;
+  char last_error[160];
+} tt_slot;
+
+typedef struct tt_arena {
+  _Atomic int stop;
+  _Atomic int nslots;
+  _Atomic int64_t nrecs;
+  _Atomic int64_t granted;
+  int64_t counter; /* deliberately not atomic: read, sleep, write + 1 */
+  _Atomic int64_t commits;
+  char urls[TT_MAX_SERVERS][64];
+  char name[64];
+  tt_slot slots[TT_MAX_SLOTS];
+  tt_rec recs[TT_MAX_RECS];
+} tt_arena;
+
+int64_t tt_now_ns(void);
+
+/* worker.c: run one worker process (its threads loop until stop) */
+int tt_worker_main(const tt_opts *o, tt_arena *a, int proc);
+
+/* check.c: verify the logs; fills the result and prints it */
+typedef struct tt_snapshot { /* a fair queue read by the harness */
+  int64_t sent, replied;
+  int n;
+  int slots[32];
+} tt_snapshot;
+
+typedef struct tt_result {
+  int64_t attempts, sections, timeouts, errors, release_errors;
+  int64_t overlaps;          /* overlap, first holder not told: violation */
+  int64_t reported_overlaps; /* overlap after the first holder was told */
+  int64_t lost_reports;      /* sections told they lost */
+  int64_t counter, commits;
+  int64_t counter_slack;     /* workers killed between write and commit */
+  int64_t counter_violation; /* counter outside commits..commits+slack */
+  int64_t max_holders;       /* most holders at once (semaphore, readers) */
+  int64_t shared_sections;   /* reader sections that overlapped another */
+  int64_t fifo_checked, fifo_violations;
+  int64_t starved;           /* live worker threads that never got in */
+  int64_t max_wait_us, handoff_p50_us, handoff_p99_us, handoffs;
+  int64_t acquire_p50_us, acquire_p99_us;
+  int64_t killed_in_section, max_takeover_us, max_gap_us;
+  int64_t faults[TT_F_COUNT];
+  int64_t keys_left, latches_left, available_left;
+  int64_t violations;
+} tt_result;
+
+void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
+              size_t nsnaps, tt_result *r);
+void tt_print(const tt_opts *o, const tt_result *r);
+
+#endif

@@ -1,0 +1,253 @@
+/* A torture worker process: one dlock client per server, T threads, each
+ * looping acquire -> section -> release and logging every attempt. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlock/dlock.h"
+#include "torture.h"
+
+typedef struct proc_ctx {
+  const tt_opts *o;
+  tt_arena *a;
+  int proc;
+  dlock_client *clients[TT_MAX_SERVERS];
+  int first_slot, nthreads;
+} proc_ctx;
+
+static proc_ctx P;
+
+int64_t tt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_us(int64_t us) {
+  if (us <= 0)
+    return;
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* The holder of owner_id in this process is told: flag its section. */
+static void mark_lost(uint64_t owner_id) {
+  for (int i = 0; i < P.nthreads; i++) {
+    tt_slot *s = &P.a->slots[P.first_slot + i];
+    if (s->owner_id != owner_id)
+      continue;
+    int64_t cur = atomic_load(&s->cur);
+    if (cur >= 0)
+      atomic_fetch_or(&P.a->recs[cur].flags, TT_R_LOST);
+  }
+}
+
+static void on_lost(void *data, const char *name, size_t len, uint64_t owner_id,
+                    dlock_lost_reason reason) {
+  mark_lost(owner_id);
+}
+
+static void on_redlock_lost(void *data, dlock_lock *rl, uint64_t owner_id) {
+  mark_lost(owner_id);
+}
+
+typedef struct thread_ctx {
+  int slot;
+  unsigned seed;
+  dlock_lock *locks[2 * TT_MAX_SERVERS + 2]; /* members, then what is used */
+  size_t nlocks;
+  dlock_lock *excl, *read; /* the lock taken (rw: write and read halves) */
+  dlock_rwlock *rw;
+} thread_ctx;
+
+static int make_locks(thread_ctx *t, int index) {
+  const tt_opts *o = P.o;
+  const char *name = P.a->name;
+  char b[80];
+  int rc = DLOCK_OK;
+  switch (o->kind) {
+  case TT_LOCK:
+    return dlock_reentrant_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_FENCED:
+    return dlock_fenced_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_FAIR: {
+    dlock_lock_opts lo = DLOCK_LOCK_OPTS_INIT;
+    lo.wait_slot_ms = o->slot_ms;
+    return dlock_fair_lock_new(P.clients[0], name, &lo, &t->excl);
+  }
+  case TT_RW:
+    rc = dlock_rwlock_new(P.clients[0], name, NULL, &t->rw);
+    if (rc == DLOCK_OK) {
+      t->excl = dlock_rwlock_write(t->rw);
+      t->read = dlock_rwlock_read(t->rw);
+    }
+    return rc;
+  case TT_SEMAPHORE:
+    return dlock_semaphore_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_MULTI: /* even threads take {A,B}, odd ones {B,A} */
+    for (int i = 0; i < 2 && rc == DLOCK_OK; i++) {
+      snprintf(b, sizeof b, "%s:%c", name, (index + i) % 2 ? 'B' : 'A');
+      rc = dlock_reentrant_lock_new(P.clients[0], b, NULL, &t->locks[t->nlocks]);
+      if (rc == DLOCK_OK)
+        t->nlocks++;
+    }
+    return rc == DLOCK_OK ? dlock_multi_new(t->locks, 2, &t->excl) : rc;
+  case TT_REDLOCK: {
+    for (int i = 0; i < o->servers && rc == DLOCK_OK; i++) {
+      rc = dlock_reentrant_lock_new(P.clients[i], name, NULL, &t->locks[t->nlocks]);
+      if (rc == DLOCK_OK)
+        t->nlocks++;
+    }
+    dlock_redlock_opts ro = DLOCK_REDLOCK_OPTS_INIT;
+    ro.on_lost = on_redlock_lost;
+    return rc == DLOCK_OK ? dlock_redlock_new(t->locks, t->nlocks, &ro, &t->excl)
+                          : rc;
+  }
+  }
+  return DLOCK_EINVAL;
+}
+
+static void free_locks(thread_ctx *t) {
+  if (t->rw)
+    dlock_rwlock_free(t->rw);
+  else if (t->excl)
+    dlock_lock_free(t->excl);
+  for (size_t i = 0; i < t->nlocks; i++)
+    dlock_lock_free(t->locks[i]);
+}
+
+static void note_error(tt_slot *s, const char *what, int rc) {
+  snprintf(s->last_error, sizeof s->last_error, "%s: %s: %s", what,
+           dlock_errname(rc), dlock_errmsg());
+}
+
+static void *thread_main(void *arg) {
+  thread_ctx *t = arg;
+  const tt_opts *o = P.o;
+  tt_arena *a = P.a;
+  tt_slot *s = &a->slots[t->slot];
+  s->owner_id = dlock_thread_id();
+  snprintf(s->owner, sizeof s->owner, "%s:%llu", dlock_client_id(P.clients[0]),
+           (unsigned long long)s->owner_id);
+  int rc = make_locks(t, t->slot);
+  if (rc != DLOCK_OK) {
+    note_error(s, "make lock", rc);
+    atomic_fetch_add(&s->errors, 1);
+    atomic_store(&s->phase, TT_P_GONE);
+    return NULL;
+  }
+  int64_t lease = o->lease_ms > 0 ? o->lease_ms : DLOCK_LEASE_WATCHDOG;
+  while (!atomic_load(&a->stop)) {
+    int reading = o->kind == TT_RW && (int)(rand_r(&t->seed) % 100) < o->read_pct;
+    dlock_lock *l = reading ? t->read : t->excl;
+    int64_t idx = atomic_fetch_add(&a->nrecs, 1);
+    if (idx >= TT_MAX_RECS) {
+      atomic_store(&a->stop, 1);
+      break;
+    }
+    tt_rec *r = &a->recs[idx];
+    r->slot = t->slot;
+    atomic_store(&r->flags, reading ? TT_R_READ : 0);
+    atomic_store(&s->phase, TT_P_WAITING);
+    r->invoke = tt_now_ns();
+    atomic_store(&s->cur, idx);
+    dlock_grant g;
+    rc = dlock_acquire_grant(l, o->wait_ms, lease, &g);
+    r->rc = rc;
+    if (rc != DLOCK_OK) {
+      atomic_store(&s->phase, TT_P_START);
+      atomic_store(&s->cur, -1);
+      if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EQUORUM)
+        atomic_fetch_add(&s->timeouts, 1);
+      else
+        atomic_fetch_add(&s->errors, 1);
+      if (rc != DLOCK_ETIMEDOUT)
+        note_error(s, "acquire", rc);
+      if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_EQUORUM)
+        sleep_us(10000); /* an error is not a reason to spin */
+      continue;
+    }
+    r->enter = tt_now_ns();
+    atomic_store(&s->phase, TT_P_IN);
+    atomic_fetch_add(&s->grants, 1);
+    int64_t hold = o->hold_us > 0 ? (int64_t)(rand_r(&t->seed) % (o->hold_us + 1)) : 0;
+    if (!reading && o->kind != TT_SEMAPHORE) {
+      int64_t v = a->counter;
+      sleep_us(hold);
+      atomic_store(&s->phase, TT_P_COMMIT);
+      a->counter = v + 1;
+      atomic_fetch_add(&a->commits, 1);
+      atomic_store(&s->phase, TT_P_IN);
+    } else {
+      sleep_us(hold);
+    }
+    r->exit = tt_now_ns();
+    atomic_store(&s->phase, TT_P_RELEASING);
+    rc = dlock_release(l);
+    r->done = tt_now_ns();
+    if (rc == DLOCK_ELOST) {
+      atomic_fetch_or(&r->flags, TT_R_ELOST);
+    } else if (rc != DLOCK_OK) {
+      atomic_fetch_or(&r->flags, TT_R_RELERR);
+      atomic_fetch_add(&s->release_errors, 1);
+      note_error(s, "release", rc);
+    }
+    atomic_store(&s->cur, -1);
+    atomic_store(&s->phase, TT_P_START);
+    int64_t n = atomic_fetch_add(&a->granted, 1) + 1;
+    if (o->sections > 0 && n >= o->sections)
+      atomic_store(&a->stop, 1);
+  }
+  atomic_store(&s->phase, TT_P_GONE);
+  free_locks(t);
+  return NULL;
+}
+
+int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
+  P.o = o;
+  P.a = a;
+  P.proc = proc;
+  int nclients = o->kind == TT_REDLOCK ? o->servers : 1;
+  for (int i = 0; i < nclients; i++) {
+    dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
+    co.watchdog_timeout_ms = o->watchdog_ms;
+    co.command_timeout_ms = o->command_timeout_ms;
+    co.on_lost = on_lost;
+    co.lazy_connect = o->kind == TT_REDLOCK;
+    if (o->kind == TT_REDLOCK)
+      co.connect_timeout_ms = 500;
+    int rc = dlock_client_open(a->urls[i], &co, &P.clients[i]);
+    if (rc != DLOCK_OK) {
+      fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[i], dlock_errmsg());
+      return 3;
+    }
+  }
+  P.nthreads = o->threads;
+  P.first_slot = atomic_fetch_add(&a->nslots, o->threads);
+  if (P.first_slot + o->threads > TT_MAX_SLOTS)
+    return 4;
+  pthread_t th[256];
+  thread_ctx ctx[256];
+  int n = o->threads < 256 ? o->threads : 256;
+  for (int i = 0; i < n; i++) {
+    tt_slot *s = &a->slots[P.first_slot + i];
+    s->pid = getpid();
+    s->proc = proc;
+    atomic_store(&s->cur, -1);
+    memset(&ctx[i], 0, sizeof ctx[i]);
+    ctx[i].slot = P.first_slot + i;
+    ctx[i].seed = o->seed ^ (unsigned)(getpid() * 7919 + i);
+  }
+  for (int i = 0; i < n; i++)
+    pthread_create(&th[i], NULL, thread_main, &ctx[i]);
+  for (int i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < nclients; i++)
+    dlock_client_close(P.clients[i]);
+  return 0;
+}
