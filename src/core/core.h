@@ -127,6 +127,8 @@ struct dlock__req {
   void (*task)(dlock_client *c, dlock__req *req); /* engine-thread task */
   void *arg;  /* the task's argument */
   void *data; /* the completion's */
+  int linger; /* still written when the client closes (releases: harmless
+                 and they spare the servers a lease's wait) */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
 };
 

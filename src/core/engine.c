@@ -65,6 +65,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->argc = argc;
   req->task = NULL;
   req->arg = NULL;
+  req->linger = 0;
   req->errmsg[0] = '\0';
 }
 
@@ -232,16 +233,23 @@ static void on_wake(uv_async_t *a) {
   pthread_mutex_unlock(&c->qmu);
   while (req) {
     dlock__req *next = req->next;
-    if (closing)
+    if (closing && (req->task || !req->linger || c->cmd.state != CONN_READY))
       dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
+    else if (closing)
+      dlock__conn_send(&c->cmd, req); /* written below, failed by the close */
     else if (req->task)
       req->task(c, req);
     else
       dlock__conn_send(&c->cmd, req);
     req = next;
   }
-  if (closing)
+  if (closing) {
+    /* Best effort, without waiting: requests already made (a RedLock's
+     * releases that did not wait for every member, say) reach the server
+     * even when the client is closed right after. */
+    dlock__conn_flush(&c->cmd);
     engine_shutdown(c);
+  }
 }
 
 static void on_prepare(uv_prepare_t *p) {

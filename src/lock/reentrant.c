@@ -94,6 +94,7 @@ int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
       rl->channel.len, 1};
   int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
                              args, alens);
+  req->linger = 1;
   dlock__buf_free(&latch);
   return rc;
 }

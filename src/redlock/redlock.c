@@ -283,7 +283,12 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     round *r = round_start(rl, TRY, owner, lease);
     if (r == NULL)
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    round_wait(r, rl->quorum, t0 + rl->member_timeout_ms);
+    /* the first round gets the whole member timeout; later ones end with
+     * the wait budget, so a failing acquire returns within budget + 50 ms */
+    int64_t round_end = t0 + rl->member_timeout_ms;
+    if (t0 > start && deadline >= 0 && deadline < round_end)
+      round_end = deadline;
+    round_wait(r, rl->quorum, round_end);
     int64_t elapsed = dlock__now_ms() - t0;
     int granted[DLOCK__MAX_MEMBERS] = {0};
     size_t ngranted = 0, nbusy = 0;
@@ -333,11 +338,12 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (ngranted >= rl->quorum)
       append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
              PRId64 " ms lease)", elapsed, lease);
-    /* release every member, also those that did not answer; a member that
-     * does not answer within the member timeout gets it in order later */
+    /* release every member, also those that did not answer, without
+     * waiting: each release travels on its member's connection ahead of any
+     * later try there, and no local hold was recorded for this round */
     round *rel = round_start(rl, RELEASE, owner, 0);
     if (rel) {
-      round_wait(rel, SIZE_MAX, dlock__now_ms() + rl->member_timeout_ms);
+      round_wait(rel, 0, 0); /* returns at once, with rel->mu held */
       round_unref_locked(rel);
     }
     int64_t now = dlock__now_ms();
@@ -362,7 +368,10 @@ static int release(dlock_lock *l, uint64_t owner) {
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   int64_t t0 = dlock__now_ms();
-  round_wait(r, SIZE_MAX, t0 + rl->member_timeout_ms);
+  /* Done at a majority, as a try round: a member that has not answered yet
+   * gets its release all the same (it is on its way, ahead of any later try
+   * on that member's connection) and its lease ends it at the latest. */
+  round_wait(r, rl->quorum, t0 + rl->member_timeout_ms);
   if (r->granted < rl->quorum && r->pending > 0) {
     /* A release is not racing a lease: give slow members up to the command
      * timeout to confirm a majority. */

@@ -162,8 +162,12 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
   res->attempts = nrecs;
   for (int64_t i = 0; i < nrecs; i++) {
     tt_rec *r = &a->recs[i];
-    if (r->enter == 0)
+    if (r->enter == 0) {
+      if (r->rc != 0 && r->rc != -100 && r->done > r->invoke &&
+          (r->done - r->invoke) / 1000 > res->max_fail_us)
+        res->max_fail_us = (r->done - r->invoke) / 1000;
       continue;
+    }
     if (r->exit == 0) /* still open: cannot happen after a clean stop */
       r->exit = r->enter;
     idx[n++] = i;
@@ -262,7 +266,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(overlaps); F(reported_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
   F(fifo_violations); F(starved); F(max_wait_us); F(handoff_p50_us);
-  F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us);
+  F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us); F(max_fail_us);
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations);
 #undef F

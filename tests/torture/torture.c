@@ -221,7 +221,8 @@ static void kill_worker(int waiter_only) {
     waitpid(pid, NULL, 0);
     bury(pid);
     R.faults[waiter_only ? 1 : 0]++;
-    procs[victim] = spawn(victim);
+    procs[victim] = -1; /* the main thread starts a new one: a child's
+                           PDEATHSIG follows the thread that forked it */
   }
   pthread_mutex_unlock(&procs_mu);
 }
@@ -451,12 +452,16 @@ static int harness_main(void) {
   while (now_ms() < end && !atomic_load(&A->stop)) {
     sleep_ms(10);
     pthread_mutex_lock(&procs_mu);
-    for (int i = 0; i < O.procs; i++) { /* a worker that exits early failed */
+    for (int i = 0; i < O.procs; i++) {
       int st;
+      if (procs[i] < 0 && !atomic_load(&A->stop))
+        procs[i] = spawn(i);
       if (procs[i] > 0 && waitpid(procs[i], &st, WNOHANG) == procs[i]) {
-        fprintf(stderr, "torture: worker %d ended early (status %d)\n", i, st);
-        R.errors++;
-        bury(procs[i]);
+        if (!atomic_load(&A->stop) || st != 0) { /* ended early: it failed */
+          fprintf(stderr, "torture: worker %d ended early (status %d)\n", i, st);
+          R.errors++;
+          bury(procs[i]);
+        }
         procs[i] = 0;
       }
     }

@@ -131,6 +131,7 @@ typedef struct tt_result {
   int64_t starved;           /* live worker threads that never got in */
   int64_t max_wait_us, handoff_p50_us, handoff_p99_us, handoffs;
   int64_t acquire_p50_us, acquire_p99_us;
+  int64_t max_fail_us;       /* longest failed acquire (budget spent) */
   int64_t killed_in_section, max_takeover_us, max_gap_us;
   int64_t faults[TT_F_COUNT];
   int64_t keys_left, latches_left, available_left;

@@ -160,6 +160,7 @@ static void *thread_main(void *arg) {
     rc = dlock_acquire_grant(l, o->wait_ms, lease, &g);
     r->rc = rc;
     if (rc != DLOCK_OK) {
+      r->done = tt_now_ns();
       atomic_store(&s->phase, TT_P_START);
       atomic_store(&s->cur, -1);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EQUORUM)
