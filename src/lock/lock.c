@@ -196,13 +196,25 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
   }
   keys[1] = latch.p;
   klens[1] = latch.len;
-  int rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
-                              reply);
-  if (rc == DLOCK_EIO)
+  int64_t start = dlock__now_ms();
+  int rc = DLOCK_EIO;
+  for (int attempt = 0; rc == DLOCK_EIO && dlock__release_again(c, start, attempt);
+       attempt++)
     rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
                             reply);
   dlock__buf_free(&latch);
   return rc;
+}
+
+int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt) {
+  /* Every attempt carries the same request id, so the unlock latch replays
+   * an attempt that did run. The latch lives 2 command timeouts + a connect
+   * timeout: attempts start within one command timeout of the first, so
+   * each of them is still covered. A dropped connection fails an attempt
+   * at once; a storm of drops gets 4 attempts. */
+  return attempt == 0 ||
+         (attempt < 4 &&
+          dlock__now_ms() - start_ms < dlock__client_opts(c)->command_timeout_ms);
 }
 
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,

@@ -96,5 +96,8 @@ int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
 
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
+/* Whether a release that failed with DLOCK_EIO makes attempt number
+ * `attempt` (0 = the first) after starting at start_ms. */
+int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
 
 #endif /* DLOCK_LOCK_IMPL_H */

@@ -180,11 +180,14 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
 }
 
 static int release(dlock_lock *l, uint64_t owner_id) {
-  /* One request id for the call and its retry: the latch replays it. */
+  /* One request id for the call and its retries: the latch replays it. */
   char rid[33];
   int rc = dlock__random_hex(rid, 16);
   redisReply *r = NULL;
-  for (int round = 0; rc == DLOCK_OK && round < 2; round++) {
+  int64_t start = dlock__now_ms();
+  for (int tries = 0; rc == DLOCK_OK || rc == DLOCK_EIO; tries++) {
+    if (!dlock__release_again(l->client, start, tries))
+      break;
     dlock__req req;
     rc = dlock__reentrant_release_req(l, owner_id, rid, &req);
     if (rc == DLOCK_OK)

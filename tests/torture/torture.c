@@ -459,7 +459,7 @@ static int harness_main(void) {
       if (procs[i] > 0 && waitpid(procs[i], &st, WNOHANG) == procs[i]) {
         if (!atomic_load(&A->stop) || st != 0) { /* ended early: it failed */
           fprintf(stderr, "torture: worker %d ended early (status %d)\n", i, st);
-          R.errors++;
+          R.worker_deaths++;
           bury(procs[i]);
         }
         procs[i] = 0;
@@ -479,7 +479,7 @@ static int harness_main(void) {
     int st = th_wait_worker(procs[i], (int)grace);
     if (st != 0) {
       fprintf(stderr, "torture: worker %d exit status %d\n", i, st);
-      R.errors++;
+      R.worker_deaths++;
       if (st < 0)
         bury(procs[i]);
     }

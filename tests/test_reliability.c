@@ -1,0 +1,494 @@
+/* The reliability targets of RELIABILITY.md, one test each (docs/
+ * reliability.md). Most run dlock-torture (tests/torture) and assert on its
+ * JSON summary; the rest drive a client directly. Sanitizer builds run the
+ * same checks with less work (their job is memory errors and races). */
+#include <dirent.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static th_server srv[5];
+
+#if defined(__SANITIZE_THREAD__)
+#define WORK_DIVISOR 10
+#elif defined(__SANITIZE_ADDRESS__)
+#define WORK_DIVISOR 3
+#else
+#define WORK_DIVISOR 1
+#endif
+
+/* count (sections, reconnects ...) for this build: the target's in plain */
+static int64_t work(int64_t n) {
+  int64_t d = WORK_DIVISOR;
+  const char *slow = getenv("DLOCK_TEST_SLOWDOWN");
+  if (slow && atoi(slow) > 1)
+    d *= atoi(slow);
+  return n / d > 1 ? n / d : 1;
+}
+
+typedef struct run {
+  char out[8192];
+  int status;
+} run;
+
+/* Run dlock-torture with args (space separated) and keep its JSON line. */
+static void torture(run *r, const char *args) {
+  const char *bin = getenv("DLOCK_TORTURE");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s --json", bin ? bin : "dlock-torture", args);
+  printf("\n    $ dlock-torture %s\n", args);
+  fflush(stdout);
+  r->out[0] = '\0';
+  FILE *p = popen(cmd, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  char line[8192];
+  while (fgets(line, sizeof line, p)) {
+    if (line[0] == '{')
+      snprintf(r->out, sizeof r->out, "%s", line);
+    else
+      printf("    %s", line);
+  }
+  int st = pclose(p);
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  CU_ASSERT_NOT_EQUAL(r->out[0], '\0');
+}
+
+static int64_t field(const run *r, const char *name) {
+  char key[64];
+  snprintf(key, sizeof key, "\"%s\":", name);
+  const char *p = strstr(r->out, key);
+  if (p == NULL) {
+    printf("    no field %s\n", name);
+    return -999999;
+  }
+  return strtoll(p + strlen(key), NULL, 10);
+}
+
+#define EXPECT(r, name, op, want)                                             \
+  do {                                                                        \
+    int64_t v_ = field((r), name);                                            \
+    int64_t w_ = (want);                                                      \
+    if (!(v_ op w_))                                                          \
+      printf("\n    %s = %" PRId64 ", want " #op " %" PRId64 "\n", name, v_, w_); \
+    CU_ASSERT(v_ op w_);                                                      \
+  } while (0)
+
+/* what every torture run must show */
+static void clean(const run *r) {
+  CU_ASSERT_EQUAL(r->status, 0);
+  EXPECT(r, "violations", ==, 0);
+  EXPECT(r, "overlaps", ==, 0);
+  EXPECT(r, "counter_violation", ==, 0);
+  EXPECT(r, "sections", >, 0);
+  EXPECT(r, "worker_deaths", ==, 0);
+}
+
+/* 1. 8 processes x 8 threads, one lock */
+static void test_t01_lock_8x8(void) {
+  run r;
+  torture(&r, "--kind lock --procs 8 --threads 8 --duration 6000");
+  clean(&r);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "timeouts", ==, 0);
+  EXPECT(&r, "starved", ==, 0); /* every worker acquired */
+  EXPECT(&r, "lost_reports", ==, 0);
+  EXPECT(&r, "max_wait_us", <=, th_scaled_us(&srv[0], 2000000));
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
+/* 2. the same with a random worker SIGKILLed every 500 ms */
+static void test_t02_lock_kills(void) {
+  run r;
+  torture(&r, "--kind lock --procs 8 --threads 8 --duration 8000 "
+              "--watchdog 1000 --nemesis kill --every 500");
+  clean(&r);
+  EXPECT(&r, "f_kill", >=, 8);
+  /* take-over after a holder died: lease + 300 ms */
+  EXPECT(&r, "max_takeover_us", <=, 1000000 + th_scaled_us(&srv[0], 300000));
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
+/* 3. RedLock over N = 3 and 5: with every subset of members held
+ * elsewhere, an acquire succeeds iff the free members are a majority */
+static void subsets(int n) {
+  dlock_client *mine[5], *other[5];
+  dlock_lock *m[5], *o[5], *rl;
+  const char *name = th_name("subset");
+  for (int i = 0; i < n; i++) {
+    mine[i] = th_client(&srv[i], NULL);
+    other[i] = th_client(&srv[i], NULL);
+    CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(mine[i], name, NULL, &m[i]), 0);
+    CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(other[i], name, NULL, &o[i]), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(dlock_redlock_new(m, (size_t)n, NULL, &rl), 0);
+  int mismatches = 0;
+  for (int mask = 0; mask < (1 << n); mask++) {
+    int held = 0;
+    for (int i = 0; i < n; i++)
+      if (mask & (1 << i)) {
+        TH_ASSERT_RC(dlock_try_acquire(o[i], 10000), DLOCK_OK);
+        held++;
+      }
+    int want = n - held >= n / 2 + 1 ? DLOCK_OK : DLOCK_EQUORUM;
+    int rc = dlock_try_acquire(rl, 10000);
+    if (rc != want) {
+      printf("\n    N=%d held elsewhere %#x: %s, want %s\n", n, mask,
+             dlock_errname(rc), dlock_errname(want));
+      mismatches++;
+    }
+    if (rc == DLOCK_OK)
+      TH_ASSERT_RC(dlock_release(rl), DLOCK_OK);
+    for (int i = 0; i < n; i++)
+      if (mask & (1 << i))
+        TH_ASSERT_RC(dlock_release(o[i]), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(mismatches, 0);
+  for (int i = 0; i < n; i++) /* nothing of ours left behind */
+    CU_ASSERT_EQUAL(th_int(&srv[i], "EXISTS %s", name), 0);
+  dlock_lock_free(rl);
+  for (int i = 0; i < n; i++) {
+    dlock_lock_free(m[i]);
+    dlock_lock_free(o[i]);
+    dlock_client_close(mine[i]);
+    dlock_client_close(other[i]);
+  }
+}
+
+static void test_t03_redlock_subsets(void) {
+  subsets(3);
+  subsets(5);
+}
+
+/* 4. RedLock N = 5 with 2 masters SIGSTOPped, and with 2 blackholed */
+static void redlock_two_gone(const char *how) {
+  char args[256];
+  snprintf(args, sizeof args,
+           "--kind redlock --servers 5 --%s 2 --procs 2 --threads 1 "
+           "--sections %" PRId64 " --duration 120000 --hold-us 0", how,
+           work(10000));
+  run r;
+  torture(&r, args);
+  clean(&r);
+  EXPECT(&r, "sections", >=, work(10000));
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "acquire_p99_us", <=, th_scaled_us(&srv[0], 100000));
+}
+
+static void test_t04_redlock_two_stopped(void) { redlock_two_gone("paused"); }
+static void test_t04_redlock_two_blackholed(void) { redlock_two_gone("blackholed"); }
+
+/* 5. RedLock with 3 of 5 down: every acquire fails within budget + 50 ms */
+static void test_t05_redlock_three_down(void) {
+  run r;
+  torture(&r, "--kind redlock --servers 5 --paused 3 --procs 2 --threads 2 "
+              "--wait 200 --duration 3000");
+  CU_ASSERT_EQUAL(r.status, 0);
+  EXPECT(&r, "sections", ==, 0); /* 0 grants */
+  EXPECT(&r, "timeouts", >, 0);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "max_fail_us", <=, 200000 + th_scaled_us(&srv[0], 50000));
+}
+
+/* 6. the watchdog under CPU starvation: lease 2 s, held 30 s */
+static atomic_int lost_calls;
+static void count_lost(void *d, const char *n, size_t l, uint64_t o,
+                       dlock_lost_reason r) {
+  atomic_fetch_add(&lost_calls, 1);
+}
+
+static void test_t06_watchdog_cpu_starved(void) {
+  pid_t spin[2];
+  for (int i = 0; i < 2; i++) { /* stress-ng --cpu 2, in two processes */
+    spin[i] = fork();
+    if (spin[i] == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (volatile unsigned long x = 0;; x++) {
+      }
+    }
+  }
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 2000;
+  o.on_lost = count_lost;
+  atomic_store(&lost_calls, 0);
+  dlock_client *c = th_client(&srv[0], &o);
+  dlock_lock *l;
+  const char *name = th_name("starved");
+  CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(c, name, NULL, &l), 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  int expired = 0;
+  int64_t end = th_now_ms() + 30000;
+  while (th_now_ms() < end) { /* 0 expirations: the key never goes away */
+    if (th_int(&srv[0], "EXISTS %s", name) != 1)
+      expired++;
+    usleep(250000);
+  }
+  for (int i = 0; i < 2; i++) {
+    kill(spin[i], SIGKILL);
+    waitpid(spin[i], NULL, 0);
+  }
+  CU_ASSERT_EQUAL(expired, 0);
+  CU_ASSERT_EQUAL(atomic_load(&lost_calls), 0); /* 0 false lost reports */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* 7. a restart without persistence: the loss is reported within the
+ * renewal interval plus the command timeout; release says DLOCK_ELOST; a
+ * new lock works right after */
+static atomic_llong lost_at_ms;
+static void note_lost(void *d, const char *n, size_t l, uint64_t o,
+                      dlock_lost_reason r) {
+  atomic_store(&lost_at_ms, th_now_ms());
+}
+
+static void test_t07_restart_reports_loss(void) {
+  th_server s;
+  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, NULL), 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 900; /* renewal every 300 ms */
+  o.command_timeout_ms = 500;
+  o.on_lost = note_lost;
+  atomic_store(&lost_at_ms, 0);
+  dlock_client *c = th_client(&s, &o);
+  dlock_lock *l;
+  CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(c, "restart", NULL, &l), 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  th_server_kill(&s);
+  CU_ASSERT_EQUAL_FATAL(th_server_restart(&s), 0);
+  int64_t t0 = th_now_ms();
+  int64_t bound = 300 + 500 + th_scaled_us(&s, 100000) / 1000;
+  while (atomic_load(&lost_at_ms) == 0 && th_now_ms() - t0 < 5000)
+    usleep(5000);
+  int64_t took = atomic_load(&lost_at_ms) - t0;
+  printf("\n    lost reported %" PRId64 " ms after the restart (bound %" PRId64
+         " ms)\n", took, bound);
+  CU_ASSERT(atomic_load(&lost_at_ms) != 0 && took <= bound);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  TH_ASSERT_RC(dlock_acquire(l, 2000, 5000), DLOCK_OK); /* works right after */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+/* 8. a SIGSTOPped server: no call blocks past its timeout + 20 ms; the
+ * client recovers within 1 s of SIGCONT */
+static void test_t08_server_stopped(void) {
+  th_server s;
+  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, NULL), 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 300;
+  o.connect_timeout_ms = 300;
+  dlock_client *c = th_client(&s, &o);
+  dlock_lock *l;
+  CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(c, "stopped", NULL, &l), 0);
+  int64_t slack = th_scaled_us(&s, 20000) / 1000;
+  th_server_pause(&s, 1);
+  int64_t worst = 0;
+  for (int i = 0; i < 3; i++) {
+    int64_t t0 = th_now_ms();
+    int rc = dlock_try_acquire(l, 5000);
+    int64_t took = th_now_ms() - t0;
+    CU_ASSERT_NOT_EQUAL(rc, DLOCK_OK);
+    if (took > worst)
+      worst = took;
+  }
+  th_server_pause(&s, 0);
+  int64_t t0 = th_now_ms(), back = -1;
+  while (th_now_ms() - t0 < 3000) {
+    if (dlock_try_acquire(l, 5000) == DLOCK_OK) {
+      back = th_now_ms() - t0;
+      break;
+    }
+    usleep(10000);
+  }
+  printf("\n    stopped: worst call %" PRId64 " ms (bound %" PRId64
+         "); recovered %" PRId64 " ms after SIGCONT\n", worst, 300 + slack, back);
+  CU_ASSERT(worst <= 300 + slack);
+  CU_ASSERT(back >= 0 && back <= 1000);
+  if (back >= 0)
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+/* 9. 10,000 hand-offs between 16 waiters, the pub/sub connections killed
+ * every 100 ms: no lost wake-up, hand-off p99 <= 5 ms */
+static void test_t09_handoffs_pubsub_killed(void) {
+  char args[256];
+  snprintf(args, sizeof args,
+           "--kind lock --procs 2 --threads 8 --hold-us 0 --sections %" PRId64
+           " --duration 120000 --nemesis pubsub-kill --every 100", work(10000));
+  run r;
+  torture(&r, args);
+  clean(&r);
+  EXPECT(&r, "sections", >=, work(10000));
+  EXPECT(&r, "timeouts", ==, 0); /* every waiter acquired: no lost wake-up */
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "f_pubsub_kill", >, 0);
+  EXPECT(&r, "handoff_p99_us", <=, th_scaled_us(&srv[0], 5000));
+}
+
+/* 10. SCRIPT FLUSH every 200 ms under load */
+static void test_t10_script_flush(void) {
+  run r;
+  torture(&r, "--kind lock --procs 4 --threads 4 --duration 5000 "
+              "--nemesis flush --every 200");
+  clean(&r);
+  EXPECT(&r, "f_flush", >=, 10);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "timeouts", ==, 0);
+}
+
+/* 11. an expirable-permit semaphore of 3, 16 workers, SIGKILLs */
+static void test_t11_semaphore_kills(void) {
+  run r;
+  torture(&r, "--kind semaphore --permits 3 --procs 4 --threads 4 "
+              "--duration 6000 --watchdog 1000 --nemesis kill --every 500");
+  clean(&r);
+  EXPECT(&r, "max_holders", <=, 3);
+  EXPECT(&r, "max_holders", ==, 3); /* the permits were used */
+  EXPECT(&r, "f_kill", >, 0);
+  EXPECT(&r, "available_left", ==, 3);
+}
+
+/* 12. read-write, 80 % reads */
+static void test_t12_rwlock(void) {
+  run r;
+  torture(&r, "--kind rw --read-pct 80 --procs 4 --threads 4 --duration 5000");
+  clean(&r);
+  EXPECT(&r, "errors", ==, 0);
+  /* readers did share: in at least 1 % of the sections */
+  EXPECT(&r, "shared_sections", >=, field(&r, "sections") / 100);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
+/* 13. fair lock, 16 waiters, waiters killed in the queue */
+static void test_t13_fair(void) {
+  run r;
+  torture(&r, "--kind fair --procs 16 --threads 1 --slot 1000 --duration 6000 "
+              "--nemesis kill-waiter --every 700");
+  clean(&r);
+  EXPECT(&r, "fifo_violations", ==, 0);
+  EXPECT(&r, "fifo_checked", >, 0);
+  EXPECT(&r, "f_kill_waiter", >, 0);
+  EXPECT(&r, "errors", ==, 0);
+  /* a dead waiter delays the queue by its slot + 100 ms at most */
+  EXPECT(&r, "max_gap_us", <=, 1000000 + th_scaled_us(&srv[0], 100000));
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
+/* 14. multi-locks {A,B} and {B,A} at once */
+static void test_t14_multi_orders(void) {
+  run r;
+  torture(&r, "--kind multi --procs 4 --threads 4 --duration 5000");
+  clean(&r);
+  EXPECT(&r, "timeouts", ==, 0); /* no deadlock: every acquire got through */
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "starved", ==, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
+/* 15. hygiene: forced reconnects leave the fd count unchanged; CLIENT KILL
+ * storms kill no worker by SIGPIPE (the workers keep SIGPIPE's default) */
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (d) {
+    while (readdir(d))
+      n++;
+    closedir(d);
+  }
+  return n;
+}
+
+static void test_t15_reconnects_keep_fds(void) {
+  dlock_client *c = th_client(&srv[0], NULL);
+  dlock_lock *l;
+  CU_ASSERT_EQUAL_FATAL(dlock_reentrant_lock_new(c, "fds", NULL, &l), 0);
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
+  int before = count_fds();
+  redisContext *admin = redisConnect("127.0.0.1", srv[0].port);
+  CU_ASSERT_FATAL(admin && !admin->err);
+  int64_t n = work(10000), killed = 0, failed = 0;
+  for (int64_t i = 0; i < n; i++) {
+    redisReply *r = redisCommand(admin, "CLIENT KILL TYPE normal SKIPME yes");
+    if (r && r->type == REDIS_REPLY_INTEGER)
+      killed += r->integer;
+    if (r)
+      freeReplyObject(r);
+    int rc = DLOCK_EIO;
+    for (int k = 0; k < 50 && rc != DLOCK_OK; k++) /* the call re-connects */
+      if ((rc = dlock_lock_state_get(l, &st)) != DLOCK_OK)
+        usleep(1000);
+    failed += rc != DLOCK_OK;
+  }
+  redisFree(admin);
+  int after = count_fds();
+  printf("\n    %" PRId64 " reconnects (%" PRId64 " connections killed): fds %d "
+         "before, %d after\n", n, killed, before, after);
+  CU_ASSERT(killed >= n);
+  CU_ASSERT_EQUAL(failed, 0);
+  CU_ASSERT_EQUAL(after, before);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void test_t15_no_sigpipe_under_kill_storms(void) {
+  run r;
+  torture(&r, "--kind lock --procs 4 --threads 4 --duration 4000 "
+              "--nemesis client-kill,pubsub-kill --every 50");
+  clean(&r);
+  EXPECT(&r, "f_client_kill", >, 0);
+  /* clean() asserts no worker died (by SIGPIPE or otherwise); a call whose
+   * every attempt met a killed connection may fail with DLOCK_EIO */
+}
+
+static int suite_init(void) {
+  for (int i = 0; i < 5; i++)
+    if (th_server_start(&srv[i], NULL) != 0)
+      return 1;
+  return 0;
+}
+
+static int suite_clean(void) {
+  for (int i = 0; i < 5; i++)
+    th_server_stop(&srv[i]);
+  return 0;
+}
+
+static void add(void) {
+  CU_pSuite s = CU_add_suite("reliability", suite_init, suite_clean);
+  CU_add_test(s, "t01_lock_8x8", test_t01_lock_8x8);
+  CU_add_test(s, "t02_lock_kills", test_t02_lock_kills);
+  CU_add_test(s, "t03_redlock_subsets", test_t03_redlock_subsets);
+  CU_add_test(s, "t04_redlock_two_stopped", test_t04_redlock_two_stopped);
+  CU_add_test(s, "t04_redlock_two_blackholed", test_t04_redlock_two_blackholed);
+  CU_add_test(s, "t05_redlock_three_down", test_t05_redlock_three_down);
+  CU_add_test(s, "t06_watchdog_cpu_starved", test_t06_watchdog_cpu_starved);
+  CU_add_test(s, "t07_restart_reports_loss", test_t07_restart_reports_loss);
+  CU_add_test(s, "t08_server_stopped", test_t08_server_stopped);
+  CU_add_test(s, "t09_handoffs_pubsub_killed", test_t09_handoffs_pubsub_killed);
+  CU_add_test(s, "t10_script_flush", test_t10_script_flush);
+  CU_add_test(s, "t11_semaphore_kills", test_t11_semaphore_kills);
+  CU_add_test(s, "t12_rwlock", test_t12_rwlock);
+  CU_add_test(s, "t13_fair", test_t13_fair);
+  CU_add_test(s, "t14_multi_orders", test_t14_multi_orders);
+  CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
+  CU_add_test(s, "t15_no_sigpipe_under_kill_storms",
+              test_t15_no_sigpipe_under_kill_storms);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
