@@ -153,6 +153,11 @@ int dlock__submit(dlock_client *c, dlock__req *req);
  * set on DLOCK_OK; error replies are returned as DLOCK_EREDIS with the text in
  * dlock_errmsg() and *reply NULL. */
 int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply);
+#ifdef DLOCK_FUZZ
+/* Fuzz builds only (meson -Dfuzz=true): when set, dlock__call takes its
+ * reply (or a failure status) from here instead of a server. */
+extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
+#endif
 
 /* dlock__req_command + dlock__call. */
 int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
