@@ -385,10 +385,15 @@ static int64_t count_keys(int64_t *latches) {
       snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
       for (size_t k = 0; k < r->element[1]->elements; k++) {
         const char *key = r->element[1]->element[k]->str;
-        if (strncmp(key, "redisson_unlock_latch:", 22) == 0)
+        if (strncmp(key, "redisson_unlock_latch:", 22) == 0) {
           nl++;
-        else
-          n++;
+        } else if (n++ < 5 && latches) { /* the final count: say which */
+          redisReply *t = redisCommand(ctx, "PTTL %s", key);
+          fprintf(stderr, "torture: key left on server %d: %s (pttl %lld)\n",
+                  i, key, t && t->type == REDIS_REPLY_INTEGER ? t->integer : -3);
+          if (t)
+            freeReplyObject(t);
+        }
       }
       freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
