@@ -377,8 +377,10 @@ static void test_t12_rwlock(void) {
 /* 13. fair lock, 16 waiters, waiters killed in the queue */
 static void test_t13_fair(void) {
   run r;
-  torture(&r, "--kind fair --procs 16 --threads 1 --slot 1000 --duration 6000 "
-              "--nemesis kill-waiter --every 700");
+  /* one dead waiter at a time (kills 1.25-3.75 s apart, slot 1 s): two
+   * dead ones next to each other in the queue would cost up to two slots */
+  torture(&r, "--kind fair --procs 16 --threads 1 --slot 1000 --duration 8000 "
+              "--nemesis kill-waiter --every 2500");
   clean(&r);
   EXPECT(&r, "fifo_violations", ==, 0);
   EXPECT(&r, "fifo_checked", >, 0);

@@ -196,6 +196,19 @@ typedef struct dlock__waiter {
   uint64_t unconsumed;               /* passed to unsubscribe */
   int fifo;                          /* set before subscribing: see below */
   int head;                          /* fifo: oldest waiter; under sync->mu */
+  /* Early tries (wait.c): the last try's request is kept; while the thread
+   * waits (armed), the engine re-sends it the moment a message wakes the
+   * waiter, so the try is on its way while the thread wakes up, and the
+   * thread's next try takes that reply instead of sending. */
+  dlock__buf early_cmd;              /* waiting thread; engine while armed */
+  int early_script;
+  size_t early_tail, early_argc;
+  int armed;                         /* under sync->mu */
+  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
+  int64_t early_sent_ms;
+  redisReply *early_reply;           /* under sync->mu */
+  int early_status;
+  char early_err[256];
 } dlock__waiter;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
@@ -231,7 +244,16 @@ typedef struct dlock__wait_spec {
   /* Called once when the loop ends in an error after subscribing (timeout,
    * close): undo what the tries left behind (queue entries). May be NULL. */
   void (*give_up)(void *ctx);
+  /* 1: every try after the first sends the same bytes (one dlock__call),
+   * so the engine may send it early on a wake-up (see dlock__waiter). */
+  int early;
 } dlock__wait_spec;
+
+/* When the request of this thread's last dlock__call was sent (queued to
+ * the engine, or sent early on its behalf): the start of a lease it got. */
+int64_t dlock__call_sent_ms(void);
+/* The waiter whose tries this thread is making (wait.c), or NULL. */
+void dlock__set_trying(dlock__waiter *w);
 
 /* Try, subscribe, try and wait until acquired or the budget is spent.
  * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the

@@ -163,6 +163,43 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   pthread_mutex_unlock(&cs->sync->mu);
 }
 
+static _Thread_local dlock__waiter *tls_trying;
+static _Thread_local int64_t tls_sent_ms;
+
+void dlock__set_trying(dlock__waiter *w) { tls_trying = w; }
+int64_t dlock__call_sent_ms(void) { return tls_sent_ms; }
+
+/* This thread's try was sent early (pubsub.c): take its answer. */
+static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs) {
+  pthread_mutex_lock(&w->sync->mu);
+  if (w->early_state == 0) {
+    pthread_mutex_unlock(&w->sync->mu);
+    return 0;
+  }
+  while (w->early_state == 1)
+    dlock__sync_wait(w->sync, -1); /* bounded by the command timeout */
+  cs->reply = w->early_reply;
+  cs->status = w->early_status;
+  snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early_err);
+  w->early_reply = NULL;
+  w->early_state = 0;
+  pthread_mutex_unlock(&w->sync->mu);
+  tls_sent_ms = w->early_sent_ms;
+  /* the same bytes (dlock__wait_spec.early): nothing else to send */
+  dlock__buf_free(&req->cmd);
+  return 1;
+}
+
+/* Keep a copy of the try w may have sent early next time. */
+static void keep_try(dlock__waiter *w, const dlock__req *req) {
+  w->early_cmd.len = 0;
+  if (dlock__buf_add(&w->early_cmd, req->cmd.p, req->cmd.len) != DLOCK_OK)
+    w->early_cmd.len = 0; /* never armed: the thread tries itself */
+  w->early_script = req->script;
+  w->early_tail = req->script_tail;
+  w->early_argc = req->argc;
+}
+
 int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
   *reply = NULL;
   if (tls_on_engine) {
@@ -172,6 +209,11 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
                        "lost-lock callback?)");
   }
   call_state cs = {.sync = dlock__sync_self()};
+  dlock__waiter *w = tls_trying;
+  tls_sent_ms = dlock__now_ms();
+  if (w && take_early(w, req, &cs)) {
+    /* answered already */
+  } else
 #ifdef DLOCK_FUZZ
   if (dlock__fuzz_reply) { /* the reply comes from the fuzzer */
     cs.status = dlock__fuzz_reply(req, &cs.reply);
@@ -179,6 +221,8 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
   } else
 #endif
   {
+    if (w)
+      keep_try(w, req);
     req->done = call_done;
     req->data = &cs;
     int rc = dlock__submit(c, req);

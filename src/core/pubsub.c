@@ -48,14 +48,51 @@ static void chan_free(dlock_client *c, chan *ch) {
   free(ch);
 }
 
-/* Wake w once (under its thread's mutex). */
-static void wake(dlock__waiter *w, int confirm) {
+static void early_done(dlock__req *req, redisReply *reply, int status) {
+  dlock__waiter *w = req->data;
+  pthread_mutex_lock(&w->sync->mu);
+  w->early_reply = reply;
+  w->early_status = status;
+  snprintf(w->early_err, sizeof w->early_err, "%s", req->errmsg);
+  w->early_state = 2;
+  pthread_cond_signal(&w->sync->cv);
+  pthread_mutex_unlock(&w->sync->mu);
+  free(req);
+}
+
+/* The armed waiter's last try, as a request of its own (sync->mu held). */
+static dlock__req *early_req(dlock__waiter *w) {
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL ||
+      dlock__buf_add(&req->cmd, w->early_cmd.p, w->early_cmd.len) != DLOCK_OK) {
+    free(req);
+    return NULL; /* the thread tries by itself */
+  }
+  req->script = w->early_script;
+  req->script_tail = w->early_tail;
+  req->argc = w->early_argc;
+  req->queued_ms = w->early_sent_ms = dlock__now_ms();
+  req->done = early_done;
+  req->data = w;
+  w->armed = 0;
+  w->early_state = 1;
+  return req;
+}
+
+/* Wake w once (under its thread's mutex); an armed waiter's next try is
+ * sent at once, on its behalf. */
+static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
+  dlock__req *early = NULL;
   pthread_mutex_lock(&w->sync->mu);
   w->wakes++;
   if (confirm)
     w->confirmed = 1;
+  else if (w->armed && w->early_state == 0 && !c->stopping)
+    early = early_req(w);
   pthread_cond_signal(&w->sync->cv);
   pthread_mutex_unlock(&w->sync->mu);
+  if (early)
+    dlock__conn_send(&c->cmd, early);
 }
 
 static int has_pending_wake(dlock__waiter *w) {
@@ -68,25 +105,25 @@ static int has_pending_wake(dlock__waiter *w) {
 /* Wake up to n waiters, oldest first, skipping those that already have a
  * wake-up they have not consumed: one release then goes to one thread that
  * will actually re-check. */
-static void wake_some(chan *ch, uint32_t n) {
+static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
   if (ch->fifo) { /* the others wait for their turn anyway */
     if (n > 0 && ch->head)
-      wake(ch->head, 0);
+      wake(c, ch->head, 0);
     return;
   }
   if (n == UINT32_MAX) {
     for (dlock__waiter *w = ch->head; w; w = w->next)
-      wake(w, 0);
+      wake(c, w, 0);
     return;
   }
   uint32_t woken = 0;
   for (dlock__waiter *w = ch->head; w && woken < n; w = w->next)
     if (!has_pending_wake(w)) {
-      wake(w, 0);
+      wake(c, w, 0);
       woken++;
     }
   if (woken == 0 && n > 0 && ch->head)
-    wake(ch->head, 0);
+    wake(c, ch->head, 0);
 }
 
 static void on_confirmed(chan *ch) {
@@ -115,7 +152,7 @@ void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
     redisReply *msg = r->element[2];
     const char *text = msg->type == REDIS_REPLY_STRING ? msg->str : "";
     size_t len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;
-    wake_some(ch, ch->wake(text, len));
+    wake_some(c, ch, ch->wake(text, len));
     return;
   }
   if (ch->ops > 0)
@@ -258,7 +295,7 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
   /* A wake-up this waiter never used (it gave up, or took the lock on its
    * own) may be the one another waiter needs: pass it on. */
   if (w->unconsumed > 0 && ch->head && !ch->fifo)
-    wake_some(ch, 1);
+    wake_some(c, ch, 1);
   if (--ch->refs == 0) {
     if (c->sub.state == CONN_READY && ch->last_sub &&
         (ch->ops > 0 || ch->confirmed)) {

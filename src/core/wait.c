@@ -29,6 +29,26 @@ static int my_turn(dlock__waiter *w) {
   return head;
 }
 
+static void set_armed(dlock__waiter *w, int on) {
+  pthread_mutex_lock(&w->sync->mu);
+  w->armed = on;
+  pthread_mutex_unlock(&w->sync->mu);
+}
+
+/* The loop only leaves after a try of its own (which takes an early try's
+ * answer) or when the client closes: then an early try still in flight is
+ * failed by the close. Wait for it, so w outlives its request. */
+static void settle_early(dlock__waiter *w) {
+  pthread_mutex_lock(&w->sync->mu);
+  while (w->early_state == 1)
+    dlock__sync_wait(w->sync, -1);
+  if (w->early_reply)
+    freeReplyObject(w->early_reply);
+  w->early_reply = NULL;
+  w->early_state = 0;
+  pthread_mutex_unlock(&w->sync->mu);
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   int64_t start = dlock__now_ms();
@@ -50,9 +70,13 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                         spec->fifo, &w, deadline);
   if (rc != DLOCK_OK)
     return rc;
+  int early = spec->early && !spec->fifo;
   for (;;) {
     if (!spec->fifo || my_turn(&w)) {
+      if (early)
+        dlock__set_trying(&w);
       rc = spec->attempt(ctx, &hint);
+      dlock__set_trying(NULL);
       if (rc != 0)
         break;
     } else {
@@ -64,14 +88,18 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                        " ms", spec->what, wait_ms);
       break;
     }
-    if (dlock__waiter_wait(&w, wait_until(hint, now, deadline)) ==
-        DLOCK_ECLOSED) {
+    set_armed(&w, early && w.early_cmd.len > 0);
+    int woke = dlock__waiter_wait(&w, wait_until(hint, now, deadline));
+    set_armed(&w, 0); /* the engine may have sent the try meanwhile */
+    if (woke == DLOCK_ECLOSED) {
       rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
       break;
     }
   }
+  settle_early(&w);
   if (rc < 0 && spec->give_up)
     spec->give_up(ctx);
   dlock__unsubscribe(c, &w);
+  dlock__buf_free(&w.early_cmd);
   return rc;
 }

@@ -53,11 +53,11 @@ static int try_once(void *ctx, int64_t *hint) {
                     a->olen,
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1};
   redisReply *r;
-  a->sent_ms = dlock__now_ms();
   int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys,
                               klens, 4, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
+  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (r->type == REDIS_REPLY_INTEGER) {
@@ -117,7 +117,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   snprintf(what, sizeof what, "fair lock \"%.100s\"", l->name);
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
                            .channel_len = channel.len, .wake = dlock__wake_all,
-                           .attempt = try_once, .give_up = give_up};
+                           .attempt = try_once, .give_up = give_up,
+                           .early = 1};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   dlock__buf_free(&channel);
   if (rc != 1)

@@ -141,11 +141,11 @@ static int try_once(void *ctx, int64_t *hint) {
   dlock__req req;
   redisReply *r;
   int rc = dlock__reentrant_try_req(a->l, a->owner_id, a->lease_ms, &req);
-  a->sent_ms = dlock__now_ms();
   if (rc == DLOCK_OK)
     rc = dlock__call(a->l->client, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
+  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
   rc = dlock__reentrant_try_reply(a->l, r, hint, &a->token);
   freeReplyObject(r);
   return rc;
@@ -165,7 +165,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   snprintf(what, sizeof what, "lock \"%.100s\"", l->name);
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
-                           .wake = dlock__wake_one, .attempt = try_once};
+                           .wake = dlock__wake_one, .attempt = try_once,
+                           .early = 1};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;

@@ -158,13 +158,18 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
  * deadline_ms; returns with r->mu held. A try round stops at a majority:
  * the slower members' answers cannot change the outcome, and a late grant
  * is covered like any late answer (released by the RedLock's release). */
-static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
+static void round_wait_some(round *r, size_t granted, size_t pending,
+                            int64_t deadline_ms) {
   struct timespec ts = {.tv_sec = deadline_ms / 1000,
                         .tv_nsec = (deadline_ms % 1000) * 1000000};
   pthread_mutex_lock(&r->mu);
-  while (r->pending > 0 && r->granted < granted)
+  while (r->pending > pending && r->granted < granted)
     if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
       break;
+}
+
+static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
+  round_wait_some(r, granted, 0, deadline_ms);
 }
 
 /* ---- loss of the majority -------------------------------------------------- */
@@ -291,13 +296,14 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     round_wait(r, rl->quorum, round_end);
     int64_t elapsed = dlock__now_ms() - t0;
     int granted[DLOCK__MAX_MEMBERS] = {0};
-    size_t ngranted = 0, nbusy = 0;
+    size_t ngranted = 0, nbusy = 0, silent = 0;
     why[0] = '\0';
     for (size_t i = 0; i < rl->n; i++) {
       call *c = &r->calls[i];
       dlock_lock *m = rl->members[i];
       int64_t hint = 0, token = 0;
       if (!c->done) {
+        silent++;
         append(why, sizeof why, "; member %zu (%.60s): no answer within %" PRId64
                " ms", i, m->name, rl->member_timeout_ms);
       } else if (c->status != DLOCK_OK) {
@@ -338,12 +344,15 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (ngranted >= rl->quorum)
       append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
              PRId64 " ms lease)", elapsed, lease);
-    /* release every member, also those that did not answer, without
-     * waiting: each release travels on its member's connection ahead of any
-     * later try there, and no local hold was recorded for this round */
+    /* Release every member, also those that did not answer. Wait (up to
+     * the member timeout) only for the members that answered the try: they
+     * answer at once, and then nothing of this round is left on them. A
+     * silent member's release travels on its connection ahead of any later
+     * try there; no local hold was recorded for this round. */
     round *rel = round_start(rl, RELEASE, owner, 0);
     if (rel) {
-      round_wait(rel, 0, 0); /* returns at once, with rel->mu held */
+      round_wait_some(rel, SIZE_MAX, silent,
+                      dlock__now_ms() + rl->member_timeout_ms);
       round_unref_locked(rel);
     }
     int64_t now = dlock__now_ms();

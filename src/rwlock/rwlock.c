@@ -76,7 +76,6 @@ static int try_once(void *ctx, int64_t *hint) {
   size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms);
   redisReply *r;
   int rc;
-  a->sent_ms = dlock__now_ms();
   if (h->is_write) {
     const char *keys[] = {l->name};
     size_t klens[] = {l->name_len};
@@ -94,6 +93,7 @@ static int try_once(void *ctx, int64_t *hint) {
   }
   if (rc != DLOCK_OK)
     return rc;
+  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (r->type == REDIS_REPLY_INTEGER) {
@@ -128,7 +128,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
            l->name);
   dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
                            .channel_len = h->channel.len, .wake = rw_wake,
-                           .attempt = try_once};
+                           .attempt = try_once, .early = 1};
   rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc == 1) {
     dlock__hold_id id = hold_id(h, &w);
