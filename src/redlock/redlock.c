@@ -41,6 +41,8 @@ struct round {
   int is_try;
   size_t pending;
   size_t granted;    /* tries answered with a grant, releases that released */
+  size_t want_granted, want_pending; /* what the caller waits for: wake it
+                                        only then (one wake-up, not n) */
   size_t n;
   call calls[];
 };
@@ -94,7 +96,8 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
       (r->is_try ? is_grant(reply, c->fenced) : is_released(reply)))
     r->granted++;
   r->pending--;
-  pthread_cond_signal(&r->cv);
+  if (r->pending <= r->want_pending || r->granted >= r->want_granted)
+    pthread_cond_signal(&r->cv);
   round_unref_locked(r);
 }
 
@@ -123,6 +126,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
   pthread_cond_init(&r->cv, &attr);
   pthread_condattr_destroy(&attr);
   r->n = rl->n;
+  r->want_granted = SIZE_MAX; /* until the caller says: when all answered */
   r->is_try = kind == TRY;
   r->refs = 1 + (int)rl->n;
   r->pending = rl->n;
@@ -158,18 +162,20 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
  * deadline_ms; returns with r->mu held. A try round stops at a majority:
  * the slower members' answers cannot change the outcome, and a late grant
  * is covered like any late answer (released by the RedLock's release). */
-static void round_wait_some(round *r, size_t granted, size_t pending,
-                            int64_t deadline_ms) {
-  struct timespec ts = {.tv_sec = deadline_ms / 1000,
-                        .tv_nsec = (deadline_ms % 1000) * 1000000};
+static void round_wait_us(round *r, size_t granted, size_t pending,
+                          int64_t deadline_us) {
+  struct timespec ts = {.tv_sec = deadline_us / 1000000,
+                        .tv_nsec = (deadline_us % 1000000) * 1000};
   pthread_mutex_lock(&r->mu);
+  r->want_granted = granted;
+  r->want_pending = pending;
   while (r->pending > pending && r->granted < granted)
     if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != 0)
       break;
 }
 
 static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
-  round_wait_some(r, granted, 0, deadline_ms);
+  round_wait_us(r, granted, 0, deadline_ms * 1000);
 }
 
 /* ---- loss of the majority -------------------------------------------------- */
@@ -351,8 +357,8 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
      * try there; no local hold was recorded for this round. */
     round *rel = round_start(rl, RELEASE, owner, 0);
     if (rel) {
-      round_wait_some(rel, SIZE_MAX, silent,
-                      dlock__now_ms() + rl->member_timeout_ms);
+      round_wait_us(rel, SIZE_MAX, silent,
+                    dlock__now_us() + rl->member_timeout_ms * 1000);
       round_unref_locked(rel);
     }
     int64_t now = dlock__now_ms();
