@@ -245,7 +245,9 @@ typedef struct dlock__wait_spec {
    * close): undo what the tries left behind (queue entries). May be NULL. */
   void (*give_up)(void *ctx);
   /* 1: every try after the first sends the same bytes (one dlock__call),
-   * so the engine may send it early on a wake-up (see dlock__waiter). */
+   * so the engine may send it early on a wake-up (see dlock__waiter). Not
+   * for locks whose waiters in many processes race for each release: the
+   * first subscriber, told first, would win every race. */
   int early;
 } dlock__wait_spec;
 

@@ -165,8 +165,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   snprintf(what, sizeof what, "lock \"%.100s\"", l->name);
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
-                           .wake = dlock__wake_one, .attempt = try_once,
-                           .early = 1};
+                           .wake = dlock__wake_one, .attempt = try_once};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;
