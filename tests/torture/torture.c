@@ -39,7 +39,7 @@ static pid_t procs[MAX_PROCS];
 static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
 static tt_result R;
 static int64_t counter_slack;
-static _Atomic int nemesis_exit;
+static _Atomic int nemesis_idle, nemesis_exit;
 static char **worker_argv;
 static int worker_argc;
 
@@ -299,8 +299,11 @@ static void *nemesis_main(void *arg) {
     if (!atomic_load(&A->stop))
       fault(chosen[rand() % n]);
   }
-  /* A restarted server's PR_SET_PDEATHSIG follows this thread: it lives
-   * until the harness has counted the keys left. */
+  /* Everything this thread wrote (fault counts, buried sections) is seen
+   * by the main thread once it reads nemesis_idle. A restarted server's
+   * PR_SET_PDEATHSIG follows this thread: it lives until the harness has
+   * counted the keys left. */
+  atomic_store(&nemesis_idle, 1);
   while (!atomic_load(&nemesis_exit))
     sleep_ms(5);
   return NULL;
@@ -479,6 +482,8 @@ static int harness_main(void) {
     pthread_mutex_unlock(&procs_mu);
   }
   atomic_store(&A->stop, 1);
+  while (!atomic_load(&nemesis_idle)) /* its last fault is done */
+    sleep_ms(5);
   if (O.kind == TT_FAIR)
     pthread_join(queue, NULL);
   /* the workers finish their attempt in progress (its wait budget at most) */
