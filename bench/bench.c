@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -542,6 +543,65 @@ static void *rl_thread(void *p) {
   return NULL;
 }
 
+/* W5's raw bound: one thread asks 5 servers at once over plain hiredis
+ * (same acquire script) and stops at the third answer, like a RedLock round
+ * with no engine at all: the floor of "a majority of 5" on this machine. */
+static double raw_majority_p50(void) {
+  redisContext *c[5];
+  for (int i = 0; i < 5; i++)
+    c[i] = raw_connect(urls[i]);
+  reset();
+  int64_t end = now_us() + (int64_t)(duration * 1e6);
+  for (long k = 0; now_us() < end; k++) {
+    char name[64], latch[160];
+    snprintf(name, sizeof name, "bench:w5raw:%ld", k % 32);
+    snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%ld", name, k);
+    const char *acq[] = {"EVALSHA", dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE].sha1,
+                         "1", name, "30000", "raw-w5:1"};
+    size_t al[6];
+    for (int a = 0; a < 6; a++)
+      al[a] = strlen(acq[a]);
+    int64_t t0 = now_us();
+    for (int i = 0; i < 5; i++) {
+      int done = 0;
+      redisAppendCommandArgv(c[i], 6, acq, al);
+      while (!done && redisBufferWrite(c[i], &done) == REDIS_OK) {
+      }
+    }
+    int got = 0, have[5] = {0};
+    while (got < 3) {
+      struct pollfd pf[5];
+      for (int i = 0; i < 5; i++)
+        pf[i] = (struct pollfd){.fd = c[i]->fd, .events = POLLIN};
+      if (poll(pf, 5, 1000) <= 0)
+        die("raw majority: no answer", -1);
+      for (int i = 0; i < 5; i++) {
+        void *r = NULL;
+        if (have[i] || !(pf[i].revents & POLLIN) ||
+            redisBufferRead(c[i]) != REDIS_OK ||
+            redisGetReplyFromReader(c[i], &r) != REDIS_OK || r == NULL)
+          continue;
+        freeReplyObject(r);
+        have[i] = 1;
+        got++;
+      }
+    }
+    sample(now_us() - t0);
+    for (int i = 0; i < 5; i++) { /* not timed: the rest, and the release */
+      void *r = NULL;
+      if (!have[i] && redisGetReply(c[i], &r) == REDIS_OK)
+        freeReplyObject(r);
+      const char *rel[] = {name, latch, "30000", "raw-w5:1", "60000", "PUBLISH",
+                           "bench:w5raw", "0"};
+      freeReplyObject(raw_eval(c[i], DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
+    }
+  }
+  double p50 = pct(sh->samples, nsamples(), 50);
+  for (int i = 0; i < 5; i++)
+    redisFree(c[i]);
+  return p50;
+}
+
 static void w5(void) {
   if (nurls < 5) {
     na("W5", "needs 5 servers: run without --url");
@@ -573,8 +633,15 @@ static void w5(void) {
     char metric[64];
     snprintf(metric, sizeof metric, "%d-thread pairs/s", n);
     emit("W5", metric, rate, "1/s", NAN);
-    if (n == 1)
-      emit("W5", "1-thread lock p50", pct(sh->samples, ns, 50), "us", w1_p50);
+    if (n == 1) {
+      double p50 = pct(sh->samples, ns, 50);
+      emit("W5", "1-thread lock p50", p50, "us", w1_p50);
+      /* the same against the floor: how far the raw majority-of-5 already
+       * is from one server's raw round trip, and dlock from that */
+      double raw5 = raw_majority_p50();
+      emit("W5", "raw majority-of-5 p50", raw5, "us", raw_rtt);
+      emit("W5", "1-thread lock p50 vs raw", p50, "us", raw5);
+    }
     for (int i = 0; i < n; i++)
       for (int k = 0; k < 32; k++) {
         dlock_lock_free(args[i].rl[k]);
