@@ -1,17 +1,15 @@
 /* Test harness: real redis-server processes, never a mock. */
 #include "harness.h"
+#include "redis_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,21 +30,6 @@ int64_t th_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    if (fd >= 0)
-      close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 static void track(th_server *s, int on) {
@@ -137,7 +120,7 @@ int th_server_start(th_server *s, const char *extra) {
   if (mkdtemp(s->dir) == NULL)
     return -1;
   for (int attempt = 0; attempt < 5; attempt++) {
-    s->port = free_port();
+    s->port = dlock_tool_free_port();
     snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
     track(s, 1);
     if (s->port > 0 && spawn(s) == 0)

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int free_port(void) {
+int dlock_tool_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -39,7 +39,7 @@ static int accepts(int port) {
 
 int dlock_tool_server_start(dlock_tool_server *s) {
   s->pid = -1;
-  s->port = free_port();
+  s->port = dlock_tool_free_port();
   if (s->port < 0) {
     fprintf(stderr, "no free loopback port: %s\n", strerror(errno));
     return -1;

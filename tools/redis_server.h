@@ -12,6 +12,8 @@ typedef struct dlock_tool_server {
   char url[64];
 } dlock_tool_server;
 
+/* A free TCP port on 127.0.0.1 (bound once and released), or -1. */
+int dlock_tool_free_port(void);
 /* Start one (no persistence, stdout to /dev/null) and wait up to 5 s for
  * it to accept connections. Returns 0, or -1 with a message on stderr. */
 int dlock_tool_server_start(dlock_tool_server *s);

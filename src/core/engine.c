@@ -210,12 +210,12 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
   }
   call_state cs = {.sync = dlock__sync_self()};
   dlock__waiter *w = tls_trying;
-  tls_sent_ms = dlock__now_ms();
   if (w && take_early(w, req, &cs)) {
     /* answered already */
   } else
 #ifdef DLOCK_FUZZ
   if (dlock__fuzz_reply) { /* the reply comes from the fuzzer */
+    tls_sent_ms = dlock__now_ms();
     cs.status = dlock__fuzz_reply(req, &cs.reply);
     dlock__buf_free(&req->cmd);
   } else
@@ -228,6 +228,7 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
     int rc = dlock__submit(c, req);
     if (rc != DLOCK_OK)
       return rc;
+    tls_sent_ms = req->queued_ms; /* set by dlock__submit */
     pthread_mutex_lock(&cs.sync->mu);
     while (!cs.done)
       dlock__sync_wait(cs.sync, -1);

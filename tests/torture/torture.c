@@ -135,8 +135,6 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     usage();
 }
 
-static int64_t now_ms(void) { return tt_now_ns() / 1000000; }
-
 /* ---- workers ------------------------------------------------------------- */
 
 static pid_t spawn(int proc) {
@@ -294,7 +292,7 @@ static void *nemesis_main(void *arg) {
       chosen[n++] = f;
   while (!atomic_load(&A->stop) && n > 0) {
     int64_t wait = O.every_ms / 2 + rand() % (O.every_ms + 1);
-    for (int64_t end = now_ms() + wait; now_ms() < end && !atomic_load(&A->stop);)
+    for (int64_t end = th_now_ms() + wait; th_now_ms() < end && !atomic_load(&A->stop);)
       sleep_ms(5);
     if (!atomic_load(&A->stop))
       fault(chosen[rand() % n]);
@@ -462,8 +460,8 @@ static int harness_main(void) {
   pthread_create(&nem, NULL, nemesis_main, NULL);
   if (O.kind == TT_FAIR)
     pthread_create(&queue, NULL, queue_main, NULL);
-  int64_t end = now_ms() + O.duration_ms;
-  while (now_ms() < end && !atomic_load(&A->stop)) {
+  int64_t end = th_now_ms() + O.duration_ms;
+  while (th_now_ms() < end && !atomic_load(&A->stop)) {
     sleep_ms(10);
     pthread_mutex_lock(&procs_mu);
     for (int i = 0; i < O.procs; i++) {
@@ -505,7 +503,7 @@ static int harness_main(void) {
   /* quiescence: after the longest lease nothing of ours may be left */
   int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
   int64_t quiet = lease + (O.kind == TT_FAIR ? O.slot_ms : 0) + 500;
-  for (int64_t stop = now_ms() + quiet; now_ms() < stop;) {
+  for (int64_t stop = th_now_ms() + quiet; th_now_ms() < stop;) {
     if (O.kind != TT_SEMAPHORE && count_keys(NULL) == 0)
       break;
     sleep_ms(50);
