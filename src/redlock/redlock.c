@@ -383,10 +383,32 @@ static int release(dlock_lock *l, uint64_t owner) {
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   int64_t t0 = dlock__now_ms();
-  /* Done at a majority, as a try round: a member that has not answered yet
-   * gets its release all the same (it is on its way, ahead of any later try
-   * on that member's connection) and its lease ends it at the latest. */
-  round_wait(r, rl->quorum, t0 + rl->member_timeout_ms);
+  /* Wait (up to the member timeout) until as many members answered as the
+   * acquire got: in a healthy cluster every member, so nothing of ours runs
+   * on after the call; with masters down only the live ones, so a stopped
+   * master does not cost every release the member timeout. A member that
+   * has not answered gets its release all the same (it is on its way, ahead
+   * of any later try on its connection); its lease ends it at the latest. */
+  pthread_mutex_lock(&rl->mu);
+  acq *held_by = acq_get(rl, owner, 0);
+  size_t held = held_by ? (size_t)atomic_load(&held_by->held) : rl->n;
+  pthread_mutex_unlock(&rl->mu);
+  int64_t t0_us = dlock__now_us();
+  round_wait_us(r, SIZE_MAX, held < rl->n ? rl->n - held : 0,
+                (t0 + rl->member_timeout_ms) * 1000);
+  if (r->pending > 0) {
+    /* A member whose try was granted after the acquire had its majority
+     * is held too, but not counted: give the others twice as long again
+     * (5 ms at least, the member timeout at most); a stopped master costs
+     * that little, not the member timeout. */
+    int64_t now = dlock__now_us(), grace = 2 * (now - t0_us);
+    if (grace < 5000)
+      grace = 5000;
+    if (grace > rl->member_timeout_ms * 1000)
+      grace = rl->member_timeout_ms * 1000;
+    pthread_mutex_unlock(&r->mu);
+    round_wait_us(r, SIZE_MAX, 0, now + grace);
+  }
   if (r->granted < rl->quorum && r->pending > 0) {
     /* A release is not racing a lease: give slow members up to the command
      * timeout to confirm a majority. */
