@@ -602,56 +602,76 @@ static double raw_majority_p50(void) {
   return p50;
 }
 
+/* n threads on a RedLock over clients c[0..4]: pairs/s and lock p50 */
+static void w5_run(dlock_client **c, int n, double *rate, double *p50) {
+  rl_arg *args = calloc((size_t)n, sizeof *args);
+  if (args == NULL)
+    die("out of memory", -1);
+  for (int i = 0; i < n; i++) {
+    args[i].id = i;
+    for (int k = 0; k < 32; k++) {
+      dlock_lock **m = args[i].members[k];
+      char name[64];
+      snprintf(name, sizeof name, "bench:w5:%d:%d", i, k);
+      for (int s = 0; s < 5; s++)
+        dlock_reentrant_lock_new(c[s], name, NULL, &m[s]);
+      if (dlock_redlock_new(m, 5, NULL, &args[i].rl[k]) != DLOCK_OK)
+        die("redlock", -1);
+    }
+  }
+  reset();
+  double secs = run_threads(n, rl_thread, args, sizeof *args, duration);
+  *rate = (double)atomic_load(&sh->pairs) / secs;
+  *p50 = pct(sh->samples, nsamples(), 50);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 32; k++) {
+      dlock_lock_free(args[i].rl[k]);
+      for (int s = 0; s < 5; s++)
+        dlock_lock_free(args[i].members[k][s]);
+    }
+  free(args);
+}
+
+/* Five clients, one per server: on one engine thread (share_engine, what
+ * docs/redlock.md recommends) or each on its own. */
+static void w5_clients(dlock_client **c, int one_engine) {
+  for (int i = 0; i < 5; i++) {
+    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    o.share_engine = one_engine && i > 0 ? c[0] : NULL;
+    c[i] = NULL;
+    int rc = dlock_client_open(urls[i], &o, &c[i]);
+    if (rc != DLOCK_OK)
+      die(urls[i], rc);
+  }
+}
+
 static void w5(void) {
   if (nurls < 5) {
     na("W5", "needs 5 servers: run without --url");
     return;
   }
-  dlock_client *c[5];
-  for (int i = 0; i < 5; i++)
-    c[i] = open_client(urls[i], 0);
-  int nt[2] = {1, 16};
-  for (int r = 0; r < 2; r++) {
-    int n = nt[r];
-    rl_arg *args = calloc((size_t)n, sizeof *args);
-    for (int i = 0; i < n; i++) {
-      args[i].id = i;
-      for (int k = 0; k < 32; k++) {
-        dlock_lock **m = args[i].members[k];
-        char name[64];
-        snprintf(name, sizeof name, "bench:w5:%d:%d", i, k);
-        for (int s = 0; s < 5; s++)
-          dlock_reentrant_lock_new(c[s], name, NULL, &m[s]);
-        if (dlock_redlock_new(m, 5, NULL, &args[i].rl[k]) != DLOCK_OK)
-          die("redlock", -1);
-      }
-    }
-    reset();
-    double secs = run_threads(n, rl_thread, args, sizeof *args, duration);
-    double rate = (double)atomic_load(&sh->pairs) / secs;
-    long ns = nsamples();
-    char metric[64];
-    snprintf(metric, sizeof metric, "%d-thread pairs/s", n);
-    emit("W5", metric, rate, "1/s", NAN);
-    if (n == 1) {
-      double p50 = pct(sh->samples, ns, 50);
-      emit("W5", "1-thread lock p50", p50, "us", w1_p50);
-      /* the same against the floor: how far the raw majority-of-5 already
-       * is from one server's raw round trip, and dlock from that */
-      double raw5 = raw_majority_p50();
-      emit("W5", "raw majority-of-5 p50", raw5, "us", raw_rtt);
-      emit("W5", "1-thread lock p50 vs raw", p50, "us", raw5);
-    }
-    for (int i = 0; i < n; i++)
-      for (int k = 0; k < 32; k++) {
-        dlock_lock_free(args[i].rl[k]);
-        for (int s = 0; s < 5; s++)
-          dlock_lock_free(args[i].members[k][s]);
-      }
-    free(args);
-  }
-  for (int i = 0; i < 5; i++)
+  dlock_client *c[5], *own[5];
+  w5_clients(c, 1);
+  w5_clients(own, 0);
+  double rate, p50, own_rate, own_p50;
+  w5_run(c, 1, &rate, &p50);
+  emit("W5", "1-thread pairs/s", rate, "1/s", NAN);
+  emit("W5", "1-thread lock p50", p50, "us", w1_p50);
+  /* the same against the floor: how far the raw majority-of-5 already is
+   * from one server's raw round trip, and dlock from that */
+  double raw5 = raw_majority_p50();
+  emit("W5", "raw majority-of-5 p50", raw5, "us", raw_rtt);
+  emit("W5", "1-thread lock p50 vs raw", p50, "us", raw5);
+  w5_run(own, 1, &own_rate, &own_p50);
+  emit("W5", "1-thread lock p50, engine per member", own_p50, "us", w1_p50);
+  w5_run(c, 16, &rate, &p50);
+  emit("W5", "16-thread pairs/s", rate, "1/s", NAN);
+  w5_run(own, 16, &own_rate, &own_p50);
+  emit("W5", "16-thread pairs/s, engine per member", own_rate, "1/s", NAN);
+  for (int i = 4; i >= 0; i--) {
     dlock_client_close(c[i]);
+    dlock_client_close(own[i]);
+  }
 }
 
 /* ---- W7: read-write lock, 90 % reads -------------------------------------- */

@@ -1,6 +1,7 @@
 /* The core: URIs, keys, errors, connecting (TCP, unix socket, AUTH, ACL
  * users, SELECT, CLIENT SETNAME), reconnecting, NOSCRIPT reload, timeouts,
  * closing, and the faults the engine must ride out. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,130 @@ static void test_connections_killed_under_load(void) {
   dlock_client_close(c);
 }
 
+/* ---- clients sharing one engine thread ------------------------------------ */
+
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static void *close_client(void *c) {
+  dlock_client_close(c);
+  return NULL;
+}
+
+static void lock_unlock(dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+}
+
+static void test_shared_engine(void) {
+  th_server s2;
+  CU_ASSERT_FATAL(th_server_start(&s2, NULL) == 0);
+  dlock_client_close(th_client(&srv, NULL)); /* libuv's resolver threads */
+  int before = count_threads();
+  dlock_client *a = th_client(&srv, NULL), *b = NULL, *c = NULL;
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.share_engine = a; /* another server, a's thread */
+  TH_ASSERT_RC(dlock_client_open(s2.url, &o, &b), DLOCK_OK);
+  o.share_engine = b; /* a chain ends on the same thread */
+  o.watchdog_timeout_ms = 300;
+  counter lost = {PTHREAD_MUTEX_INITIALIZER, 0};
+  o.on_lost = count_lost;
+  o.on_lost_data = &lost;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_OK);
+  CU_ASSERT_FATAL(a && b && c);
+  CU_ASSERT_EQUAL(count_threads(), before + 1); /* three clients, one engine */
+
+  /* c's watchdog runs on the shared loop: a hold outlives its lease */
+  const char *name = th_name("shared");
+  dlock_lock *held = NULL, *la = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &held), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(a, name, NULL, &la), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(held, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  TH_ASSERT_RC(dlock_try_acquire(la, 5000), DLOCK_EBUSY); /* a and c: one server */
+  lock_unlock(b, name);                                /* b: the other one */
+
+  /* the client that started the engine closes first; the others go on */
+  dlock_client_close(a);
+  CU_ASSERT_EQUAL(count_threads(), before + 1);
+  /* seen renewed twice after a's close: the lease went down and back up */
+  long long low = th_int(&srv, "PTTL %s", name), renewals = 0;
+  for (int64_t end = th_now_ms() + 3000; renewals < 2 && th_now_ms() < end;
+       usleep(5000)) {
+    long long p = th_int(&srv, "PTTL %s", name);
+    if (p > low + 20)
+      renewals++;
+    low = p;
+  }
+  CU_ASSERT_EQUAL(renewals, 2);
+  TH_ASSERT_RC(dlock_release(held), DLOCK_OK);
+  CU_ASSERT_EQUAL(counted(&lost), 0);
+  lock_unlock(b, th_name("shared-b"));
+  lock_unlock(c, th_name("shared-c"));
+
+  /* a closed client cannot lend its engine (la keeps its memory) */
+  dlock_client *d = (dlock_client *)1;
+  o.share_engine = a;
+  o.on_lost = NULL;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &d), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NULL(d);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "closed"));
+  dlock_lock_free(la);
+
+  /* version 1 options end before share_engine: the field is not read */
+  dlock_client_opts v1 = DLOCK_CLIENT_OPTS_INIT;
+  v1.version = 1;
+  v1.share_engine = (dlock_client *)1;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &v1, &d), DLOCK_OK);
+  CU_ASSERT_EQUAL(count_threads(), before + 2);
+  lock_unlock(d, th_name("v1"));
+  dlock_client_close(d);
+
+  /* the last two close at once; the engine thread ends with them */
+  pthread_t t1, t2;
+  pthread_create(&t1, NULL, close_client, b);
+  pthread_create(&t2, NULL, close_client, c);
+  pthread_join(t1, NULL);
+  pthread_join(t2, NULL);
+  dlock_lock_free(held);
+  CU_ASSERT_EQUAL(count_threads(), before);
+  th_server_stop(&s2);
+}
+
+/* A sharing client whose server is down does not hold up the others. */
+static void test_shared_engine_member_down(void) {
+  th_server s2;
+  CU_ASSERT_FATAL(th_server_start(&s2, NULL) == 0);
+  dlock_client *a = th_client(&srv, NULL), *b = NULL;
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.share_engine = a;
+  o.command_timeout_ms = 300;
+  TH_ASSERT_RC(dlock_client_open(s2.url, &o, &b), DLOCK_OK);
+  th_server_pause(&s2, 1);
+  dlock_lock *lb = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(b, th_name("down"), NULL, &lb), DLOCK_OK);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_try_acquire(lb, 1000), DLOCK_EIO); /* times out ... */
+  CU_ASSERT(th_now_ms() - t0 < 300 + th_scaled_us(&srv, 1000000) / 1000);
+  for (int i = 0; i < 50; i++) /* ... while a goes on at full speed */
+    lock_unlock(a, th_name("up"));
+  th_server_pause(&s2, 0);
+  dlock_lock_free(lb);
+  dlock_client_close(b);
+  dlock_client_close(a);
+  th_server_stop(&s2);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("core", NULL, NULL);
   CU_add_test(s, "uri_parse", test_uri_parse);
@@ -472,6 +597,8 @@ static void add_tests(void) {
   CU_add_test(s, "pubsub_connection_killed_while_waiting",
               test_pubsub_connection_killed_while_waiting);
   CU_add_test(s, "connections_killed_under_load", test_connections_killed_under_load);
+  CU_add_test(s, "shared_engine", test_shared_engine);
+  CU_add_test(s, "shared_engine_member_down", test_shared_engine_member_down);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -13,18 +13,24 @@
 #define NSRV 5
 static th_server srv[NSRV];
 static dlock_client *cl[NSRV];
+static dlock_client *one[NSRV]; /* the same servers, one engine thread */
 
 static int suite_init(void) {
-  for (int i = 0; i < NSRV; i++)
+  for (int i = 0; i < NSRV; i++) {
+    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    o.share_engine = i > 0 ? one[0] : NULL;
     if (th_server_start(&srv[i], NULL) != 0 ||
-        dlock_client_open(srv[i].url, NULL, &cl[i]) != DLOCK_OK)
+        dlock_client_open(srv[i].url, NULL, &cl[i]) != DLOCK_OK ||
+        dlock_client_open(srv[i].url, &o, &one[i]) != DLOCK_OK)
       return 1;
+  }
   return 0;
 }
 
 static int suite_clean(void) {
   for (int i = 0; i < NSRV; i++) {
     dlock_client_close(cl[i]);
+    dlock_client_close(one[i]);
     th_server_stop(&srv[i]);
   }
   return 0;
@@ -243,10 +249,10 @@ static void test_redlock_quorum(void) {
     dlock_client_close(oc[i]);
 }
 
-static void test_redlock_stopped_masters(void) {
+static void stopped_masters(dlock_client **c) {
   const char *name = th_name("stopped");
   dlock_lock *m[NSRV];
-  members(cl, NSRV, name, m);
+  members(c, NSRV, name, m);
   dlock_lock *rl = new_redlock(m, NSRV, NULL);
   th_server_pause(&srv[3], 1);
   th_server_pause(&srv[4], 1);
@@ -280,7 +286,15 @@ static void on_redlock_lost(void *data, dlock_lock *rl, uint64_t owner) {
   atomic_fetch_add(&((lost_count *)data)->n, 1);
 }
 
-static void test_redlock_killed_master(void) {
+static void test_redlock_stopped_masters(void) { stopped_masters(cl); }
+
+/* the same with the members' clients on one engine thread: a stopped
+ * master's connection holds up nothing on the shared loop */
+static void test_redlock_stopped_masters_one_engine(void) {
+  stopped_masters(one);
+}
+
+static void killed_master(int one_engine) {
   th_server s[3];
   dlock_client *c[3];
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
@@ -288,6 +302,7 @@ static void test_redlock_killed_master(void) {
   o.connect_timeout_ms = 300;
   for (int i = 0; i < 3; i++) {
     CU_ASSERT_FATAL(th_server_start(&s[i], NULL) == 0);
+    o.share_engine = one_engine && i > 0 ? c[0] : NULL; /* s[0] dies first */
     c[i] = th_client(&s[i], &o);
   }
   const char *name = th_name("killed");
@@ -321,6 +336,9 @@ static void test_redlock_killed_master(void) {
     th_server_stop(&s[i]);
   }
 }
+
+static void test_redlock_killed_master(void) { killed_master(0); }
+static void test_redlock_killed_master_one_engine(void) { killed_master(1); }
 
 static void test_redlock_validity_with_slow_member(void) {
   const char *name = th_name("slow");
@@ -498,7 +516,11 @@ static void add_tests(void) {
               test_multi_opposite_orders_no_deadlock);
   CU_add_test(s, "redlock_quorum", test_redlock_quorum);
   CU_add_test(s, "redlock_stopped_masters", test_redlock_stopped_masters);
+  CU_add_test(s, "redlock_stopped_masters_one_engine",
+              test_redlock_stopped_masters_one_engine);
   CU_add_test(s, "redlock_killed_master", test_redlock_killed_master);
+  CU_add_test(s, "redlock_killed_master_one_engine",
+              test_redlock_killed_master_one_engine);
   CU_add_test(s, "redlock_validity_with_slow_member",
               test_redlock_validity_with_slow_member);
   CU_add_test(s, "redlock_100_contenders", test_redlock_100_contenders);

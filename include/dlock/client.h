@@ -1,7 +1,8 @@
 /* dlock client: one connection set to one Redis server and the engine
  * thread that owns it.
  *
- * A client runs one engine thread with a libuv loop. That thread alone
+ * A client runs on one engine thread with a libuv loop: its own, or one it
+ * shares with other clients (opts.share_engine). That thread alone
  * touches the Redis connections: calls from any number of application
  * threads are queued, and everything queued in one loop turn is written as
  * one pipeline. The client also runs the watchdog (lease renewal for locks
@@ -58,11 +59,20 @@ typedef struct dlock_client_opts {
   int lazy_connect;            /* 1: open returns at once and connects in
                                   the background (a RedLock member that is
                                   down must not stop the others) */
+  /* version 2: */
+  dlock_client *share_engine;  /* NULL: start an engine thread of its own
+                                  (default). An open client: run on that
+                                  client's engine thread instead. One thread
+                                  then serves both clients' connections: a
+                                  RedLock's members on one engine are asked
+                                  with one wake-up and answer on one thread.
+                                  The thread ends when the last client on it
+                                  is closed; either may be closed first. */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 1u
+#define DLOCK_CLIENT_OPTS_VERSION 2u /* 1 is still accepted: no share_engine */
 #define DLOCK_CLIENT_OPTS_INIT \
-  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0 }
+  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL }
 
 /* Open a client and connect to Redis.
  *

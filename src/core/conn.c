@@ -119,8 +119,8 @@ static void fail_list(dlock__req **head, dlock__req **tail, int status,
     dlock__req_finish(req, NULL, status, why);
 }
 
-static void on_closed(uv_handle_t *h) {
-  dlock__conn *conn = DLOCK__CONTAINER(h, dlock__conn, u);
+/* The socket is gone (or never opened): schedule the reconnect. */
+static void conn_closed(dlock__conn *conn) {
   conn->u.handle.data = NULL;
   conn->state = CONN_DOWN;
   if (conn->client->stopping)
@@ -130,6 +130,18 @@ static void on_closed(uv_handle_t *h) {
   if (conn->backoff_ms > BACKOFF_MAX_MS)
     conn->backoff_ms = BACKOFF_MAX_MS;
   conn_arm(conn);
+}
+
+static void on_closed(uv_handle_t *h) {
+  dlock__conn *conn = DLOCK__CONTAINER(h, dlock__conn, u);
+  dlock_client *c = conn->client;
+  conn_closed(conn);
+  dlock__client_live_done(c);
+}
+
+/* A handle of the client's that lives as long as the client (timer) */
+static void on_timer_closed(uv_handle_t *h) {
+  dlock__client_live_done(((dlock__conn *)h->data)->client);
 }
 
 /* Drop the connection: every request in flight fails with DLOCK_EIO (a reply
@@ -158,8 +170,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
     uv_close(&conn->u.handle, on_closed);
-  else if (!conn->resolving)
-    on_closed(&conn->u.handle);
+  else if (!conn->resolving && conn->u.handle.data == NULL)
+    conn_closed(conn);
 }
 
 static void on_write(uv_write_t *w, int status) {
@@ -381,14 +393,13 @@ static void on_connect(uv_connect_t *creq, int status) {
     conn_fail(conn, "out of memory in the handshake");
 }
 
-static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
-  dlock__conn *conn = g->data;
+static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
   conn->resolving = 0;
   if (conn->state != CONN_CONNECTING) {
     if (res)
       uv_freeaddrinfo(res);
     if (conn->state == CONN_CLOSING && !conn->client->stopping)
-      on_closed(&conn->u.handle);
+      conn_closed(conn);
     return;
   }
   if (status < 0) {
@@ -401,13 +412,21 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
       ai = a;
       break;
     }
-  uv_tcp_init(&conn->client->loop, &conn->u.tcp);
+  uv_tcp_init(conn->client->loop, &conn->u.tcp);
+  conn->client->live++;
   conn->u.handle.data = conn;
   int rc = uv_tcp_connect(&conn->connect_req, &conn->u.tcp, ai->ai_addr,
                           on_connect);
   uv_freeaddrinfo(res);
   if (rc < 0)
     conn_fail(conn, "connect failed: %s", uv_strerror(rc));
+}
+
+static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
+  dlock__conn *conn = g->data;
+  dlock_client *c = conn->client;
+  resolved(conn, status, res);
+  dlock__client_live_done(c); /* the request has ended */
 }
 
 void dlock__conn_start(dlock__conn *conn) {
@@ -417,7 +436,8 @@ void dlock__conn_start(dlock__conn *conn) {
   conn->u.handle.data = NULL;
   conn->connect_req.data = conn;
   if (c->uri.path) {
-    uv_pipe_init(&c->loop, &conn->u.pipe, 0);
+    uv_pipe_init(c->loop, &conn->u.pipe, 0);
+    c->live++;
     conn->u.handle.data = conn;
     uv_pipe_connect(&conn->connect_req, &conn->u.pipe, c->uri.path, on_connect);
   } else {
@@ -428,12 +448,13 @@ void dlock__conn_start(dlock__conn *conn) {
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     conn->gai_req.data = conn;
-    int rc = uv_getaddrinfo(&c->loop, &conn->gai_req, on_resolved, c->uri.host,
+    int rc = uv_getaddrinfo(c->loop, &conn->gai_req, on_resolved, c->uri.host,
                             port, &hints);
     if (rc < 0) {
       conn_fail(conn, "cannot resolve host: %s", uv_strerror(rc));
       return;
     }
+    c->live++;
     conn->resolving = 1;
   }
   conn_arm(conn);
@@ -475,7 +496,8 @@ void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub) {
   conn->role = is_sub ? "pub/sub connection" : "command connection";
   conn->state = CONN_DOWN;
   conn->reader = redisReaderCreate();
-  uv_timer_init(&c->loop, &conn->timer);
+  uv_timer_init(c->loop, &conn->timer);
+  c->live++;
   conn->timer.data = conn;
 }
 
@@ -485,9 +507,9 @@ void dlock__conn_shutdown(dlock__conn *conn, int status) {
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
-    uv_close(&conn->u.handle, NULL);
+    uv_close(&conn->u.handle, on_closed);
   conn->state = CONN_CLOSING;
-  uv_close((uv_handle_t *)&conn->timer, NULL);
+  uv_close((uv_handle_t *)&conn->timer, on_timer_closed);
   redisReaderFree(conn->reader);
   conn->reader = NULL;
   dlock__buf_free(&conn->out);

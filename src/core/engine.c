@@ -269,6 +269,21 @@ int dlock__script_call(dlock_client *c, int script, size_t nkeys,
 
 /* ---- the engine thread ---------------------------------------------------- */
 
+void dlock__client_live_done(dlock_client *c) {
+  if (--c->live > 0 || !c->stopping || c->closer == NULL)
+    return;
+  dlock__sync *s = c->closer; /* c may be freed once the closer wakes */
+  int *done = c->closer_done;
+  pthread_mutex_lock(&s->mu);
+  *done = 1;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  dlock__client_live_done(h->data);
+}
+
 static void engine_shutdown(dlock_client *c) {
   if (c->stopping)
     return;
@@ -276,9 +291,9 @@ static void engine_shutdown(dlock_client *c) {
   dlock__pubsub_shutdown(c);
   dlock__conn_shutdown(&c->cmd, DLOCK_ECLOSED);
   dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
-  uv_close((uv_handle_t *)&c->watchdog_timer, NULL);
-  uv_close((uv_handle_t *)&c->flush, NULL);
-  uv_close((uv_handle_t *)&c->wake, NULL);
+  uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->flush, on_handle_closed);
+  uv_close((uv_handle_t *)&c->wake, on_handle_closed);
 }
 
 static void on_wake(uv_async_t *a) {
@@ -315,13 +330,105 @@ static void on_prepare(uv_prepare_t *p) {
   dlock__conn_flush(&c->sub);
 }
 
-static void engine_main(void *arg) {
-  dlock_client *c = arg;
-  tls_on_engine = 1;
+/* c's handles on its engine's loop: on the engine thread, or before it
+ * runs. */
+static void client_attach(dlock_client *c) {
+  uv_async_init(c->loop, &c->wake, on_wake);
+  c->wake.data = c;
+  uv_prepare_init(c->loop, &c->flush);
+  c->flush.data = c;
+  uv_prepare_start(&c->flush, on_prepare);
+  uv_timer_init(c->loop, &c->watchdog_timer);
+  c->watchdog_timer.data = c;
+  c->live = 3;
+  dlock__conn_init(c, &c->cmd, 0);
+  dlock__conn_init(c, &c->sub, 1);
+}
+
+/* c's connections and watchdog start (engine thread). */
+static void client_start(dlock_client *c) {
   dlock__conn_start(&c->cmd);
   dlock__conn_start(&c->sub);
   dlock__watchdog_start(c);
-  uv_run(&c->loop, UV_RUN_DEFAULT);
+}
+
+static void engine_main(void *arg) {
+  dlock_client *c = arg;
+  uv_loop_t *loop = c->loop; /* c may be closed and freed before the end */
+  tls_on_engine = 1;
+  client_start(c);
+  uv_run(loop, UV_RUN_DEFAULT);
+}
+
+/* dlock_client_opts.share_engine: attach and start c on the engine thread */
+static void attach_task(dlock_client *owner, dlock__req *req) {
+  (void)owner;
+  dlock_client *c = req->arg;
+  client_attach(c);
+  client_start(c);
+  dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+/* A client is done with its engine; the last one stops the thread (whose
+ * loop has nothing left to run) and frees it. */
+static void engine_release(dlock__engine *e) {
+  if (e == NULL || atomic_fetch_sub(&e->users, 1) != 1)
+    return;
+  uv_thread_join(&e->thread);
+  uv_loop_close(&e->loop);
+  free(e);
+}
+
+/* A new engine thread for c, which it starts. */
+static int engine_new(dlock_client *c) {
+  dlock__engine *e = calloc(1, sizeof *e);
+  if (e == NULL || uv_loop_init(&e->loop) != 0) {
+    free(e);
+    return dlock__fail(DLOCK_ENOMEM, "cannot set up the client");
+  }
+  atomic_init(&e->users, 1);
+  c->engine = e;
+  c->loop = &e->loop;
+  client_attach(c);
+  /* The engine thread runs with every signal blocked: the application's
+   * signals go to its own threads, and the SIGPIPE a write to a connection
+   * the server closed would raise stays pending instead of killing the
+   * process (the write fails with EPIPE and the connection is re-opened). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int started = uv_thread_create(&e->thread, engine_main, c);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (started != 0) {
+    engine_shutdown(c);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&e->loop);
+    free(e);
+    c->engine = NULL;
+    return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
+  }
+  return DLOCK_OK;
+}
+
+/* c runs on the engine of the open client `with`. */
+static int engine_share(dlock_client *c, dlock_client *with) {
+  if (atomic_load(&with->closed))
+    return dlock__fail(DLOCK_EINVAL, "share_engine: that client is closed");
+  dlock__engine *e = with->engine;
+  atomic_fetch_add(&e->users, 1);
+  c->engine = e;
+  c->loop = &e->loop;
+  dlock__req req;
+  redisReply *reply = NULL;
+  dlock__req_task(&req, attach_task, c);
+  int rc = dlock__call(with, &req, &reply);
+  if (rc != DLOCK_OK) { /* `with` is closing: c has nothing on the loop */
+    c->engine = NULL;
+    engine_release(e);
+    return dlock__fail(rc == DLOCK_ECLOSED ? DLOCK_EINVAL : rc,
+                       "share_engine: that client is closing");
+  }
+  return DLOCK_OK;
 }
 
 /* ---- the client ----------------------------------------------------------- */
@@ -357,9 +464,6 @@ size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out) {
 }
 
 static int check_opts(const dlock_client_opts *o) {
-  if (o->version != DLOCK_CLIENT_OPTS_VERSION)
-    return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want %u",
-                       o->version, DLOCK_CLIENT_OPTS_VERSION);
   if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
     return dlock__fail(DLOCK_EINVAL, "timeouts must be > 0 ms");
   if (o->watchdog_timeout_ms < 30)
@@ -383,6 +487,17 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   *out = NULL;
   if (opts == NULL)
     opts = &defaults;
+  /* version 1 ended before share_engine */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  if (opts->version == 1)
+    memcpy(&o, opts, offsetof(dlock_client_opts, share_engine));
+  else if (opts->version == DLOCK_CLIENT_OPTS_VERSION)
+    o = *opts;
+  else
+    return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
+                       "%u", opts->version, DLOCK_CLIENT_OPTS_VERSION);
+  o.version = DLOCK_CLIENT_OPTS_VERSION;
+  opts = &o;
   int rc = check_opts(opts);
   if (rc != DLOCK_OK)
     return rc;
@@ -404,34 +519,16 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   uuid_t u;
   uuid_generate_random(u);
   uuid_unparse_lower(u, c->id);
-  if (c->client_name == NULL || uv_loop_init(&c->loop) != 0) {
+  if (c->client_name == NULL) {
     client_free(c);
-    return dlock__fail(DLOCK_ENOMEM, "cannot set up the client");
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  uv_async_init(&c->loop, &c->wake, on_wake);
-  c->wake.data = c;
-  uv_prepare_init(&c->loop, &c->flush);
-  c->flush.data = c;
-  uv_prepare_start(&c->flush, on_prepare);
-  uv_timer_init(&c->loop, &c->watchdog_timer);
-  c->watchdog_timer.data = c;
-  dlock__conn_init(c, &c->cmd, 0);
-  dlock__conn_init(c, &c->sub, 1);
-  /* The engine thread runs with every signal blocked: the application's
-   * signals go to its own threads, and the SIGPIPE a write to a connection
-   * the server closed would raise stays pending instead of killing the
-   * process (the write fails with EPIPE and the connection is re-opened). */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int started = uv_thread_create(&c->thread, engine_main, c);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (started != 0) {
-    engine_shutdown(c);
-    uv_run(&c->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&c->loop);
+  rc = opts->share_engine ? engine_share(c, opts->share_engine) : engine_new(c);
+  if (rc != DLOCK_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
     client_free(c);
-    return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
+    return dlock__fail(rc, "%s", msg);
   }
   if (opts->lazy_connect) {
     *out = c;
@@ -462,11 +559,20 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
 void dlock_client_close(dlock_client *c) {
   if (c == NULL || tls_on_engine || atomic_exchange(&c->closed, 1))
     return;
+  /* wait until the loop is done with c (every handle closed, every
+   * request ended): set before closing, which the engine reads under qmu */
+  int done = 0;
+  dlock__sync *s = dlock__sync_self();
+  c->closer = s;
+  c->closer_done = &done;
   pthread_mutex_lock(&c->qmu);
   c->closing = 1;
   pthread_mutex_unlock(&c->qmu);
   uv_async_send(&c->wake);
-  uv_thread_join(&c->thread);
-  uv_loop_close(&c->loop);
+  pthread_mutex_lock(&s->mu);
+  while (!done)
+    dlock__sync_wait(s, -1);
+  pthread_mutex_unlock(&s->mu);
+  engine_release(c->engine);
   dlock__client_unref(c);
 }

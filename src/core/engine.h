@@ -48,6 +48,15 @@ typedef struct dlock__conn {
   char readbuf[65536];
 } dlock__conn;
 
+/* One loop thread. A client starts its own, or runs on another client's
+ * (dlock_client_opts.share_engine): the engine lives until its last client
+ * is closed. */
+typedef struct dlock__engine {
+  uv_loop_t loop;
+  uv_thread_t thread;
+  atomic_int users;    /* clients on this loop */
+} dlock__engine;
+
 struct dlock_client {
   atomic_int refs;     /* the open client + one per lock handle */
   atomic_int closed;   /* set by dlock_client_close */
@@ -56,8 +65,8 @@ struct dlock_client {
   char *client_name;
   dlock__uri uri;
 
-  uv_loop_t loop;
-  uv_thread_t thread;
+  dlock__engine *engine;
+  uv_loop_t *loop;     /* &engine->loop */
   uv_async_t wake;
   uv_prepare_t flush;
   uv_timer_t watchdog_timer;
@@ -67,6 +76,11 @@ struct dlock_client {
   int closing;
 
   int stopping;        /* engine only: shutdown has begun */
+  int live;            /* engine only: this client's handles not closed yet
+                          and requests (getaddrinfo) not finished: its
+                          memory is in the loop's hands until 0 */
+  dlock__sync *closer; /* dlock_client_close's, told when live reaches 0 */
+  int *closer_done;
 
   dlock__conn cmd, sub;
 
@@ -77,6 +91,11 @@ struct dlock_client {
   dlock__map holds;
   uint64_t hold_epoch;
 };
+
+/* engine.c: one of c's handles closed or requests ended (engine thread);
+ * the last one after a close lets dlock_client_close return. Call it last:
+ * c may be freed as soon as it returns. */
+void dlock__client_live_done(dlock_client *c);
 
 /* conn.c */
 void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub);

@@ -151,10 +151,12 @@ static const char *default_url(void) {
   return env && *env ? env : "redis://127.0.0.1:6379";
 }
 
+/* engine: NULL, or a client whose engine thread this one shares */
 static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
-                      dlock_client **out) {
+                      dlock_client *engine, dlock_client **out) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.client_name = "dlock-cli";
+  o.share_engine = engine; /* RedLock: every member on one thread */
   o.lazy_connect = nredis > 1; /* RedLock: a member that is down is outvoted */
   if (watchdog_ms > 0)
     o.watchdog_timeout_ms = watchdog_ms;
@@ -320,7 +322,8 @@ static int cmd_run(int argc, char **argv) {
   int status = 0;
   for (int k = 0; k < n && status == 0; k++)
     status = connect_to(nredis ? redis_urls[k] : default_url(), watchdog_ms,
-                        nredis > 1 ? NULL : on_client_lost, &clients[k]);
+                        nredis > 1 ? NULL : on_client_lost,
+                        k > 0 ? clients[0] : NULL, &clients[k]);
   int rc = DLOCK_OK;
   if (status == 0) {
     if (n > 1) {
@@ -481,7 +484,8 @@ static int cmd_latch(int argc, char **argv) {
   if (want == 2 && parse_count(argv[i + 1], 1, &count) != 0)
     return usage_error("latch set: bad COUNT \"%s\" (a number >= 1)", argv[i + 1]);
   dlock_client *c = NULL;
-  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL, &c);
+  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL,
+                          NULL, &c);
   if (status)
     return status;
   dlock_latch *l = NULL;
@@ -557,7 +561,8 @@ static int cmd_sem(int argc, char **argv) {
   if (left == 2 && parse_count(argv[i + 1], init ? 0 : 1, &n) != 0)
     return usage_error("sem %s: bad number \"%s\"", op, argv[i + 1]);
   dlock_client *c = NULL;
-  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL, &c);
+  int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL,
+                          NULL, &c);
   if (status)
     return status;
   dlock_semaphore *s = NULL;
@@ -785,7 +790,7 @@ static int cmd_unlock(int argc, char **argv) {
   freeReplyObject(mode);
   redisFree(raw);
   dlock_client *c = NULL;
-  int status = connect_to(url, 0, NULL, &c);
+  int status = connect_to(url, 0, NULL, NULL, &c);
   if (status)
     return status;
   dlock_lock *l = NULL;
