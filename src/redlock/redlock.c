@@ -107,8 +107,9 @@ typedef struct redlock {
   int64_t member_timeout_ms, retry_min_ms, retry_max_ms;
   dlock_redlock_lost_fn *on_lost;
   void *on_lost_data;
-  pthread_mutex_t mu; /* guards acqs */
+  pthread_mutex_t mu; /* guards acqs, last_release */
   struct acq *acqs;
+  struct round *last_release; /* the latest release round (a reference) */
   dlock_lock *members[DLOCK__MAX_MEMBERS];
 } redlock;
 
@@ -176,6 +177,28 @@ static void round_wait_us(round *r, size_t granted, size_t pending,
 
 static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
   round_wait_us(r, granted, 0, deadline_ms * 1000);
+}
+
+/* The members that have not answered a release sent before (by any owner
+ * of this RedLock) are stuck: stopped, blackholed or down. Their requests
+ * queue behind that release; waiting for them buys nothing. Counts them,
+ * and makes r the latest release round. */
+static size_t stuck_members(redlock *rl, round *r) {
+  pthread_mutex_lock(&rl->mu);
+  round *prev = rl->last_release;
+  pthread_mutex_lock(&r->mu);
+  r->refs++;
+  pthread_mutex_unlock(&r->mu);
+  rl->last_release = r;
+  pthread_mutex_unlock(&rl->mu);
+  size_t stuck = 0;
+  if (prev) {
+    pthread_mutex_lock(&prev->mu);
+    for (size_t i = 0; i < prev->n; i++)
+      stuck += !prev->calls[i].done;
+    round_unref_locked(prev);
+  }
+  return stuck;
 }
 
 /* ---- loss of the majority -------------------------------------------------- */
@@ -357,6 +380,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
      * try there; no local hold was recorded for this round. */
     round *rel = round_start(rl, RELEASE, owner, 0);
     if (rel) {
+      stuck_members(rl, rel); /* the next release's reference */
       round_wait_us(rel, SIZE_MAX, silent,
                     dlock__now_us() + rl->member_timeout_ms * 1000);
       round_unref_locked(rel);
@@ -389,6 +413,7 @@ static int release(dlock_lock *l, uint64_t owner) {
    * master does not cost every release the member timeout. A member that
    * has not answered gets its release all the same (it is on its way, ahead
    * of any later try on its connection); its lease ends it at the latest. */
+  size_t stuck = stuck_members(rl, r);
   pthread_mutex_lock(&rl->mu);
   acq *held_by = acq_get(rl, owner, 0);
   size_t held = held_by ? (size_t)atomic_load(&held_by->held) : rl->n;
@@ -396,18 +421,19 @@ static int release(dlock_lock *l, uint64_t owner) {
   int64_t t0_us = dlock__now_us();
   round_wait_us(r, SIZE_MAX, held < rl->n ? rl->n - held : 0,
                 (t0 + rl->member_timeout_ms) * 1000);
-  if (r->pending > 0) {
+  if (r->pending > stuck) {
     /* A member whose try was granted after the acquire had its majority
      * is held too, but not counted: give the others twice as long again
-     * (5 ms at least, the member timeout at most); a stopped master costs
-     * that little, not the member timeout. */
+     * (5 ms at least, the member timeout at most). Members stuck since an
+     * earlier release are not waited for: a stopped master costs that
+     * grace once, not every release. */
     int64_t now = dlock__now_us(), grace = 2 * (now - t0_us);
     if (grace < 5000)
       grace = 5000;
     if (grace > rl->member_timeout_ms * 1000)
       grace = rl->member_timeout_ms * 1000;
     pthread_mutex_unlock(&r->mu);
-    round_wait_us(r, SIZE_MAX, 0, now + grace);
+    round_wait_us(r, SIZE_MAX, stuck, now + grace);
   }
   if (r->granted < rl->quorum && r->pending > 0) {
     /* A release is not racing a lease: give slow members up to the command
@@ -500,6 +526,8 @@ static void destroy(dlock_lock *l) {
   pthread_mutex_lock(&rl->mu);
   while (rl->acqs)
     acq_drop(rl, rl->acqs);
+  if (rl->last_release)
+    round_unref(rl->last_release);
   pthread_mutex_unlock(&rl->mu);
   pthread_mutex_destroy(&rl->mu);
 }
