@@ -1,23 +1,32 @@
--- Expirable-permit semaphore: release permits, all or nothing.
+-- Expirable-permit semaphore: release permits, all or nothing, idempotently.
 -- KEYS[1]  the semaphore N
--- KEYS[2]  {N}:timeout
+-- KEYS[2]  the release latch dlock_permits_release_latch:{N}:R (R = one id
+--          per release call, reused by its retries)
+-- KEYS[3]  {N}:timeout
 -- ARGV[1]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[2]  channel redisson_sc:{N}
--- ARGV[3..] permit ids
+-- ARGV[3]  latch lifetime in ms (covers the caller's whole retry window)
+-- ARGV[4..] permit ids
 -- reply    the number released, or -i when id i (1-based) is unknown or
---          expired (then nothing changed)
+--          expired (then nothing changed). A retry with the same R replays
+--          the number the first attempt released.
+local done = redis.call('get', KEYS[2])
+if done then
+  return tonumber(done)
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for i = 3, #ARGV do
-  local expiry = redis.call('zscore', KEYS[2], ARGV[i])
+for i = 4, #ARGV do
+  local expiry = redis.call('zscore', KEYS[3], ARGV[i])
   if not expiry or tonumber(expiry) <= now then
-    return 2 - i
+    return 3 - i
   end
 end
 local released = 0
-for i = 3, #ARGV do
-  released = released + redis.call('zrem', KEYS[2], ARGV[i])
+for i = 4, #ARGV do
+  released = released + redis.call('zrem', KEYS[3], ARGV[i])
 end
 local available = redis.call('incrby', KEYS[1], released)
 redis.call(ARGV[1], ARGV[2], available)
+redis.call('set', KEYS[2], released, 'px', ARGV[3])
 return released

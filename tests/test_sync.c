@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/scripts.h"
 #include "harness.h"
 
 static th_server srv;
@@ -635,6 +636,50 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 1); /* untouched */
 }
 
+/* A release whose reply was lost is retried with the same request id; the
+ * release latch replays the first outcome instead of finding the permits
+ * gone (which read as "expired"). The script is driven directly here, as
+ * the retry would send it: twice with one latch. */
+static void test_permits_release_replayed(void) {
+  const char *name = th_name("replay");
+  dlock_permits *p = new_permits(cl, name);
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 3), 1);
+  dlock_permit_id ids[2];
+  TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
+  char raw[2][16];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 16; i++)
+      sscanf(ids[k].hex + 2 * i, "%2hhx", (unsigned char *)&raw[k][i]);
+  char timeouts[300], channel[300], latch[300], other[300];
+  snprintf(timeouts, sizeof timeouts, "{%s}:timeout", name);
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  snprintf(latch, sizeof latch, "dlock_permits_release_latch:{%s}:r1", name);
+  snprintf(other, sizeof other, "dlock_permits_release_latch:{%s}:r2", name);
+  const dlock__script *sc = &dlock__scripts[DLOCK__SCRIPT_PERMITS_RELEASE];
+  for (int attempt = 0; attempt < 2; attempt++) { /* the call, its retry */
+    redisReply *r = th_cmd(&srv, "EVAL %b 3 %s %s %s PUBLISH %s 10000 %b %b",
+                           sc->body, sc->len, name, latch, timeouts, channel,
+                           raw[0], (size_t)16, raw[1], (size_t)16);
+    CU_ASSERT_FATAL(r != NULL);
+    CU_ASSERT_EQUAL(r->type, REDIS_REPLY_INTEGER);
+    CU_ASSERT_EQUAL(r->integer, 2); /* released, then replayed */
+    freeReplyObject(r);
+  }
+  int64_t avail = -1, acq = -1;
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 3 && acq == 0); /* counted once */
+  /* another call (another id) finds them gone: -1, nothing changes */
+  redisReply *r = th_cmd(&srv, "EVAL %b 3 %s %s %s PUBLISH %s 10000 %b",
+                         sc->body, sc->len, name, other, timeouts, channel,
+                         raw[0], (size_t)16);
+  CU_ASSERT(r && r->type == REDIS_REPLY_INTEGER && r->integer == -1);
+  freeReplyObject(r);
+  counts(p, &avail, &acq);
+  CU_ASSERT(avail == 3 && acq == 0);
+  CU_ASSERT(th_int(&srv, "PTTL %s", latch) > 0); /* the latch expires */
+  dlock_permits_free(p);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("sync", suite_init, suite_clean);
   CU_add_test(s, "latch_counts", test_latch_counts);
@@ -646,6 +691,7 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_mutex_processes", test_semaphore_mutex_processes);
   CU_add_test(s, "semaphore_4_permits_processes", test_semaphore_4_permits_processes);
   CU_add_test(s, "permits_expire_and_release", test_permits_expire_and_release);
+  CU_add_test(s, "permits_release_replayed", test_permits_release_replayed);
   CU_add_test(s, "permits_watchdog_crash_safety", test_permits_watchdog_crash_safety);
   CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "bad_input", test_bad_input);

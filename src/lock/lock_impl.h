@@ -55,8 +55,9 @@ uint64_t dlock__lock_owner_id(const dlock_lock *lock);
 
 /* Call a release script whose second key (KEYS[2]) is the unlock latch:
  * latch_prefix plus one random request id per call. A call whose reply is lost
- * (DLOCK_EIO) is retried once with the same id, so the script replays its
- * first outcome instead of releasing twice. keys[1] is filled in. */
+ * (DLOCK_EIO) is retried with the same id (dlock__release_again), so the
+ * script replays its first outcome instead of releasing twice. keys[1] is
+ * filled in. */
 int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
                         size_t nkeys, const char **keys, size_t *klens,
                         size_t nargs, const char *const *args,

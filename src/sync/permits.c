@@ -20,6 +20,7 @@
 struct dlock_permits {
   dlock__object o;
   dlock__buf timeouts; /* {N}:timeout */
+  dlock__buf latch_prefix; /* dlock_permits_release_latch:{N}: */
 };
 
 int dlock_permits_new(dlock_client *client, const char *name,
@@ -30,7 +31,10 @@ int dlock_permits_new(dlock_client *client, const char *name,
     return rc;
   dlock_permits *p = *out;
   if (dlock__key_prefix(&p->o.channel, "redisson_sc", p->o.name, p->o.len) ||
-      dlock__key_suffix(&p->timeouts, p->o.name, p->o.len, "timeout")) {
+      dlock__key_suffix(&p->timeouts, p->o.name, p->o.len, "timeout") ||
+      dlock__key_prefix(&p->latch_prefix, "dlock_permits_release_latch",
+                        p->o.name, p->o.len) ||
+      dlock__buf_add(&p->latch_prefix, ":", 1)) {
     dlock_permits_free(p);
     *out = NULL;
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -42,6 +46,7 @@ void dlock_permits_free(dlock_permits *p) {
   if (p == NULL)
     return;
   dlock__buf_free(&p->timeouts);
+  dlock__buf_free(&p->latch_prefix);
   dlock__object_free(&p->o);
   free(p);
 }
@@ -194,22 +199,23 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
     if ((rc = unhex(&ids[i], raw[i])) != DLOCK_OK)
       return rc;
   dlock_client *c = p->o.client;
-  const char *keys[] = {p->o.name, p->timeouts.p};
-  size_t klens[] = {p->o.len, p->timeouts.len};
-  const char *args[2 + MAX_PERMITS] = {"PUBLISH", p->o.channel.p};
-  size_t alens[2 + MAX_PERMITS] = {7, p->o.channel.len};
+  const char *keys[] = {p->o.name, NULL, p->timeouts.p};
+  size_t klens[] = {p->o.len, 0, p->timeouts.len};
+  char latch_ms[24];
+  const char *args[3 + MAX_PERMITS] = {"PUBLISH", p->o.channel.p, latch_ms};
+  size_t alens[3 + MAX_PERMITS] = {
+      7, p->o.channel.len,
+      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__latch_ms(c))};
   for (size_t i = 0; i < n; i++) {
-    args[2 + i] = raw[i];
-    alens[2 + i] = 16;
+    args[3 + i] = raw[i];
+    alens[3 + i] = 16;
     dlock__hold_id id = permit_hold(p, raw[i]);
     dlock__hold_releasing(c, &id);
   }
+  /* retried on a lost reply; the latch (keys[1]) replays one that ran */
   redisReply *r;
-  rc = dlock__script_call(c, DLOCK__SCRIPT_PERMITS_RELEASE, 2, keys, klens,
-                          2 + n, args, alens, &r);
-  if (rc == DLOCK_EIO) /* the script is all or nothing: a replay is harmless */
-    rc = dlock__script_call(c, DLOCK__SCRIPT_PERMITS_RELEASE, 2, keys, klens,
-                            2 + n, args, alens, &r);
+  rc = dlock__release_call(c, DLOCK__SCRIPT_PERMITS_RELEASE, &p->latch_prefix,
+                           3, keys, klens, 3 + n, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
   int64_t released = 0;
