@@ -498,6 +498,43 @@ static void test_redlock_100_contenders(void) {
     CU_ASSERT_EQUAL(exists(i, name), 0);
 }
 
+/* Script calls server s has run since its last CONFIG RESETSTAT. */
+static long long script_calls(int s) {
+  redisReply *r = th_cmd(&srv[s], "INFO commandstats");
+  long long n = 0;
+  const char *keys[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+  for (int k = 0; r && r->type == REDIS_REPLY_STRING && k < 2; k++) {
+    const char *p = strstr(r->str, keys[k]);
+    if (p)
+      n += atoll(p + strlen(keys[k]));
+  }
+  freeReplyObject(r);
+  return n;
+}
+
+/* A failed round releases the members that granted or did not answer, not
+ * those that said "held by another owner": nothing of ours is there. */
+static void test_redlock_failed_round_skips_busy_members(void) {
+  const char *name = th_name("skipbusy");
+  dlock_lock *hm[NSRV], *wm[NSRV];
+  members(cl, NSRV, name, hm);
+  members(one, NSRV, name, wm); /* other clients: another owner */
+  dlock_lock *holder = new_redlock(hm, NSRV, NULL);
+  dlock_lock *other = new_redlock(wm, NSRV, NULL);
+  TH_ASSERT_RC(dlock_acquire(holder, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(other, 0, 30000), DLOCK_EQUORUM); /* scripts loaded */
+  for (int i = 0; i < NSRV; i++)
+    freeReplyObject(th_cmd(&srv[i], "CONFIG RESETSTAT"));
+  TH_ASSERT_RC(dlock_acquire(other, 0, 30000), DLOCK_EQUORUM);
+  for (int i = 0; i < NSRV; i++)
+    CU_ASSERT_EQUAL(script_calls(i), 1); /* the try, no release */
+  TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+  dlock_lock_free(holder);
+  dlock_lock_free(other);
+  free_all(hm, NSRV);
+  free_all(wm, NSRV);
+}
+
 static void test_bad_input(void) {
   dlock_lock *l = NULL, *fair = NULL, *m[2];
   TH_ASSERT_RC(dlock_multi_new(NULL, 2, &l), DLOCK_EINVAL);
@@ -540,6 +577,8 @@ static void add_tests(void) {
               test_redlock_killed_master_one_engine);
   CU_add_test(s, "redlock_validity_with_slow_member",
               test_redlock_validity_with_slow_member);
+  CU_add_test(s, "redlock_failed_round_skips_busy_members",
+              test_redlock_failed_round_skips_busy_members);
   CU_add_test(s, "redlock_100_contenders", test_redlock_100_contenders);
   CU_add_test(s, "bad_input", test_bad_input);
 }

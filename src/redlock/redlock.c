@@ -115,8 +115,10 @@ typedef struct redlock {
 
 enum { TRY, RELEASE };
 
-/* Submit one try or release per member, all at once. */
-static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_ms) {
+/* Submit one try or release per member, all at once; not to the members
+ * skip[i] (may be NULL) names. */
+static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_ms,
+                          const int *skip) {
   round *r = calloc(1, sizeof *r + rl->n * sizeof(call));
   if (r == NULL)
     return NULL;
@@ -137,6 +139,16 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     char rid[33];
     c->round = r;
     c->fenced = (dlock_lock_caps(m) & DLOCK_CAP_FENCED) != 0;
+    if (skip && skip[i]) {
+      pthread_mutex_lock(&r->mu);
+      c->done = 1;
+      c->status = DLOCK_ENOTOWNER;
+      snprintf(c->errmsg, sizeof c->errmsg, "not asked");
+      r->pending--;
+      r->refs--;
+      pthread_mutex_unlock(&r->mu);
+      continue;
+    }
     int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
                          : dlock__random_hex(rid, 16);
     if (rc == DLOCK_OK && kind == RELEASE)
@@ -314,7 +326,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   char why[1024];
   for (;;) {
     int64_t t0 = dlock__now_ms();
-    round *r = round_start(rl, TRY, owner, lease);
+    round *r = round_start(rl, TRY, owner, lease, NULL);
     if (r == NULL)
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     /* the first round gets the whole member timeout; later ones end with
@@ -324,7 +336,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       round_end = deadline;
     round_wait(r, rl->quorum, round_end);
     int64_t elapsed = dlock__now_ms() - t0;
-    int granted[DLOCK__MAX_MEMBERS] = {0};
+    int granted[DLOCK__MAX_MEMBERS] = {0}, busy[DLOCK__MAX_MEMBERS] = {0};
     size_t ngranted = 0, nbusy = 0, silent = 0;
     why[0] = '\0';
     for (size_t i = 0; i < rl->n; i++) {
@@ -346,6 +358,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
           granted[i] = 1;
           ngranted++;
         } else {
+          busy[i] = got == 0;
           nbusy += got == 0;
           append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
                  got == 0 ? "held by another owner" : dlock_errmsg());
@@ -373,12 +386,13 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (ngranted >= rl->quorum)
       append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
              PRId64 " ms lease)", elapsed, lease);
-    /* Release every member, also those that did not answer. Wait (up to
-     * the member timeout) only for the members that answered the try: they
-     * answer at once, and then nothing of this round is left on them. A
-     * silent member's release travels on its connection ahead of any later
-     * try there; no local hold was recorded for this round. */
-    round *rel = round_start(rl, RELEASE, owner, 0);
+    /* Release every member, also those that did not answer, but for the
+     * ones that answered "held by another owner" (nothing of ours there).
+     * Wait (up to the member timeout) only for the members that answered
+     * the try: they answer at once, and then nothing of this round is left
+     * on them. A silent member's release travels on its connection ahead
+     * of any later try there; no local hold was recorded for this round. */
+    round *rel = nbusy < rl->n ? round_start(rl, RELEASE, owner, 0, busy) : NULL;
     if (rel) {
       stuck_members(rl, rel); /* the next release's reference */
       round_wait_us(rel, SIZE_MAX, silent,
@@ -403,7 +417,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
 
 static int release(dlock_lock *l, uint64_t owner) {
   redlock *rl = (redlock *)l;
-  round *r = round_start(rl, RELEASE, owner, 0);
+  round *r = round_start(rl, RELEASE, owner, 0, NULL);
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   int64_t t0 = dlock__now_ms();
