@@ -169,12 +169,12 @@ static void test_t03_redlock_subsets(void) {
 }
 
 /* 4. RedLock N = 5 with 2 masters SIGSTOPped, and with 2 blackholed */
-static void redlock_two_gone(const char *how) {
+static void redlock_two_gone(const char *how, int one_engine) {
   char args[256];
   snprintf(args, sizeof args,
            "--kind redlock --servers 5 --%s 2 --procs 2 --threads 1 "
-           "--sections %" PRId64 " --duration 120000 --hold-us 0", how,
-           work(10000));
+           "--sections %" PRId64 " --duration 120000 --hold-us 0 "
+           "--one-engine %d", how, work(10000), one_engine);
   run r;
   torture(&r, args);
   clean(&r);
@@ -183,8 +183,14 @@ static void redlock_two_gone(const char *how) {
   EXPECT(&r, "acquire_p99_us", <=, th_scaled_us(&srv[0], 100000));
 }
 
-static void test_t04_redlock_two_stopped(void) { redlock_two_gone("paused"); }
-static void test_t04_redlock_two_blackholed(void) { redlock_two_gone("blackholed"); }
+static void test_t04_redlock_two_stopped(void) { redlock_two_gone("paused", 0); }
+static void test_t04_redlock_two_blackholed(void) {
+  redlock_two_gone("blackholed", 0);
+}
+/* the same with each worker's five member clients on one engine thread */
+static void test_t04_redlock_two_stopped_one_engine(void) {
+  redlock_two_gone("paused", 1);
+}
 
 /* 5. RedLock with 3 of 5 down: every acquire fails within budget + 50 ms */
 static void test_t05_redlock_three_down(void) {
@@ -481,6 +487,8 @@ static void add(void) {
   CU_add_test(s, "t03_redlock_subsets", test_t03_redlock_subsets);
   CU_add_test(s, "t04_redlock_two_stopped", test_t04_redlock_two_stopped);
   CU_add_test(s, "t04_redlock_two_blackholed", test_t04_redlock_two_blackholed);
+  CU_add_test(s, "t04_redlock_two_stopped_one_engine",
+              test_t04_redlock_two_stopped_one_engine);
   CU_add_test(s, "t05_redlock_three_down", test_t05_redlock_three_down);
   CU_add_test(s, "t06_watchdog_cpu_starved", test_t06_watchdog_cpu_starved);
   CU_add_test(s, "t07_restart_reports_loss", test_t07_restart_reports_loss);

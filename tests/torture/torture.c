@@ -53,7 +53,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore]\n"
           "  [--procs P] [--threads T] [--duration MS] [--sections N]\n"
-          "  [--servers N] [--paused K] [--blackholed K] [--lease MS]\n"
+          "  [--servers N] [--paused K] [--blackholed K] [--one-engine 0|1]\n"
+          "  [--lease MS]\n"
           "  [--watchdog MS] [--wait MS] [--hold-us US] [--permits N]\n"
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
@@ -97,6 +98,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--servers") == 0) O.servers = (int)num(v);
     else if (strcmp(a, "--paused") == 0) O.paused = (int)num(v);
     else if (strcmp(a, "--blackholed") == 0) O.blackholed = (int)num(v);
+    else if (strcmp(a, "--one-engine") == 0) O.one_engine = num(v) != 0;
     else if (strcmp(a, "--lease") == 0) O.lease_ms = num(v);
     else if (strcmp(a, "--watchdog") == 0) O.watchdog_ms = num(v);
     else if (strcmp(a, "--wait") == 0) O.wait_ms = num(v);

@@ -30,6 +30,8 @@ typedef struct tt_opts {
   int servers;         /* redis-servers the harness starts */
   int paused;          /* servers SIGSTOPped for the whole run */
   int blackholed;      /* members pointed at a port that never answers */
+  int one_engine;      /* redlock: a worker's member clients share one
+                          engine thread (dlock_client_opts.share_engine) */
   int64_t lease_ms;    /* 0: watchdog */
   int64_t watchdog_ms; /* client watchdog timeout */
   int64_t wait_ms;     /* acquire budget */

@@ -220,6 +220,7 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     co.command_timeout_ms = o->command_timeout_ms;
     co.on_lost = on_lost;
     co.lazy_connect = o->kind == TT_REDLOCK;
+    co.share_engine = o->one_engine && i > 0 ? P.clients[0] : NULL;
     if (o->kind == TT_REDLOCK)
       co.connect_timeout_ms = 500;
     int rc = dlock_client_open(a->urls[i], &co, &P.clients[i]);
