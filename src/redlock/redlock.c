@@ -193,9 +193,10 @@ static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
 
 /* The members that have not answered a release sent before (by any owner
  * of this RedLock) are stuck: stopped, blackholed or down. Their requests
- * queue behind that release; waiting for them buys nothing. Counts them,
- * and makes r the latest release round. */
-static size_t stuck_members(redlock *rl, round *r) {
+ * queue behind that release; waiting for them buys nothing. Counts them
+ * (and marks them in is_stuck, which may be NULL), and makes r the latest
+ * release round. */
+static size_t stuck_members(redlock *rl, round *r, int *is_stuck) {
   pthread_mutex_lock(&rl->mu);
   round *prev = rl->last_release;
   pthread_mutex_lock(&r->mu);
@@ -206,8 +207,11 @@ static size_t stuck_members(redlock *rl, round *r) {
   size_t stuck = 0;
   if (prev) {
     pthread_mutex_lock(&prev->mu);
-    for (size_t i = 0; i < prev->n; i++)
+    for (size_t i = 0; i < prev->n; i++) {
       stuck += !prev->calls[i].done;
+      if (is_stuck)
+        is_stuck[i] = !prev->calls[i].done;
+    }
     round_unref_locked(prev);
   }
   return stuck;
@@ -337,6 +341,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     round_wait(r, rl->quorum, round_end);
     int64_t elapsed = dlock__now_ms() - t0;
     int granted[DLOCK__MAX_MEMBERS] = {0}, busy[DLOCK__MAX_MEMBERS] = {0};
+    int unanswered[DLOCK__MAX_MEMBERS] = {0};
     size_t ngranted = 0, nbusy = 0, silent = 0;
     why[0] = '\0';
     for (size_t i = 0; i < rl->n; i++) {
@@ -345,6 +350,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       int64_t hint = 0, token = 0;
       if (!c->done) {
         silent++;
+        unanswered[i] = 1;
         append(why, sizeof why, "; member %zu (%.60s): no answer within %" PRId64
                " ms", i, m->name, rl->member_timeout_ms);
       } else if (c->status != DLOCK_OK) {
@@ -394,9 +400,21 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
      * of any later try there; no local hold was recorded for this round. */
     round *rel = nbusy < rl->n ? round_start(rl, RELEASE, owner, 0, busy) : NULL;
     if (rel) {
-      stuck_members(rl, rel); /* the next release's reference */
+      int stuck[DLOCK__MAX_MEMBERS] = {0};
+      stuck_members(rl, rel, stuck);
       round_wait_us(rel, SIZE_MAX, silent,
                     dlock__now_us() + rl->member_timeout_ms * 1000);
+      /* A round the budget cut short left members silent that may just be
+       * slow: give those that are not stuck the rest of the round's member
+       * timeout, so a try granted late is released before the call ends. */
+      size_t silent_stuck = 0;
+      for (size_t i = 0; i < rl->n; i++)
+        silent_stuck += stuck[i] && unanswered[i];
+      if (rel->pending > silent_stuck) {
+        pthread_mutex_unlock(&rel->mu);
+        round_wait_us(rel, SIZE_MAX, silent_stuck,
+                      (t0 + rl->member_timeout_ms) * 1000);
+      }
       round_unref_locked(rel);
     }
     int64_t now = dlock__now_ms();
@@ -427,7 +445,7 @@ static int release(dlock_lock *l, uint64_t owner) {
    * master does not cost every release the member timeout. A member that
    * has not answered gets its release all the same (it is on its way, ahead
    * of any later try on its connection); its lease ends it at the latest. */
-  size_t stuck = stuck_members(rl, r);
+  size_t stuck = stuck_members(rl, r, NULL);
   pthread_mutex_lock(&rl->mu);
   acq *held_by = acq_get(rl, owner, 0);
   size_t held = held_by ? (size_t)atomic_load(&held_by->held) : rl->n;
