@@ -115,6 +115,18 @@ typedef struct redlock {
 
 enum { TRY, RELEASE };
 
+/* A call that no engine will answer (not sent, or not to be sent) is done
+ * at once with status and why. */
+static void call_done_here(round *r, call *c, int status, const char *why) {
+  pthread_mutex_lock(&r->mu);
+  c->done = 1;
+  c->status = status;
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", why);
+  r->pending--;
+  r->refs--;
+  pthread_mutex_unlock(&r->mu);
+}
+
 /* Submit one try or release per member, all at once; not to the members
  * skip[i] (may be NULL) names. */
 static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_ms,
@@ -140,13 +152,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     c->round = r;
     c->fenced = (dlock_lock_caps(m) & DLOCK_CAP_FENCED) != 0;
     if (skip && skip[i]) {
-      pthread_mutex_lock(&r->mu);
-      c->done = 1;
-      c->status = DLOCK_ENOTOWNER;
-      snprintf(c->errmsg, sizeof c->errmsg, "not asked");
-      r->pending--;
-      r->refs--;
-      pthread_mutex_unlock(&r->mu);
+      call_done_here(r, c, DLOCK_ENOTOWNER, "not asked");
       continue;
     }
     int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
@@ -158,15 +164,8 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
       c->req.data = c;
       rc = dlock__submit(m->client, &c->req);
     }
-    if (rc != DLOCK_OK) { /* never reached an engine: done here */
-      pthread_mutex_lock(&r->mu);
-      c->done = 1;
-      c->status = rc;
-      snprintf(c->errmsg, sizeof c->errmsg, "%s", dlock_errmsg());
-      r->pending--;
-      r->refs--;
-      pthread_mutex_unlock(&r->mu);
-    }
+    if (rc != DLOCK_OK) /* never reached an engine */
+      call_done_here(r, c, rc, dlock_errmsg());
   }
   return r;
 }
