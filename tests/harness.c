@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "redis_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -201,9 +202,20 @@ dlock_client *th_client(th_server *s, const dlock_client_opts *opts) {
   return c;
 }
 
-static int cmp_i64(const void *a, const void *b) {
+int th_cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
+}
+
+int th_count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  if (d)
+    closedir(d);
+  return n;
 }
 
 /* Sanitizer builds run the client code several times slower; their job is
@@ -232,7 +244,7 @@ int64_t th_scaled_us(th_server *s, int64_t us) {
     }
     if (c)
       redisFree(c);
-    qsort(v, (size_t)n, sizeof v[0], cmp_i64);
+    qsort(v, (size_t)n, sizeof v[0], th_cmp_i64);
     rtt_us = n > 0 ? v[n / 2] : 30;
     if (rtt_us < 1)
       rtt_us = 1;

@@ -50,6 +50,13 @@ int64_t th_now_us(void);
  * factor more), and the figure printed says which applied. */
 int64_t th_scaled_us(th_server *s, int64_t us);
 
+/* qsort comparator for int64_t (latency samples). */
+int th_cmp_i64(const void *a, const void *b);
+
+/* Entries of a directory other than "." and "..", e.g. /proc/self/fd (the
+ * open descriptors, the one reading it included) or /proc/self/task. */
+int th_count_entries(const char *dir);
+
 /* A key prefix unique to the running test (name of the test + counter). */
 const char *th_name(const char *base);
 

@@ -1,7 +1,6 @@
 /* The core: URIs, keys, errors, connecting (TCP, unix socket, AUTH, ACL
  * users, SELECT, CLIENT SETNAME), reconnecting, NOSCRIPT reload, timeouts,
  * closing, and the faults the engine must ride out. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,16 +455,7 @@ static void test_connections_killed_under_load(void) {
 
 /* ---- clients sharing one engine thread ------------------------------------ */
 
-static int count_threads(void) {
-  DIR *d = opendir("/proc/self/task");
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)) != NULL)
-    n += e->d_name[0] != '.';
-  if (d)
-    closedir(d);
-  return n;
-}
+static int count_threads(void) { return th_count_entries("/proc/self/task"); }
 
 static void *close_client(void *c) {
   dlock_client_close(c);

@@ -137,11 +137,6 @@ static void test_fifo_threads(void) {
   free(ln);
 }
 
-static int cmp64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 static long long evalsha_calls(void) {
   redisReply *r = th_cmd(&srv, "INFO commandstats");
   long long calls = -1;
@@ -177,7 +172,7 @@ static void test_only_head_woken(void) {
   /* per hand-off: one release and one successful try; a herd would add a
    * failed try for every waiter still queued (about 32 per hand-off) */
   double per = (double)(calls - 64) / 64.0;
-  qsort(ln->handoff_us, (size_t)ln->nhandoff, sizeof(int64_t), cmp64);
+  qsort(ln->handoff_us, (size_t)ln->nhandoff, sizeof(int64_t), th_cmp_i64);
   int64_t p50 = ln->handoff_us[ln->nhandoff / 2];
   int64_t p99 = ln->handoff_us[(ln->nhandoff * 99) / 100];
   printf("\n    64 waiters: %.2f tries per hand-off, hand-off p50 %lld us, "

@@ -365,11 +365,6 @@ static void *relay_thread(void *arg) {
   return NULL;
 }
 
-static int cmp64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* Over 200 hand-offs between two threads, the waiter holds the lock within
  * 5 ms (p99) of the holder's release: woken by the unlock message, not by
  * the 10 s lease hint. */
@@ -386,7 +381,7 @@ static void test_pubsub_handoff(void) {
   CU_ASSERT_FALSE(r->failed);
   int n = atomic_load(&r->nsamples);
   CU_ASSERT(n >= HANDOFFS - 1);
-  qsort(r->samples, (size_t)n, sizeof r->samples[0], cmp64);
+  qsort(r->samples, (size_t)n, sizeof r->samples[0], th_cmp_i64);
   int64_t p50 = r->samples[n / 2], p99 = r->samples[(n * 99) / 100];
   printf("\n    hand-off over %d: p50 %lld us, p99 %lld us ", n, (long long)p50,
          (long long)p99);

@@ -47,11 +47,6 @@ static void free_all(dlock_lock **l, int n) {
     dlock_lock_free(l[i]);
 }
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 static long long exists(int s, const char *name) {
   return th_int(&srv[s], "EXISTS %s", name);
 }
@@ -276,7 +271,7 @@ static void stopped_masters(dlock_client **c) {
     TH_ASSERT_RC(dlock_release(rl), DLOCK_OK);
     rel_us[i] = th_now_us() - t;
   }
-  qsort(rel_us, 21, sizeof rel_us[0], cmp_i64);
+  qsort(rel_us, 21, sizeof rel_us[0], th_cmp_i64);
   printf("release p50 %lld us ", (long long)rel_us[10]);
   CU_ASSERT(rel_us[10] < 4000); /* a release that waits the grace takes 5 ms */
   th_server_pause(&srv[2], 1);

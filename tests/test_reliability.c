@@ -2,7 +2,6 @@
  * reliability.md). Most run dlock-torture (tests/torture) and assert on its
  * JSON summary; the rest drive a client directly. Sanitizer builds run the
  * same checks with less work (their job is memory errors and races). */
-#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -410,16 +409,7 @@ static void test_t14_multi_orders(void) {
 
 /* 15. hygiene: forced reconnects leave the fd count unchanged; CLIENT KILL
  * storms kill no worker by SIGPIPE (the workers keep SIGPIPE's default) */
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  int n = 0;
-  if (d) {
-    while (readdir(d))
-      n++;
-    closedir(d);
-  }
-  return n;
-}
+static int count_fds(void) { return th_count_entries("/proc/self/fd"); }
 
 static void test_t15_reconnects_keep_fds(void) {
   dlock_client *c = th_client(&srv[0], NULL);
