@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "torture/torture.h"
 
 static th_server srv[5];
 
@@ -39,11 +41,13 @@ typedef struct run {
   int status;
 } run;
 
-/* Run dlock-torture with args (space separated) and keep its JSON line. */
-static void torture(run *r, const char *args) {
+/* Run dlock-torture with args (space separated) and keep its JSON line;
+ * env (may be empty) is put in front of the command, for the shell. */
+static void torture_env(run *r, const char *env, const char *args) {
   const char *bin = getenv("DLOCK_TORTURE");
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s %s --json", bin ? bin : "dlock-torture", args);
+  snprintf(cmd, sizeof cmd, "%s %s %s --json", env,
+           bin ? bin : "dlock-torture", args);
   printf("\n    $ dlock-torture %s\n", args);
   fflush(stdout);
   r->out[0] = '\0';
@@ -60,6 +64,8 @@ static void torture(run *r, const char *args) {
   r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
   CU_ASSERT_NOT_EQUAL(r->out[0], '\0');
 }
+
+static void torture(run *r, const char *args) { torture_env(r, "", args); }
 
 static int64_t field(const run *r, const char *name) {
   char key[64];
@@ -89,6 +95,144 @@ static void clean(const run *r) {
   EXPECT(r, "counter_violation", ==, 0);
   EXPECT(r, "sections", >, 0);
   EXPECT(r, "worker_deaths", ==, 0);
+}
+
+/* ---- 0. the checker itself: planted violations are caught ----------------
+ * Every target below trusts tt_check to see an overlap, a wrong counter, a
+ * semaphore over its permits or a FIFO inversion. These logs are written by
+ * hand, each with one such fault planted (and its harmless twin), so a
+ * checker that stopped seeing them fails here, not silently in t01..t15. */
+
+#define MS(x) ((int64_t)(x) * 1000000) /* the arena's times are ns */
+
+static tt_arena *fake_arena(void) { /* zero pages, touched only as used */
+  void *p = mmap(NULL, sizeof(tt_arena), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CU_ASSERT_FATAL(p != MAP_FAILED);
+  return p;
+}
+
+static void fake_free(tt_arena *a) { munmap(a, sizeof *a); }
+
+/* one attempt by slot (enter 0: not granted); a granted one commits */
+static void fake_rec(tt_arena *a, int slot, int64_t invoke, int64_t enter,
+                     int64_t exit, unsigned flags) {
+  tt_rec *r = &a->recs[atomic_fetch_add(&a->nrecs, 1)];
+  r->slot = slot;
+  r->invoke = invoke;
+  r->enter = enter;
+  r->exit = exit;
+  r->done = (enter ? exit : invoke) + MS(1) / 10;
+  r->rc = enter ? 0 : -1;
+  atomic_store(&r->flags, flags);
+  if (slot >= atomic_load(&a->nslots))
+    atomic_store(&a->nslots, slot + 1);
+  atomic_store(&a->slots[slot].phase, TT_P_GONE);
+  if (enter) {
+    atomic_fetch_add(&a->slots[slot].grants, 1);
+    atomic_fetch_add(&a->commits, 1);
+    a->counter++;
+  }
+}
+
+static tt_result fake_check(tt_kind kind, int permits, tt_arena *a,
+                            const tt_snapshot *snaps, size_t n) {
+  tt_opts o = {.kind = kind, .permits = permits};
+  tt_result r;
+  memset(&r, 0, sizeof r);
+  tt_check(&o, a, snaps, n, &r);
+  return r;
+}
+
+static void test_t00_checker_sees_overlaps(void) {
+  tt_arena *a = fake_arena();
+  fake_rec(a, 0, MS(1), MS(2), MS(5), 0);
+  fake_rec(a, 1, MS(1), MS(6), MS(8), 0); /* after the first: fine */
+  fake_rec(a, 2, MS(1), 0, 0, 0);         /* gave up: not a section */
+  tt_result r = fake_check(TT_LOCK, 0, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.sections, 2);
+  CU_ASSERT_EQUAL(r.overlaps + r.violations, 0);
+  fake_rec(a, 2, MS(9), MS(10), MS(12), 0);
+  fake_rec(a, 3, MS(9), MS(11), MS(13), 0); /* inside slot 2's section */
+  r = fake_check(TT_LOCK, 0, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.overlaps, 1);
+  CU_ASSERT(r.violations >= 1);
+  fake_free(a);
+  /* the first holder had been told it lost: counted apart, no violation */
+  a = fake_arena();
+  fake_rec(a, 0, MS(1), MS(2), MS(5), TT_R_LOST);
+  fake_rec(a, 1, MS(1), MS(3), MS(6), 0);
+  r = fake_check(TT_LOCK, 0, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.reported_overlaps, 1);
+  CU_ASSERT_EQUAL(r.overlaps + r.violations, 0);
+  /* one increment lost: the counter no longer matches the commits */
+  a->counter--;
+  r = fake_check(TT_LOCK, 0, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.counter_violation, 1);
+  CU_ASSERT(r.violations >= 1);
+  fake_free(a);
+}
+
+static void test_t00_checker_sees_readers_writers_permits(void) {
+  tt_arena *a = fake_arena();
+  fake_rec(a, 0, MS(1), MS(2), MS(5), TT_R_READ);
+  fake_rec(a, 1, MS(1), MS(3), MS(6), TT_R_READ); /* readers share */
+  tt_result r = fake_check(TT_RW, 0, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.shared_sections, 1);
+  CU_ASSERT_EQUAL(r.max_holders, 2);
+  CU_ASSERT_EQUAL(r.overlaps + r.violations, 0);
+  fake_rec(a, 2, MS(1), MS(4), MS(7), 0); /* a writer among them */
+  r = fake_check(TT_RW, 0, a, NULL, 0);
+  CU_ASSERT(r.overlaps >= 1 && r.violations >= 1);
+  fake_free(a);
+  /* three holders at once: fine with 3 permits, a violation with 2 */
+  a = fake_arena();
+  for (int i = 0; i < 3; i++)
+    fake_rec(a, i, MS(1), MS(2 + i), MS(10), 0);
+  r = fake_check(TT_SEMAPHORE, 3, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.max_holders, 3);
+  CU_ASSERT_EQUAL(r.overlaps + r.violations, 0);
+  r = fake_check(TT_SEMAPHORE, 2, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.overlaps, 1);
+  CU_ASSERT(r.violations >= 1);
+  fake_free(a);
+}
+
+static void test_t00_checker_sees_fifo_inversions(void) {
+  /* the queue read at 3 ms shows slot 0 ahead of slot 1, both waiting */
+  tt_snapshot q = {.sent = MS(3), .replied = MS(3) + 50000, .n = 2,
+                   .slots = {0, 1}};
+  tt_arena *a = fake_arena();
+  fake_rec(a, 0, MS(1), MS(5), MS(7), 0);
+  fake_rec(a, 1, MS(2), MS(8), MS(9), 0); /* in queue order */
+  tt_result r = fake_check(TT_FAIR, 0, a, &q, 1);
+  CU_ASSERT_EQUAL(r.fifo_checked, 1);
+  CU_ASSERT_EQUAL(r.fifo_violations + r.violations, 0);
+  fake_free(a);
+  a = fake_arena();
+  fake_rec(a, 0, MS(1), MS(8), MS(9), 0);
+  fake_rec(a, 1, MS(2), MS(5), MS(7), 0); /* the one behind went first */
+  r = fake_check(TT_FAIR, 0, a, &q, 1);
+  CU_ASSERT_EQUAL(r.fifo_checked, 1);
+  CU_ASSERT_EQUAL(r.fifo_violations, 1);
+  CU_ASSERT(r.violations >= 1);
+  fake_free(a);
+}
+
+/* The same, end to end: workers that each lock a name of their own (the
+ * torture program's --broken) run the real code paths with no exclusion at
+ * all; the checker must fail the run. */
+static void test_t00_checker_fails_a_broken_lock(void) {
+  run r;
+  /* the unguarded counter is a real data race now: ThreadSanitizer is right
+   * to see it, and must not stop the workers for it */
+  torture_env(&r, "TSAN_OPTIONS=report_bugs=0",
+              "--kind lock --procs 2 --threads 4 --duration 1000 "
+              "--hold-us 2000 --broken");
+  CU_ASSERT_EQUAL(r.status, 1);
+  EXPECT(&r, "overlaps", >, 0);
+  EXPECT(&r, "counter_violation", ==, 1);
+  EXPECT(&r, "violations", >, 0);
 }
 
 /* 1. 8 processes x 8 threads, one lock */
@@ -472,6 +616,13 @@ static int suite_clean(void) {
 
 static void add(void) {
   CU_pSuite s = CU_add_suite("reliability", suite_init, suite_clean);
+  CU_add_test(s, "t00_checker_sees_overlaps", test_t00_checker_sees_overlaps);
+  CU_add_test(s, "t00_checker_sees_readers_writers_permits",
+              test_t00_checker_sees_readers_writers_permits);
+  CU_add_test(s, "t00_checker_sees_fifo_inversions",
+              test_t00_checker_sees_fifo_inversions);
+  CU_add_test(s, "t00_checker_fails_a_broken_lock",
+              test_t00_checker_fails_a_broken_lock);
   CU_add_test(s, "t01_lock_8x8", test_t01_lock_8x8);
   CU_add_test(s, "t02_lock_kills", test_t02_lock_kills);
   CU_add_test(s, "t03_redlock_subsets", test_t03_redlock_subsets);

@@ -59,7 +59,7 @@ static void usage(void) {
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
           "sleep,flush]\n"
-          "  [--every MS] [--seed N] [--json]\n");
+          "  [--every MS] [--seed N] [--json] [--broken]\n");
   exit(2);
 }
 
@@ -78,6 +78,10 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--json") == 0) {
       O.json = 1;
+      continue;
+    }
+    if (strcmp(a, "--broken") == 0) {
+      O.broken = 1;
       continue;
     }
     if (v == NULL)

@@ -44,6 +44,8 @@ typedef struct tt_opts {
   int64_t command_timeout_ms;
   unsigned seed;
   int json;
+  int broken;          /* checker self-test: each thread locks a name of its
+                          own, so nothing excludes (--broken) */
 } tt_opts;
 
 enum { /* faults */
