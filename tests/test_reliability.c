@@ -216,6 +216,32 @@ static void test_t00_checker_sees_fifo_inversions(void) {
   CU_ASSERT_EQUAL(r.fifo_checked, 1);
   CU_ASSERT_EQUAL(r.fifo_violations, 1);
   CU_ASSERT(r.violations >= 1);
+  /* a later read before slot 1 left its section (7 ms) shows slot 0 out of
+   * the queue, or behind slot 1: slot 0 was purged (its slot passed) and
+   * queued again, so slot 1 rightly went first */
+  tt_snapshot later[2] = {q, {.sent = MS(4), .replied = MS(4) + 50000, .n = 1,
+                              .slots = {1}}};
+  r = fake_check(TT_FAIR, 0, a, later, 2);
+  CU_ASSERT_EQUAL(r.fifo_requeued, 1);
+  CU_ASSERT_EQUAL(r.fifo_violations + r.violations, 0);
+  later[1].n = 2;
+  later[1].slots[1] = 0;
+  r = fake_check(TT_FAIR, 0, a, later, 2);
+  CU_ASSERT_EQUAL(r.fifo_requeued, 1);
+  CU_ASSERT_EQUAL(r.fifo_violations + r.violations, 0);
+  /* still ahead later: no excuse (and the second read counts again) */
+  later[1].slots[0] = 0;
+  later[1].slots[1] = 1;
+  r = fake_check(TT_FAIR, 0, a, later, 2);
+  CU_ASSERT_EQUAL(r.fifo_requeued, 0);
+  CU_ASSERT_EQUAL(r.fifo_violations, 2);
+  /* out of the queue only after slot 1 left its section: x may have been
+   * granted by then, which proves nothing */
+  later[1] = (tt_snapshot){.sent = MS(7) + 10000, .replied = MS(7) + 60000,
+                           .n = 1, .slots = {1}};
+  r = fake_check(TT_FAIR, 0, a, later, 2);
+  CU_ASSERT_EQUAL(r.fifo_requeued, 0);
+  CU_ASSERT_EQUAL(r.fifo_violations, 1);
   fake_free(a);
 }
 
@@ -533,6 +559,9 @@ static void test_t13_fair(void) {
   clean(&r);
   EXPECT(&r, "fifo_violations", ==, 0);
   EXPECT(&r, "fifo_checked", >, 0);
+  /* live waiters re-try every third of the 1 s slot: none loses its place
+   * here (one that did stalled for a whole slot, or its entry was dropped) */
+  EXPECT(&r, "fifo_requeued", ==, 0);
   EXPECT(&r, "f_kill_waiter", >, 0);
   EXPECT(&r, "errors", ==, 0);
   /* a dead waiter delays the queue by its slot + 100 ms at most */

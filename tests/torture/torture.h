@@ -132,6 +132,8 @@ typedef struct tt_result {
   int64_t max_holders;       /* most holders at once (semaphore, readers) */
   int64_t shared_sections;   /* reader sections that overlapped another */
   int64_t fifo_checked, fifo_violations;
+  int64_t fifo_requeued;      /* inversions excused: the one ahead was purged
+                                 (its slot passed) and queued again */
   int64_t worker_deaths;     /* workers that died not by our hand */
   int64_t starved;           /* live worker threads that never got in */
   int64_t max_wait_us, handoff_p50_us, handoff_p99_us, handoffs;
