@@ -351,3 +351,47 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
   CU_cleanup_registry();
   return failed || ran == 0 ? 1 : 0;
 }
+
+/* ---- lost-lock callbacks -------------------------------------------------- */
+
+void th_lost_init(th_lost_log *log) {
+  memset(log, 0, sizeof *log);
+  pthread_mutex_init(&log->mu, NULL);
+  pthread_cond_init(&log->cv, NULL);
+}
+
+void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
+                dlock_lost_reason reason) {
+  (void)name;
+  (void)len;
+  th_lost_log *log = data;
+  pthread_mutex_lock(&log->mu);
+  log->count++;
+  log->reason = reason;
+  log->owner = owner;
+  pthread_cond_broadcast(&log->cv);
+  pthread_mutex_unlock(&log->mu);
+}
+
+int th_lost_wait(th_lost_log *log, int n, int timeout_ms) {
+  int64_t end = th_now_ms() + timeout_ms;
+  pthread_mutex_lock(&log->mu);
+  while (log->count < n && th_now_ms() < end) {
+    pthread_mutex_unlock(&log->mu);
+    usleep(2000);
+    pthread_mutex_lock(&log->mu);
+  }
+  int c = log->count;
+  pthread_mutex_unlock(&log->mu);
+  return c;
+}
+
+dlock_client *th_max_hold_client(th_server *s, th_lost_log *log) {
+  th_lost_init(log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.max_hold_ms = 1000;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = log;
+  return th_client(s, &o);
+}

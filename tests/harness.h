@@ -3,6 +3,7 @@
 #ifndef DLOCK_TEST_HARNESS_H
 #define DLOCK_TEST_HARNESS_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -71,6 +72,24 @@ pid_t th_spawn_worker(char *const args[]);
 pid_t th_spawn_worker_pipe(char *const args[], int *out_fd);
 /* Wait for a worker; returns its exit status or -1. */
 int th_wait_worker(pid_t pid, int timeout_ms);
+
+/* The lost-lock callbacks a client made (dlock_client_opts.on_lost =
+ * th_on_lost, on_lost_data = a th_lost_log). */
+typedef struct th_lost_log {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int count;
+  dlock_lost_reason reason; /* of the latest */
+  uint64_t owner;
+} th_lost_log;
+void th_lost_init(th_lost_log *log);
+void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
+                dlock_lost_reason reason);
+/* Wait until log->count >= n or timeout_ms; returns the count. */
+int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
+/* A client on s whose holds are renewed (600 ms watchdog) for 1 s at most
+ * (max_hold_ms), its losses logged in log (initialised here). */
+dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
 
 #define TH_ASSERT_RC(expr, want)                                              \
   do {                                                                        \

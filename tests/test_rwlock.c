@@ -252,6 +252,30 @@ static void test_write_lease_expiry_lets_readers_in(void) {
   dlock_rwlock_free(rw);
 }
 
+/* A write hold whose loss was reported (renewed until max_hold, then its
+ * lease ran out) releases with DLOCK_ELOST even when the hold outlived the
+ * lease the client knew of (made sure of here), and it is released. */
+static void test_write_reported_lost_release(void) {
+  th_lost_log log;
+  dlock_client *c = th_max_hold_client(&srv, &log);
+  const char *name = th_name("wlost");
+  dlock_rwlock *rw = new_rw(c, name);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, DLOCK_LEASE_WATCHDOG),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_MAX_HOLD);
+  char field[128];
+  snprintf(field, sizeof field, "%s:%llu:write", dlock_client_id(c),
+           (unsigned long long)dlock_thread_id());
+  freeReplyObject(th_cmd(&srv, "HSET %s mode write %s 1", name, field));
+  CU_ASSERT(th_int(&srv, "PEXPIRE %s 5000", name) == 1);
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_ELOST);
+  CU_ASSERT(strstr(dlock_errmsg(), "reported lost") != NULL);
+  CU_ASSERT(th_int(&srv, "EXISTS %s", name) == 0);
+  dlock_rwlock_free(rw);
+  dlock_client_close(c);
+}
+
 static long long numsub(const char *channel) {
   redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
   long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
@@ -589,6 +613,7 @@ static void add_tests(void) {
   CU_add_test(s, "fifty_readers_renewed", test_fifty_readers_renewed);
   CU_add_test(s, "zombie_reader_cleanup", test_zombie_reader_cleanup);
   CU_add_test(s, "mixed_processes", test_mixed_processes);
+  CU_add_test(s, "write_reported_lost_release", test_write_reported_lost_release);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

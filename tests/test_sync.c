@@ -491,6 +491,37 @@ static void test_permits_expire_and_release(void) {
   dlock_permits_free(p);
 }
 
+/* A permit whose loss was reported (here: renewed until max_hold, then its
+ * lease ran out) releases with DLOCK_ELOST even when it outlived the lease
+ * the client knew of (made sure of here), and it is released all the same. */
+static void test_permits_reported_lost_release(void) {
+  th_lost_log log;
+  dlock_client *c = th_max_hold_client(&srv, &log);
+  const char *name = th_name("plost");
+  dlock_permits *p = new_permits(c, name);
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 1), 1);
+  dlock_permit_id id;
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &id), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_MAX_HOLD);
+  char raw[16];
+  for (int i = 0; i < 16; i++) {
+    unsigned v = 0;
+    sscanf(id.hex + 2 * i, "%2x", &v);
+    raw[i] = (char)v;
+  }
+  /* the permit back in the deadlines, far in the future; not available */
+  freeReplyObject(th_cmd(&srv, "ZADD {%s}:timeout 99999999999999 %b", name, raw,
+                         (size_t)16));
+  freeReplyObject(th_cmd(&srv, "SET %s 0", name));
+  TH_ASSERT_RC(dlock_permits_release(p, &id, 1), DLOCK_ELOST);
+  CU_ASSERT(strstr(dlock_errmsg(), "reported lost") != NULL);
+  CU_ASSERT_EQUAL(th_int(&srv, "ZCARD {%s}:timeout", name), 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "INCRBY %s 0", name), 1); /* given back */
+  dlock_permits_free(p);
+  dlock_client_close(c);
+}
+
 static void test_permits_watchdog_crash_safety(void) {
   const char *name = th_name("crash");
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
@@ -693,6 +724,8 @@ static void add_tests(void) {
   CU_add_test(s, "permits_expire_and_release", test_permits_expire_and_release);
   CU_add_test(s, "permits_release_replayed", test_permits_release_replayed);
   CU_add_test(s, "permits_watchdog_crash_safety", test_permits_watchdog_crash_safety);
+  CU_add_test(s, "permits_reported_lost_release",
+              test_permits_reported_lost_release);
   CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "bad_input", test_bad_input);
 }

@@ -123,7 +123,9 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms);
  * when its reply is lost to a timeout.
  * Returns DLOCK_OK, DLOCK_ENOTOWNER (the caller holds no hold on it),
  * DLOCK_ELOST (the caller held it but the lease ran out or the key was
- * removed; the hold is gone), DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
+ * removed; the hold is gone; also after its loss was reported to the lost
+ * callback even if the key outlived it: it is released then all the same),
+ * DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
 DLOCK_API int dlock_release(dlock_lock *lock);
 
 /* Delete the lock whoever holds it, and wake its waiters.

@@ -122,7 +122,10 @@ DLOCK_API int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
 /* Release n permits, all or nothing. Returns DLOCK_OK; DLOCK_ELOST when one
  * of them was held through this client but expired; DLOCK_ENOTOWNER when
  * one is unknown (never acquired, already released, or expired elsewhere);
- * in both cases nothing was released. DLOCK_EINVAL for a malformed id. */
+ * in both cases nothing was released. DLOCK_ELOST also when the permits
+ * were released but the loss of one had been reported to the lost callback
+ * (it outlived the lease the client knew of). DLOCK_EINVAL for a malformed
+ * id. */
 DLOCK_API int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
                                     size_t n);
 

@@ -305,7 +305,9 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
 int64_t dlock__hold_releasing(dlock_client *c, const dlock__hold_id *id);
 /* Apply a release outcome: 1 fully released, 0 a hold remains, -1 the server
  * had no hold. Returns 1 when the client had a local hold (so -1 means the
- * hold was lost), 0 when it had none. */
+ * hold was lost), 2 when it had one already reported lost (the release must
+ * say DLOCK_ELOST even when the key outlived the lease it knew of), 0 when
+ * it had none. */
 int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
                          int outcome);
 

@@ -150,7 +150,7 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
                          int outcome) {
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);
-  int had = h != NULL;
+  int had = h == NULL ? 0 : h->lost ? 2 : 1;
   if (h && (outcome != 0 || --h->count <= 0))
     drop(c, h);
   pthread_mutex_unlock(&c->hmu);

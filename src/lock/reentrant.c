@@ -112,7 +112,10 @@ int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
                        owner);
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-    dlock__hold_released(l->client, &id, (int)r->integer);
+    if (dlock__hold_released(l->client, &id, (int)r->integer) == 2)
+      return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" was reported lost "
+                         "before the release (the key outlived it; released "
+                         "now)", l->name);
     return DLOCK_OK;
   }
   return dlock__fail_reply(r, "release");

@@ -224,10 +224,16 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   if (rc != DLOCK_OK)
     return rc;
   if (released > 0) {
-    for (size_t i = 0; i < n; i++) {
+    size_t lost = n;
+    for (size_t i = n; i-- > 0;) {
       dlock__hold_id id = permit_hold(p, raw[i]);
-      dlock__hold_released(c, &id, 1);
+      if (dlock__hold_released(c, &id, 1) == 2)
+        lost = i;
     }
+    if (lost < n)
+      return dlock__fail(DLOCK_ELOST, "permit %s of \"%.100s\" was reported "
+                         "lost before its release (it outlived its lease; "
+                         "released now)", ids[lost].hex, p->o.name);
     return DLOCK_OK;
   }
   /* Nothing was released: the script names the first bad permit. Ours but
