@@ -310,5 +310,8 @@ int64_t dlock__hold_releasing(dlock_client *c, const dlock__hold_id *id);
  * it had none. */
 int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
                          int outcome);
+/* The DLOCK_ELOST of a release that released a hold already reported lost
+ * (dlock__hold_released returned 2); what names it ("lease of", ...). */
+int dlock__fail_reported_lost(const char *what, const char *name);
 
 #endif /* DLOCK_CORE_H */

@@ -157,6 +157,12 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
   return had;
 }
 
+int dlock__fail_reported_lost(const char *what, const char *name) {
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s\" was reported lost before the "
+                     "release (it outlived the lease the client knew of; "
+                     "released now)", what, name);
+}
+
 void dlock__holds_free(dlock_client *c) {
   size_t slot;
   dlock__map_node *n = dlock__map_next(&c->holds, NULL, &slot);

@@ -113,9 +113,7 @@ int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
     if (dlock__hold_released(l->client, &id, (int)r->integer) == 2)
-      return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" was reported lost "
-                         "before the release (the key outlived it; released "
-                         "now)", l->name);
+      return dlock__fail_reported_lost("lease of", l->name);
     return DLOCK_OK;
   }
   return dlock__fail_reply(r, "release");

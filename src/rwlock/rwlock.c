@@ -198,10 +198,9 @@ static int release(dlock_lock *l, uint64_t owner_id) {
              (r->integer == 0 || r->integer == 1)) {
     /* one hold of ours is gone; the reply says what happened to the lock */
     if (dlock__hold_released(c, &id, 0) == 2)
-      rc = dlock__fail(DLOCK_ELOST, "lease of the %s lock \"%.100s\" was "
-                       "reported lost before the release (the hold outlived "
-                       "it; released now)", h->is_write ? "write" : "read",
-                       l->name);
+      rc = dlock__fail_reported_lost(h->is_write ? "lease of the write lock"
+                                                 : "lease of the read lock",
+                                     l->name);
   } else {
     rc = dlock__fail_reply(r, "release");
   }

@@ -224,17 +224,17 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   if (rc != DLOCK_OK)
     return rc;
   if (released > 0) {
-    size_t lost = n;
-    for (size_t i = n; i-- > 0;) {
+    size_t lost = n; /* the first one reported lost */
+    for (size_t i = 0; i < n; i++) {
       dlock__hold_id id = permit_hold(p, raw[i]);
-      if (dlock__hold_released(c, &id, 1) == 2)
+      if (dlock__hold_released(c, &id, 1) == 2 && lost == n)
         lost = i;
     }
-    if (lost < n)
-      return dlock__fail(DLOCK_ELOST, "permit %s of \"%.100s\" was reported "
-                         "lost before its release (it outlived its lease; "
-                         "released now)", ids[lost].hex, p->o.name);
-    return DLOCK_OK;
+    if (lost == n)
+      return DLOCK_OK;
+    char what[64];
+    snprintf(what, sizeof what, "permit %s of", ids[lost].hex);
+    return dlock__fail_reported_lost(what, p->o.name);
   }
   /* Nothing was released: the script names the first bad permit. Ours but
    * gone means it expired; otherwise it is unknown. */
