@@ -356,8 +356,12 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
 
 void th_lost_init(th_lost_log *log) {
   memset(log, 0, sizeof *log);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_mutex_init(&log->mu, NULL);
-  pthread_cond_init(&log->cv, NULL);
+  pthread_cond_init(&log->cv, &attr);
+  pthread_condattr_destroy(&attr);
 }
 
 void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
@@ -374,13 +378,13 @@ void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
 }
 
 int th_lost_wait(th_lost_log *log, int n, int timeout_ms) {
-  int64_t end = th_now_ms() + timeout_ms;
+  int64_t end_us = th_now_us() + (int64_t)timeout_ms * 1000;
+  struct timespec ts = {.tv_sec = end_us / 1000000,
+                        .tv_nsec = (end_us % 1000000) * 1000};
   pthread_mutex_lock(&log->mu);
-  while (log->count < n && th_now_ms() < end) {
-    pthread_mutex_unlock(&log->mu);
-    usleep(2000);
-    pthread_mutex_lock(&log->mu);
-  }
+  while (log->count < n)
+    if (pthread_cond_timedwait(&log->cv, &log->mu, &ts) != 0)
+      break;
   int c = log->count;
   pthread_mutex_unlock(&log->mu);
   return c;

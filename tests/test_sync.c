@@ -444,6 +444,12 @@ static void test_semaphore_4_permits_processes(void) { run_semaphore_procs(4, "1
 
 /* ---- expirable permits ---------------------------------------------------- */
 
+/* A permit id's 16 bytes, as the scripts and the {N}:timeout zset hold it. */
+static void permit_raw(const dlock_permit_id *id, char raw[16]) {
+  for (int i = 0; i < 16; i++)
+    sscanf(id->hex + 2 * i, "%2hhx", (unsigned char *)&raw[i]);
+}
+
 static void counts(dlock_permits *p, int64_t *avail, int64_t *acq) {
   TH_ASSERT_RC(dlock_permits_counts(p, avail, acq), DLOCK_OK);
 }
@@ -505,11 +511,7 @@ static void test_permits_reported_lost_release(void) {
   CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
   CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_MAX_HOLD);
   char raw[16];
-  for (int i = 0; i < 16; i++) {
-    unsigned v = 0;
-    sscanf(id.hex + 2 * i, "%2x", &v);
-    raw[i] = (char)v;
-  }
+  permit_raw(&id, raw);
   /* the permit back in the deadlines, far in the future; not available */
   freeReplyObject(th_cmd(&srv, "ZADD {%s}:timeout 99999999999999 %b", name, raw,
                          (size_t)16));
@@ -679,8 +681,7 @@ static void test_permits_release_replayed(void) {
   TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
   char raw[2][16];
   for (int k = 0; k < 2; k++)
-    for (int i = 0; i < 16; i++)
-      sscanf(ids[k].hex + 2 * i, "%2hhx", (unsigned char *)&raw[k][i]);
+    permit_raw(&ids[k], raw[k]);
   char timeouts[300], channel[300], latch[300], other[300];
   snprintf(timeouts, sizeof timeouts, "{%s}:timeout", name);
   snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
