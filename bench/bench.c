@@ -1,4 +1,4 @@
-/* dlock-bench: the workloads of ../shared/BENCHMARKS.md, each figure next to
+/* dlock-bench: the workloads of docs/performance.md, each figure next to
  * a bound measured in the same run on the same server(s).
  *
  *   dlock-bench [--duration S] [--workload ID] [--url URL] [--json FILE]
@@ -7,7 +7,7 @@
  * Without --url it starts its own loopback redis-server(s) (one, plus four
  * more for W5). Prints one line per figure:
  *   workload  metric  value  unit  bound  ratio
- * and writes the same as JSON (default dlock-bench.json). */
+ * and writes the same as JSON (default build/bench/dlock-bench.json). */
 #include <inttypes.h>
 #include <malloc.h>
 #include <math.h>
@@ -36,9 +36,9 @@
 
 static double duration = 2.0;
 static const char *only;
-static const char *json_path = "dlock-bench.json";
+static const char *json_path = DLOCK_BENCH_JSON; /* in the build tree */
 static int threads_opt = 16;
-static double w4_secs = 10.0; /* BENCHMARKS.md: hold for 10 s */
+static double w4_secs = 10.0; /* W4 holds for 10 s */
 static char urls[5][128];
 static int nurls;
 static FILE *json;

@@ -45,7 +45,7 @@ int64_t th_now_us(void);
 
 /* A latency bound scaled to this machine: us times the ratio of the
  * loopback round trip measured here (p50 of 200 PINGs to s) to the 30 us
- * of the reference machine (BENCHMARKS.md), never less than us. The
+ * of the reference machine (docs/performance.md), never less than us. The
  * issues' latency bounds were set on the reference machine; a slower or
  * busier machine gets proportionally more (and a sanitizer build a fixed
  * factor more), and the figure printed says which applied. */

@@ -1,4 +1,4 @@
-/* The reliability targets of RELIABILITY.md, one test each (docs/
+/* The reliability targets of docs/reliability.md, one test each (docs/
  * reliability.md). Most run dlock-torture (tests/torture) and assert on its
  * JSON summary; the rest drive a client directly. Sanitizer builds run the
  * same checks with less work (their job is memory errors and races). */

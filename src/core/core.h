@@ -47,7 +47,7 @@ void dlock__buf_shrink(dlock__buf *b);
 int dlock__resp_array(dlock__buf *b, size_t n);
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
 
-/* ---- keys (util.c, WIRE.md "Hash tags") ---------------------------------- */
+/* ---- keys (util.c, docs/wire.md "Hash tags") ---------------------------------- */
 
 /* 1 when name contains a valid hash tag ("{" then a later "}" with at least
  * one byte between them). */

@@ -1,4 +1,4 @@
-/* The waiting recipe (DESIGN.md "Waiting"), shared by every primitive that
+/* The waiting recipe (docs/threading.md, "Waiting"), shared by every primitive that
  * blocks: try; subscribe BEFORE the second try; then try, and wait for a
  * wake-up or the reply's hint or the budget, whichever comes first; finally
  * unsubscribe. Wake-ups are counted, so none is lost between a try and the

@@ -1,4 +1,4 @@
-/* The fair lock (WIRE.md "Fair lock"): the reentrant lock's hash plus a FIFO
+/* The fair lock (docs/wire.md, "Fair lock"): the reentrant lock's hash plus a FIFO
  * queue of waiters, a ZSET of their deadlines and one wake-up channel per
  * waiter, so a release wakes only the next in line.
  *

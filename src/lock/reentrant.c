@@ -1,4 +1,4 @@
-/* The reentrant lock and the fenced lock (WIRE.md "Reentrant lock" and
+/* The reentrant lock and the fenced lock (docs/wire.md, "Reentrant lock" and
  * "Fenced lock"): a hash N of owner -> hold count with a lease, an unlock
  * channel for waiters, an unlock latch that makes release idempotent, and for
  * the fenced kind a token counter INCRed by every grant. */

@@ -1,4 +1,4 @@
-/* The read-write lock (WIRE.md "Read-write lock"): one hash N with a mode
+/* The read-write lock (docs/wire.md, "Read-write lock"): one hash N with a mode
  * field, reader fields U:T and a writer field U:T:write, one timeout key per
  * read hold, and the channel redisson_rwlock:{N} ("0" from a read release
  * wakes one waiter, "1" from a write release wakes all). */

@@ -1,4 +1,4 @@
-/* CountDownLatch (WIRE.md "CountDownLatch"): key N = the count; channel
+/* CountDownLatch (docs/wire.md, "CountDownLatch"): key N = the count; channel
  * redisson_countdownlatch__channel__{N}, message "0" = reached zero, "1" =
  * new count or deleted. Waiters wake on any message and re-check. */
 #include <stdlib.h>

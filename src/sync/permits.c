@@ -1,4 +1,4 @@
-/* Expirable-permit semaphore (WIRE.md "Expirable-permit semaphore"): key N
+/* Expirable-permit semaphore (docs/wire.md, "Expirable-permit semaphore"): key N
  * = available permits, {N}:timeout = ZSET of held permit ids (16 random
  * bytes) -> expiry (server ms; 922337203685477 = never). Every script first
  * returns expired permits to the pool. Permits taken without a lease are

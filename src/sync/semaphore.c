@@ -1,4 +1,4 @@
-/* Semaphore (WIRE.md "Semaphore"): key N = available permits (may go below
+/* Semaphore (docs/wire.md, "Semaphore"): key N = available permits (may go below
  * 0 through a negative add); channel redisson_sc:{N}, message = the new
  * available count. Waiters of one client are served in arrival order (a
  * FIFO channel: only the oldest tries; when it leaves, the next one tries),

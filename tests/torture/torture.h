@@ -1,6 +1,6 @@
 /* dlock-torture: P worker processes x T threads hammer one primitive while
  * every critical section is logged to shared memory; the checker then
- * verifies exclusion, counters, FIFO order and timings (RELIABILITY.md).
+ * verifies exclusion, counters, FIFO order and timings (docs/reliability.md).
  *
  * The arena is one memfd mapped by the harness and by every worker (the
  * workers are this program re-executed with --worker and the fd). All times
