@@ -54,8 +54,8 @@ static void setup(void) {
   dlock__fuzz_reply = next_reply;
 }
 
-static void check(int rc) { /* a dlock result: OK, 0/1, or an error code */
-  if (rc > 1 || rc < DLOCK_EDEADLK) /* DLOCK_EDEADLK: the lowest code */
+static void check(int rc) { /* a dlock result: OK or an error code */
+  if (rc > 0 || rc < DLOCK_EDEADLK) /* DLOCK_EDEADLK: the lowest code */
     abort();
 }
 
@@ -67,7 +67,7 @@ static void on_lock(dlock_lock *l, int op) {
   case 1: check(dlock_acquire_grant(l, 0, DLOCK_LEASE_WATCHDOG, &g)); break;
   case 2: check(dlock_release(l)); break;
   case 3: check(dlock_lock_state_get(l, &st)); break;
-  default: check(dlock_force_release(l)); break;
+  default: check(dlock_force_release(l, NULL)); break;
   }
 }
 
@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case 4: on_lock(dlock_rwlock_write(rw), (int)(sel / 12) % 5); break;
   case 5: on_lock(sem_lock, (int)(sel / 12) % 4); break;
   case 6:
-    check(dlock_semaphore_try_set_permits(sem, 3, 0));
+    check(dlock_semaphore_try_set_permits(sem, 3, 0, NULL));
     check(dlock_semaphore_acquire(sem, 2, 0));
     check(dlock_semaphore_available(sem, &n));
     check(dlock_semaphore_release(sem, 1));
@@ -106,17 +106,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(dlock_permits_release(permits, ids, 2));
     break;
   case 8:
-    check(dlock_permits_update_lease(permits, &ids[0], 500));
+    check(dlock_permits_update_lease(permits, &ids[0], 500, NULL));
     check(dlock_permits_lease_remaining(permits, &ids[0], &n));
     check(dlock_permits_counts(permits, &n, NULL));
     check(dlock_permits_add_permits(permits, 2, &n));
     break;
   case 9:
-    check(dlock_latch_try_set_count(latch, 2));
+    check(dlock_latch_try_set_count(latch, 2, NULL));
     check(dlock_latch_count_down(latch, &n));
     check(dlock_latch_get_count(latch, &n));
     check(dlock_latch_await(latch, 0));
-    check(dlock_latch_delete(latch));
+    check(dlock_latch_delete(latch, NULL));
     break;
   case 10: /* a re-entry, then releases: the hold table's bookkeeping */
     on_lock(lock, 0);

@@ -17,6 +17,8 @@
 
 #include <CUnit/Basic.h>
 
+_Thread_local int th_flag;
+
 #define MAX_SERVERS 16
 static th_server *live[MAX_SERVERS];
 static char self_exe[4096];

@@ -91,6 +91,16 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
 
+/* A call with an OUT flag: give it &th_flag; it must return DLOCK_OK and
+ * set the flag to want (e.g. 1 "set", 0 "already set"). */
+extern _Thread_local int th_flag;
+#define TH_ASSERT_FLAG(expr, want)                                            \
+  do {                                                                        \
+    th_flag = -1;                                                             \
+    TH_ASSERT_RC(expr, DLOCK_OK);                                             \
+    CU_ASSERT_EQUAL(th_flag, (want));                                         \
+  } while (0)
+
 #define TH_ASSERT_RC(expr, want)                                              \
   do {                                                                        \
     int th_rc_ = (expr);                                                      \

@@ -588,7 +588,7 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_acquire(NULL, 0, 1000), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_try_acquire(NULL, 1000), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_release(NULL), DLOCK_EINVAL);
-  TH_ASSERT_RC(dlock_force_release(NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_force_release(NULL, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_lock_state_get(NULL, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_lock_bind_owner(NULL, 1), DLOCK_EINVAL);
   CU_ASSERT_STRING_EQUAL(dlock_lock_kind(NULL), "");
@@ -655,7 +655,7 @@ static void test_force_release_wakes_waiter(void) {
   const char *name = dlock_lock_name(l, NULL);
   char channel[300];
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
-  TH_ASSERT_RC(dlock_force_release(l), 0); /* free: nothing deleted */
+  TH_ASSERT_FLAG(dlock_force_release(l, &th_flag), 0); /* free: nothing deleted */
   TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
   dlock_client *c2 = th_client(&srv, NULL);
   waiter_arg w = {.lock = new_lock(c2, name)};
@@ -671,7 +671,7 @@ static void test_force_release_wakes_waiter(void) {
   }
   CU_ASSERT_EQUAL(subs, 1);
   int64_t t0 = th_now_ms();
-  TH_ASSERT_RC(dlock_force_release(l), 1);
+  TH_ASSERT_FLAG(dlock_force_release(l, &th_flag), 1);
   pthread_join(t, NULL);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
   CU_ASSERT(w.got_ms - t0 < 500); /* woken by the message, not the 60 s lease */

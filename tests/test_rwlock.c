@@ -591,8 +591,8 @@ static void test_bad_input(void) {
   /* force release only in the matching mode */
   rw = new_rw(cl, th_name("force"));
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 10000), DLOCK_OK);
-  TH_ASSERT_RC(dlock_force_release(dlock_rwlock_write(rw)), 0);
-  TH_ASSERT_RC(dlock_force_release(dlock_rwlock_read(rw)), 1);
+  TH_ASSERT_FLAG(dlock_force_release(dlock_rwlock_write(rw), &th_flag), 0);
+  TH_ASSERT_FLAG(dlock_force_release(dlock_rwlock_read(rw), &th_flag), 1);
   TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_ELOST);
   dlock_rwlock_free(rw);
 }

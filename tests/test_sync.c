@@ -65,8 +65,8 @@ static void test_latch_counts(void) {
   dlock_latch *l = new_latch(th_name("latch"));
   CU_ASSERT_EQUAL(count_of(l), 0);
   TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_OK); /* missing: open */
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 3), 1);
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 5), 0); /* only once */
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 3, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 5, &th_flag), 0); /* only once */
   CU_ASSERT_EQUAL(count_of(l), 3);
   TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_EBUSY);
   int64_t left = -1;
@@ -81,9 +81,9 @@ static void test_latch_counts(void) {
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_latch_await(l, 5000), DLOCK_OK); /* at once at 0 */
   CU_ASSERT(th_now_ms() - t0 < 100);
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 2), 1); /* a new round */
-  TH_ASSERT_RC(dlock_latch_delete(l), 1);
-  TH_ASSERT_RC(dlock_latch_delete(l), 0);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 2, &th_flag), 1); /* a new round */
+  TH_ASSERT_FLAG(dlock_latch_delete(l, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_latch_delete(l, &th_flag), 0);
   CU_ASSERT_EQUAL(count_of(l), 0);
   dlock_latch_free(l);
 }
@@ -102,13 +102,13 @@ static void *count_down_later(void *arg) {
 
 static void test_latch_await_budget(void) {
   dlock_latch *l = new_latch(th_name("budget"));
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 1), 1);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 1, &th_flag), 1);
   later w = {l, 500};
   pthread_t t;
   pthread_create(&t, NULL, count_down_later, &w);
   TH_ASSERT_RC(dlock_latch_await(l, 550), DLOCK_OK);
   pthread_join(t, NULL);
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 1), 1);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 1, &th_flag), 1);
   w.after_ms = 1000;
   pthread_create(&t, NULL, count_down_later, &w);
   int64_t t0 = th_now_ms();
@@ -136,7 +136,7 @@ static void test_latch_wakes_all_processes(void) {
   char channel[300];
   snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
   dlock_latch *l = new_latch(name);
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 2), 1);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 2, &th_flag), 1);
   int fds[2];
   pid_t pids[2];
   for (int i = 0; i < 2; i++) {
@@ -176,8 +176,8 @@ static void test_latch_wakes_all_processes(void) {
 
 static void test_semaphore_arithmetic(void) {
   dlock_semaphore *s = new_sem(cl, th_name("arith"));
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 10, 0), 1);
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 3, 0), 0);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 10, 0, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 3, 0, &th_flag), 0);
   CU_ASSERT_EQUAL(available(s), 10);
   TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_OK);
   CU_ASSERT_EQUAL(available(s), 9);
@@ -256,7 +256,7 @@ static void test_semaphore_waits_for_enough(void) {
   dlock_semaphore *s = new_sem(cl, name);
   dlock_client *c2 = th_client(&srv, NULL);
   dlock_semaphore *s2 = new_sem(c2, name);
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 2, 0), 1);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 2, 0, &th_flag), 1);
   sem_op a = {.sem = s2, .n = 4, .wait_ms = 10000};
   start(&a);
   wait_subscribed(name);
@@ -290,7 +290,7 @@ static void test_semaphore_fifo_policy(void) {
   dlock_semaphore *s = new_sem(cl, name);
   dlock_client *c2 = th_client(&srv, NULL);
   dlock_semaphore *s2 = new_sem(c2, name);
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, 0, 0), 1);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 0, 0, &th_flag), 1);
   sem_op big = {.sem = s2, .n = 4, .wait_ms = 10000};
   start(&big);
   wait_subscribed(name);
@@ -420,7 +420,7 @@ static void run_semaphore_procs(long permits, const char *steps) {
   snprintf(name, sizeof name, "%s", th_name("semprocs"));
   snprintf(counter, sizeof counter, "%s:counter", name);
   dlock_semaphore *s = new_sem(cl, name);
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, permits, 0), 1);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, permits, 0, &th_flag), 1);
   char p[16];
   snprintf(p, sizeof p, "%ld", permits);
   pid_t pids[4];
@@ -456,7 +456,7 @@ static void counts(dlock_permits *p, int64_t *avail, int64_t *acq) {
 
 static void test_permits_expire_and_release(void) {
   dlock_permits *p = new_permits(cl, th_name("expire"));
-  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 2), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
   dlock_permit_id ids[2];
   TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 1000, ids), DLOCK_OK);
   CU_ASSERT_EQUAL(strlen(ids[0].hex), 32);
@@ -489,10 +489,10 @@ static void test_permits_expire_and_release(void) {
 
   /* lease updates */
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 10000, ids), DLOCK_OK);
-  TH_ASSERT_RC(dlock_permits_update_lease(p, &ids[0], 2000), 1);
+  TH_ASSERT_FLAG(dlock_permits_update_lease(p, &ids[0], 2000, &th_flag), 1);
   TH_ASSERT_RC(dlock_permits_lease_remaining(p, &ids[0], &ms), DLOCK_OK);
   CU_ASSERT(ms > 1800 && ms <= 2000);
-  TH_ASSERT_RC(dlock_permits_update_lease(p, &mixed[1], 2000), 0);
+  TH_ASSERT_FLAG(dlock_permits_update_lease(p, &mixed[1], 2000, &th_flag), 0);
   TH_ASSERT_RC(dlock_permits_release(p, ids, 1), DLOCK_OK);
   dlock_permits_free(p);
 }
@@ -505,7 +505,7 @@ static void test_permits_reported_lost_release(void) {
   dlock_client *c = th_max_hold_client(&srv, &log);
   const char *name = th_name("plost");
   dlock_permits *p = new_permits(c, name);
-  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 1), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, &th_flag), 1);
   dlock_permit_id id;
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &id), DLOCK_OK);
   CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
@@ -530,7 +530,7 @@ static void test_permits_watchdog_crash_safety(void) {
   o.watchdog_timeout_ms = 1000;
   dlock_client *c = th_client(&srv, &o);
   dlock_permits *p = new_permits(c, name);
-  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 2), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
   dlock_permit_id mine;
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &mine),
                DLOCK_OK);
@@ -585,7 +585,7 @@ static void *lock_try_run(void *arg) {
 static void test_semaphore_lock(void) {
   const char *name = th_name("semlock");
   dlock_permits *p = new_permits(cl, name);
-  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 1), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, &th_flag), 1);
   dlock_lock *l = NULL;
   TH_ASSERT_RC(dlock_semaphore_lock_new(cl, name, NULL, &l), DLOCK_OK);
   CU_ASSERT_STRING_EQUAL(dlock_lock_kind(l), "semaphore");
@@ -599,7 +599,7 @@ static void test_semaphore_lock(void) {
   pthread_join(th, NULL);
   TH_ASSERT_RC(t.rc, DLOCK_EBUSY);
   TH_ASSERT_RC(t.rel, DLOCK_ENOTOWNER); /* it holds no permit */
-  TH_ASSERT_RC(dlock_force_release(l), DLOCK_ENOTSUP);
+  TH_ASSERT_RC(dlock_force_release(l, NULL), DLOCK_ENOTSUP);
   t = (lock_try){l, 5000, -99, -99};
   pthread_create(&th, NULL, lock_try_run, &t);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
@@ -624,7 +624,7 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_semaphore_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_permits_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_lock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
-  TH_ASSERT_RC(dlock_latch_try_set_count(NULL, 1), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_try_set_count(NULL, 1, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_latch_await(NULL, 0), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_acquire(NULL, 1, 0), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_permits_acquire(NULL, 1, 0, 1000, NULL), DLOCK_EINVAL);
@@ -632,14 +632,14 @@ static void test_bad_input(void) {
   dlock_semaphore_free(NULL);
   dlock_permits_free(NULL);
   l = new_latch(th_name("bad"));
-  TH_ASSERT_RC(dlock_latch_try_set_count(l, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_try_set_count(l, 0, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_latch_get_count(l, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_latch_await(l, -5), DLOCK_EINVAL);
   dlock_latch_free(l);
   s = new_sem(cl, th_name("bad"));
   TH_ASSERT_RC(dlock_semaphore_acquire(s, -1, 0), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_release(s, -1), DLOCK_EINVAL);
-  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, -1, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_try_set_permits(s, -1, 0, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_semaphore_available(s, NULL), DLOCK_EINVAL);
   dlock_semaphore_free(s);
   p = new_permits(cl, th_name("bad"));
@@ -649,7 +649,7 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 0, ids), DLOCK_EINVAL);
   dlock_permit_id bad = {"not-hex-at-all"};
   TH_ASSERT_RC(dlock_permits_release(p, &bad, 1), DLOCK_EINVAL);
-  TH_ASSERT_RC(dlock_permits_update_lease(p, &bad, 1000), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_update_lease(p, &bad, 1000, NULL), DLOCK_EINVAL);
   dlock_permits_free(p);
   /* WRONGTYPE */
   const char *name = th_name("wrongtype");
@@ -676,7 +676,7 @@ static void test_bad_input(void) {
 static void test_permits_release_replayed(void) {
   const char *name = th_name("replay");
   dlock_permits *p = new_permits(cl, name);
-  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 3), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 3, &th_flag), 1);
   dlock_permit_id ids[2];
   TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
   char raw[2][16];

@@ -129,10 +129,11 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms);
 DLOCK_API int dlock_release(dlock_lock *lock);
 
 /* Delete the lock whoever holds it, and wake its waiters.
- * Returns 1 when a lock was deleted, 0 when it was free (nothing to
- * release), or DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. Holders are told by
- * their next renewal (lost callback) or release (DLOCK_ELOST). */
-DLOCK_API int dlock_force_release(dlock_lock *lock);
+ * OUT *released (may be NULL): 1 when a lock was deleted, 0 when it was
+ * free (nothing to release). Returns DLOCK_OK, or DLOCK_EIO, DLOCK_EREDIS,
+ * DLOCK_ECLOSED, DLOCK_ENOTSUP. Holders are told by their next renewal
+ * (lost callback) or release (DLOCK_ELOST). */
+DLOCK_API int dlock_force_release(dlock_lock *lock, int *released);
 
 /* One consistent snapshot of the lock's state on the server (OUT *state). */
 DLOCK_API int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state);

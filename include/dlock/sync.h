@@ -30,9 +30,11 @@ DLOCK_API int dlock_latch_new(dlock_client *client, const char *name,
                               const dlock_lock_opts *opts, dlock_latch **out);
 
 /* Set the count (>= 1), only when the latch is not set (count 0 / missing).
- * Returns 1 when set, 0 when it was already set, or an error. Waiters
- * re-check (a new count closes the latch again). */
-DLOCK_API int dlock_latch_try_set_count(dlock_latch *latch, int64_t count);
+ * OUT *set (may be NULL): 1 when set, 0 when it was already set. Returns
+ * DLOCK_OK or an error. Waiters re-check (a new count closes the latch
+ * again). */
+DLOCK_API int dlock_latch_try_set_count(dlock_latch *latch, int64_t count,
+                                        int *set);
 
 /* Count down by one (never below 0); at 0 every waiter everywhere is woken.
  * OUT *left (may be NULL): the count after. */
@@ -46,9 +48,10 @@ DLOCK_API int dlock_latch_get_count(dlock_latch *latch, int64_t *count);
  * wait_ms of 0 and a count above 0), or an error. */
 DLOCK_API int dlock_latch_await(dlock_latch *latch, int64_t wait_ms);
 
-/* Delete the latch (waiters re-check and see 0). Returns 1 when deleted, 0
- * when there was none, or an error. */
-DLOCK_API int dlock_latch_delete(dlock_latch *latch);
+/* Delete the latch (waiters re-check and see 0). OUT *deleted (may be
+ * NULL): 1 when deleted, 0 when there was none. Returns DLOCK_OK or an
+ * error. */
+DLOCK_API int dlock_latch_delete(dlock_latch *latch, int *deleted);
 
 DLOCK_API void dlock_latch_free(dlock_latch *latch);
 
@@ -62,9 +65,11 @@ DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
                                   dlock_semaphore **out);
 
 /* Set the number of permits (>= 0), only when not set yet; ttl_ms > 0 makes
- * the whole semaphore expire (0 = never). Returns 1 set, 0 already set. */
+ * the whole semaphore expire (0 = never). OUT *set (may be NULL): 1 set, 0
+ * already set. Returns DLOCK_OK or an error. */
 DLOCK_API int dlock_semaphore_try_set_permits(dlock_semaphore *sem,
-                                              int64_t permits, int64_t ttl_ms);
+                                              int64_t permits, int64_t ttl_ms,
+                                              int *set);
 
 /* Take n permits (n >= 0; 0 is a no-op), waiting up to wait_ms.
  * Returns DLOCK_OK, DLOCK_EBUSY (wait_ms 0, too few), DLOCK_ETIMEDOUT.
@@ -105,7 +110,8 @@ DLOCK_API int dlock_permits_new(dlock_client *client, const char *name,
                                 dlock_permits **out);
 
 /* As dlock_semaphore_try_set_permits (no TTL). */
-DLOCK_API int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits);
+DLOCK_API int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits,
+                                            int *set);
 
 /* Add delta permits (may be negative). OUT *available may be NULL. */
 DLOCK_API int dlock_permits_add_permits(dlock_permits *p, int64_t delta,
@@ -130,10 +136,11 @@ DLOCK_API int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids
                                     size_t n);
 
 /* Give a held permit a new lease (lease_ms > 0, or DLOCK_LEASE_WATCHDOG for
- * one that never expires). Returns 1 updated, 0 unknown or expired. */
+ * one that never expires). OUT *updated (may be NULL): 1 updated, 0 unknown
+ * or expired. Returns DLOCK_OK or an error. */
 DLOCK_API int dlock_permits_update_lease(dlock_permits *p,
                                          const dlock_permit_id *id,
-                                         int64_t lease_ms);
+                                         int64_t lease_ms, int *updated);
 
 /* Remaining lease of a permit: ms, -1 never expires, -2 unknown/expired. */
 DLOCK_API int dlock_permits_lease_remaining(dlock_permits *p,

@@ -130,14 +130,19 @@ int dlock_release(dlock_lock *lock) {
   return lock->m->release(lock, dlock__lock_owner_id(lock));
 }
 
-int dlock_force_release(dlock_lock *lock) {
+int dlock_force_release(dlock_lock *lock, int *released) {
   int rc = check(lock);
   if (rc != DLOCK_OK)
     return rc;
   if (lock->m->force_release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no force release",
                        lock->m->kind);
-  return lock->m->force_release(lock);
+  rc = lock->m->force_release(lock);
+  if (rc < 0)
+    return rc;
+  if (released)
+    *released = rc;
+  return DLOCK_OK;
 }
 
 int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state) {

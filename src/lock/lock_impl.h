@@ -20,7 +20,7 @@ typedef struct dlock__lock_methods {
   int (*acquire)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
                  int64_t lease_ms, dlock_grant *grant);
   int (*release)(dlock_lock *lock, uint64_t owner);
-  int (*force_release)(dlock_lock *lock);
+  int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
   int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
   void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
   /* version 1 ends here: append only */

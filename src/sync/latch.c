@@ -36,16 +36,14 @@ void dlock_latch_free(dlock_latch *l) {
   free(l);
 }
 
-int dlock_latch_try_set_count(dlock_latch *l, int64_t count) {
+int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *set) {
   int rc = dlock__object_check(l);
   if (rc != DLOCK_OK)
     return rc;
   if (count < 1)
     return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
-  int64_t set = 0;
-  rc = dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, 1, &count, 1,
-                         &set);
-  return rc == DLOCK_OK ? (int)(set == 1) : rc;
+  return dlock__object_run_flag(&l->o, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, 1,
+                                &count, 1, set);
 }
 
 int dlock_latch_count_down(dlock_latch *l, int64_t *left) {
@@ -56,14 +54,12 @@ int dlock_latch_count_down(dlock_latch *l, int64_t *left) {
                            left);
 }
 
-int dlock_latch_delete(dlock_latch *l) {
+int dlock_latch_delete(dlock_latch *l, int *deleted) {
   int rc = dlock__object_check(l);
   if (rc != DLOCK_OK)
     return rc;
-  int64_t deleted = 0;
-  rc = dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_DELETE, 0, NULL, 1,
-                         &deleted);
-  return rc == DLOCK_OK ? (int)(deleted == 1) : rc;
+  return dlock__object_run_flag(&l->o, DLOCK__SCRIPT_LATCH_DELETE, 0, NULL, 1,
+                                deleted);
 }
 
 static int get_count(dlock_latch *l, int64_t *count) {

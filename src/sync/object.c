@@ -124,6 +124,15 @@ int dlock__object_run(dlock__object *o, int script, size_t nnums, const int64_t 
   return rc;
 }
 
+int dlock__object_run_flag(dlock__object *o, int script, size_t nnums,
+                           const int64_t *nums, int publish, int *done) {
+  int64_t v = 0;
+  int rc = dlock__object_run(o, script, nnums, nums, publish, &v);
+  if (rc == DLOCK_OK && done)
+    *done = v == 1;
+  return rc;
+}
+
 int dlock__object_get(dlock__object *o, const char *what, int64_t *out) {
   const char *argv[] = {"GET", o->name};
   size_t lens[] = {3, o->len};

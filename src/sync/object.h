@@ -32,11 +32,16 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len);
  * *out, may be NULL). */
 int dlock__object_run(dlock__object *o, int script, size_t nnums,
                       const int64_t *nums, int publish, int64_t *out);
+/* dlock__object_run for a script that answers 1 (done) or 0 (nothing to
+ * do): OUT *done (may be NULL) is set to that on DLOCK_OK. */
+int dlock__object_run_flag(dlock__object *o, int script, size_t nnums,
+                           const int64_t *nums, int publish, int *done);
 /* GET N as a count (0 when missing). */
 int dlock__object_get(dlock__object *o, const char *what, int64_t *out);
 
 /* Shared by both semaphores (semaphore.c): try_set_permits and add. */
-int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms);
+int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms,
+                       int *set);
 int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available);
 
 #endif /* DLOCK_SYNC_OBJECT_H */

@@ -51,9 +51,9 @@ void dlock_permits_free(dlock_permits *p) {
   free(p);
 }
 
-int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits) {
+int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits, int *set) {
   int rc = dlock__object_check(p);
-  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&p->o, permits, 0);
+  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&p->o, permits, 0, set);
 }
 
 int dlock_permits_add_permits(dlock_permits *p, int64_t delta,
@@ -249,7 +249,7 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
 }
 
 int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
-                               int64_t lease_ms) {
+                               int64_t lease_ms, int *updated_out) {
   int rc = dlock__object_check(p);
   if (rc != DLOCK_OK)
     return rc;
@@ -284,7 +284,9 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
     dlock__hold_add(c, &id, dlock_thread_id(), &renew, watchdog,
                     ms, t0, NULL);
   }
-  return (int)(updated == 1);
+  if (updated_out)
+    *updated_out = updated == 1;
+  return DLOCK_OK;
 }
 
 static int state(dlock_permits *p, const char *raw, int64_t out[3]) {

@@ -37,12 +37,13 @@ void dlock_semaphore_free(dlock_semaphore *s) {
   free(s);
 }
 
-int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms) {
+int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms,
+                       int *set) {
   if (permits < 0 || ttl_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "permits and ttl_ms must be >= 0");
-  int64_t nums[] = {permits, ttl_ms}, set = 0;
-  int rc = dlock__object_run(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1, &set);
-  return rc == DLOCK_OK ? (int)(set == 1) : rc;
+  int64_t nums[] = {permits, ttl_ms};
+  return dlock__object_run_flag(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1,
+                                set);
 }
 
 int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available) {
@@ -50,9 +51,9 @@ int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available) {
 }
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits,
-                                    int64_t ttl_ms) {
+                                    int64_t ttl_ms, int *set) {
   int rc = dlock__object_check(s);
-  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&s->o, permits, ttl_ms);
+  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&s->o, permits, ttl_ms, set);
 }
 
 int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta,

@@ -341,10 +341,8 @@ static int cmd_run(int argc, char **argv) {
     } else if (sem) {
       dlock_permits *p = NULL;
       rc = dlock_permits_new(clients[0], name, NULL, &p);
-      if (rc == DLOCK_OK) {
-        int set = dlock_permits_try_set_permits(p, permits);
-        rc = set < 0 ? set : DLOCK_OK;
-      }
+      if (rc == DLOCK_OK)
+        rc = dlock_permits_try_set_permits(p, permits, NULL);
       dlock_permits_free(p);
       if (rc == DLOCK_OK)
         rc = dlock_semaphore_lock_new(clients[0], name, NULL, &lock);
@@ -492,11 +490,11 @@ static int cmd_latch(int argc, char **argv) {
   int rc = dlock_latch_new(c, argv[i], NULL, &l);
   if (rc == DLOCK_OK) {
     if (!strcmp(op, "set")) {
-      rc = dlock_latch_try_set_count(l, count);
-      if (rc >= 0) {
-        printf("%s\n", rc ? "set" : "already set");
-        status = rc ? 0 : 1;
-        rc = DLOCK_OK;
+      int set = 0;
+      rc = dlock_latch_try_set_count(l, count, &set);
+      if (rc == DLOCK_OK) {
+        printf("%s\n", set ? "set" : "already set");
+        status = set ? 0 : 1;
       }
     } else if (!strcmp(op, "count-down")) {
       int64_t left = 0;
@@ -508,11 +506,10 @@ static int cmd_latch(int argc, char **argv) {
       if (rc == DLOCK_OK)
         printf("%" PRId64 "\n", count);
     } else if (!strcmp(op, "delete")) {
-      rc = dlock_latch_delete(l);
-      if (rc >= 0) {
-        printf("%s\n", rc ? "deleted" : "no latch");
-        rc = DLOCK_OK;
-      }
+      int deleted = 0;
+      rc = dlock_latch_delete(l, &deleted);
+      if (rc == DLOCK_OK)
+        printf("%s\n", deleted ? "deleted" : "no latch");
     } else {
       rc = dlock_latch_await(l, wait_ms);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
@@ -569,11 +566,11 @@ static int cmd_sem(int argc, char **argv) {
   int rc = dlock_semaphore_new(c, argv[i], NULL, &s);
   if (rc == DLOCK_OK) {
     if (init) {
-      rc = dlock_semaphore_try_set_permits(s, n, 0);
-      if (rc >= 0) {
-        printf("%s\n", rc ? "set" : "already set");
-        status = rc ? 0 : 1;
-        rc = DLOCK_OK;
+      int set = 0;
+      rc = dlock_semaphore_try_set_permits(s, n, 0, &set);
+      if (rc == DLOCK_OK) {
+        printf("%s\n", set ? "set" : "already set");
+        status = set ? 0 : 1;
       }
     } else if (acq) {
       rc = dlock_semaphore_acquire(s, n, wait_ms);
@@ -803,10 +800,11 @@ static int cmd_unlock(int argc, char **argv) {
   } else {
     rc = dlock_fair_lock_new(c, name, NULL, &l); /* also wakes a fair queue */
   }
+  int released = 0;
   if (rc == DLOCK_OK)
-    rc = dlock_force_release(l);
-  if (rc >= 0)
-    printf("%s\n", rc ? "released" : "not locked");
+    rc = dlock_force_release(l, &released);
+  if (rc == DLOCK_OK)
+    printf("%s\n", released ? "released" : "not locked");
   else
     status = fail(rc, name);
   if (rw)
