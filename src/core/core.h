@@ -1,6 +1,9 @@
-/* Internal machinery shared by every backend: errors, clock, buffers, maps,
- * keys, requests to the engine, the pub/sub waiter and the hold registry.
- * Nothing here is public API. */
+/* What a backend may use of the core: errors, clock, buffers and key names,
+ * requests and calls to the engine, the client's options and owner
+ * strings, the waiting recipe, and the hold registry (watchdog). The
+ * engine's own machinery (connections, the pub/sub waiter's internals,
+ * hash tables) is in core/engine.h, which backends never include. Nothing
+ * here is public API. */
 #ifndef DLOCK_CORE_H
 #define DLOCK_CORE_H
 
@@ -63,47 +66,6 @@ int dlock__check_name(const char *name, size_t len);
 
 /* n random bytes as 2n lower-case hex characters plus NUL (OpenSSL RAND). */
 int dlock__random_hex(char *out, size_t nbytes);
-
-/* ---- map: chained hash table with binary keys (map.c) -------------------- */
-
-typedef struct dlock__map_node {
-  struct dlock__map_node *next;
-  uint64_t hash;
-  const void *key; /* points into the entry that embeds the node */
-  size_t klen;
-} dlock__map_node;
-
-typedef struct dlock__map {
-  dlock__map_node **slots;
-  size_t nslots, count;
-} dlock__map;
-
-uint64_t dlock__hash(const void *key, size_t len);
-dlock__map_node *dlock__map_get(const dlock__map *m, const void *key,
-                                size_t klen);
-/* Insert a node whose key/klen are set; the key must not be present yet. */
-int dlock__map_put(dlock__map *m, dlock__map_node *node);
-void dlock__map_del(dlock__map *m, dlock__map_node *node);
-void dlock__map_free(dlock__map *m); /* frees the slots, not the nodes */
-/* Iterate: for (n = dlock__map_next(m, NULL, &i); n; n = dlock__map_next(m, n, &i)) */
-dlock__map_node *dlock__map_next(const dlock__map *m, dlock__map_node *node,
-                                 size_t *slot);
-
-#define DLOCK__CONTAINER(ptr, type, member) \
-  ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
-/* ---- per-thread wait object (engine.c) ------------------------------------ */
-
-typedef struct dlock__sync {
-  pthread_mutex_t mu;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC */
-  int init;
-} dlock__sync;
-
-dlock__sync *dlock__sync_self(void);
-/* Wait on s->cv (mu held) until deadline_ms (monotonic); -1 = forever.
- * Returns 0, or ETIMEDOUT once the deadline passed. */
-int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms);
 
 /* 1 on an engine thread: blocking calls are refused there. */
 int dlock__on_engine_thread(void);
@@ -178,59 +140,23 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 /* Owner string "U:T" for owner id into out (at least 64 bytes). */
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);
 
-/* ---- pub/sub waiter (pubsub.c) -------------------------------------------- */
+/* ---- pub/sub wake-up rules (pubsub.c) -------------------------------------- */
 
 /* How many local waiters one message on a channel wakes; UINT32_MAX = all. */
 typedef uint32_t dlock__wake_fn(const char *msg, size_t len);
 uint32_t dlock__wake_one(const char *msg, size_t len);
 uint32_t dlock__wake_all(const char *msg, size_t len);
 
-typedef struct dlock__waiter {
-  struct dlock__waiter *prev, *next; /* channel's list: engine only */
-  void *chan;                        /* engine only */
-  dlock__sync *sync;                 /* the waiting thread's */
-  uint64_t wakes;                    /* under sync->mu */
-  uint64_t seen;                     /* waiting thread only */
-  int confirmed;                     /* under sync->mu */
-  int closed;                        /* under sync->mu */
-  uint64_t unconsumed;               /* passed to unsubscribe */
-  int fifo;                          /* set before subscribing: see below */
-  int head;                          /* fifo: oldest waiter; under sync->mu */
-  /* Early tries (wait.c): the last try's request is kept; while the thread
-   * waits (armed), the engine re-sends it the moment a message wakes the
-   * waiter, so the try is on its way while the thread wakes up, and the
-   * thread's next try takes that reply instead of sending. */
-  dlock__buf early_cmd;              /* waiting thread; engine while armed */
-  int early_script;
-  size_t early_tail, early_argc;
-  int armed;                         /* under sync->mu */
-  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
-  int64_t early_sent_ms;
-  redisReply *early_reply;           /* under sync->mu */
-  int early_status;
-  char early_err[256];
-} dlock__waiter;
-
-/* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
- * spec): only the oldest local waiter of the channel is "head" and may try;
- * a message wakes the head only, and when the head leaves, the next waiter
- * becomes head and is woken. Number of FIFO waiters on the client: */
-int dlock__fifo_waiters(dlock_client *c);
-
-/* Register w on channel (shared, refcounted SUBSCRIBE) and wait until the
- * subscription is confirmed, at most until deadline_ms (-1: at most the
- * command timeout). Without confirmation the waiter still works, on hints. */
-int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
-                     dlock__wake_fn *wake, int fifo, dlock__waiter *w,
-                     int64_t deadline_ms);
-/* Wait for a wake-up (counted: one that came since the last call returns at
- * once) until deadline_ms (-1 forever). Returns 1 woken, 0 timed out,
- * DLOCK_ECLOSED. */
-int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
-/* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
-void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
-
 /* ---- the waiting recipe (wait.c) ----------------------------------------- */
+
+/* One try of a wait loop, handed to the attempt function. */
+typedef struct dlock__try {
+  struct dlock__waiter *early; /* set when the engine may send this try
+                                  early on a wake-up (spec->early), else
+                                  NULL: wait.c's business */
+  int64_t sent_ms; /* OUT of dlock__try_call: when the try's request was
+                      sent (queued, or sent early): a lease starts there */
+} dlock__try;
 
 typedef struct dlock__wait_spec {
   const char *what;    /* for messages: 'lock "name"' */
@@ -239,8 +165,9 @@ typedef struct dlock__wait_spec {
   dlock__wake_fn *wake;
   int fifo; /* serve this client's waiters in arrival order (semaphores) */
   /* One try: 1 acquired, 0 not yet (*hint = longest useful wait in ms, -1
-   * unknown, -2 retry now), or a negative error code. */
-  int (*attempt)(void *ctx, int64_t *hint);
+   * unknown, -2 retry now), or a negative error code. A try that talks to
+   * Redis makes its call with dlock__try_call(.., t, ..). */
+  int (*attempt)(void *ctx, dlock__try *t, int64_t *hint);
   /* Called once when the loop ends in an error after subscribing (timeout,
    * close): undo what the tries left behind (queue entries). May be NULL. */
   void (*give_up)(void *ctx);
@@ -251,11 +178,11 @@ typedef struct dlock__wait_spec {
   int early;
 } dlock__wait_spec;
 
-/* When the request of this thread's last dlock__call was sent (queued to
- * the engine, or sent early on its behalf): the start of a lease it got. */
-int64_t dlock__call_sent_ms(void);
-/* The waiter whose tries this thread is making (wait.c), or NULL. */
-void dlock__set_trying(dlock__waiter *w);
+/* dlock__call for a wait loop's try: when the engine already sent this
+ * try early (t->early), takes that answer instead of sending; otherwise
+ * sends req and keeps its bytes for the next early send. Sets t->sent_ms. */
+int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
+                    redisReply **reply);
 
 /* Try, subscribe, try and wait until acquired or the budget is spent.
  * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the

@@ -1,4 +1,4 @@
-/* The client and its engine thread: request queue, loop, sync calls.
+/* A client's engine thread: request queue, loop, sync calls.
  *
  * Application threads never touch a connection. They build a request (RESP
  * bytes plus a completion), push it on the client's queue and wake the loop
@@ -13,23 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uuid/uuid.h>
-
 #include "core/engine.h"
 #include "core/scripts.h"
 
 static _Thread_local dlock__sync tls_sync;
 static _Thread_local int tls_on_engine;
-static _Thread_local uint64_t tls_thread_id;
-static atomic_uint_fast64_t next_owner_id = 1;
-
-uint64_t dlock_thread_id(void) {
-  if (tls_thread_id == 0)
-    tls_thread_id = atomic_fetch_add(&next_owner_id, 1);
-  return tls_thread_id;
-}
-
-uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); }
 
 int dlock__on_engine_thread(void) { return tls_on_engine; }
 
@@ -163,14 +151,9 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   pthread_mutex_unlock(&cs->sync->mu);
 }
 
-static _Thread_local dlock__waiter *tls_trying;
-static _Thread_local int64_t tls_sent_ms;
-
-void dlock__set_trying(dlock__waiter *w) { tls_trying = w; }
-int64_t dlock__call_sent_ms(void) { return tls_sent_ms; }
-
-/* This thread's try was sent early (pubsub.c): take its answer. */
-static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs) {
+/* This try was sent early (pubsub.c): take its answer. */
+static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
+                      int64_t *sent_ms) {
   pthread_mutex_lock(&w->sync->mu);
   if (w->early_state == 0) {
     pthread_mutex_unlock(&w->sync->mu);
@@ -184,7 +167,7 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs) {
   w->early_reply = NULL;
   w->early_state = 0;
   pthread_mutex_unlock(&w->sync->mu);
-  tls_sent_ms = w->early_sent_ms;
+  *sent_ms = w->early_sent_ms;
   /* the same bytes (dlock__wait_spec.early): nothing else to send */
   dlock__buf_free(&req->cmd);
   return 1;
@@ -200,7 +183,10 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
   w->early_argc = req->argc;
 }
 
-int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
+/* Submit req (unless w's early try answered it) and wait for its outcome;
+ * *sent_ms: when the request was sent. */
+static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
+                     redisReply **reply, int64_t *sent_ms) {
   *reply = NULL;
   if (tls_on_engine) {
     dlock__buf_free(&req->cmd);
@@ -209,13 +195,12 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
                        "lost-lock callback?)");
   }
   call_state cs = {.sync = dlock__sync_self()};
-  dlock__waiter *w = tls_trying;
-  if (w && take_early(w, req, &cs)) {
+  if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
   } else
 #ifdef DLOCK_FUZZ
   if (dlock__fuzz_reply) { /* the reply comes from the fuzzer */
-    tls_sent_ms = dlock__now_ms();
+    *sent_ms = dlock__now_ms();
     cs.status = dlock__fuzz_reply(req, &cs.reply);
     dlock__buf_free(&req->cmd);
   } else
@@ -228,7 +213,7 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
     int rc = dlock__submit(c, req);
     if (rc != DLOCK_OK)
       return rc;
-    tls_sent_ms = req->queued_ms; /* set by dlock__submit */
+    *sent_ms = req->queued_ms; /* set by dlock__submit */
     pthread_mutex_lock(&cs.sync->mu);
     while (!cs.done)
       dlock__sync_wait(cs.sync, -1);
@@ -244,6 +229,16 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
   }
   *reply = cs.reply;
   return DLOCK_OK;
+}
+
+int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
+  int64_t sent_ms;
+  return call_sent(c, NULL, req, reply, &sent_ms);
+}
+
+int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
+                    redisReply **reply) {
+  return call_sent(c, t->early, req, reply, &t->sent_ms);
 }
 
 int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
@@ -431,134 +426,11 @@ static int engine_share(dlock_client *c, dlock_client *with) {
   return DLOCK_OK;
 }
 
-/* ---- the client ----------------------------------------------------------- */
-
-static void client_free(dlock_client *c) {
-  dlock__holds_free(c);
-  dlock__map_free(&c->channels);
-  dlock__uri_free(&c->uri);
-  free(c->client_name);
-  pthread_mutex_destroy(&c->qmu);
-  pthread_mutex_destroy(&c->hmu);
-  free(c);
+int dlock__engine_start(dlock_client *c, dlock_client *share_with) {
+  return share_with ? engine_share(c, share_with) : engine_new(c);
 }
 
-void dlock__client_ref(dlock_client *c) { atomic_fetch_add(&c->refs, 1); }
-
-void dlock__client_unref(dlock_client *c) {
-  if (atomic_fetch_sub(&c->refs, 1) == 1)
-    client_free(c);
-}
-
-int dlock__client_closed(dlock_client *c) { return atomic_load(&c->closed); }
-
-const dlock_client_opts *dlock__client_opts(const dlock_client *c) {
-  return &c->opts;
-}
-
-const char *dlock_client_id(const dlock_client *c) { return c ? c->id : ""; }
-
-size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out) {
-  return (size_t)snprintf(out, 64, "%s:%llu", c->id,
-                          (unsigned long long)owner_id);
-}
-
-static int check_opts(const dlock_client_opts *o) {
-  if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
-    return dlock__fail(DLOCK_EINVAL, "timeouts must be > 0 ms");
-  if (o->watchdog_timeout_ms < 30)
-    return dlock__fail(DLOCK_EINVAL, "watchdog_timeout_ms must be >= 30");
-  if (o->max_hold_ms < 0)
-    return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
-  if (o->client_name && (strlen(o->client_name) == 0 ||
-                         strcspn(o->client_name, " \r\n\t") !=
-                             strlen(o->client_name)))
-    return dlock__fail(DLOCK_EINVAL,
-                       "client_name must be non-empty and without spaces");
-  return DLOCK_OK;
-}
-
-int dlock_client_open(const char *uri, const dlock_client_opts *opts,
-                      dlock_client **out) {
-  static const dlock_client_opts defaults = DLOCK_CLIENT_OPTS_INIT;
-  dlock__clear_error();
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  if (opts == NULL)
-    opts = &defaults;
-  /* version 1 ended before share_engine */
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  if (opts->version == 1)
-    memcpy(&o, opts, offsetof(dlock_client_opts, share_engine));
-  else if (opts->version == DLOCK_CLIENT_OPTS_VERSION)
-    o = *opts;
-  else
-    return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
-                       "%u", opts->version, DLOCK_CLIENT_OPTS_VERSION);
-  o.version = DLOCK_CLIENT_OPTS_VERSION;
-  opts = &o;
-  int rc = check_opts(opts);
-  if (rc != DLOCK_OK)
-    return rc;
-  dlock_client *c = calloc(1, sizeof *c);
-  if (c == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  atomic_init(&c->refs, 1);
-  atomic_init(&c->closed, 0);
-  atomic_init(&c->fifo_waiters, 0);
-  pthread_mutex_init(&c->qmu, NULL);
-  pthread_mutex_init(&c->hmu, NULL);
-  if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK) {
-    client_free(c);
-    return rc;
-  }
-  c->opts = *opts;
-  c->client_name = strdup(opts->client_name ? opts->client_name : "dlock");
-  c->opts.client_name = c->client_name;
-  uuid_t u;
-  uuid_generate_random(u);
-  uuid_unparse_lower(u, c->id);
-  if (c->client_name == NULL) {
-    client_free(c);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  rc = opts->share_engine ? engine_share(c, opts->share_engine) : engine_new(c);
-  if (rc != DLOCK_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
-    client_free(c);
-    return dlock__fail(rc, "%s", msg);
-  }
-  if (opts->lazy_connect) {
-    *out = c;
-    return DLOCK_OK;
-  }
-
-  /* The first PING waits for the connection (up to connect_timeout_ms), so a
-   * wrong address or password fails here, not at the first lock. */
-  dlock__req ping;
-  const char *argv[] = {"PING"};
-  size_t lens[] = {4};
-  redisReply *reply = NULL;
-  rc = dlock__req_command(&ping, 1, argv, lens);
-  if (rc == DLOCK_OK)
-    rc = dlock__call(c, &ping, &reply);
-  if (reply)
-    freeReplyObject(reply);
-  if (rc != DLOCK_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
-    dlock_client_close(c);
-    return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg);
-  }
-  *out = c;
-  return DLOCK_OK;
-}
-
-void dlock_client_close(dlock_client *c) {
-  if (c == NULL || tls_on_engine || atomic_exchange(&c->closed, 1))
-    return;
+void dlock__engine_stop(dlock_client *c) {
   /* wait until the loop is done with c (every handle closed, every
    * request ended): set before closing, which the engine reads under qmu */
   int done = 0;
@@ -574,5 +446,4 @@ void dlock_client_close(dlock_client *c) {
     dlock__sync_wait(s, -1);
   pthread_mutex_unlock(&s->mu);
   engine_release(c->engine);
-  dlock__client_unref(c);
 }

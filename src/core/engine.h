@@ -1,6 +1,8 @@
-/* The engine: a client's loop thread, its connections and their state.
- * Everything in here belongs to the engine thread unless a field says it is
- * guarded by a mutex. */
+/* The engine's own machinery, private to src/core: the client and its loop
+ * thread, connections, per-thread wait objects, pub/sub waiters, and the
+ * hash tables behind them. Backends never include this (they have
+ * core/core.h). Everything in here belongs to the engine thread unless a
+ * field says it is guarded by a mutex. */
 #ifndef DLOCK_ENGINE_H
 #define DLOCK_ENGINE_H
 
@@ -9,7 +11,68 @@
 #include <uv.h>
 
 #include "core/core.h"
+#include "core/map.h"
 #include "core/uri.h"
+
+/* ---- per-thread wait object (engine.c) ------------------------------------ */
+
+typedef struct dlock__sync {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  int init;
+} dlock__sync;
+
+dlock__sync *dlock__sync_self(void);
+/* Wait on s->cv (mu held) until deadline_ms (monotonic); -1 = forever.
+ * Returns 0, or ETIMEDOUT once the deadline passed. */
+int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms);
+
+/* ---- pub/sub waiters (pubsub.c) -------------------------------------------- */
+
+typedef struct dlock__waiter {
+  struct dlock__waiter *prev, *next; /* channel's list: engine only */
+  void *chan;                        /* engine only */
+  dlock__sync *sync;                 /* the waiting thread's */
+  uint64_t wakes;                    /* under sync->mu */
+  uint64_t seen;                     /* waiting thread only */
+  int confirmed;                     /* under sync->mu */
+  int closed;                        /* under sync->mu */
+  uint64_t unconsumed;               /* passed to unsubscribe */
+  int fifo;                          /* set before subscribing: see below */
+  int head;                          /* fifo: oldest waiter; under sync->mu */
+  /* Early tries (wait.c): the last try's request is kept; while the thread
+   * waits (armed), the engine re-sends it the moment a message wakes the
+   * waiter, so the try is on its way while the thread wakes up, and the
+   * thread's next try takes that reply instead of sending. */
+  dlock__buf early_cmd;              /* waiting thread; engine while armed */
+  int early_script;
+  size_t early_tail, early_argc;
+  int armed;                         /* under sync->mu */
+  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
+  int64_t early_sent_ms;
+  redisReply *early_reply;           /* under sync->mu */
+  int early_status;
+  char early_err[256];
+} dlock__waiter;
+
+/* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
+ * spec): only the oldest local waiter of the channel is "head" and may try;
+ * a message wakes the head only, and when the head leaves, the next waiter
+ * becomes head and is woken. Number of FIFO waiters on the client: */
+int dlock__fifo_waiters(dlock_client *c);
+
+/* Register w on channel (shared, refcounted SUBSCRIBE) and wait until the
+ * subscription is confirmed, at most until deadline_ms (-1: at most the
+ * command timeout). Without confirmation the waiter still works, on hints. */
+int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
+                     dlock__wake_fn *wake, int fifo, dlock__waiter *w,
+                     int64_t deadline_ms);
+/* Wait for a wake-up (counted: one that came since the last call returns at
+ * once) until deadline_ms (-1 forever). Returns 1 woken, 0 timed out,
+ * DLOCK_ECLOSED. */
+int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
+/* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
+void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 
 enum dlock__conn_state {
   CONN_DOWN,       /* no socket; reconnect timer may be due */
@@ -92,6 +155,12 @@ struct dlock_client {
   uint64_t hold_epoch;
 };
 
+/* engine.c: start c's connections and watchdog on a new engine thread, or
+ * on share_with's (dlock_client_opts.share_engine). */
+int dlock__engine_start(dlock_client *c, dlock_client *share_with);
+/* engine.c: close c's handles and connections and wait until the loop is
+ * done with c; the last client of an engine joins its thread. */
+void dlock__engine_stop(dlock_client *c);
 /* engine.c: one of c's handles closed or requests ended (engine thread);
  * the last one after a close lets dlock_client_close return. Call it last:
  * c may be freed as soon as it returns. */

@@ -5,7 +5,7 @@
  * wait, and every wait is bounded, so a lost message costs at most the hint. */
 #include <inttypes.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 
 /* How long to wait between tries when the reply gives no bound (the holder's
  * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
@@ -58,8 +58,9 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   /* A FIFO waiter does not overtake this client's waiting ones: with any
    * in line, it joins the line without a first try (a try-once still
    * tries: it cannot wait its turn). */
+  dlock__try t = {NULL, 0};
   if (!spec->fifo || wait_ms == 0 || dlock__fifo_waiters(c) == 0)
-    rc = spec->attempt(ctx, &hint);
+    rc = spec->attempt(ctx, &t, &hint);
   if (rc != 0)
     return rc;
   if (wait_ms == 0)
@@ -73,10 +74,8 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   int early = spec->early && !spec->fifo;
   for (;;) {
     if (!spec->fifo || my_turn(&w)) {
-      if (early)
-        dlock__set_trying(&w);
-      rc = spec->attempt(ctx, &hint);
-      dlock__set_trying(NULL);
+      t.early = early ? &w : NULL;
+      rc = spec->attempt(ctx, &t, &hint);
       if (rc != 0)
         break;
     } else {

@@ -37,7 +37,7 @@ typedef struct attempt {
   int64_t sent_ms;
 } attempt;
 
-static int try_once(void *ctx, int64_t *hint) {
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   fair *f = a->f;
   dlock_lock *l = &f->base;
@@ -52,12 +52,15 @@ static int try_once(void *ctx, int64_t *hint) {
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
                     a->olen,
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1};
+  dlock__req req;
   redisReply *r;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys,
-                              klens, 4, args, alens, &r);
+  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys, klens, 4,
+                             args, alens);
+  if (rc == DLOCK_OK)
+    rc = dlock__try_call(l->client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
-  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
+  a->sent_ms = t->sent_ms; /* the lease started there */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (r->type == REDIS_REPLY_INTEGER) {

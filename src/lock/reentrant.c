@@ -137,16 +137,16 @@ typedef struct attempt {
 } attempt;
 
 /* One try: 1 acquired, 0 held by another (*hint = its PTTL), or an error. */
-static int try_once(void *ctx, int64_t *hint) {
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   dlock__req req;
   redisReply *r;
   int rc = dlock__reentrant_try_req(a->l, a->owner_id, a->lease_ms, &req);
   if (rc == DLOCK_OK)
-    rc = dlock__call(a->l->client, &req, &r);
+    rc = dlock__try_call(a->l->client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
-  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
+  a->sent_ms = t->sent_ms; /* the lease started there */
   rc = dlock__reentrant_try_reply(a->l, r, hint, &a->token);
   freeReplyObject(r);
   return rc;

@@ -68,12 +68,13 @@ typedef struct attempt {
   int64_t sent_ms;
 } attempt;
 
-static int try_once(void *ctx, int64_t *hint) {
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   rw_half *h = a->h;
   dlock_lock *l = &h->base;
   char lease[24];
   size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms);
+  dlock__req req;
   redisReply *r;
   int rc;
   if (h->is_write) {
@@ -81,19 +82,21 @@ static int try_once(void *ctx, int64_t *hint) {
     size_t klens[] = {l->name_len};
     const char *args[] = {lease, a->w->writer, a->w->reader};
     size_t alens[] = {lease_len, a->w->writer_len, a->w->reader_len};
-    rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1,
-                            keys, klens, 3, args, alens, &r);
+    rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1, keys,
+                           klens, 3, args, alens);
   } else {
     const char *keys[] = {l->name, a->w->timeout_prefix.p};
     size_t klens[] = {l->name_len, a->w->timeout_prefix.len};
     const char *args[] = {lease, a->w->reader, a->w->writer};
     size_t alens[] = {lease_len, a->w->reader_len, a->w->writer_len};
-    rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2,
-                            keys, klens, 3, args, alens, &r);
+    rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2, keys,
+                           klens, 3, args, alens);
   }
+  if (rc == DLOCK_OK)
+    rc = dlock__try_call(l->client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
-  a->sent_ms = dlock__call_sent_ms(); /* the lease started there */
+  a->sent_ms = t->sent_ms; /* the lease started there */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (r->type == REDIS_REPLY_INTEGER) {

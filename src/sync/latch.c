@@ -75,7 +75,7 @@ int dlock_latch_get_count(dlock_latch *l, int64_t *count) {
   return get_count(l, count);
 }
 
-static int at_zero(void *ctx, int64_t *hint) {
+static int at_zero(void *ctx, dlock__try *t, int64_t *hint) {
   int64_t count = 0;
   int rc = get_count(ctx, &count);
   if (rc != DLOCK_OK)

@@ -96,7 +96,7 @@ typedef struct attempt {
   int64_t sent_ms;
 } attempt;
 
-static int try_once(void *ctx, int64_t *hint) {
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   dlock_permits *p = a->p;
   const char *keys[] = {p->o.name, p->timeouts.p};

@@ -67,7 +67,7 @@ typedef struct attempt {
   int64_t n;
 } attempt;
 
-static int try_once(void *ctx, int64_t *hint) {
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   int64_t taken = 0;
   int rc = dlock__object_run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);

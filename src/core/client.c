@@ -1,0 +1,155 @@
+/* The client: opening (options, URI, identity, the first PING) and
+ * closing, its reference count, and the owner ids every hold is named by.
+ * Its engine thread is in engine.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uuid/uuid.h>
+
+#include "core/engine.h"
+
+/* ---- owner ids -------------------------------------------------------------- */
+
+static _Thread_local uint64_t tls_thread_id;
+static atomic_uint_fast64_t next_owner_id = 1;
+
+uint64_t dlock_thread_id(void) {
+  if (tls_thread_id == 0)
+    tls_thread_id = atomic_fetch_add(&next_owner_id, 1);
+  return tls_thread_id;
+}
+
+uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); }
+
+/* ---- the client ------------------------------------------------------------- */
+
+static void client_free(dlock_client *c) {
+  dlock__holds_free(c);
+  dlock__map_free(&c->channels);
+  dlock__uri_free(&c->uri);
+  free(c->client_name);
+  pthread_mutex_destroy(&c->qmu);
+  pthread_mutex_destroy(&c->hmu);
+  free(c);
+}
+
+void dlock__client_ref(dlock_client *c) { atomic_fetch_add(&c->refs, 1); }
+
+void dlock__client_unref(dlock_client *c) {
+  if (atomic_fetch_sub(&c->refs, 1) == 1)
+    client_free(c);
+}
+
+int dlock__client_closed(dlock_client *c) { return atomic_load(&c->closed); }
+
+const dlock_client_opts *dlock__client_opts(const dlock_client *c) {
+  return &c->opts;
+}
+
+const char *dlock_client_id(const dlock_client *c) { return c ? c->id : ""; }
+
+size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out) {
+  return (size_t)snprintf(out, 64, "%s:%llu", c->id,
+                          (unsigned long long)owner_id);
+}
+
+static int check_opts(const dlock_client_opts *o) {
+  if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
+    return dlock__fail(DLOCK_EINVAL, "timeouts must be > 0 ms");
+  if (o->watchdog_timeout_ms < 30)
+    return dlock__fail(DLOCK_EINVAL, "watchdog_timeout_ms must be >= 30");
+  if (o->max_hold_ms < 0)
+    return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
+  if (o->client_name && (strlen(o->client_name) == 0 ||
+                         strcspn(o->client_name, " \r\n\t") !=
+                             strlen(o->client_name)))
+    return dlock__fail(DLOCK_EINVAL,
+                       "client_name must be non-empty and without spaces");
+  return DLOCK_OK;
+}
+
+int dlock_client_open(const char *uri, const dlock_client_opts *opts,
+                      dlock_client **out) {
+  static const dlock_client_opts defaults = DLOCK_CLIENT_OPTS_INIT;
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (opts == NULL)
+    opts = &defaults;
+  /* version 1 ended before share_engine */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  if (opts->version == 1)
+    memcpy(&o, opts, offsetof(dlock_client_opts, share_engine));
+  else if (opts->version == DLOCK_CLIENT_OPTS_VERSION)
+    o = *opts;
+  else
+    return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
+                       "%u", opts->version, DLOCK_CLIENT_OPTS_VERSION);
+  o.version = DLOCK_CLIENT_OPTS_VERSION;
+  opts = &o;
+  int rc = check_opts(opts);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock_client *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  atomic_init(&c->refs, 1);
+  atomic_init(&c->closed, 0);
+  atomic_init(&c->fifo_waiters, 0);
+  pthread_mutex_init(&c->qmu, NULL);
+  pthread_mutex_init(&c->hmu, NULL);
+  if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK) {
+    client_free(c);
+    return rc;
+  }
+  c->opts = *opts;
+  c->client_name = strdup(opts->client_name ? opts->client_name : "dlock");
+  c->opts.client_name = c->client_name;
+  uuid_t u;
+  uuid_generate_random(u);
+  uuid_unparse_lower(u, c->id);
+  if (c->client_name == NULL) {
+    client_free(c);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  rc = dlock__engine_start(c, opts->share_engine);
+  if (rc != DLOCK_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    client_free(c);
+    return dlock__fail(rc, "%s", msg);
+  }
+  if (opts->lazy_connect) {
+    *out = c;
+    return DLOCK_OK;
+  }
+
+  /* The first PING waits for the connection (up to connect_timeout_ms), so a
+   * wrong address or password fails here, not at the first lock. */
+  dlock__req ping;
+  const char *argv[] = {"PING"};
+  size_t lens[] = {4};
+  redisReply *reply = NULL;
+  rc = dlock__req_command(&ping, 1, argv, lens);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(c, &ping, &reply);
+  if (reply)
+    freeReplyObject(reply);
+  if (rc != DLOCK_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    dlock_client_close(c);
+    return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg);
+  }
+  *out = c;
+  return DLOCK_OK;
+}
+
+void dlock_client_close(dlock_client *c) {
+  if (c == NULL || dlock__on_engine_thread() || atomic_exchange(&c->closed, 1))
+    return;
+  dlock__engine_stop(c);
+  dlock__client_unref(c);
+}
