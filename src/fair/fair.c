@@ -126,10 +126,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   dlock__buf_free(&channel);
   if (rc != 1)
     return rc;
-  dlock__hold_id id = {l->name, l->name_len, owner, olen};
-  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  rc = dlock__hold_add(c, &id, owner_id, &renew, watchdog, a.lease_ms,
-                       a.sent_ms, NULL);
+  rc = dlock__hashlock_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
   if (rc != DLOCK_OK) {
     release(l, owner_id); /* cannot track it: do not keep it */
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
@@ -156,11 +153,11 @@ static int release(dlock_lock *l, uint64_t owner_id) {
                                4, keys, klens, 5, args, alens, &r);
   if (rc != DLOCK_OK) {
     if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
-      dlock__hold_released(c, &id, 1);
+      dlock__hashlock_forget(l, owner_id);
     return rc;
   }
   /* the same outcomes as the reentrant lock's release (same hash) */
-  rc = dlock__reentrant_release_reply(l, owner_id, r);
+  rc = dlock__hashlock_released(l, owner_id, r);
   freeReplyObject(r);
   return rc;
 }

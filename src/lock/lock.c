@@ -182,6 +182,49 @@ const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
   return lock->name;
 }
 
+/* ---- version 2: single tries and releases as requests --------------------- */
+
+int dlock__lock_has_requests(const dlock_lock *lock) {
+  return lock->m->version >= 2 && lock->m->try_req != NULL;
+}
+
+static int no_requests(const dlock_lock *lock) {
+  return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be asked by request",
+                     lock->m->kind);
+}
+
+int dlock__lock_try_req(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
+                        dlock__req *req) {
+  if (!dlock__lock_has_requests(lock))
+    return no_requests(lock);
+  return lock->m->try_req(lock, owner, lease_ms, req);
+}
+
+int dlock__lock_release_req(dlock_lock *lock, uint64_t owner, const char *rid,
+                            dlock__req *req) {
+  if (!dlock__lock_has_requests(lock))
+    return no_requests(lock);
+  return lock->m->release_req(lock, owner, rid, req);
+}
+
+int dlock__lock_hold(dlock_lock *lock, uint64_t owner, int watchdog,
+                     int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
+  if (!dlock__lock_has_requests(lock))
+    return no_requests(lock);
+  return lock->m->hold(lock, owner, watchdog, lease_ms, t0_ms, ln);
+}
+
+int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r) {
+  if (!dlock__lock_has_requests(lock))
+    return no_requests(lock);
+  return lock->m->released(lock, owner, r);
+}
+
+void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
+  if (dlock__lock_has_requests(lock))
+    lock->m->forget(lock, owner);
+}
+
 int64_t dlock__latch_ms(dlock_client *c) {
   const dlock_client_opts *o = dlock__client_opts(c);
   return 2 * o->command_timeout_ms + o->connect_timeout_ms;

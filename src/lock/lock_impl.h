@@ -11,7 +11,7 @@
 #include "dlock/lock.h"
 
 typedef struct dlock__lock_methods {
-  unsigned version; /* 1 */
+  unsigned version; /* the last version whose methods are filled in (1, 2) */
   const char *kind;
   unsigned caps; /* DLOCK_CAP_* */
   size_t size;   /* bytes to allocate for the backend's struct */
@@ -24,6 +24,34 @@ typedef struct dlock__lock_methods {
   int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
   void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
   /* version 1 ends here: append only */
+
+  /* Single tries and releases as requests, for a combinator that asks many
+   * locks on many clients at once and waits for them together (RedLock).
+   * Call them through the dlock__lock_* wrappers below, which check the
+   * version. */
+  /* Build one try (no waiting) into req, for the caller to submit. */
+  int (*try_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
+                 dlock__req *req);
+  /* Build one release into req; rid: the release's request id (32 hex
+   * characters), the same for its retries (the unlock latch). */
+  int (*release_req)(dlock_lock *lock, uint64_t owner, const char *rid,
+                     dlock__req *req);
+  /* Read a reply to try_req (release 0) or release_req (release 1) without
+   * the handle: it runs on an engine thread when the handle may be gone.
+   * 1 granted (*token: the fencing token, 0 without) / released; 0 held by
+   * another (*hint: its PTTL) / nothing to release; or an error code. */
+  int (*read_reply)(const redisReply *r, int release, int64_t *hint,
+                    int64_t *token);
+  /* Record a grant of try_req (t0_ms: when it was sent) as the owner's hold,
+   * renewed by the watchdog when asked; ln as in dlock__hold_add. */
+  int (*hold)(dlock_lock *lock, uint64_t owner, int watchdog, int64_t lease_ms,
+              int64_t t0_ms, dlock__listener *ln);
+  /* Apply a reply to release_req to the owner's hold: DLOCK_OK, DLOCK_ELOST,
+   * DLOCK_ENOTOWNER, or an error. */
+  int (*released)(dlock_lock *lock, uint64_t owner, const redisReply *r);
+  /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
+  void (*forget)(dlock_lock *lock, uint64_t owner);
+  /* version 2 ends here: append only */
 } dlock__lock_methods;
 
 struct dlock_lock {
@@ -63,30 +91,34 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply);
 
-/* The state method of every lock kept in a hash of owner -> count
- * (reentrant, fenced, fair): lua/lock_state.lua. */
-int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
+/* ---- version 2 calls (lock.c): DLOCK_ENOTSUP for an older table ------------ */
 
-/* Reentrant and fenced locks as RedLock members: single tries and releases
- * built as requests (submitted by the caller, possibly to many clients at
- * once), their replies interpreted, their holds recorded. */
-int dlock__is_reentrant(const dlock_lock *l);
-int dlock__reentrant_try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
-                             dlock__req *req);
-/* 1 acquired (*token for fenced locks), 0 held by another (*hint = PTTL), or
- * an error. */
-int dlock__reentrant_try_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
-                               int64_t *token);
-int dlock__reentrant_hold(dlock_lock *l, uint64_t owner_id, int watchdog,
-                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
-/* rid: the release's request id (32 hex characters), reused by a retry. */
-int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
-                                 const char *rid, dlock__req *req);
-/* DLOCK_OK, DLOCK_ELOST, DLOCK_ENOTOWNER or an error; updates the holds. */
-int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
-                                   const redisReply *r);
+/* 1 when lock's kind has the version 2 methods (can be a RedLock member). */
+int dlock__lock_has_requests(const dlock_lock *lock);
+int dlock__lock_try_req(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
+                        dlock__req *req);
+int dlock__lock_release_req(dlock_lock *lock, uint64_t owner, const char *rid,
+                            dlock__req *req);
+int dlock__lock_hold(dlock_lock *lock, uint64_t owner, int watchdog,
+                     int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
+int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r);
+void dlock__lock_forget(dlock_lock *lock, uint64_t owner);
+
+/* ---- locks kept in a hash of owner -> hold count (hashlock.c) ------------- */
+
+/* The reentrant, fenced and fair locks share the hash N, its renewal, its
+ * state query and the meaning of a release's reply. */
+
+/* The state method: lua/lock_state.lua. */
+int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
+/* Record the owner's hold of N (renewed by lua/lock_renew.lua). */
+int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
+                         int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
+/* A release's reply (nil: no hold; 0: a hold remains; 1: released) applied
+ * to the owner's hold: DLOCK_OK, DLOCK_ELOST, DLOCK_ENOTOWNER or an error. */
+int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r);
 /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
-void dlock__reentrant_forget(dlock_lock *l, uint64_t owner_id);
+void dlock__hashlock_forget(dlock_lock *l, uint64_t owner);
 
 /* Run a force-release script that answers 1 (deleted) or 0 (was free);
  * returns that, or an error. */

@@ -18,16 +18,10 @@ typedef struct reentrant {
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
 } reentrant;
 
-/* ---- building blocks, also used by RedLock (its members are these) ------- */
+/* ---- single tries and releases as requests (method table version 2) ------ */
 
-static const dlock__lock_methods reentrant_methods, fenced_methods;
-
-int dlock__is_reentrant(const dlock_lock *l) {
-  return l->m == &reentrant_methods || l->m == &fenced_methods;
-}
-
-int dlock__reentrant_try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
-                             dlock__req *req) {
+static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                   dlock__req *req) {
   reentrant *rl = (reentrant *)l;
   char owner[64], lease[24];
   const char *keys[] = {l->name, rl->token_key.p};
@@ -40,18 +34,37 @@ int dlock__reentrant_try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
       rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
 }
 
-int dlock__reentrant_try_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
-                               int64_t *token) {
-  if (!((reentrant *)l)->fenced) {
-    if (r->type == REDIS_REPLY_NIL)
-      return 1;
-    if (r->type == REDIS_REPLY_INTEGER) {
-      *hint = r->integer;
-      return 0;
-    }
-  } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-             r->element[0]->type == REDIS_REPLY_INTEGER &&
-             r->element[1]->type == REDIS_REPLY_INTEGER) {
+/* A release's reply: 0 (a hold remains) or 1 (released) mean it released
+ * one hold; nil that there was none (lua/lock_release.lua). */
+static int release_answer(const redisReply *r) {
+  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
+    return 1;
+  return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
+}
+
+/* lua/lock_acquire.lua: nil granted, else the holder's PTTL. */
+static int read_reply(const redisReply *r, int release, int64_t *hint,
+                      int64_t *token) {
+  if (release)
+    return release_answer(r);
+  *token = 0;
+  if (r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *hint = r->integer;
+    return 0;
+  }
+  return dlock__fail_reply(r, "acquire");
+}
+
+/* lua/fenced_acquire.lua: {1, token} granted, {0, pttl} not. */
+static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
+                             int64_t *token) {
+  if (release)
+    return release_answer(r);
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+      r->element[0]->type == REDIS_REPLY_INTEGER &&
+      r->element[1]->type == REDIS_REPLY_INTEGER) {
     if (r->element[0]->integer == 1) {
       *token = r->element[1]->integer;
       return 1;
@@ -62,18 +75,8 @@ int dlock__reentrant_try_reply(dlock_lock *l, const redisReply *r, int64_t *hint
   return dlock__fail_reply(r, "acquire");
 }
 
-int dlock__reentrant_hold(dlock_lock *l, uint64_t owner_id, int watchdog,
-                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
-  char owner[64];
-  dlock__hold_id id = {l->name, l->name_len, owner,
-                       dlock__owner(l->client, owner_id, owner)};
-  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  return dlock__hold_add(l->client, &id, owner_id, &renew, watchdog, lease_ms,
-                         t0_ms, ln);
-}
-
-int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
-                                 const char *rid, dlock__req *req) {
+static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
+                       dlock__req *req) {
   reentrant *rl = (reentrant *)l;
   dlock_client *c = l->client;
   char owner[64], lease[24], px[24];
@@ -99,33 +102,6 @@ int dlock__reentrant_release_req(dlock_lock *l, uint64_t owner_id,
   return rc;
 }
 
-int dlock__reentrant_release_reply(dlock_lock *l, uint64_t owner_id,
-                                   const redisReply *r) {
-  char owner[64];
-  dlock__hold_id id = {l->name, l->name_len, owner,
-                       dlock__owner(l->client, owner_id, owner)};
-  if (r->type == REDIS_REPLY_NIL) {
-    if (dlock__hold_released(l->client, &id, -1))
-      return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
-                         "release", l->name);
-    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->name,
-                       owner);
-  }
-  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-    if (dlock__hold_released(l->client, &id, (int)r->integer) == 2)
-      return dlock__fail_reported_lost("lease of", l->name);
-    return DLOCK_OK;
-  }
-  return dlock__fail_reply(r, "release");
-}
-
-void dlock__reentrant_forget(dlock_lock *l, uint64_t owner_id) {
-  char owner[64];
-  dlock__hold_id id = {l->name, l->name_len, owner,
-                       dlock__owner(l->client, owner_id, owner)};
-  dlock__hold_released(l->client, &id, 1);
-}
-
 /* ---- the blocking calls ----------------------------------------------------- */
 
 typedef struct attempt {
@@ -141,13 +117,13 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   dlock__req req;
   redisReply *r;
-  int rc = dlock__reentrant_try_req(a->l, a->owner_id, a->lease_ms, &req);
+  int rc = try_req(a->l, a->owner_id, a->lease_ms, &req);
   if (rc == DLOCK_OK)
     rc = dlock__try_call(a->l->client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
-  rc = dlock__reentrant_try_reply(a->l, r, hint, &a->token);
+  rc = a->l->m->read_reply(r, 0, hint, &a->token);
   freeReplyObject(r);
   return rc;
 }
@@ -170,7 +146,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;
-  rc = dlock__reentrant_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
+  rc = dlock__hashlock_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
   if (rc != DLOCK_OK) {
     release(l, owner_id); /* cannot track it: do not keep it */
     return dlock__fail(rc, "out of memory recording the hold");
@@ -190,7 +166,7 @@ static int release(dlock_lock *l, uint64_t owner_id) {
     if (!dlock__release_again(l->client, start, tries))
       break;
     dlock__req req;
-    rc = dlock__reentrant_release_req(l, owner_id, rid, &req);
+    rc = release_req(l, owner_id, rid, &req);
     if (rc == DLOCK_OK)
       rc = dlock__call(l->client, &req, &r);
     if (rc != DLOCK_EIO)
@@ -199,10 +175,10 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)
-      dlock__reentrant_forget(l, owner_id);
+      dlock__hashlock_forget(l, owner_id);
     return rc;
   }
-  rc = dlock__reentrant_release_reply(l, owner_id, r);
+  rc = dlock__hashlock_released(l, owner_id, r);
   freeReplyObject(r);
   return rc;
 }
@@ -217,31 +193,6 @@ static int force_release(dlock_lock *l) {
                                    klens, 3, args, alens);
 }
 
-int dlock__hashlock_state(dlock_lock *l, uint64_t owner_id,
-                          dlock_lock_state *st) {
-  char owner[64];
-  size_t olen = dlock__owner(l->client, owner_id, owner);
-  const char *keys[] = {l->name};
-  size_t klens[] = {l->name_len};
-  const char *args[] = {owner};
-  size_t alens[] = {olen};
-  redisReply *r;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_LOCK_STATE, 1, keys,
-                              klens, 1, args, alens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-    st->locked = r->element[0]->integer == 1;
-    st->hold_count = r->element[1]->integer;
-    st->held_by_me = st->hold_count > 0;
-    st->ttl_ms = r->element[2]->integer;
-  } else {
-    rc = dlock__fail_reply(r, "state");
-  }
-  freeReplyObject(r);
-  return rc;
-}
-
 static void destroy(dlock_lock *l) {
   reentrant *rl = (reentrant *)l;
   dlock__buf_free(&rl->channel);
@@ -250,7 +201,7 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods reentrant_methods = {
-    .version = 1,
+    .version = 2,
     .kind = "reentrant",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(reentrant),
@@ -259,10 +210,16 @@ static const dlock__lock_methods reentrant_methods = {
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
+    .try_req = try_req,
+    .release_req = release_req,
+    .read_reply = read_reply,
+    .hold = dlock__hashlock_hold,
+    .released = dlock__hashlock_released,
+    .forget = dlock__hashlock_forget,
 };
 
 static const dlock__lock_methods fenced_methods = {
-    .version = 1,
+    .version = 2,
     .kind = "fenced",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
     .size = sizeof(reentrant),
@@ -271,6 +228,12 @@ static const dlock__lock_methods fenced_methods = {
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
+    .try_req = try_req,
+    .release_req = release_req,
+    .read_reply = fenced_read_reply,
+    .hold = dlock__hashlock_hold,
+    .released = dlock__hashlock_released,
+    .forget = dlock__hashlock_forget,
 };
 
 static int make(const dlock__lock_methods *m, dlock_client *client,

@@ -26,7 +26,9 @@ typedef struct round round;
 
 typedef struct call {
   round *round;
-  int fenced; /* how to read a grant: the member itself may be gone by then */
+  /* how to read an answer: the member itself may be gone by then, its kind's
+   * (static) method table is not */
+  const dlock__lock_methods *m;
   dlock__req req;
   int done;   /* under round->mu */
   int status; /* DLOCK_OK with reply, or the failure */
@@ -66,20 +68,6 @@ static void round_unref(round *r) {
   round_unref_locked(r);
 }
 
-/* A try's reply that grants the lock (lock_acquire.lua: nil;
- * fenced_acquire.lua: {1, token}). */
-static int is_grant(const redisReply *r, int fenced) {
-  if (!fenced)
-    return r->type == REDIS_REPLY_NIL;
-  return r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
-}
-
-/* A release's reply that released a hold (lock_release.lua: 0 or 1). */
-static int is_released(const redisReply *r) {
-  return r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1);
-}
-
 /* Runs on a member client's engine thread, possibly after the caller has
  * stopped waiting and even after the members were freed: it touches only
  * the round, which lives until the last reference goes. */
@@ -92,8 +80,8 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   c->reply = reply;
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
-  if (status == DLOCK_OK &&
-      (r->is_try ? is_grant(reply, c->fenced) : is_released(reply)))
+  int64_t hint, token;
+  if (status == DLOCK_OK && c->m->read_reply(reply, !r->is_try, &hint, &token) == 1)
     r->granted++;
   r->pending--;
   if (r->pending <= r->want_pending || r->granted >= r->want_granted)
@@ -150,15 +138,15 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     dlock_lock *m = rl->members[i];
     char rid[33];
     c->round = r;
-    c->fenced = (dlock_lock_caps(m) & DLOCK_CAP_FENCED) != 0;
+    c->m = m->m;
     if (skip && skip[i]) {
       call_done_here(r, c, DLOCK_ENOTOWNER, "not asked");
       continue;
     }
-    int rc = kind == TRY ? dlock__reentrant_try_req(m, owner, lease_ms, &c->req)
+    int rc = kind == TRY ? dlock__lock_try_req(m, owner, lease_ms, &c->req)
                          : dlock__random_hex(rid, 16);
     if (rc == DLOCK_OK && kind == RELEASE)
-      rc = dlock__reentrant_release_req(m, owner, rid, &c->req);
+      rc = dlock__lock_release_req(m, owner, rid, &c->req);
     if (rc == DLOCK_OK) {
       c->req.done = call_done;
       c->req.data = c;
@@ -358,7 +346,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
         append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
                c->reply->str);
       } else {
-        int got = dlock__reentrant_try_reply(m, c->reply, &hint, &token);
+        int got = m->m->read_reply(c->reply, 0, &hint, &token);
         if (got == 1) {
           granted[i] = 1;
           ngranted++;
@@ -383,8 +371,8 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       pthread_mutex_unlock(&rl->mu);
       for (size_t i = 0; i < rl->n; i++)
         if (granted[i])
-          dlock__reentrant_hold(rl->members[i], owner, watchdog, lease, t0,
-                                watchdog && a ? &a->ln : NULL);
+          dlock__lock_hold(rl->members[i], owner, watchdog, lease, t0,
+                           watchdog && a ? &a->ln : NULL);
       grant->validity_ms = validity;
       return DLOCK_OK;
     }
@@ -479,12 +467,12 @@ static int release(dlock_lock *l, uint64_t owner) {
     call *c = &r->calls[i];
     dlock_lock *m = rl->members[i];
     if (!c->done || c->status != DLOCK_OK) {
-      dlock__reentrant_forget(m, owner); /* its lease ends it */
+      dlock__lock_forget(m, owner); /* its lease ends it */
       append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
              c->done ? c->errmsg : "no answer");
       continue;
     }
-    int rc = dlock__reentrant_release_reply(m, owner, c->reply);
+    int rc = dlock__lock_released(m, owner, c->reply);
     released += rc == DLOCK_OK;
     lost += rc == DLOCK_ELOST;
     if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
@@ -588,9 +576,10 @@ int dlock_redlock_new(dlock_lock *const *locks, size_t n,
     return dlock__fail(DLOCK_EINVAL, "bad dlock_redlock_opts (version, "
                        "member_timeout_ms > 0, 0 <= retry_min_ms <= retry_max_ms)");
   for (size_t i = 0; locks && i < n && i < DLOCK__MAX_MEMBERS; i++)
-    if (locks[i] && !dlock__is_reentrant(locks[i]))
+    if (locks[i] && !dlock__lock_has_requests(locks[i]))
       return dlock__fail(DLOCK_EINVAL, "member %zu is a %s lock; RedLock members "
-                         "must be reentrant or fenced locks", i, locks[i]->m->kind);
+                         "must be reentrant or fenced locks (kinds that can be "
+                         "asked by request)", i, locks[i]->m->kind);
   int rc = dlock__lock_alloc_combo(&redlock_methods, locks, n, out);
   if (rc != DLOCK_OK)
     return rc;
