@@ -155,7 +155,9 @@ static void test_downgrade(void) {
 }
 
 static void test_upgrade_refused(void) {
-  dlock_rwlock *rw = new_rw(cl, th_name("upgrade"));
+  char name[256];
+  snprintf(name, sizeof name, "%s", th_name("upgrade"));
+  dlock_rwlock *rw = new_rw(cl, name);
   dlock_lock *w = dlock_rwlock_write(rw), *r = dlock_rwlock_read(rw);
   TH_ASSERT_RC(dlock_acquire(r, 0, 10000), DLOCK_OK);
   int64_t t0 = th_now_ms();
@@ -169,9 +171,23 @@ static void test_upgrade_refused(void) {
   CU_ASSERT_STRING_EQUAL(dlock_lock_kind(w), "write");
   CU_ASSERT(dlock_lock_caps(r) & DLOCK_CAP_SHARED);
   CU_ASSERT(!(dlock_lock_caps(w) & DLOCK_CAP_SHARED));
-  dlock_lock_free(r); /* ignored: the rwlock owns it */
-  TH_ASSERT_RC(dlock_acquire(r, 0, 1000), DLOCK_OK);
+  /* halves of their own on the same name share the lock with the pair's */
+  dlock_lock *r2 = NULL, *w2 = NULL;
+  TH_ASSERT_RC(dlock_read_lock_new(cl, name, NULL, &r2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_write_lock_new(cl, name, NULL, &w2), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(dlock_lock_kind(r2), "read");
+  CU_ASSERT_STRING_EQUAL(dlock_lock_kind(w2), "write");
+  TH_ASSERT_RC(dlock_acquire(r, 0, 10000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(w2, 5000, 10000), DLOCK_EDEADLK);
+  TH_ASSERT_RC(dlock_acquire(r2, 0, 10000), DLOCK_OK); /* readers share */
+  TH_ASSERT_RC(dlock_release(r2), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(r), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(w2, 0, 10000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(w, 0, 10000), DLOCK_OK); /* the same writer */
+  TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(w2), DLOCK_OK);
+  dlock_lock_free(r2);
+  dlock_lock_free(w2);
   dlock_rwlock_free(rw);
 }
 

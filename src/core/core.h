@@ -16,6 +16,7 @@
 
 #include "dlock/client.h"
 #include "dlock/error.h"
+#include "dlock/lock.h"
 
 /* ---- errors (error.c) ---------------------------------------------------- */
 
@@ -69,6 +70,23 @@ int dlock__random_hex(char *out, size_t nbytes);
 
 /* 1 on an engine thread: blocking calls are refused there. */
 int dlock__on_engine_thread(void);
+
+/* ---- handles (handle.c) ---------------------------------------------------- */
+
+/* What every lock and synchronizer handle starts with. */
+typedef struct dlock__handle {
+  dlock_client *client; /* referenced; NULL for a combinator's handle */
+  char *name;           /* a copy, NUL-terminated (names may hold NULs) */
+  size_t name_len;
+} dlock__handle;
+
+/* Allocate size bytes (zeroed) whose first member is a dlock__handle: check
+ * out (set to NULL first), client, opts->version and the name (opts->name_len
+ * for names with NUL bytes), copy the name and take a reference on client. */
+int dlock__handle_new(size_t size, dlock_client *client, const char *name,
+                      const dlock_lock_opts *opts, void **out);
+/* Drop the handle's client reference and name (not the block itself). */
+void dlock__handle_free(dlock__handle *h);
 
 /* ---- requests to the engine (engine.c) ------------------------------------ */
 
@@ -146,6 +164,24 @@ size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);
 typedef uint32_t dlock__wake_fn(const char *msg, size_t len);
 uint32_t dlock__wake_one(const char *msg, size_t len);
 uint32_t dlock__wake_all(const char *msg, size_t len);
+
+/* ---- releases safe to retry (release.c) ------------------------------------ */
+
+/* Call a release script whose second key (KEYS[2]) is the unlock latch:
+ * latch_prefix plus one random request id per call. A call whose reply is lost
+ * (DLOCK_EIO) is retried with the same id (dlock__release_again), so the
+ * script replays its first outcome instead of releasing twice. keys[1] is
+ * filled in. */
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+                        size_t nkeys, const char **keys, size_t *klens,
+                        size_t nargs, const char *const *args,
+                        const size_t *alens, redisReply **reply);
+
+/* How long an unlock latch must live: the whole retry window. */
+int64_t dlock__latch_ms(dlock_client *c);
+/* Whether a release that failed with DLOCK_EIO makes attempt number
+ * `attempt` (0 = the first) after starting at start_ms. */
+int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
 
 /* ---- the waiting recipe (wait.c) ----------------------------------------- */
 

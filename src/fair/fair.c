@@ -46,8 +46,8 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
    * subscribed to its channel, so its wake-up cannot be missed. A try with
    * no wait never queues at all. */
   const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
-  const char *keys[] = {l->name, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->name_len, f->queue.len, f->timeouts.len};
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len};
   const char *args[] = {lease, a->owner, slot, join};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
                     a->olen,
@@ -57,7 +57,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys, klens, 4,
                              args, alens);
   if (rc == DLOCK_OK)
-    rc = dlock__try_call(l->client, t, &req, &r);
+    rc = dlock__try_call(l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
@@ -80,17 +80,17 @@ static void give_up(void *ctx) {
   attempt *a = ctx;
   fair *f = a->f;
   dlock_lock *l = &f->base;
-  const char *keys[] = {l->name, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->name_len, f->queue.len, f->timeouts.len};
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len};
   const char *args[] = {a->owner, "PUBLISH", f->channel.p};
   size_t alens[] = {a->olen, 7, f->channel.len};
   char saved[512];
   snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
   redisReply *r = NULL;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys,
+  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys,
                               klens, 3, args, alens, &r);
   if (rc == DLOCK_EIO)
-    rc = dlock__script_call(l->client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys, klens,
+    rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys, klens,
                             3, args, alens, &r);
   if (r)
     freeReplyObject(r);
@@ -103,7 +103,7 @@ static int release(dlock_lock *l, uint64_t owner_id);
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   fair *f = (fair *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   char owner[64];
   size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -117,7 +117,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
   char what[140];
-  snprintf(what, sizeof what, "fair lock \"%.100s\"", l->name);
+  snprintf(what, sizeof what, "fair lock \"%.100s\"", l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
                            .channel_len = channel.len, .wake = dlock__wake_all,
                            .attempt = try_once, .give_up = give_up,
@@ -137,12 +137,12 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
 
 static int release(dlock_lock *l, uint64_t owner_id) {
   fair *f = (fair *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   char owner[64], lease[24], px[24];
   size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->name, l->name_len, owner, olen};
-  const char *keys[] = {l->name, NULL, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->name_len, 0, f->queue.len, f->timeouts.len};
+  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
+  const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p};
+  size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len};
   const char *args[] = {lease, owner, px, "PUBLISH", f->channel.p};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
@@ -164,8 +164,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
 
 static int force_release(dlock_lock *l) {
   fair *f = (fair *)l;
-  const char *keys[] = {l->name, f->queue.p};
-  size_t klens[] = {l->name_len, f->queue.len};
+  const char *keys[] = {l->h.name, f->queue.p};
+  size_t klens[] = {l->h.name_len, f->queue.len};
   const char *args[] = {"PUBLISH", f->channel.p};
   size_t alens[] = {7, f->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 2, keys,
@@ -205,13 +205,13 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
     return rc;
   fair *f = (fair *)l;
   f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
-  if (dlock__key_prefix(&f->queue, "redisson_lock_queue", l->name, l->name_len) ||
-      dlock__key_prefix(&f->timeouts, "redisson_lock_timeout", l->name,
-                        l->name_len) ||
-      dlock__key_prefix(&f->channel, "redisson_lock__channel", l->name,
-                        l->name_len) ||
-      dlock__key_prefix(&f->latch_prefix, "redisson_unlock_latch", l->name,
-                        l->name_len) ||
+  if (dlock__key_prefix(&f->queue, "redisson_lock_queue", l->h.name, l->h.name_len) ||
+      dlock__key_prefix(&f->timeouts, "redisson_lock_timeout", l->h.name,
+                        l->h.name_len) ||
+      dlock__key_prefix(&f->channel, "redisson_lock__channel", l->h.name,
+                        l->h.name_len) ||
+      dlock__key_prefix(&f->latch_prefix, "redisson_unlock_latch", l->h.name,
+                        l->h.name_len) ||
       dlock__buf_add(&f->latch_prefix, ":", 1)) {
     dlock_lock_free(l);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");

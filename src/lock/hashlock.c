@@ -5,20 +5,20 @@
 #include "lock/lock_impl.h"
 
 static dlock__hold_id hold_id(dlock_lock *l, uint64_t owner, char buf[64]) {
-  dlock__hold_id id = {l->name, l->name_len, buf,
-                       dlock__owner(l->client, owner, buf)};
+  dlock__hold_id id = {l->h.name, l->h.name_len, buf,
+                       dlock__owner(l->h.client, owner, buf)};
   return id;
 }
 
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
-  const char *keys[] = {l->name};
-  size_t klens[] = {l->name_len};
+  const char *keys[] = {l->h.name};
+  size_t klens[] = {l->h.name_len};
   const char *args[] = {id.field};
   size_t alens[] = {id.field_len};
   redisReply *r;
-  int rc = dlock__script_call(l->client, DLOCK__SCRIPT_LOCK_STATE, 1, keys,
+  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_LOCK_STATE, 1, keys,
                               klens, 1, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -39,7 +39,7 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
   static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-  return dlock__hold_add(l->client, &id, owner, &renew, watchdog, lease_ms,
+  return dlock__hold_add(l->h.client, &id, owner, &renew, watchdog, lease_ms,
                          t0_ms, ln);
 }
 
@@ -47,15 +47,15 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
   if (r->type == REDIS_REPLY_NIL) {
-    if (dlock__hold_released(l->client, &id, -1))
+    if (dlock__hold_released(l->h.client, &id, -1))
       return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
-                         "release", l->name);
-    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->name,
+                         "release", l->h.name);
+    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->h.name,
                        buf);
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-    if (dlock__hold_released(l->client, &id, (int)r->integer) == 2)
-      return dlock__fail_reported_lost("lease of", l->name);
+    if (dlock__hold_released(l->h.client, &id, (int)r->integer) == 2)
+      return dlock__fail_reported_lost("lease of", l->h.name);
     return DLOCK_OK;
   }
   return dlock__fail_reply(r, "release");
@@ -64,5 +64,5 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
 void dlock__hashlock_forget(dlock_lock *l, uint64_t owner) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
-  dlock__hold_released(l->client, &id, 1);
+  dlock__hold_released(l->h.client, &id, 1);
 }

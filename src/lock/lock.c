@@ -12,39 +12,14 @@ uint64_t dlock__lock_owner_id(const dlock_lock *lock) {
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out) {
-  dlock__clear_error();
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  if (client == NULL)
-    return dlock__fail(DLOCK_EINVAL, "client is NULL");
-  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
-    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
-                       opts->version, DLOCK_LOCK_OPTS_VERSION);
-  size_t len = opts && opts->name_len ? opts->name_len
-                                      : (name ? strnlen(name, DLOCK_NAME_MAX + 1)
-                                              : 0);
-  int rc = dlock__check_name(name, len);
+  void *block;
+  int rc = dlock__handle_new(m->size, client, name, opts, &block);
+  if (out)
+    *out = block;
   if (rc != DLOCK_OK)
     return rc;
-  if (dlock__client_closed(client))
-    return dlock__fail(DLOCK_ECLOSED, "client is closed");
-  dlock_lock *lock = calloc(1, m->size);
-  char *copy = malloc(len + 1);
-  if (lock == NULL || copy == NULL) {
-    free(lock);
-    free(copy);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  memcpy(copy, name, len);
-  copy[len] = '\0';
-  lock->m = m;
-  lock->caps = m->caps;
-  lock->client = client;
-  lock->name = copy;
-  lock->name_len = len;
-  dlock__client_ref(client);
-  *out = lock;
+  (*out)->m = m;
+  (*out)->caps = m->caps;
   return DLOCK_OK;
 }
 
@@ -65,8 +40,8 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
     }
     /* a readable name for messages: the members' names joined by '+' */
     if (name.len < 200 && (dlock__buf_add(&name, "+", i ? 1 : 0) ||
-                           dlock__buf_add(&name, members[i]->name,
-                                          strnlen(members[i]->name, 64)))) {
+                           dlock__buf_add(&name, members[i]->h.name,
+                                          strnlen(members[i]->h.name, 64)))) {
       dlock__buf_free(&name);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -78,8 +53,8 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
   }
   lock->m = m;
   lock->caps = m->caps;
-  lock->name = name.p;
-  lock->name_len = name.len;
+  lock->h.name = name.p; /* no client: h.client stays NULL */
+  lock->h.name_len = name.len;
   *out = lock;
   return DLOCK_OK;
 }
@@ -88,7 +63,7 @@ static int check(dlock_lock *lock) {
   dlock__clear_error();
   if (lock == NULL)
     return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-  if (lock->client && dlock__client_closed(lock->client))
+  if (lock->h.client && dlock__client_closed(lock->h.client))
     return dlock__fail(DLOCK_ECLOSED, "client is closed");
   return DLOCK_OK;
 }
@@ -178,8 +153,8 @@ const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
   if (lock == NULL)
     return NULL;
   if (len)
-    *len = lock->name_len;
-  return lock->name;
+    *len = lock->h.name_len;
+  return lock->h.name;
 }
 
 /* ---- version 2: single tries and releases as requests --------------------- */
@@ -225,52 +200,12 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
     lock->m->forget(lock, owner);
 }
 
-int64_t dlock__latch_ms(dlock_client *c) {
-  const dlock_client_opts *o = dlock__client_opts(c);
-  return 2 * o->command_timeout_ms + o->connect_timeout_ms;
-}
-
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
-                        size_t nkeys, const char **keys, size_t *klens,
-                        size_t nargs, const char *const *args,
-                        const size_t *alens, redisReply **reply) {
-  dlock__buf latch = {0};
-  char rid[33];
-  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
-      dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) != DLOCK_OK ||
-      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
-    dlock__buf_free(&latch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  keys[1] = latch.p;
-  klens[1] = latch.len;
-  int64_t start = dlock__now_ms();
-  int rc = DLOCK_EIO;
-  for (int attempt = 0; rc == DLOCK_EIO && dlock__release_again(c, start, attempt);
-       attempt++)
-    rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
-                            reply);
-  dlock__buf_free(&latch);
-  return rc;
-}
-
-int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt) {
-  /* Every attempt carries the same request id, so the unlock latch replays
-   * an attempt that did run. The latch lives 2 command timeouts + a connect
-   * timeout: attempts start within one command timeout of the first, so
-   * each of them is still covered. A dropped connection fails an attempt
-   * at once; a storm of drops gets 4 attempts. */
-  return attempt == 0 ||
-         (attempt < 4 &&
-          dlock__now_ms() - start_ms < dlock__client_opts(c)->command_timeout_ms);
-}
-
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               const char *const *keys, const size_t *klens,
                               size_t nargs, const char *const *args,
                               const size_t *alens) {
   redisReply *r;
-  int rc = dlock__script_call(l->client, script, nkeys, keys, klens, nargs, args,
+  int rc = dlock__script_call(l->h.client, script, nkeys, keys, klens, nargs, args,
                               alens, &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -281,12 +216,10 @@ int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
 }
 
 void dlock_lock_free(dlock_lock *lock) {
-  if (lock == NULL || lock->borrowed)
+  if (lock == NULL)
     return;
   if (lock->m->destroy)
     lock->m->destroy(lock);
-  if (lock->client)
-    dlock__client_unref(lock->client);
-  free(lock->name);
+  dlock__handle_free(&lock->h);
   free(lock);
 }

@@ -55,13 +55,10 @@ typedef struct dlock__lock_methods {
 } dlock__lock_methods;
 
 struct dlock_lock {
+  dlock__handle h;      /* first; h.client is NULL for combinators */
   const dlock__lock_methods *m;
-  dlock_client *client; /* referenced; NULL for combinators */
-  char *name;
-  size_t name_len;
   uint64_t bound_owner; /* 0: the calling thread owns */
   unsigned caps;        /* m->caps, or a combinator's own */
-  int borrowed;         /* part of a bigger object: dlock_lock_free ignores it */
 };
 
 /* Allocate a backend's struct (m->size bytes), copy the name and take a
@@ -80,16 +77,6 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
 
 /* The owner id for a call on lock: the bound id or the calling thread's. */
 uint64_t dlock__lock_owner_id(const dlock_lock *lock);
-
-/* Call a release script whose second key (KEYS[2]) is the unlock latch:
- * latch_prefix plus one random request id per call. A call whose reply is lost
- * (DLOCK_EIO) is retried with the same id (dlock__release_again), so the
- * script replays its first outcome instead of releasing twice. keys[1] is
- * filled in. */
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
-                        size_t nkeys, const char **keys, size_t *klens,
-                        size_t nargs, const char *const *args,
-                        const size_t *alens, redisReply **reply);
 
 /* ---- version 2 calls (lock.c): DLOCK_ENOTSUP for an older table ------------ */
 
@@ -126,11 +113,5 @@ int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               const char *const *keys, const size_t *klens,
                               size_t nargs, const char *const *args,
                               const size_t *alens);
-
-/* How long an unlock latch must live: the whole retry window. */
-int64_t dlock__latch_ms(dlock_client *c);
-/* Whether a release that failed with DLOCK_EIO makes attempt number
- * `attempt` (0 = the first) after starting at start_ms. */
-int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
 
 #endif /* DLOCK_LOCK_IMPL_H */

@@ -24,11 +24,11 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
                    dlock__req *req) {
   reentrant *rl = (reentrant *)l;
   char owner[64], lease[24];
-  const char *keys[] = {l->name, rl->token_key.p};
-  size_t klens[] = {l->name_len, rl->token_key.len};
+  const char *keys[] = {l->h.name, rl->token_key.p};
+  size_t klens[] = {l->h.name_len, rl->token_key.len};
   const char *args[] = {lease, owner};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
-                    dlock__owner(l->client, owner_id, owner)};
+                    dlock__owner(l->h.client, owner_id, owner)};
   return dlock__req_script(
       req, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
       rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
@@ -78,18 +78,18 @@ static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
 static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
                        dlock__req *req) {
   reentrant *rl = (reentrant *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   char owner[64], lease[24], px[24];
   size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->name, l->name_len, owner, olen};
+  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
   dlock__buf latch = {0};
   if (dlock__buf_add(&latch, rl->latch_prefix.p, rl->latch_prefix.len) ||
       dlock__buf_add(&latch, rid, strlen(rid))) {
     dlock__buf_free(&latch);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  const char *keys[] = {l->name, latch.p};
-  size_t klens[] = {l->name_len, latch.len};
+  const char *keys[] = {l->h.name, latch.p};
+  size_t klens[] = {l->h.name_len, latch.len};
   const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
@@ -119,7 +119,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   redisReply *r;
   int rc = try_req(a->l, a->owner_id, a->lease_ms, &req);
   if (rc == DLOCK_OK)
-    rc = dlock__try_call(a->l->client, t, &req, &r);
+    rc = dlock__try_call(a->l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
@@ -133,13 +133,13 @@ static int release(dlock_lock *l, uint64_t owner_id);
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   reentrant *rl = (reentrant *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt a = {l, owner_id,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
                0, 0};
   char what[140];
-  snprintf(what, sizeof what, "lock \"%.100s\"", l->name);
+  snprintf(what, sizeof what, "lock \"%.100s\"", l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
                            .wake = dlock__wake_one, .attempt = try_once};
@@ -163,12 +163,12 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   redisReply *r = NULL;
   int64_t start = dlock__now_ms();
   for (int tries = 0; rc == DLOCK_OK || rc == DLOCK_EIO; tries++) {
-    if (!dlock__release_again(l->client, start, tries))
+    if (!dlock__release_again(l->h.client, start, tries))
       break;
     dlock__req req;
     rc = release_req(l, owner_id, rid, &req);
     if (rc == DLOCK_OK)
-      rc = dlock__call(l->client, &req, &r);
+      rc = dlock__call(l->h.client, &req, &r);
     if (rc != DLOCK_EIO)
       break;
   }
@@ -185,8 +185,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
 
 static int force_release(dlock_lock *l) {
   reentrant *rl = (reentrant *)l;
-  const char *keys[] = {l->name};
-  size_t klens[] = {l->name_len};
+  const char *keys[] = {l->h.name};
+  size_t klens[] = {l->h.name_len};
   const char *args[] = {"PUBLISH", rl->channel.p, "0"};
   size_t alens[] = {7, rl->channel.len, 1};
   return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
@@ -247,12 +247,12 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
     return rc;
   reentrant *rl = (reentrant *)l;
   rl->fenced = m == &fenced_methods;
-  if (dlock__key_prefix(&rl->channel, "redisson_lock__channel", l->name,
-                        l->name_len) != DLOCK_OK ||
+  if (dlock__key_prefix(&rl->channel, "redisson_lock__channel", l->h.name,
+                        l->h.name_len) != DLOCK_OK ||
       (rl->fenced && dlock__key_prefix(&rl->token_key, "redisson_lock_token",
-                                       l->name, l->name_len) != DLOCK_OK) ||
-      dlock__key_prefix(&rl->latch_prefix, "redisson_unlock_latch", l->name,
-                        l->name_len) != DLOCK_OK ||
+                                       l->h.name, l->h.name_len) != DLOCK_OK) ||
+      dlock__key_prefix(&rl->latch_prefix, "redisson_unlock_latch", l->h.name,
+                        l->h.name_len) != DLOCK_OK ||
       dlock__buf_add(&rl->latch_prefix, ":", 1) != DLOCK_OK) {
     dlock_lock_free(l);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");

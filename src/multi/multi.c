@@ -148,7 +148,7 @@ int dlock_multi_new(dlock_lock *const *locks, size_t n, dlock_lock **out) {
   for (size_t i = 0; i < n; i++) {
     if (!(locks[i]->caps & DLOCK_CAP_REENTRANT))
       l->caps &= ~DLOCK_CAP_REENTRANT;
-    if (locks[i]->client != locks[0]->client ||
+    if (locks[i]->h.client != locks[0]->h.client ||
         (locks[i]->caps & DLOCK_CAP_MULTI_NODE))
       l->caps |= DLOCK_CAP_MULTI_NODE;
   }

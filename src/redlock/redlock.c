@@ -150,7 +150,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
     if (rc == DLOCK_OK) {
       c->req.done = call_done;
       c->req.data = c;
-      rc = dlock__submit(m->client, &c->req);
+      rc = dlock__submit(m->h.client, &c->req);
     }
     if (rc != DLOCK_OK) /* never reached an engine */
       call_done_here(r, c, rc, dlock_errmsg());
@@ -307,7 +307,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   if (watchdog) { /* the shortest of the members' clients: a safe validity */
     lease = INT64_MAX;
     for (size_t i = 0; i < rl->n; i++) {
-      int64_t t = dlock__client_opts(rl->members[i]->client)->watchdog_timeout_ms;
+      int64_t t = dlock__client_opts(rl->members[i]->h.client)->watchdog_timeout_ms;
       if (t < lease)
         lease = t;
     }
@@ -339,11 +339,11 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
         silent++;
         unanswered[i] = 1;
         append(why, sizeof why, "; member %zu (%.60s): no answer within %" PRId64
-               " ms", i, m->name, rl->member_timeout_ms);
+               " ms", i, m->h.name, rl->member_timeout_ms);
       } else if (c->status != DLOCK_OK) {
-        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name, c->errmsg);
+        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name, c->errmsg);
       } else if (c->reply->type == REDIS_REPLY_ERROR) {
-        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
                c->reply->str);
       } else {
         int got = m->m->read_reply(c->reply, 0, &hint, &token);
@@ -353,7 +353,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
         } else {
           busy[i] = got == 0;
           nbusy += got == 0;
-          append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+          append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
                  got == 0 ? "held by another owner" : dlock_errmsg());
         }
       }
@@ -459,7 +459,7 @@ static int release(dlock_lock *l, uint64_t owner) {
      * timeout to confirm a majority. */
     pthread_mutex_unlock(&r->mu);
     round_wait(r, rl->quorum,
-               t0 + dlock__client_opts(rl->members[0]->client)->command_timeout_ms);
+               t0 + dlock__client_opts(rl->members[0]->h.client)->command_timeout_ms);
   }
   size_t released = 0, lost = 0;
   char why[1024] = "";
@@ -468,7 +468,7 @@ static int release(dlock_lock *l, uint64_t owner) {
     dlock_lock *m = rl->members[i];
     if (!c->done || c->status != DLOCK_OK) {
       dlock__lock_forget(m, owner); /* its lease ends it */
-      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
              c->done ? c->errmsg : "no answer");
       continue;
     }
@@ -476,7 +476,7 @@ static int release(dlock_lock *l, uint64_t owner) {
     released += rc == DLOCK_OK;
     lost += rc == DLOCK_ELOST;
     if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
-      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->name,
+      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
              dlock_errmsg());
   }
   pthread_mutex_unlock(&r->mu);

@@ -41,7 +41,7 @@ typedef struct who {
 static int who_init(rw_half *h, uint64_t owner_id, who *w) {
   dlock_lock *l = &h->base;
   w->owner_id = owner_id;
-  w->reader_len = dlock__owner(l->client, w->owner_id, w->reader);
+  w->reader_len = dlock__owner(l->h.client, w->owner_id, w->reader);
   w->writer_len = (size_t)snprintf(w->writer, sizeof w->writer, "%s:write",
                                    w->reader);
   w->timeout_prefix = (dlock__buf){0};
@@ -55,7 +55,7 @@ static int who_init(rw_half *h, uint64_t owner_id, who *w) {
 }
 
 static dlock__hold_id hold_id(rw_half *h, who *w) {
-  dlock__hold_id id = {h->base.name, h->base.name_len,
+  dlock__hold_id id = {h->base.h.name, h->base.h.name_len,
                        h->is_write ? w->writer : w->reader,
                        h->is_write ? w->writer_len : w->reader_len};
   return id;
@@ -78,22 +78,22 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   redisReply *r;
   int rc;
   if (h->is_write) {
-    const char *keys[] = {l->name};
-    size_t klens[] = {l->name_len};
+    const char *keys[] = {l->h.name};
+    size_t klens[] = {l->h.name_len};
     const char *args[] = {lease, a->w->writer, a->w->reader};
     size_t alens[] = {lease_len, a->w->writer_len, a->w->reader_len};
     rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1, keys,
                            klens, 3, args, alens);
   } else {
-    const char *keys[] = {l->name, a->w->timeout_prefix.p};
-    size_t klens[] = {l->name_len, a->w->timeout_prefix.len};
+    const char *keys[] = {l->h.name, a->w->timeout_prefix.p};
+    size_t klens[] = {l->h.name_len, a->w->timeout_prefix.len};
     const char *args[] = {lease, a->w->reader, a->w->writer};
     size_t alens[] = {lease_len, a->w->reader_len, a->w->writer_len};
     rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2, keys,
                            klens, 3, args, alens);
   }
   if (rc == DLOCK_OK)
-    rc = dlock__try_call(l->client, t, &req, &r);
+    rc = dlock__try_call(l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
@@ -105,7 +105,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   } else if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "upgrade") == 0) {
     rc = dlock__fail(DLOCK_EDEADLK, "\"%.100s\": the caller holds the read "
                      "lock; upgrading to write would wait for itself (release "
-                     "the read lock first)", l->name);
+                     "the read lock first)", l->h.name);
   } else {
     rc = dlock__fail_reply(r, "acquire");
   }
@@ -118,7 +118,7 @@ static int release(dlock_lock *l, uint64_t owner_id);
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   rw_half *h = (rw_half *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   who w;
   int rc = who_init(h, owner_id, &w);
   if (rc != DLOCK_OK)
@@ -128,7 +128,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms, 0};
   char what[140];
   snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
-           l->name);
+           l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
                            .channel_len = h->channel.len, .wake = rw_wake,
                            .attempt = try_once, .early = 1};
@@ -157,7 +157,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
 
 static int release(dlock_lock *l, uint64_t owner_id) {
   rw_half *h = (rw_half *)l;
-  dlock_client *c = l->client;
+  dlock_client *c = l->h.client;
   who w;
   int rc = who_init(h, owner_id, &w);
   if (rc != DLOCK_OK)
@@ -167,8 +167,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c));
   redisReply *r = NULL;
   if (h->is_write) {
-    const char *keys[] = {l->name, NULL};
-    size_t klens[] = {l->name_len, 0};
+    const char *keys[] = {l->h.name, NULL};
+    size_t klens[] = {l->h.name_len, 0};
     const char *args[] = {lease, w.writer, px, "PUBLISH", h->channel.p};
     size_t alens[] = {
         (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
@@ -177,8 +177,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
                              &h->latch_prefix, 2, keys, klens, 5, args, alens, &r);
   } else {
     dlock__hold_releasing(c, &id);
-    const char *keys[] = {l->name, NULL, w.timeout_prefix.p, h->tag.p};
-    size_t klens[] = {l->name_len, 0, w.timeout_prefix.len, h->tag.len};
+    const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
+    size_t klens[] = {l->h.name_len, 0, w.timeout_prefix.len, h->tag.len};
     const char *args[] = {w.reader, px, "PUBLISH", h->channel.p};
     size_t alens[] = {w.reader_len, px_len, 7, h->channel.len};
     rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
@@ -194,16 +194,16 @@ static int release(dlock_lock *l, uint64_t owner_id) {
     int had = dlock__hold_released(c, &id, -1);
     rc = had ? dlock__fail(DLOCK_ELOST, "lease of the %s lock \"%.100s\" expired "
                            "before the release", h->is_write ? "write" : "read",
-                           l->name)
+                           l->h.name)
              : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
-                           h->is_write ? "write" : "read", l->name, w.reader);
+                           h->is_write ? "write" : "read", l->h.name, w.reader);
   } else if (r->type == REDIS_REPLY_INTEGER &&
              (r->integer == 0 || r->integer == 1)) {
     /* one hold of ours is gone; the reply says what happened to the lock */
     if (dlock__hold_released(c, &id, 0) == 2)
       rc = dlock__fail_reported_lost(h->is_write ? "lease of the write lock"
                                                  : "lease of the read lock",
-                                     l->name);
+                                     l->h.name);
   } else {
     rc = dlock__fail_reply(r, "release");
   }
@@ -214,8 +214,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
 static int force_release(dlock_lock *l) {
   rw_half *h = (rw_half *)l;
   const char *mode = h->is_write ? "write" : "read";
-  const char *keys[] = {l->name};
-  size_t klens[] = {l->name_len};
+  const char *keys[] = {l->h.name};
+  size_t klens[] = {l->h.name_len};
   const char *args[] = {mode, "PUBLISH", h->channel.p};
   size_t alens[] = {strlen(mode), 7, h->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_RWLOCK_FORCE_RELEASE, 1, keys,
@@ -230,12 +230,12 @@ static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {
     return rc;
   dlock__buf_free(&w.timeout_prefix);
   dlock__hold_id id = hold_id(h, &w);
-  const char *keys[] = {l->name};
-  size_t klens[] = {l->name_len};
+  const char *keys[] = {l->h.name};
+  size_t klens[] = {l->h.name_len};
   const char *args[] = {id.field};
   size_t alens[] = {id.field_len};
   redisReply *r;
-  rc = dlock__script_call(l->client, DLOCK__SCRIPT_RWLOCK_STATE, 1, keys, klens,
+  rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_RWLOCK_STATE, 1, keys, klens,
                           1, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -292,21 +292,29 @@ static int half_new(const dlock__lock_methods *m, dlock_client *client,
     return rc;
   rw_half *h = (rw_half *)l;
   h->is_write = m == &write_methods;
-  l->borrowed = 1;
-  int tagged = dlock__has_tag(l->name, l->name_len);
-  if (dlock__key_prefix(&h->channel, "redisson_rwlock", l->name, l->name_len) ||
-      dlock__key_prefix(&h->latch_prefix, "redisson_unlock_latch", l->name,
-                        l->name_len) ||
+  int tagged = dlock__has_tag(l->h.name, l->h.name_len);
+  if (dlock__key_prefix(&h->channel, "redisson_rwlock", l->h.name, l->h.name_len) ||
+      dlock__key_prefix(&h->latch_prefix, "redisson_unlock_latch", l->h.name,
+                        l->h.name_len) ||
       dlock__buf_add(&h->latch_prefix, ":", 1) ||
       dlock__buf_add(&h->tag, "{", tagged ? 0 : 1) ||
-      dlock__buf_add(&h->tag, l->name, l->name_len) ||
+      dlock__buf_add(&h->tag, l->h.name, l->h.name_len) ||
       dlock__buf_add(&h->tag, "}", tagged ? 0 : 1)) {
-    l->borrowed = 0;
     dlock_lock_free(l);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
   *out = l;
   return DLOCK_OK;
+}
+
+int dlock_read_lock_new(dlock_client *client, const char *name,
+                        const dlock_lock_opts *opts, dlock_lock **out) {
+  return half_new(&read_methods, client, name, opts, out);
+}
+
+int dlock_write_lock_new(dlock_client *client, const char *name,
+                         const dlock_lock_opts *opts, dlock_lock **out) {
+  return half_new(&write_methods, client, name, opts, out);
 }
 
 int dlock_rwlock_new(dlock_client *client, const char *name,
@@ -335,11 +343,7 @@ dlock_lock *dlock_rwlock_write(dlock_rwlock *rw) { return rw ? rw->write : NULL;
 void dlock_rwlock_free(dlock_rwlock *rw) {
   if (rw == NULL)
     return;
-  dlock_lock *halves[] = {rw->read, rw->write};
-  for (int i = 0; i < 2; i++)
-    if (halves[i]) {
-      halves[i]->borrowed = 0;
-      dlock_lock_free(halves[i]);
-    }
+  dlock_lock_free(rw->read);
+  dlock_lock_free(rw->write);
   free(rw);
 }

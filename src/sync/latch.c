@@ -5,22 +5,22 @@
 #include <string.h>
 
 #include "core/scripts.h"
-#include "sync/object.h"
+#include "sync/synchronizer.h"
 
 struct dlock_latch {
-  dlock__object o;
+  dlock__synchronizer o;
 };
 
 int dlock_latch_new(dlock_client *client, const char *name,
                     const dlock_lock_opts *opts, dlock_latch **out) {
-  int rc = dlock__object_new(sizeof(dlock_latch), client, name, opts,
+  int rc = dlock__synchronizer_new(sizeof(dlock_latch), client, name, opts,
                              (void **)out);
   if (rc != DLOCK_OK)
     return rc;
   dlock_latch *l = *out;
   /* plain concatenation: the braces are there even when N has a tag */
   if (dlock__buf_add(&l->o.channel, "redisson_countdownlatch__channel__{", 35) ||
-      dlock__buf_add(&l->o.channel, l->o.name, l->o.len) ||
+      dlock__buf_add(&l->o.channel, l->o.h.name, l->o.h.name_len) ||
       dlock__buf_add(&l->o.channel, "}", 1)) {
     dlock_latch_free(l);
     *out = NULL;
@@ -32,42 +32,42 @@ int dlock_latch_new(dlock_client *client, const char *name,
 void dlock_latch_free(dlock_latch *l) {
   if (l == NULL)
     return;
-  dlock__object_free(&l->o);
+  dlock__synchronizer_free(&l->o);
   free(l);
 }
 
 int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *set) {
-  int rc = dlock__object_check(l);
+  int rc = dlock__synchronizer_check(l);
   if (rc != DLOCK_OK)
     return rc;
   if (count < 1)
     return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
-  return dlock__object_run_flag(&l->o, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, 1,
+  return dlock__synchronizer_run_flag(&l->o, DLOCK__SCRIPT_LATCH_TRY_SET_COUNT, 1,
                                 &count, 1, set);
 }
 
 int dlock_latch_count_down(dlock_latch *l, int64_t *left) {
-  int rc = dlock__object_check(l);
+  int rc = dlock__synchronizer_check(l);
   if (rc != DLOCK_OK)
     return rc;
-  return dlock__object_run(&l->o, DLOCK__SCRIPT_LATCH_COUNT_DOWN, 0, NULL, 1,
+  return dlock__synchronizer_run(&l->o, DLOCK__SCRIPT_LATCH_COUNT_DOWN, 0, NULL, 1,
                            left);
 }
 
 int dlock_latch_delete(dlock_latch *l, int *deleted) {
-  int rc = dlock__object_check(l);
+  int rc = dlock__synchronizer_check(l);
   if (rc != DLOCK_OK)
     return rc;
-  return dlock__object_run_flag(&l->o, DLOCK__SCRIPT_LATCH_DELETE, 0, NULL, 1,
+  return dlock__synchronizer_run_flag(&l->o, DLOCK__SCRIPT_LATCH_DELETE, 0, NULL, 1,
                                 deleted);
 }
 
 static int get_count(dlock_latch *l, int64_t *count) {
-  return dlock__object_get(&l->o, "latch count", count);
+  return dlock__synchronizer_get(&l->o, "latch count", count);
 }
 
 int dlock_latch_get_count(dlock_latch *l, int64_t *count) {
-  int rc = dlock__object_check(l);
+  int rc = dlock__synchronizer_check(l);
   if (rc != DLOCK_OK)
     return rc;
   if (count == NULL)
@@ -85,16 +85,16 @@ static int at_zero(void *ctx, dlock__try *t, int64_t *hint) {
 }
 
 int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
-  int rc = dlock__object_check(l);
+  int rc = dlock__synchronizer_check(l);
   if (rc != DLOCK_OK)
     return rc;
   if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   char what[140];
-  snprintf(what, sizeof what, "latch \"%.100s\"", l->o.name);
+  snprintf(what, sizeof what, "latch \"%.100s\"", l->o.h.name);
   dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
                            .channel_len = l->o.channel.len,
                            .wake = dlock__wake_all, .attempt = at_zero};
-  rc = dlock__wait_loop(l->o.client, &spec, wait_ms, l);
+  rc = dlock__wait_loop(l->o.h.client, &spec, wait_ms, l);
   return rc == 1 ? DLOCK_OK : rc;
 }

@@ -12,28 +12,27 @@
 #include <string.h>
 
 #include "core/scripts.h"
-#include "lock/lock_impl.h"
-#include "sync/object.h"
+#include "sync/synchronizer.h"
 
 #define MAX_PERMITS 64
 
 struct dlock_permits {
-  dlock__object o;
+  dlock__synchronizer o;
   dlock__buf timeouts; /* {N}:timeout */
   dlock__buf latch_prefix; /* dlock_permits_release_latch:{N}: */
 };
 
 int dlock_permits_new(dlock_client *client, const char *name,
                       const dlock_lock_opts *opts, dlock_permits **out) {
-  int rc = dlock__object_new(sizeof(dlock_permits), client, name, opts,
+  int rc = dlock__synchronizer_new(sizeof(dlock_permits), client, name, opts,
                              (void **)out);
   if (rc != DLOCK_OK)
     return rc;
   dlock_permits *p = *out;
-  if (dlock__key_prefix(&p->o.channel, "redisson_sc", p->o.name, p->o.len) ||
-      dlock__key_suffix(&p->timeouts, p->o.name, p->o.len, "timeout") ||
+  if (dlock__key_prefix(&p->o.channel, "redisson_sc", p->o.h.name, p->o.h.name_len) ||
+      dlock__key_suffix(&p->timeouts, p->o.h.name, p->o.h.name_len, "timeout") ||
       dlock__key_prefix(&p->latch_prefix, "dlock_permits_release_latch",
-                        p->o.name, p->o.len) ||
+                        p->o.h.name, p->o.h.name_len) ||
       dlock__buf_add(&p->latch_prefix, ":", 1)) {
     dlock_permits_free(p);
     *out = NULL;
@@ -47,18 +46,18 @@ void dlock_permits_free(dlock_permits *p) {
     return;
   dlock__buf_free(&p->timeouts);
   dlock__buf_free(&p->latch_prefix);
-  dlock__object_free(&p->o);
+  dlock__synchronizer_free(&p->o);
   free(p);
 }
 
 int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits, int *set) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   return rc != DLOCK_OK ? rc : dlock__sem_try_set(&p->o, permits, 0, set);
 }
 
 int dlock_permits_add_permits(dlock_permits *p, int64_t delta,
                               int64_t *available) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   return rc != DLOCK_OK ? rc : dlock__sem_add(&p->o, delta, available);
 }
 
@@ -99,8 +98,8 @@ typedef struct attempt {
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   dlock_permits *p = a->p;
-  const char *keys[] = {p->o.name, p->timeouts.p};
-  size_t klens[] = {p->o.len, p->timeouts.len};
+  const char *keys[] = {p->o.h.name, p->timeouts.p};
+  size_t klens[] = {p->o.h.name_len, p->timeouts.len};
   const char *args[4 + MAX_PERMITS];
   size_t alens[4 + MAX_PERMITS];
   char n[24], lease[24];
@@ -118,7 +117,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   }
   redisReply *r;
   a->sent_ms = dlock__now_ms();
-  int rc = dlock__script_call(p->o.client, DLOCK__SCRIPT_PERMITS_ACQUIRE, 2, keys,
+  int rc = dlock__script_call(p->o.h.client, DLOCK__SCRIPT_PERMITS_ACQUIRE, 2, keys,
                               klens, 4 + a->n, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -137,7 +136,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
 
 int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
                           int64_t lease_ms, dlock_permit_id *ids) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
   if (n < 1 || n > MAX_PERMITS || ids == NULL)
@@ -147,7 +146,7 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
     return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
-  dlock_client *c = p->o.client;
+  dlock_client *c = p->o.h.client;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt *a = calloc(1, sizeof *a);
   if (a == NULL)
@@ -165,7 +164,7 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     return rc;
   }
   char what[140];
-  snprintf(what, sizeof what, "permits of \"%.100s\"", p->o.name);
+  snprintf(what, sizeof what, "permits of \"%.100s\"", p->o.h.name);
   dlock__wait_spec spec = {.what = what, .channel = p->o.channel.p,
                            .channel_len = p->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
@@ -188,7 +187,7 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
 
 int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
                           size_t n) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
   if (n < 1 || n > MAX_PERMITS || ids == NULL)
@@ -198,9 +197,9 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   for (size_t i = 0; i < n; i++)
     if ((rc = unhex(&ids[i], raw[i])) != DLOCK_OK)
       return rc;
-  dlock_client *c = p->o.client;
-  const char *keys[] = {p->o.name, NULL, p->timeouts.p};
-  size_t klens[] = {p->o.len, 0, p->timeouts.len};
+  dlock_client *c = p->o.h.client;
+  const char *keys[] = {p->o.h.name, NULL, p->timeouts.p};
+  size_t klens[] = {p->o.h.name_len, 0, p->timeouts.len};
   char latch_ms[24];
   const char *args[3 + MAX_PERMITS] = {"PUBLISH", p->o.channel.p, latch_ms};
   size_t alens[3 + MAX_PERMITS] = {
@@ -234,7 +233,7 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
       return DLOCK_OK;
     char what[64];
     snprintf(what, sizeof what, "permit %s of", ids[lost].hex);
-    return dlock__fail_reported_lost(what, p->o.name);
+    return dlock__fail_reported_lost(what, p->o.h.name);
   }
   /* Nothing was released: the script names the first bad permit. Ours but
    * gone means it expired; otherwise it is unknown. */
@@ -242,15 +241,15 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   dlock__hold_id id = permit_hold(p, raw[bad]);
   if (dlock__hold_released(c, &id, -1)) /* forget it: it is gone */
     return dlock__fail(DLOCK_ELOST, "permit %s of \"%.100s\" expired before its "
-                       "release; nothing was released", ids[bad].hex, p->o.name);
+                       "release; nothing was released", ids[bad].hex, p->o.h.name);
   return dlock__fail(DLOCK_ENOTOWNER, "permit %s of \"%.100s\" is unknown (never "
                      "acquired, released, or expired); nothing was released",
-                     ids[bad].hex, p->o.name);
+                     ids[bad].hex, p->o.h.name);
 }
 
 int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
                                int64_t lease_ms, int *updated_out) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
   if (pid == NULL || (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG))
@@ -259,7 +258,7 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
   char raw[16], lease[24];
   if ((rc = unhex(pid, raw)) != DLOCK_OK)
     return rc;
-  dlock_client *c = p->o.client;
+  dlock_client *c = p->o.h.client;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   int64_t ms = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms;
   const char *keys[] = {p->timeouts.p};
@@ -290,12 +289,12 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
 }
 
 static int state(dlock_permits *p, const char *raw, int64_t out[3]) {
-  const char *keys[] = {p->o.name, p->timeouts.p};
-  size_t klens[] = {p->o.len, p->timeouts.len};
+  const char *keys[] = {p->o.h.name, p->timeouts.p};
+  size_t klens[] = {p->o.h.name_len, p->timeouts.len};
   const char *args[] = {"PUBLISH", p->o.channel.p, raw ? raw : ""};
   size_t alens[] = {7, p->o.channel.len, raw ? 16 : 0};
   redisReply *r;
-  int rc = dlock__script_call(p->o.client, DLOCK__SCRIPT_PERMITS_STATE, 2, keys,
+  int rc = dlock__script_call(p->o.h.client, DLOCK__SCRIPT_PERMITS_STATE, 2, keys,
                               klens, 3, args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -311,7 +310,7 @@ static int state(dlock_permits *p, const char *raw, int64_t out[3]) {
 
 int dlock_permits_lease_remaining(dlock_permits *p, const dlock_permit_id *pid,
                                   int64_t *ms) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
   if (pid == NULL || ms == NULL)
@@ -325,7 +324,7 @@ int dlock_permits_lease_remaining(dlock_permits *p, const dlock_permit_id *pid,
 }
 
 int dlock_permits_counts(dlock_permits *p, int64_t *available, int64_t *acquired) {
-  int rc = dlock__object_check(p);
+  int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
   int64_t st[3];
@@ -335,132 +334,5 @@ int dlock_permits_counts(dlock_permits *p, int64_t *available, int64_t *acquired
     *available = st[0];
   if (acquired)
     *acquired = st[1];
-  return DLOCK_OK;
-}
-
-/* ---- the semaphore as a lock ----------------------------------------------- */
-
-typedef struct held {
-  uint64_t owner;
-  dlock_permit_id id;
-} held;
-
-typedef struct sem_lock {
-  dlock_lock base;
-  dlock_permits *p;
-  pthread_mutex_t mu; /* guards the permits this handle's owners hold */
-  held *v;
-  size_t n, cap;
-} sem_lock;
-
-/* The latest permit of owner (mu held); -1 when none. */
-static long find_latest(sem_lock *s, uint64_t owner) {
-  for (size_t i = s->n; i > 0; i--)
-    if (s->v[i - 1].owner == owner)
-      return (long)(i - 1);
-  return -1;
-}
-
-static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
-                      int64_t lease_ms, dlock_grant *grant) {
-  sem_lock *s = (sem_lock *)l;
-  held h = {owner, {{0}}};
-  int64_t t0 = dlock__now_ms();
-  int rc = dlock_permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id);
-  if (rc != DLOCK_OK)
-    return rc;
-  pthread_mutex_lock(&s->mu);
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 4;
-    held *v = realloc(s->v, cap * sizeof *v);
-    if (v == NULL) {
-      pthread_mutex_unlock(&s->mu);
-      dlock_permits_release(s->p, &h.id, 1);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    s->v = v;
-    s->cap = cap;
-  }
-  s->v[s->n++] = h;
-  pthread_mutex_unlock(&s->mu);
-  int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
-                      ? dlock__client_opts(l->client)->watchdog_timeout_ms
-                      : lease_ms;
-  grant->validity_ms = lease - (dlock__now_ms() - t0);
-  return DLOCK_OK;
-}
-
-static int sl_release(dlock_lock *l, uint64_t owner) {
-  sem_lock *s = (sem_lock *)l;
-  pthread_mutex_lock(&s->mu);
-  long i = find_latest(s, owner);
-  held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
-  if (i >= 0)
-    s->v[i] = s->v[--s->n];
-  pthread_mutex_unlock(&s->mu);
-  if (i < 0)
-    return dlock__fail(DLOCK_ENOTOWNER, "no permit of \"%.100s\" is held by "
-                       "this owner through this handle", l->name);
-  return dlock_permits_release(s->p, &h.id, 1);
-}
-
-static int sl_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
-  sem_lock *s = (sem_lock *)l;
-  pthread_mutex_lock(&s->mu);
-  long i = find_latest(s, owner);
-  held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
-  int64_t mine = 0;
-  for (size_t k = 0; k < s->n; k++)
-    mine += s->v[k].owner == owner;
-  pthread_mutex_unlock(&s->mu);
-  int64_t available = 0;
-  int rc = dlock_permits_counts(s->p, &available, NULL);
-  if (rc == DLOCK_OK && i >= 0)
-    rc = dlock_permits_lease_remaining(s->p, &h.id, &st->ttl_ms);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (i < 0)
-    st->ttl_ms = -2;
-  st->locked = available <= 0;
-  st->hold_count = mine;
-  st->held_by_me = mine > 0;
-  return DLOCK_OK;
-}
-
-static void sl_destroy(dlock_lock *l) {
-  sem_lock *s = (sem_lock *)l;
-  dlock_permits_free(s->p);
-  pthread_mutex_destroy(&s->mu);
-  free(s->v);
-}
-
-static const dlock__lock_methods semaphore_lock_methods = {
-    .version = 1,
-    .kind = "semaphore",
-    .caps = DLOCK_CAP_SHARED,
-    .size = sizeof(sem_lock),
-    .acquire = sl_acquire,
-    .release = sl_release,
-    .force_release = NULL,
-    .state = sl_state,
-    .destroy = sl_destroy,
-};
-
-int dlock_semaphore_lock_new(dlock_client *client, const char *name,
-                             const dlock_lock_opts *opts, dlock_lock **out) {
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  dlock_lock *l;
-  int rc = dlock__lock_alloc(&semaphore_lock_methods, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
-  sem_lock *s = (sem_lock *)l;
-  pthread_mutex_init(&s->mu, NULL);
-  if ((rc = dlock_permits_new(client, name, opts, &s->p)) != DLOCK_OK) {
-    dlock_lock_free(l);
-    return rc;
-  }
-  *out = l;
   return DLOCK_OK;
 }

@@ -9,20 +9,20 @@
 #include <string.h>
 
 #include "core/scripts.h"
-#include "sync/object.h"
+#include "sync/synchronizer.h"
 
 struct dlock_semaphore {
-  dlock__object o;
+  dlock__synchronizer o;
 };
 
 int dlock_semaphore_new(dlock_client *client, const char *name,
                         const dlock_lock_opts *opts, dlock_semaphore **out) {
-  int rc = dlock__object_new(sizeof(dlock_semaphore), client, name, opts,
+  int rc = dlock__synchronizer_new(sizeof(dlock_semaphore), client, name, opts,
                              (void **)out);
   if (rc != DLOCK_OK)
     return rc;
   dlock_semaphore *s = *out;
-  if (dlock__key_prefix(&s->o.channel, "redisson_sc", s->o.name, s->o.len)) {
+  if (dlock__key_prefix(&s->o.channel, "redisson_sc", s->o.h.name, s->o.h.name_len)) {
     dlock_semaphore_free(s);
     *out = NULL;
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -33,32 +33,32 @@ int dlock_semaphore_new(dlock_client *client, const char *name,
 void dlock_semaphore_free(dlock_semaphore *s) {
   if (s == NULL)
     return;
-  dlock__object_free(&s->o);
+  dlock__synchronizer_free(&s->o);
   free(s);
 }
 
-int dlock__sem_try_set(dlock__object *o, int64_t permits, int64_t ttl_ms,
+int dlock__sem_try_set(dlock__synchronizer *o, int64_t permits, int64_t ttl_ms,
                        int *set) {
   if (permits < 0 || ttl_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "permits and ttl_ms must be >= 0");
   int64_t nums[] = {permits, ttl_ms};
-  return dlock__object_run_flag(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1,
+  return dlock__synchronizer_run_flag(o, DLOCK__SCRIPT_SEM_TRY_SET_PERMITS, 2, nums, 1,
                                 set);
 }
 
-int dlock__sem_add(dlock__object *o, int64_t delta, int64_t *available) {
-  return dlock__object_run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
+int dlock__sem_add(dlock__synchronizer *o, int64_t delta, int64_t *available) {
+  return dlock__synchronizer_run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
 }
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits,
                                     int64_t ttl_ms, int *set) {
-  int rc = dlock__object_check(s);
+  int rc = dlock__synchronizer_check(s);
   return rc != DLOCK_OK ? rc : dlock__sem_try_set(&s->o, permits, ttl_ms, set);
 }
 
 int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta,
                                 int64_t *available) {
-  int rc = dlock__object_check(s);
+  int rc = dlock__synchronizer_check(s);
   return rc != DLOCK_OK ? rc : dlock__sem_add(&s->o, delta, available);
 }
 
@@ -70,13 +70,13 @@ typedef struct attempt {
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   int64_t taken = 0;
-  int rc = dlock__object_run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
+  int rc = dlock__synchronizer_run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
   *hint = -1; /* permits come back by release only: wait for the message */
   return rc != DLOCK_OK ? rc : taken == 1;
 }
 
 int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
-  int rc = dlock__object_check(s);
+  int rc = dlock__synchronizer_check(s);
   if (rc != DLOCK_OK)
     return rc;
   if (n < 0)
@@ -88,36 +88,36 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   attempt a = {s, n};
   char what[160];
   snprintf(what, sizeof what, "semaphore \"%.100s\" (%" PRId64 " permits)",
-           s->o.name, n);
+           s->o.h.name, n);
   dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
                            .channel_len = s->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
                            .attempt = try_once};
-  rc = dlock__wait_loop(s->o.client, &spec, wait_ms, &a);
+  rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
   return rc == 1 ? DLOCK_OK : rc;
 }
 
 int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
-  int rc = dlock__object_check(s);
+  int rc = dlock__synchronizer_check(s);
   if (rc != DLOCK_OK)
     return rc;
   if (n < 0)
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
   if (n == 0)
     return DLOCK_OK;
-  return dlock__object_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  return dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
 }
 
 int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
-  int rc = dlock__object_check(s);
+  int rc = dlock__synchronizer_check(s);
   if (rc != DLOCK_OK)
     return rc;
   if (n == NULL)
     return dlock__fail(DLOCK_EINVAL, "n is NULL");
-  return dlock__object_get(&s->o, "available permits", n);
+  return dlock__synchronizer_get(&s->o, "available permits", n);
 }
 
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {
-  int rc = dlock__object_check(s);
-  return rc != DLOCK_OK ? rc : dlock__object_run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
+  int rc = dlock__synchronizer_check(s);
+  return rc != DLOCK_OK ? rc : dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
 }

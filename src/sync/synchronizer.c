@@ -1,61 +1,28 @@
-/* Handles of synchronizers: allocation, name checks, common reply parsing. */
-#include <stdlib.h>
-#include <string.h>
-
+/* What synchronizers share: their handle, the checks every call starts
+ * with, running a count script, reading a count. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/scripts.h"
-#include "sync/object.h"
+#include "sync/synchronizer.h"
 
-int dlock__object_new(size_t size, dlock_client *client, const char *name,
-                      const dlock_lock_opts *opts, void **out) {
-  dlock__clear_error();
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  if (client == NULL)
-    return dlock__fail(DLOCK_EINVAL, "client is NULL");
-  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
-    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
-                       opts->version, DLOCK_LOCK_OPTS_VERSION);
-  size_t len = opts && opts->name_len
-                   ? opts->name_len
-                   : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
-  int rc = dlock__check_name(name, len);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (dlock__client_closed(client))
-    return dlock__fail(DLOCK_ECLOSED, "client is closed");
-  dlock__object *o = calloc(1, size);
-  char *copy = malloc(len + 1);
-  if (o == NULL || copy == NULL) {
-    free(o);
-    free(copy);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  memcpy(copy, name, len);
-  copy[len] = '\0';
-  o->client = client;
-  o->name = copy;
-  o->len = len;
-  dlock__client_ref(client);
-  *out = o;
-  return DLOCK_OK;
+int dlock__synchronizer_new(size_t size, dlock_client *client, const char *name,
+                            const dlock_lock_opts *opts, void **out) {
+  return dlock__handle_new(size, client, name, opts, out);
 }
 
-void dlock__object_free(dlock__object *o) {
-  dlock__client_unref(o->client);
+void dlock__synchronizer_free(dlock__synchronizer *o) {
+  dlock__handle_free(&o->h);
   dlock__buf_free(&o->channel);
-  free(o->name);
 }
 
-int dlock__object_check(const void *obj) {
-  const dlock__object *o = obj;
+int dlock__synchronizer_check(const void *obj) {
+  const dlock__synchronizer *o = obj;
   dlock__clear_error();
   if (o == NULL)
     return dlock__fail(DLOCK_EINVAL, "handle is NULL");
-  if (dlock__client_closed(o->client))
+  if (dlock__client_closed(o->h.client))
     return dlock__fail(DLOCK_ECLOSED, "client is closed");
   if (dlock__on_engine_thread())
     return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
@@ -94,8 +61,8 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len) {
 
 /* Run script with KEYS = {N} and ARGV = nums..., then PUBLISH, channel when
  * publish is set. The reply is a count. */
-int dlock__object_run(dlock__object *o, int script, size_t nnums, const int64_t *nums,
-               int publish, int64_t *out) {
+int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
+                            const int64_t *nums, int publish, int64_t *out) {
   char buf[2][24];
   const char *args[4];
   size_t alens[4], n = 0;
@@ -109,10 +76,10 @@ int dlock__object_run(dlock__object *o, int script, size_t nnums, const int64_t 
     args[n] = o->channel.p;
     alens[n++] = o->channel.len;
   }
-  const char *keys[] = {o->name};
-  size_t klens[] = {o->len};
+  const char *keys[] = {o->h.name};
+  size_t klens[] = {o->h.name_len};
   redisReply *r;
-  int rc = dlock__script_call(o->client, script, 1, keys, klens, n, args, alens,
+  int rc = dlock__script_call(o->h.client, script, 1, keys, klens, n, args, alens,
                               &r);
   if (rc != DLOCK_OK)
     return rc;
@@ -124,20 +91,20 @@ int dlock__object_run(dlock__object *o, int script, size_t nnums, const int64_t 
   return rc;
 }
 
-int dlock__object_run_flag(dlock__object *o, int script, size_t nnums,
+int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnums,
                            const int64_t *nums, int publish, int *done) {
   int64_t v = 0;
-  int rc = dlock__object_run(o, script, nnums, nums, publish, &v);
+  int rc = dlock__synchronizer_run(o, script, nnums, nums, publish, &v);
   if (rc == DLOCK_OK && done)
     *done = v == 1;
   return rc;
 }
 
-int dlock__object_get(dlock__object *o, const char *what, int64_t *out) {
-  const char *argv[] = {"GET", o->name};
-  size_t lens[] = {3, o->len};
+int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out) {
+  const char *argv[] = {"GET", o->h.name};
+  size_t lens[] = {3, o->h.name_len};
   redisReply *r;
-  int rc = dlock__command_call(o->client, 2, argv, lens, &r);
+  int rc = dlock__command_call(o->h.client, 2, argv, lens, &r);
   if (rc != DLOCK_OK)
     return rc;
   rc = dlock__reply_int(r, out, what);

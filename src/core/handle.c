@@ -1,0 +1,50 @@
+/* The one allocator of lock and synchronizer handles: argument checks, the
+ * name's copy, the client's reference. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+int dlock__handle_new(size_t size, dlock_client *client, const char *name,
+                      const dlock_lock_opts *opts, void **out) {
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  if (client == NULL)
+    return dlock__fail(DLOCK_EINVAL, "client is NULL");
+  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
+    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
+                       opts->version, DLOCK_LOCK_OPTS_VERSION);
+  size_t len = opts && opts->name_len
+                   ? opts->name_len
+                   : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
+  int rc = dlock__check_name(name, len);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (dlock__client_closed(client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  dlock__handle *h = calloc(1, size);
+  char *copy = malloc(len + 1);
+  if (h == NULL || copy == NULL) {
+    free(h);
+    free(copy);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  memcpy(copy, name, len);
+  copy[len] = '\0';
+  h->client = client;
+  h->name = copy;
+  h->name_len = len;
+  dlock__client_ref(client);
+  *out = h;
+  return DLOCK_OK;
+}
+
+void dlock__handle_free(dlock__handle *h) {
+  if (h->client)
+    dlock__client_unref(h->client);
+  free(h->name);
+  h->client = NULL;
+  h->name = NULL;
+}

@@ -1,0 +1,45 @@
+/* Releases that are safe to retry: each release call carries a random
+ * request id in a latch key (KEYS[2]) that its script writes with the
+ * outcome, so a retry after a lost reply replays the first outcome instead
+ * of releasing twice (docs/wire.md, "idempotent release"). */
+#include "core/core.h"
+
+int64_t dlock__latch_ms(dlock_client *c) {
+  const dlock_client_opts *o = dlock__client_opts(c);
+  return 2 * o->command_timeout_ms + o->connect_timeout_ms;
+}
+
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+                        size_t nkeys, const char **keys, size_t *klens,
+                        size_t nargs, const char *const *args,
+                        const size_t *alens, redisReply **reply) {
+  dlock__buf latch = {0};
+  char rid[33];
+  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
+      dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) != DLOCK_OK ||
+      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
+    dlock__buf_free(&latch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  keys[1] = latch.p;
+  klens[1] = latch.len;
+  int64_t start = dlock__now_ms();
+  int rc = DLOCK_EIO;
+  for (int attempt = 0; rc == DLOCK_EIO && dlock__release_again(c, start, attempt);
+       attempt++)
+    rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
+                            reply);
+  dlock__buf_free(&latch);
+  return rc;
+}
+
+int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt) {
+  /* Every attempt carries the same request id, so the unlock latch replays
+   * an attempt that did run. The latch lives 2 command timeouts + a connect
+   * timeout: attempts start within one command timeout of the first, so
+   * each of them is still covered. A dropped connection fails an attempt
+   * at once; a storm of drops gets 4 attempts. */
+  return attempt == 0 ||
+         (attempt < 4 &&
+          dlock__now_ms() - start_ms < dlock__client_opts(c)->command_timeout_ms);
+}

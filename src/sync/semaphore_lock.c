@@ -1,0 +1,135 @@
+/* The semaphore as a lock (docs/semaphore.md): a dlock_lock whose acquire
+ * takes one expirable permit, so up to `permits` owners hold it at once and
+ * a crashed holder's permit comes back when its lease ends. Built on the
+ * public expirable-permit semaphore API; the handle remembers which permit
+ * each owner took, so the generic release gives back the right one. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "dlock/sync.h"
+#include "lock/lock_impl.h"
+
+typedef struct held {
+  uint64_t owner;
+  dlock_permit_id id;
+} held;
+
+typedef struct sem_lock {
+  dlock_lock base;
+  dlock_permits *p;
+  pthread_mutex_t mu; /* guards the permits this handle's owners hold */
+  held *v;
+  size_t n, cap;
+} sem_lock;
+
+/* The latest permit of owner (mu held); -1 when none. */
+static long find_latest(sem_lock *s, uint64_t owner) {
+  for (size_t i = s->n; i > 0; i--)
+    if (s->v[i - 1].owner == owner)
+      return (long)(i - 1);
+  return -1;
+}
+
+static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                      int64_t lease_ms, dlock_grant *grant) {
+  sem_lock *s = (sem_lock *)l;
+  held h = {owner, {{0}}};
+  int64_t t0 = dlock__now_ms();
+  int rc = dlock_permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id);
+  if (rc != DLOCK_OK)
+    return rc;
+  pthread_mutex_lock(&s->mu);
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 4;
+    held *v = realloc(s->v, cap * sizeof *v);
+    if (v == NULL) {
+      pthread_mutex_unlock(&s->mu);
+      dlock_permits_release(s->p, &h.id, 1);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = h;
+  pthread_mutex_unlock(&s->mu);
+  int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
+                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
+                      : lease_ms;
+  grant->validity_ms = lease - (dlock__now_ms() - t0);
+  return DLOCK_OK;
+}
+
+static int sl_release(dlock_lock *l, uint64_t owner) {
+  sem_lock *s = (sem_lock *)l;
+  pthread_mutex_lock(&s->mu);
+  long i = find_latest(s, owner);
+  held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
+  if (i >= 0)
+    s->v[i] = s->v[--s->n];
+  pthread_mutex_unlock(&s->mu);
+  if (i < 0)
+    return dlock__fail(DLOCK_ENOTOWNER, "no permit of \"%.100s\" is held by "
+                       "this owner through this handle", l->h.name);
+  return dlock_permits_release(s->p, &h.id, 1);
+}
+
+static int sl_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
+  sem_lock *s = (sem_lock *)l;
+  pthread_mutex_lock(&s->mu);
+  long i = find_latest(s, owner);
+  held h = i >= 0 ? s->v[i] : (held){0, {{0}}};
+  int64_t mine = 0;
+  for (size_t k = 0; k < s->n; k++)
+    mine += s->v[k].owner == owner;
+  pthread_mutex_unlock(&s->mu);
+  int64_t available = 0;
+  int rc = dlock_permits_counts(s->p, &available, NULL);
+  if (rc == DLOCK_OK && i >= 0)
+    rc = dlock_permits_lease_remaining(s->p, &h.id, &st->ttl_ms);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (i < 0)
+    st->ttl_ms = -2;
+  st->locked = available <= 0;
+  st->hold_count = mine;
+  st->held_by_me = mine > 0;
+  return DLOCK_OK;
+}
+
+static void sl_destroy(dlock_lock *l) {
+  sem_lock *s = (sem_lock *)l;
+  dlock_permits_free(s->p);
+  pthread_mutex_destroy(&s->mu);
+  free(s->v);
+}
+
+static const dlock__lock_methods semaphore_lock_methods = {
+    .version = 1,
+    .kind = "semaphore",
+    .caps = DLOCK_CAP_SHARED,
+    .size = sizeof(sem_lock),
+    .acquire = sl_acquire,
+    .release = sl_release,
+    .force_release = NULL,
+    .state = sl_state,
+    .destroy = sl_destroy,
+};
+
+int dlock_semaphore_lock_new(dlock_client *client, const char *name,
+                             const dlock_lock_opts *opts, dlock_lock **out) {
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  dlock_lock *l;
+  int rc = dlock__lock_alloc(&semaphore_lock_methods, client, name, opts, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  sem_lock *s = (sem_lock *)l;
+  pthread_mutex_init(&s->mu, NULL);
+  if ((rc = dlock_permits_new(client, name, opts, &s->p)) != DLOCK_OK) {
+    dlock_lock_free(l);
+    return rc;
+  }
+  *out = l;
+  return DLOCK_OK;
+}

@@ -1,0 +1,47 @@
+/* Synchronizers (latch, semaphore, expirable-permit semaphore): the handle
+ * they start with (client, name, channel) and the calls they share (run a
+ * script that answers a count, read a count, the semaphores' set and add). */
+#ifndef DLOCK_SYNC_SYNCHRONIZER_H
+#define DLOCK_SYNC_SYNCHRONIZER_H
+
+#include "core/core.h"
+#include "dlock/sync.h"
+
+typedef struct dlock__synchronizer {
+  dlock__handle h; /* first */
+  dlock__buf channel;
+} dlock__synchronizer;
+
+/* Allocate size bytes whose first member is a dlock__synchronizer
+ * (dlock__handle_new: checks, the name's copy, the client's reference). */
+int dlock__synchronizer_new(size_t size, dlock_client *client, const char *name,
+                            const dlock_lock_opts *opts, void **out);
+void dlock__synchronizer_free(dlock__synchronizer *o);
+/* The checks at the top of every call: NULL, closed client, engine thread
+ * (for blocking calls). */
+int dlock__synchronizer_check(const void *o);
+
+/* Parse a count reply (integer, numeric string, or nil = 0). */
+int dlock__reply_int(const redisReply *r, int64_t *out, const char *what);
+
+/* Wake fn for semaphore channels: the message is the available count. */
+uint32_t dlock__wake_by_count(const char *msg, size_t len);
+
+/* Run script with KEYS = {N} and ARGV = nums (as decimals, at most 2), then
+ * PUBLISH and the channel when publish is set; the reply is a count (OUT
+ * *out, may be NULL). */
+int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
+                      const int64_t *nums, int publish, int64_t *out);
+/* dlock__synchronizer_run for a script that answers 1 (done) or 0 (nothing to
+ * do): OUT *done (may be NULL) is set to that on DLOCK_OK. */
+int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnums,
+                           const int64_t *nums, int publish, int *done);
+/* GET N as a count (0 when missing). */
+int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out);
+
+/* Shared by both semaphores (semaphore.c): try_set_permits and add. */
+int dlock__sem_try_set(dlock__synchronizer *o, int64_t permits, int64_t ttl_ms,
+                       int *set);
+int dlock__sem_add(dlock__synchronizer *o, int64_t delta, int64_t *available);
+
+#endif /* DLOCK_SYNC_SYNCHRONIZER_H */
