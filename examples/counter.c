@@ -1,34 +1,43 @@
-/* dlock demo: several processes increment one shared counter under one dlock
- * lock, with a deliberately non-atomic read-then-write. Without the lock some
- * updates would be lost; with it the final count is exact.
+/* dlock example: several processes increment one counter, kept in a file,
+ * under one dlock lock, with a deliberately slow read-then-write. Without
+ * the lock some updates would be lost; with it the final count is exact.
  *
  * usage: dlock-counter [PROCESSES [INCREMENTS]]
- * Uses DLOCK_REDIS_URL when set; otherwise starts its own redis-server on a
- * free loopback port and stops it at the end. */
+ * Redis: $DLOCK_REDIS_URL, or redis://127.0.0.1:6379.
+ * Build it against an installed dlock:
+ *   cc counter.c -o dlock-counter $(pkg-config --cflags --libs dlock) */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, clock_gettime under -std=c11 */
+
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <dlock/dlock.h>
-#include <hiredis/hiredis.h>
 
-#include "redis_server.h"
+static const char *LOCK = "dlock-example:counter-lock";
 
-static const char *LOCK = "dlock-demo:counter-lock";
-static const char *COUNTER = "dlock-demo:counter";
-
-static int parse_url(const char *url, char *host, size_t n, int *port) {
-  /* Only for the demo's own counter connection: redis://host[:port] */
-  if (sscanf(url, "redis://%63[^:/]:%d", host, port) == 2)
-    return 0;
-  *port = 6379;
-  return sscanf(url, "redis://%63[^:/]", host) == 1 ? 0 : -1;
+static long read_counter(const char *path) {
+  long value = 0;
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (fscanf(f, "%ld", &value) != 1)
+      value = 0;
+    fclose(f);
+  }
+  return value;
 }
 
-static int worker(const char *url, int id, int steps) {
+static int write_counter(const char *path, long value) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL)
+    return -1;
+  fprintf(f, "%ld\n", value);
+  return fclose(f);
+}
+
+static int worker(const char *url, const char *path, int id, int steps) {
   dlock_client *client = NULL;
   dlock_lock *lock = NULL;
   int rc = dlock_client_open(url, NULL, &client);
@@ -36,14 +45,7 @@ static int worker(const char *url, int id, int steps) {
     rc = dlock_reentrant_lock_new(client, LOCK, NULL, &lock);
   if (rc != DLOCK_OK) {
     fprintf(stderr, "worker %d: %s: %s\n", id, dlock_strerror(rc), dlock_errmsg());
-    return 1;
-  }
-  char host[64];
-  int port;
-  parse_url(url, host, sizeof host, &port);
-  redisContext *redis = redisConnect(host, port);
-  if (redis == NULL || redis->err) {
-    fprintf(stderr, "worker %d: cannot connect to %s:%d\n", id, host, port);
+    dlock_client_close(client);
     return 1;
   }
   int failures = 0;
@@ -55,17 +57,14 @@ static int worker(const char *url, int id, int steps) {
       failures++;
       continue;
     }
-    redisReply *r = redisCommand(redis, "GET %s", COUNTER); /* read ...  */
-    long value = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
-    freeReplyObject(r);
-    r = redisCommand(redis, "SET %s %ld", COUNTER, value + 1); /* ... write */
-    freeReplyObject(r);
+    long value = read_counter(path); /* read ... */
+    if (write_counter(path, value + 1) != 0) /* ... then write */
+      failures++;
     if ((rc = dlock_release(lock)) != DLOCK_OK) {
       fprintf(stderr, "worker %d: release: %s\n", id, dlock_strerror(rc));
       failures++;
     }
   }
-  redisFree(redis);
   dlock_lock_free(lock);
   dlock_client_close(client);
   return failures ? 1 : 0;
@@ -78,29 +77,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s [PROCESSES (1-64) [INCREMENTS]]\n", argv[0]);
     return 2;
   }
-  char url[128];
-  dlock_tool_server server = {.pid = -1};
   const char *env = getenv("DLOCK_REDIS_URL");
-  if (env && *env) {
-    snprintf(url, sizeof url, "%s", env);
-  } else {
-    if (dlock_tool_server_start(&server) != 0)
-      return 1;
-    snprintf(url, sizeof url, "%s", server.url);
-    printf("started redis-server at %s\n", url);
-  }
-  char host[64];
-  int port;
-  if (parse_url(url, host, sizeof host, &port) != 0) {
-    fprintf(stderr, "the demo needs a redis://host:port URL\n");
-    return 2;
-  }
-  redisContext *redis = redisConnect(host, port);
-  if (redis == NULL || redis->err) {
-    fprintf(stderr, "cannot connect to %s\n", url);
+  const char *url = env && *env ? env : "redis://127.0.0.1:6379";
+  char path[] = "/tmp/dlock-counter-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    perror("mkstemp");
     return 1;
   }
-  freeReplyObject(redisCommand(redis, "DEL %s", COUNTER));
+  close(fd);
   printf("dlock %s: %d processes x %d increments of one counter, each a "
          "read-then-write under the lock \"%s\"\n",
          DLOCK_VERSION_STRING, procs, steps, LOCK);
@@ -111,7 +96,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < procs; i++) {
     pids[i] = fork();
     if (pids[i] == 0)
-      _exit(worker(url, i, steps));
+      _exit(worker(url, path, i, steps));
   }
   int failed = 0;
   for (int i = 0; i < procs; i++) {
@@ -120,16 +105,12 @@ int main(int argc, char **argv) {
     failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  redisReply *r = redisCommand(redis, "GET %s", COUNTER);
-  long got = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
-  freeReplyObject(r);
-  freeReplyObject(redisCommand(redis, "DEL %s", COUNTER));
-  redisFree(redis);
+  long got = read_counter(path);
+  unlink(path);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   long want = (long)procs * steps;
   printf("counter = %ld, expected %ld: %s (%.0f lock+unlock pairs/s)\n", got,
          want, got == want && !failed ? "no update was lost" : "UPDATES LOST",
          (double)want / secs);
-  dlock_tool_server_stop(&server);
   return got == want && !failed ? 0 : 1;
 }

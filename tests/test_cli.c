@@ -2,6 +2,7 @@
  * redis-server: exact counts under `dlock run`, exit statuses, the
  * semaphore bound, latches in background shells, bad input. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,141 @@ static void test_status_and_force_unlock(void) {
   dlock_client_close(c);
 }
 
+typedef struct fair_waiter {
+  dlock_lock *lock;
+  int rc;
+} fair_waiter;
+
+static void *wait_fair(void *arg) {
+  fair_waiter *w = arg;
+  w->rc = dlock_acquire(w->lock, 20000, 10000);
+  if (w->rc == DLOCK_OK)
+    dlock_release(w->lock);
+  return NULL;
+}
+
+/* Inspect (what `dlock status` prints): kind, holders, counts, mode, queue. */
+static dlock_inspection *inspect(dlock_client *c, const char *name) {
+  dlock_inspection *in = NULL;
+  TH_ASSERT_RC(dlock_inspect(c, name, NULL, &in), DLOCK_OK);
+  CU_ASSERT_FATAL(in != NULL);
+  return in;
+}
+
+static void test_inspect_every_kind(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  char name[256], owner[80];
+  dlock_inspection *in;
+  snprintf(name, sizeof name, "%s", th_name("inspect"));
+  in = inspect(c, name); /* nothing there */
+  CU_ASSERT_STRING_EQUAL(in->kind, "none");
+  CU_ASSERT(in->ttl_ms == -2 && in->nholders == 0 && !in->has_count);
+  dlock_inspection_free(in);
+
+  dlock_lock *l = NULL, *f = NULL, *r = NULL, *w = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  snprintf(owner, sizeof owner, "%s:%llu", dlock_client_id(c),
+           (unsigned long long)dlock_thread_id());
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "lock");
+  CU_ASSERT(in->ttl_ms > 29000 && in->ttl_ms <= 30000);
+  CU_ASSERT_FATAL(in->nholders == 1);
+  CU_ASSERT_STRING_EQUAL(in->holders[0].owner, owner);
+  CU_ASSERT_EQUAL(in->holders[0].count, 2);
+  CU_ASSERT(in->mode == NULL && in->queue_length == 0);
+  dlock_inspection_free(in);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+
+  /* a fair lock with one waiter queued behind its holder */
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &f), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_OK);
+  fair_waiter fw = {NULL, 1};
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &fw.lock), DLOCK_OK);
+  pthread_t t;
+  CU_ASSERT_FATAL(pthread_create(&t, NULL, wait_fair, &fw) == 0);
+  char queue[300];
+  snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", name);
+  for (int i = 0; i < 1000 && th_int(&srv, "LLEN %s", queue) != 1; i++)
+    usleep(2000); /* bounded: the waiter queues on its second try */
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "fair lock");
+  CU_ASSERT_EQUAL(in->queue_length, 1);
+  CU_ASSERT_EQUAL(in->nholders, 1);
+  dlock_inspection_free(in);
+  TH_ASSERT_RC(dlock_release(f), DLOCK_OK);
+  pthread_join(t, NULL);
+  CU_ASSERT_EQUAL(fw.rc, DLOCK_OK);
+
+  /* a read-write lock: mode, readers and the writer's field */
+  TH_ASSERT_RC(dlock_write_lock_new(c, name, NULL, &w), DLOCK_OK);
+  TH_ASSERT_RC(dlock_read_lock_new(c, name, NULL, &r), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(w, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(r, 0, 30000), DLOCK_OK);
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "rwlock");
+  CU_ASSERT(in->mode != NULL && strcmp(in->mode, "write") == 0);
+  CU_ASSERT_EQUAL(in->nholders, 2); /* "U:T:write" and "U:T" */
+  dlock_inspection_free(in);
+  TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
+  in = inspect(c, name); /* downgraded */
+  CU_ASSERT(in->mode != NULL && strcmp(in->mode, "read") == 0);
+  dlock_inspection_free(in);
+  TH_ASSERT_RC(dlock_release(r), DLOCK_OK);
+
+  /* counts: a latch (or semaphore), then an expirable-permit semaphore */
+  dlock_latch *latch = NULL;
+  TH_ASSERT_RC(dlock_latch_new(c, name, NULL, &latch), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(latch, 3, &th_flag), 1);
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "count");
+  CU_ASSERT(in->has_count && in->count == 3 && in->ttl_ms == -1);
+  dlock_inspection_free(in);
+  TH_ASSERT_FLAG(dlock_latch_delete(latch, &th_flag), 1);
+  dlock_permits *p = NULL;
+  dlock_permit_id id;
+  TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 30000, &id), DLOCK_OK);
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "permit semaphore");
+  CU_ASSERT(in->has_count && in->count == 1);
+  dlock_inspection_free(in);
+  TH_ASSERT_RC(dlock_permits_release(p, &id, 1), DLOCK_OK);
+
+  /* a key dlock did not write, and bad input */
+  th_int(&srv, "DEL %s", name);
+  th_int(&srv, "RPUSH %s x", name);
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "list");
+  dlock_inspection_free(in);
+  th_int(&srv, "DEL %s", name);
+  th_int(&srv, "SET %s not-a-number", name);
+  in = inspect(c, name);
+  CU_ASSERT_STRING_EQUAL(in->kind, "string");
+  CU_ASSERT(!in->has_count);
+  dlock_inspection_free(in);
+  th_int(&srv, "DEL %s", name);
+  in = (dlock_inspection *)1;
+  TH_ASSERT_RC(dlock_inspect(c, "", NULL, &in), DLOCK_EINVAL);
+  CU_ASSERT(in == NULL);
+  TH_ASSERT_RC(dlock_inspect(c, NULL, NULL, &in), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_inspect(NULL, name, NULL, &in), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_inspect(c, name, NULL, NULL), DLOCK_EINVAL);
+  dlock_inspection_free(NULL);
+
+  dlock_permits_free(p);
+  dlock_latch_free(latch);
+  dlock_lock_free(r);
+  dlock_lock_free(w);
+  dlock_lock_free(fw.lock);
+  dlock_lock_free(f);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 static void test_bad_input(void) {
   char err[1024];
   struct {
@@ -295,6 +431,7 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_bound", test_semaphore_bound);
   CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
+  CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

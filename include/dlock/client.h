@@ -101,6 +101,10 @@ DLOCK_API int dlock_client_open(const char *uri, const dlock_client_opts *opts,
  * Must not be called from the engine thread (a lost-lock callback). */
 DLOCK_API void dlock_client_close(dlock_client *client);
 
+/* Check uri as dlock_client_open() reads it, without connecting: DLOCK_OK,
+ * or DLOCK_EINVAL with the reason in dlock_errmsg(). */
+DLOCK_API int dlock_uri_check(const char *uri);
+
 /* The client's id U (36-character UUID), part of every owner string "U:T".
  * Valid as long as the client. */
 DLOCK_API const char *dlock_client_id(const dlock_client *client);

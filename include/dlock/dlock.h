@@ -10,5 +10,6 @@
 #include "dlock/rwlock.h"
 #include "dlock/sync.h"
 #include "dlock/multi.h"
+#include "dlock/inspect.h"
 
 #endif /* DLOCK_H */

@@ -153,3 +153,12 @@ void dlock_client_close(dlock_client *c) {
   dlock__engine_stop(c);
   dlock__client_unref(c);
 }
+
+int dlock_uri_check(const char *uri) {
+  dlock__uri u;
+  dlock__clear_error();
+  int rc = dlock__uri_parse(uri, &u);
+  if (rc == DLOCK_OK)
+    dlock__uri_free(&u);
+  return rc;
+}

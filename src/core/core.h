@@ -51,7 +51,7 @@ void dlock__buf_shrink(dlock__buf *b);
 int dlock__resp_array(dlock__buf *b, size_t n);
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
 
-/* ---- keys (util.c, docs/wire.md "Hash tags") ---------------------------------- */
+/* ---- keys (keys.c, docs/wire.md "Hash tags") ---------------------------------- */
 
 /* 1 when name contains a valid hash tag ("{" then a later "}" with at least
  * one byte between them). */
@@ -62,6 +62,24 @@ int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
 /* {N}:S, or N:S when N has its own tag. Appends to b. */
 int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
                       const char *suffix);
+/* The names dlock derives from an object's name N (docs/wire.md). */
+typedef enum dlock__key_kind {
+  DLOCK__KEY_LOCK_CHANNEL,    /* redisson_lock__channel:{N} */
+  DLOCK__KEY_LOCK_TOKEN,      /* redisson_lock_token:{N} */
+  DLOCK__KEY_UNLOCK_LATCH,    /* redisson_unlock_latch:{N}: (+ request id) */
+  DLOCK__KEY_FAIR_QUEUE,      /* redisson_lock_queue:{N} */
+  DLOCK__KEY_FAIR_TIMEOUT,    /* redisson_lock_timeout:{N} */
+  DLOCK__KEY_RWLOCK_CHANNEL,  /* redisson_rwlock:{N} */
+  DLOCK__KEY_TAG,             /* {N}: start of a read hold's timeout key */
+  DLOCK__KEY_LATCH_CHANNEL,   /* redisson_countdownlatch__channel__{N} */
+  DLOCK__KEY_SEM_CHANNEL,     /* redisson_sc:{N} */
+  DLOCK__KEY_PERMITS_TIMEOUT, /* {N}:timeout */
+  DLOCK__KEY_PERMITS_LATCH,   /* dlock_permits_release_latch:{N}: (+ id) */
+} dlock__key_kind;
+/* Append the name of kind for N to b (shrunk to fit: kept with a handle).
+ * DLOCK_OK or DLOCK_ENOMEM (with a message). */
+int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
+               size_t len);
 /* Validate a user-supplied name (NULL, empty, too long). */
 int dlock__check_name(const char *name, size_t len);
 

@@ -1,4 +1,4 @@
-/* Small shared helpers: clock, growable buffer, RESP encoding, key names,
+/* Small shared helpers: clock, growable buffer, RESP encoding, name checks,
  * random ids. */
 #include <errno.h>
 #include <stdio.h>
@@ -88,35 +88,6 @@ int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len) {
   if (dlock__buf_printf(b, "$%zu\r\n", len) != DLOCK_OK ||
       dlock__buf_add(b, data, len) != DLOCK_OK ||
       dlock__buf_add(b, "\r\n", 2) != DLOCK_OK)
-    return DLOCK_ENOMEM;
-  return DLOCK_OK;
-}
-
-int dlock__has_tag(const char *name, size_t len) {
-  const char *open = memchr(name, '{', len);
-  if (open == NULL)
-    return 0;
-  size_t rest = len - (size_t)(open - name) - 1;
-  const char *close = memchr(open + 1, '}', rest);
-  return close != NULL && close > open + 1;
-}
-
-int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
-                      size_t len) {
-  int tagged = dlock__has_tag(name, len);
-  if (dlock__buf_printf(b, "%s:%s", prefix, tagged ? "" : "{") != DLOCK_OK ||
-      dlock__buf_add(b, name, len) != DLOCK_OK ||
-      dlock__buf_add(b, "}", tagged ? 0 : 1) != DLOCK_OK)
-    return DLOCK_ENOMEM;
-  return DLOCK_OK;
-}
-
-int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
-                      const char *suffix) {
-  int tagged = dlock__has_tag(name, len);
-  if (dlock__buf_add(b, "{", tagged ? 0 : 1) != DLOCK_OK ||
-      dlock__buf_add(b, name, len) != DLOCK_OK ||
-      dlock__buf_printf(b, "%s:%s", tagged ? "" : "}", suffix) != DLOCK_OK)
     return DLOCK_ENOMEM;
   return DLOCK_OK;
 }

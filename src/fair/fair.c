@@ -205,16 +205,14 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
     return rc;
   fair *f = (fair *)l;
   f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
-  if (dlock__key_prefix(&f->queue, "redisson_lock_queue", l->h.name, l->h.name_len) ||
-      dlock__key_prefix(&f->timeouts, "redisson_lock_timeout", l->h.name,
-                        l->h.name_len) ||
-      dlock__key_prefix(&f->channel, "redisson_lock__channel", l->h.name,
-                        l->h.name_len) ||
-      dlock__key_prefix(&f->latch_prefix, "redisson_unlock_latch", l->h.name,
-                        l->h.name_len) ||
-      dlock__buf_add(&f->latch_prefix, ":", 1)) {
+  const char *n = l->h.name;
+  size_t len = l->h.name_len;
+  if (dlock__key(&f->queue, DLOCK__KEY_FAIR_QUEUE, n, len) ||
+      dlock__key(&f->timeouts, DLOCK__KEY_FAIR_TIMEOUT, n, len) ||
+      dlock__key(&f->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
+      dlock__key(&f->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
   *out = l;
   return DLOCK_OK;

@@ -247,19 +247,14 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
     return rc;
   reentrant *rl = (reentrant *)l;
   rl->fenced = m == &fenced_methods;
-  if (dlock__key_prefix(&rl->channel, "redisson_lock__channel", l->h.name,
-                        l->h.name_len) != DLOCK_OK ||
-      (rl->fenced && dlock__key_prefix(&rl->token_key, "redisson_lock_token",
-                                       l->h.name, l->h.name_len) != DLOCK_OK) ||
-      dlock__key_prefix(&rl->latch_prefix, "redisson_unlock_latch", l->h.name,
-                        l->h.name_len) != DLOCK_OK ||
-      dlock__buf_add(&rl->latch_prefix, ":", 1) != DLOCK_OK) {
+  const char *n = l->h.name;
+  size_t len = l->h.name_len;
+  if (dlock__key(&rl->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
+      (rl->fenced && dlock__key(&rl->token_key, DLOCK__KEY_LOCK_TOKEN, n, len)) ||
+      dlock__key(&rl->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
-  dlock__buf_shrink(&rl->channel);
-  dlock__buf_shrink(&rl->token_key);
-  dlock__buf_shrink(&rl->latch_prefix);
   *out = l;
   return DLOCK_OK;
 }

@@ -292,16 +292,13 @@ static int half_new(const dlock__lock_methods *m, dlock_client *client,
     return rc;
   rw_half *h = (rw_half *)l;
   h->is_write = m == &write_methods;
-  int tagged = dlock__has_tag(l->h.name, l->h.name_len);
-  if (dlock__key_prefix(&h->channel, "redisson_rwlock", l->h.name, l->h.name_len) ||
-      dlock__key_prefix(&h->latch_prefix, "redisson_unlock_latch", l->h.name,
-                        l->h.name_len) ||
-      dlock__buf_add(&h->latch_prefix, ":", 1) ||
-      dlock__buf_add(&h->tag, "{", tagged ? 0 : 1) ||
-      dlock__buf_add(&h->tag, l->h.name, l->h.name_len) ||
-      dlock__buf_add(&h->tag, "}", tagged ? 0 : 1)) {
+  const char *n = l->h.name;
+  size_t len = l->h.name_len;
+  if (dlock__key(&h->channel, DLOCK__KEY_RWLOCK_CHANNEL, n, len) ||
+      dlock__key(&h->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
+      dlock__key(&h->tag, DLOCK__KEY_TAG, n, len)) {
     dlock_lock_free(l);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
   *out = l;
   return DLOCK_OK;

@@ -18,13 +18,11 @@ int dlock_latch_new(dlock_client *client, const char *name,
   if (rc != DLOCK_OK)
     return rc;
   dlock_latch *l = *out;
-  /* plain concatenation: the braces are there even when N has a tag */
-  if (dlock__buf_add(&l->o.channel, "redisson_countdownlatch__channel__{", 35) ||
-      dlock__buf_add(&l->o.channel, l->o.h.name, l->o.h.name_len) ||
-      dlock__buf_add(&l->o.channel, "}", 1)) {
+  if (dlock__key(&l->o.channel, DLOCK__KEY_LATCH_CHANNEL, l->o.h.name,
+                 l->o.h.name_len)) {
     dlock_latch_free(l);
     *out = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
   return DLOCK_OK;
 }

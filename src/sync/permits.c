@@ -29,14 +29,14 @@ int dlock_permits_new(dlock_client *client, const char *name,
   if (rc != DLOCK_OK)
     return rc;
   dlock_permits *p = *out;
-  if (dlock__key_prefix(&p->o.channel, "redisson_sc", p->o.h.name, p->o.h.name_len) ||
-      dlock__key_suffix(&p->timeouts, p->o.h.name, p->o.h.name_len, "timeout") ||
-      dlock__key_prefix(&p->latch_prefix, "dlock_permits_release_latch",
-                        p->o.h.name, p->o.h.name_len) ||
-      dlock__buf_add(&p->latch_prefix, ":", 1)) {
+  const char *n = p->o.h.name;
+  size_t len = p->o.h.name_len;
+  if (dlock__key(&p->o.channel, DLOCK__KEY_SEM_CHANNEL, n, len) ||
+      dlock__key(&p->timeouts, DLOCK__KEY_PERMITS_TIMEOUT, n, len) ||
+      dlock__key(&p->latch_prefix, DLOCK__KEY_PERMITS_LATCH, n, len)) {
     dlock_permits_free(p);
     *out = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
   return DLOCK_OK;
 }

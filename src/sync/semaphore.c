@@ -22,10 +22,11 @@ int dlock_semaphore_new(dlock_client *client, const char *name,
   if (rc != DLOCK_OK)
     return rc;
   dlock_semaphore *s = *out;
-  if (dlock__key_prefix(&s->o.channel, "redisson_sc", s->o.h.name, s->o.h.name_len)) {
+  if (dlock__key(&s->o.channel, DLOCK__KEY_SEM_CHANNEL, s->o.h.name,
+                 s->o.h.name_len)) {
     dlock_semaphore_free(s);
     *out = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return DLOCK_ENOMEM;
   }
   return DLOCK_OK;
 }

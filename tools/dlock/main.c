@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,6 @@
 #include <unistd.h>
 
 #include <dlock/dlock.h>
-#include <hiredis/hiredis.h>
-
-#include "core/uri.h"
 
 enum {
   EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
@@ -597,46 +595,6 @@ static int cmd_sem(int argc, char **argv) {
 
 /* ---- status, unlock --------------------------------------------------------- */
 
-/* A plain hiredis connection for reading what is stored (the library has no
- * raw command API on purpose). */
-static redisContext *raw_connect(const char *url) {
-  dlock__uri u;
-  if (dlock__uri_parse(url, &u) != DLOCK_OK) {
-    fprintf(stderr, "%s: bad URL %s: %s\n", prog, url, dlock_errmsg());
-    return NULL;
-  }
-  struct timeval tv = {2, 0};
-  redisContext *c = u.path ? redisConnectUnixWithTimeout(u.path, tv)
-                           : redisConnectWithTimeout(u.host, u.port, tv);
-  int ok = c && !c->err;
-  redisReply *r = NULL;
-  if (ok && u.password) {
-    r = u.user ? redisCommand(c, "AUTH %s %s", u.user, u.password)
-               : redisCommand(c, "AUTH %s", u.password);
-    ok = r && r->type != REDIS_REPLY_ERROR;
-    freeReplyObject(r);
-  }
-  if (ok && u.db) {
-    r = redisCommand(c, "SELECT %ld", u.db);
-    ok = r && r->type != REDIS_REPLY_ERROR;
-    freeReplyObject(r);
-  }
-  if (!ok) {
-    fprintf(stderr, "%s: cannot connect to %s%s%s\n", prog, url,
-            c && c->err ? ": " : "", c && c->err ? c->errstr : "");
-    if (c)
-      redisFree(c);
-    c = NULL;
-  }
-  dlock__uri_free(&u);
-  return c;
-}
-
-static int has_tag(const char *s) {
-  const char *o = strchr(s, '{');
-  return o && strchr(o + 1, '}') && strchr(o + 1, '}') > o + 1;
-}
-
 static void json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -657,6 +615,48 @@ static void status_help(void) {
          "and their hold counts, remaining TTL and fair-queue length.\n");
 }
 
+static void print_status_json(const char *name, const dlock_inspection *in) {
+  printf("{\"name\": ");
+  json_str(stdout, name);
+  printf(", \"kind\": ");
+  json_str(stdout, in->kind);
+  printf(", \"ttl_ms\": %" PRId64 ", \"queue_length\": %" PRId64, in->ttl_ms,
+         in->queue_length);
+  if (in->has_count)
+    printf(", \"count\": %" PRId64, in->count);
+  printf(", \"holders\": {");
+  for (size_t k = 0; k < in->nholders; k++) {
+    printf("%s", k ? ", " : "");
+    json_str(stdout, in->holders[k].owner);
+    printf(": %" PRId64, in->holders[k].count);
+  }
+  printf("}");
+  if (in->mode) {
+    printf(", \"mode\": ");
+    json_str(stdout, in->mode);
+  }
+  printf("}\n");
+}
+
+static void print_status_text(const char *name, const dlock_inspection *in) {
+  printf("name:    %s\nkind:    %s\n", name, in->kind);
+  if (in->has_count)
+    printf("count:   %" PRId64 "\n", in->count);
+  if (in->mode)
+    printf("mode:    %s\n", in->mode);
+  for (size_t k = 0; k < in->nholders; k++)
+    printf("holder:  %s %" PRId64 "\n", in->holders[k].owner,
+           in->holders[k].count);
+  printf("ttl:     %" PRId64 " ms\n", in->ttl_ms);
+  if (in->queue_length)
+    printf("queue:   %" PRId64 " waiting\n", in->queue_length);
+}
+
+/* A client of the first --redis server (status, unlock). */
+static int open_first(dlock_client **out) {
+  return connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL, NULL, out);
+}
+
 static int cmd_status(int argc, char **argv) {
   int as_json = 0, i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -670,86 +670,21 @@ static int cmd_status(int argc, char **argv) {
   }
   if (argc - i != 1)
     return usage_error("status: expected NAME");
-  const char *name = argv[i];
-  redisContext *c = raw_connect(nredis ? redis_urls[0] : default_url());
-  if (c == NULL)
-    return EXIT_NOREDIS;
-  int tagged = has_tag(name);
-  char queue[1200], timeouts[1200];
-  snprintf(queue, sizeof queue, tagged ? "redisson_lock_queue:%s" : "redisson_lock_queue:{%s}", name);
-  snprintf(timeouts, sizeof timeouts, tagged ? "%s:timeout" : "{%s}:timeout", name);
-  redisReply *type = redisCommand(c, "TYPE %s", name);
-  redisReply *ttl = redisCommand(c, "PTTL %s", name);
-  redisReply *qlen = redisCommand(c, "LLEN %s", queue);
-  redisReply *ptype = redisCommand(c, "TYPE %s", timeouts);
-  if (!type || !ttl || !qlen || !ptype || type->type != REDIS_REPLY_STATUS) {
-    fprintf(stderr, "%s: status of %s: %s\n", prog, name,
-            type && type->type == REDIS_REPLY_ERROR ? type->str : "no reply");
-    redisFree(c);
-    return EXIT_NOREDIS;
-  }
-  const char *kind = "none";
-  redisReply *fields = NULL, *value = NULL;
-  if (!strcmp(type->str, "hash")) {
-    fields = redisCommand(c, "HGETALL %s", name);
-    kind = "lock";
-    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
-      if (!strcmp(fields->element[k]->str, "mode"))
-        kind = "rwlock";
-    if (!strcmp(kind, "lock") && qlen->type == REDIS_REPLY_INTEGER && qlen->integer > 0)
-      kind = "fair lock";
-  } else if (!strcmp(type->str, "string")) {
-    value = redisCommand(c, "GET %s", name);
-    kind = !strcmp(ptype->str, "zset") ? "permit semaphore" : "count";
-  } else if (strcmp(type->str, "none") != 0) {
-    kind = type->str;
-  }
-  long long queue_len = qlen->type == REDIS_REPLY_INTEGER ? qlen->integer : 0;
-  if (as_json) {
-    printf("{\"name\": ");
-    json_str(stdout, name);
-    printf(", \"kind\": ");
-    json_str(stdout, kind);
-    printf(", \"ttl_ms\": %lld, \"queue_length\": %lld", ttl->integer, queue_len);
-    if (value && value->type == REDIS_REPLY_STRING)
-      printf(", \"count\": %s", value->str);
-    printf(", \"holders\": {");
-    int first = 1;
-    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2) {
-      if (!strcmp(fields->element[k]->str, "mode"))
-        continue;
-      printf("%s", first ? "" : ", ");
-      json_str(stdout, fields->element[k]->str);
-      printf(": %s", fields->element[k + 1]->str);
-      first = 0;
-    }
-    printf("}");
-    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
-      if (!strcmp(fields->element[k]->str, "mode")) {
-        printf(", \"mode\": ");
-        json_str(stdout, fields->element[k + 1]->str);
-      }
-    printf("}\n");
-  } else {
-    printf("name:    %s\nkind:    %s\n", name, kind);
-    if (value && value->type == REDIS_REPLY_STRING)
-      printf("count:   %s\n", value->str);
-    for (size_t k = 0; fields && k + 1 < fields->elements; k += 2)
-      printf("%s %s %s\n", !strcmp(fields->element[k]->str, "mode") ? "mode:   " : "holder: ",
-             fields->element[k]->str, !strcmp(fields->element[k]->str, "mode")
-                                          ? "" : fields->element[k + 1]->str);
-    printf("ttl:     %lld ms\n", ttl->integer);
-    if (queue_len)
-      printf("queue:   %lld waiting\n", queue_len);
-  }
-  freeReplyObject(type);
-  freeReplyObject(ttl);
-  freeReplyObject(qlen);
-  freeReplyObject(ptype);
-  freeReplyObject(fields);
-  freeReplyObject(value);
-  redisFree(c);
-  return 0;
+  dlock_client *c = NULL;
+  dlock_inspection *in = NULL;
+  int status = open_first(&c);
+  if (status)
+    return status;
+  int rc = dlock_inspect(c, argv[i], NULL, &in);
+  if (rc == DLOCK_OK && as_json)
+    print_status_json(argv[i], in);
+  else if (rc == DLOCK_OK)
+    print_status_text(argv[i], in);
+  else
+    status = fail(rc, argv[i]);
+  dlock_inspection_free(in);
+  dlock_client_close(c);
+  return status;
 }
 
 static void unlock_help(void) {
@@ -775,31 +710,18 @@ static int cmd_unlock(int argc, char **argv) {
   if (argc - i != 1)
     return usage_error("unlock: expected NAME");
   const char *name = argv[i];
-  const char *url = nredis ? redis_urls[0] : default_url();
-  redisContext *raw = raw_connect(url);
-  if (raw == NULL)
-    return EXIT_NOREDIS;
-  redisReply *mode = redisCommand(raw, "HGET %s mode", name);
-  int is_rw = mode && mode->type == REDIS_REPLY_STRING;
-  char m[16] = "";
-  if (is_rw)
-    snprintf(m, sizeof m, "%s", mode->str);
-  freeReplyObject(mode);
-  redisFree(raw);
   dlock_client *c = NULL;
-  int status = connect_to(url, 0, NULL, NULL, &c);
+  dlock_inspection *in = NULL;
+  dlock_lock *l = NULL;
+  int status = open_first(&c);
   if (status)
     return status;
-  dlock_lock *l = NULL;
-  dlock_rwlock *rw = NULL;
-  int rc;
-  if (is_rw) {
-    rc = dlock_rwlock_new(c, name, NULL, &rw);
-    l = rw ? (!strcmp(m, "write") ? dlock_rwlock_write(rw) : dlock_rwlock_read(rw))
-           : NULL;
-  } else {
-    rc = dlock_fair_lock_new(c, name, NULL, &l); /* also wakes a fair queue */
-  }
+  int rc = dlock_inspect(c, name, NULL, &in);
+  if (rc == DLOCK_OK && in->mode) /* a read-write lock: release its mode */
+    rc = !strcmp(in->mode, "write") ? dlock_write_lock_new(c, name, NULL, &l)
+                                    : dlock_read_lock_new(c, name, NULL, &l);
+  else if (rc == DLOCK_OK) /* the fair lock's release also wakes its queue */
+    rc = dlock_fair_lock_new(c, name, NULL, &l);
   int released = 0;
   if (rc == DLOCK_OK)
     rc = dlock_force_release(l, &released);
@@ -807,10 +729,8 @@ static int cmd_unlock(int argc, char **argv) {
     printf("%s\n", released ? "released" : "not locked");
   else
     status = fail(rc, name);
-  if (rw)
-    dlock_rwlock_free(rw);
-  else
-    dlock_lock_free(l);
+  dlock_lock_free(l);
+  dlock_inspection_free(in);
   dlock_client_close(c);
   return status;
 }
@@ -832,10 +752,8 @@ int main(int argc, char **argv) {
       if (nredis == MAX_REDIS)
         return usage_error("at most %d --redis", MAX_REDIS);
       const char *url = argv[++i];
-      dlock__uri u;
-      if (dlock__uri_parse(url, &u) != DLOCK_OK)
+      if (dlock_uri_check(url) != DLOCK_OK)
         return usage_error("bad --redis URL \"%s\": %s", url, dlock_errmsg());
-      dlock__uri_free(&u);
       redis_urls[nredis++] = url;
       continue;
     }
@@ -844,11 +762,9 @@ int main(int argc, char **argv) {
   if (i >= argc)
     return usage_error("missing command (run, latch, sem, status, unlock)");
   if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
-    dlock__uri u;
-    if (dlock__uri_parse(default_url(), &u) != DLOCK_OK)
+    if (dlock_uri_check(default_url()) != DLOCK_OK)
       return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", default_url(),
                          dlock_errmsg());
-    dlock__uri_free(&u);
   }
   const char *cmd = argv[i];
   int sub_argc = argc - i;

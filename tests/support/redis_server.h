@@ -1,8 +1,7 @@
 /* Start a throwaway redis-server on a free 127.0.0.1 port and stop it: for
- * the demo, the benchmark and the command-line tool's demo (the test suite
- * has its own harness with fault injection). */
-#ifndef DLOCK_TOOLS_REDIS_SERVER_H
-#define DLOCK_TOOLS_REDIS_SERVER_H
+ * dlock-bench and the test harness (which adds fault injection on top). */
+#ifndef DLOCK_TESTS_REDIS_SERVER_H
+#define DLOCK_TESTS_REDIS_SERVER_H
 
 #include <sys/types.h>
 

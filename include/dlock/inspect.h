@@ -1,0 +1,59 @@
+/* dlock inspection: what is stored under a name, for tools and operators
+ * (`dlock status` is built on it).
+ *
+ * Thread-safety: any thread; the result belongs to the caller.
+ */
+#ifndef DLOCK_INSPECT_H
+#define DLOCK_INSPECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/client.h"
+#include "dlock/lock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One holder of a lock: a field of the lock's hash. */
+typedef struct dlock_holder {
+  const char *owner; /* "U:T", or "U:T:write" for a writer; NUL-terminated
+                        (owner_len for owners with NUL bytes) */
+  size_t owner_len;
+  int64_t count;     /* its hold count */
+} dlock_holder;
+
+typedef struct dlock_inspection {
+  /* "none" (nothing stored), "lock" (a reentrant or fenced lock's hash, or
+   * a fair lock's with no one queued), "fair lock" (someone queued),
+   * "rwlock", "count" (a latch or semaphore), "permit semaphore" (an
+   * expirable-permit semaphore), or the Redis type of a key dlock did not
+   * write ("string" for a non-numeric string) */
+  const char *kind;
+  int64_t ttl_ms;       /* remaining TTL of the key: -2 none, -1 no expiry */
+  int64_t queue_length; /* fair-lock waiters queued */
+  int has_count;        /* 1: count holds a latch's count or a semaphore's
+                           available permits */
+  int64_t count;
+  const char *mode;     /* "read" or "write" for a read-write lock, else NULL */
+  size_t nholders;
+  const dlock_holder *holders; /* the lock's holders (not "mode") */
+} dlock_inspection;
+
+/* Read, in one consistent snapshot, what is stored under name and its
+ * fair queue. opts: NULL, or name_len for names with NUL bytes.
+ * OUT *out: the inspection (NULL on failure), freed with
+ * dlock_inspection_free(). Errors: DLOCK_EINVAL (NULL or bad name),
+ * DLOCK_ENOMEM, DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
+DLOCK_API int dlock_inspect(dlock_client *client, const char *name,
+                            const dlock_lock_opts *opts,
+                            dlock_inspection **out);
+
+/* NULL is a no-op. */
+DLOCK_API void dlock_inspection_free(dlock_inspection *in);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_INSPECT_H */
