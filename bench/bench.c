@@ -854,6 +854,25 @@ static void m1(void) {
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* The workloads in the order they run. */
+static const struct {
+  const char *id;  /* what --workload selects */
+  void (*run)(void);
+  int always;      /* runs whatever is selected */
+} workloads[] = {
+    {"W3p", w3p, 0},        /* first: it forks */
+    {"W1", w1_w2, 1},       /* W1 and W2; measures the raw round trip the
+                               others compare with */
+    {"W3", w3, 0},
+    {"W3p", w3p_report, 0},
+    {"W4", w4, 0},
+    {"W5", w5, 0},
+    {"W6", w6, 0},
+    {"W7", w7, 0},
+    {"W8", w8, 0},
+    {"M1", m1, 0},
+};
+
 static void usage(void) {
   fprintf(stderr,
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
@@ -903,25 +922,9 @@ int main(int argc, char **argv) {
          duration, urls[0]);
   printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
          "bound", "ratio");
-  if (selected("W3p"))
-    w3p(); /* first: it forks */
-  w1_w2(); /* also measures the raw round trip the others compare with */
-  if (selected("W3"))
-    w3();
-  if (selected("W3p"))
-    w3p_report();
-  if (selected("W4"))
-    w4();
-  if (selected("W5"))
-    w5();
-  if (selected("W6"))
-    w6();
-  if (selected("W7"))
-    w7();
-  if (selected("W8"))
-    w8();
-  if (selected("M1"))
-    m1();
+  for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+    if (workloads[i].always || selected(workloads[i].id))
+      workloads[i].run();
   if (json) {
     fprintf(json, "\n]\n");
     fclose(json);

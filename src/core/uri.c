@@ -69,6 +69,81 @@ void dlock__uri_free(dlock__uri *u) {
   memset(u, 0, sizeof *u);
 }
 
+/* The userinfo before the last '@' ahead of the path, if any: user and
+ * password into u; *p moves past the '@'. */
+static int parse_userinfo(const char **p, int is_unix, dlock__uri *u) {
+  const char *s = *p, *end = s + strlen(s), *auth_end = NULL;
+  for (const char *q = s; q < end && (is_unix || *q != '/'); q++)
+    if (*q == '@')
+      auth_end = q;
+  if (auth_end == NULL)
+    return DLOCK_OK;
+  *p = auth_end + 1;
+  const char *colon = memchr(s, ':', (size_t)(auth_end - s));
+  if (colon == NULL) /* redis://password@host, the common short form */
+    return decode(s, (size_t)(auth_end - s), &u->password, "password");
+  int rc = DLOCK_OK;
+  if (colon > s)
+    rc = decode(s, (size_t)(colon - s), &u->user, "user");
+  if (rc == DLOCK_OK)
+    rc = decode(colon + 1, (size_t)(auth_end - colon - 1), &u->password,
+                "password");
+  return rc;
+}
+
+/* unix://...: /path/to/socket[?db=N] */
+static int parse_socket(const char *p, dlock__uri *u) {
+  const char *query = strchr(p, '?');
+  size_t plen = query ? (size_t)(query - p) : strlen(p);
+  if (plen == 0 || p[0] != '/')
+    return dlock__fail(DLOCK_EINVAL, "unix:// URI needs an absolute socket path");
+  int rc = decode(p, plen, &u->path, "path");
+  if (rc != DLOCK_OK || query == NULL)
+    return rc;
+  if (strncmp(query, "?db=", 4) != 0 ||
+      parse_long(query + 4, strlen(query + 4), 0, 1000000, &u->db) != 0)
+    return dlock__fail(DLOCK_EINVAL, "bad unix:// query \"%s\" (only ?db=N)",
+                       query);
+  return DLOCK_OK;
+}
+
+/* redis://...: host[:port][/db], host possibly [bracketed] */
+static int parse_server(const char *p, dlock__uri *u) {
+  const char *host = p, *host_end;
+  if (*p == '[') {
+    host = p + 1;
+    host_end = strchr(host, ']');
+    if (host_end == NULL)
+      return dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
+    p = host_end + 1;
+  } else {
+    host_end = p + strcspn(p, ":/");
+    p = host_end;
+  }
+  if (host_end == host)
+    return dlock__fail(DLOCK_EINVAL, "URI has no host");
+  int rc = decode(host, (size_t)(host_end - host), &u->host, "host");
+  if (rc != DLOCK_OK)
+    return rc;
+  if (*p == ':') {
+    p++;
+    size_t n = strcspn(p, "/");
+    long port;
+    if (parse_long(p, n, 1, 65535, &port) != 0)
+      return dlock__fail(DLOCK_EINVAL, "bad port in URI (1..65535)");
+    u->port = (int)port;
+    p += n;
+  }
+  if (*p == '/') {
+    p++;
+    if (*p && parse_long(p, strlen(p), 0, 1000000, &u->db) != 0)
+      return dlock__fail(DLOCK_EINVAL, "bad database number \"%s\" in URI", p);
+  } else if (*p) {
+    return dlock__fail(DLOCK_EINVAL, "unexpected \"%s\" in URI", p);
+  }
+  return DLOCK_OK;
+}
+
 int dlock__uri_parse(const char *text, dlock__uri *u) {
   memset(u, 0, sizeof *u);
   u->port = 6379;
@@ -89,93 +164,10 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
                        "URI must start with redis:// or unix:// (got \"%.40s\")",
                        text);
   }
-  int rc;
-  /* userinfo: up to the last '@' before the path */
-  const char *end = p + strlen(p);
-  const char *auth_end = NULL;
-  for (const char *q = p; q < end && (is_unix || *q != '/'); q++)
-    if (*q == '@')
-      auth_end = q;
-  if (auth_end) {
-    const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-    if (colon == NULL) {
-      /* redis://password@host, the common short form */
-      rc = decode(p, (size_t)(auth_end - p), &u->password, "password");
-    } else {
-      rc = DLOCK_OK;
-      if (colon > p)
-        rc = decode(p, (size_t)(colon - p), &u->user, "user");
-      if (rc == DLOCK_OK)
-        rc = decode(colon + 1, (size_t)(auth_end - colon - 1), &u->password,
-                    "password");
-    }
-    if (rc != DLOCK_OK)
-      goto fail;
-    p = auth_end + 1;
-  }
-  if (is_unix) {
-    const char *query = strchr(p, '?');
-    size_t plen = query ? (size_t)(query - p) : strlen(p);
-    if (plen == 0 || p[0] != '/') {
-      rc = dlock__fail(DLOCK_EINVAL, "unix:// URI needs an absolute socket path");
-      goto fail;
-    }
-    if ((rc = decode(p, plen, &u->path, "path")) != DLOCK_OK)
-      goto fail;
-    if (query) {
-      if (strncmp(query, "?db=", 4) != 0 ||
-          parse_long(query + 4, strlen(query + 4), 0, 1000000, &u->db) != 0) {
-        rc = dlock__fail(DLOCK_EINVAL, "bad unix:// query \"%s\" (only ?db=N)",
-                         query);
-        goto fail;
-      }
-    }
-    return DLOCK_OK;
-  }
-  /* host */
-  const char *host = p, *host_end;
-  if (*p == '[') {
-    host = p + 1;
-    host_end = strchr(host, ']');
-    if (host_end == NULL) {
-      rc = dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
-      goto fail;
-    }
-    p = host_end + 1;
-  } else {
-    host_end = p + strcspn(p, ":/");
-    p = host_end;
-  }
-  if (host_end == host) {
-    rc = dlock__fail(DLOCK_EINVAL, "URI has no host");
-    goto fail;
-  }
-  if ((rc = decode(host, (size_t)(host_end - host), &u->host, "host")) !=
-      DLOCK_OK)
-    goto fail;
-  if (*p == ':') {
-    p++;
-    size_t n = strcspn(p, "/");
-    long port;
-    if (parse_long(p, n, 1, 65535, &port) != 0) {
-      rc = dlock__fail(DLOCK_EINVAL, "bad port in URI (1..65535)");
-      goto fail;
-    }
-    u->port = (int)port;
-    p += n;
-  }
-  if (*p == '/') {
-    p++;
-    if (*p && parse_long(p, strlen(p), 0, 1000000, &u->db) != 0) {
-      rc = dlock__fail(DLOCK_EINVAL, "bad database number \"%s\" in URI", p);
-      goto fail;
-    }
-  } else if (*p) {
-    rc = dlock__fail(DLOCK_EINVAL, "unexpected \"%s\" in URI", p);
-    goto fail;
-  }
-  return DLOCK_OK;
-fail:
-  dlock__uri_free(u);
+  int rc = parse_userinfo(&p, is_unix, u);
+  if (rc == DLOCK_OK)
+    rc = is_unix ? parse_socket(p, u) : parse_server(p, u);
+  if (rc != DLOCK_OK)
+    dlock__uri_free(u);
   return rc;
 }

@@ -158,15 +158,15 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
   return r;
 }
 
-/* Wait until every call answered, or `granted` tries were granted, or
- * deadline_ms; returns with r->mu held. A try round stops at a majority:
- * the slower members' answers cannot change the outcome, and a late grant
- * is covered like any late answer (released by the RedLock's release). */
+/* Wait (r->mu held by the caller, and still held on return) until at most
+ * `pending` calls are unanswered, or `granted` answers granted, or
+ * deadline_us. A try round stops at a majority: the slower members'
+ * answers cannot change the outcome, and a late grant is covered like any
+ * late answer (released by the RedLock's release). */
 static void round_wait_us(round *r, size_t granted, size_t pending,
                           int64_t deadline_us) {
   struct timespec ts = {.tv_sec = deadline_us / 1000000,
                         .tv_nsec = (deadline_us % 1000000) * 1000};
-  pthread_mutex_lock(&r->mu);
   r->want_granted = granted;
   r->want_pending = pending;
   while (r->pending > pending && r->granted < granted)
@@ -174,6 +174,7 @@ static void round_wait_us(round *r, size_t granted, size_t pending,
       break;
 }
 
+/* round_wait_us for `granted` grants or every answer (r->mu held). */
 static void round_wait(round *r, size_t granted, int64_t deadline_ms) {
   round_wait_us(r, granted, 0, deadline_ms * 1000);
 }
@@ -299,120 +300,153 @@ static void append(char *buf, size_t size, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* What one try round got from the members. */
+typedef struct tally {
+  int granted[DLOCK__MAX_MEMBERS], busy[DLOCK__MAX_MEMBERS];
+  int unanswered[DLOCK__MAX_MEMBERS];
+  size_t ngranted, nbusy, silent;
+  int64_t elapsed; /* ms from the round's start to the end of its wait */
+  char why[1024];  /* "; member i (name): what" for each member not granted */
+} tally;
+
+/* The lease of an acquire: lease_ms, or for the watchdog the shortest of the
+ * members' clients' watchdog timeouts (a safe validity). */
+static int64_t round_lease(redlock *rl, int64_t lease_ms) {
+  if (lease_ms != DLOCK_LEASE_WATCHDOG)
+    return lease_ms;
+  int64_t lease = INT64_MAX;
+  for (size_t i = 0; i < rl->n; i++) {
+    int64_t t = dlock__client_opts(rl->members[i]->h.client)->watchdog_timeout_ms;
+    if (t < lease)
+      lease = t;
+  }
+  return lease;
+}
+
+/* One try round, started at t0 and waited for until round_end (or a
+ * majority): what each member answered, into *t. */
+static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
+                     int64_t round_end, tally *t) {
+  round *r = round_start(rl, TRY, owner, lease, NULL);
+  if (r == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  pthread_mutex_lock(&r->mu);
+  round_wait(r, rl->quorum, round_end);
+  t->elapsed = dlock__now_ms() - t0;
+  t->why[0] = '\0';
+  for (size_t i = 0; i < rl->n; i++) {
+    call *c = &r->calls[i];
+    dlock_lock *m = rl->members[i];
+    int64_t hint = 0, token = 0;
+    if (!c->done) {
+      t->silent++;
+      t->unanswered[i] = 1;
+      append(t->why, sizeof t->why, "; member %zu (%.60s): no answer within %"
+             PRId64 " ms", i, m->h.name, rl->member_timeout_ms);
+    } else if (c->status != DLOCK_OK) {
+      append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+             c->errmsg);
+    } else if (c->reply->type == REDIS_REPLY_ERROR) {
+      append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+             c->reply->str);
+    } else {
+      int got = m->m->read_reply(c->reply, 0, &hint, &token);
+      if (got == 1) {
+        t->granted[i] = 1;
+        t->ngranted++;
+      } else {
+        t->busy[i] = got == 0;
+        t->nbusy += got == 0;
+        append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+               got == 0 ? "held by another owner" : dlock_errmsg());
+      }
+    }
+  }
+  round_unref_locked(r);
+  return DLOCK_OK;
+}
+
+/* A round won: the owner's record, and the granted members' holds. */
+static void keep_grant(redlock *rl, uint64_t owner, int watchdog, int64_t lease,
+                       int64_t t0, const tally *t) {
+  pthread_mutex_lock(&rl->mu);
+  acq *a = acq_get(rl, owner, 1);
+  if (a) {
+    a->count++;
+    atomic_store(&a->held, (int)t->ngranted);
+  }
+  pthread_mutex_unlock(&rl->mu);
+  for (size_t i = 0; i < rl->n; i++)
+    if (t->granted[i])
+      dlock__lock_hold(rl->members[i], owner, watchdog, lease, t0,
+                       watchdog && a ? &a->ln : NULL);
+}
+
+/* Undo a failed round started at t0: release every member, also those that
+ * did not answer, but for the ones that answered "held by another owner"
+ * (nothing of ours there). Wait (up to the member timeout) only for the
+ * members that answered the try: they answer at once, and then nothing of
+ * this round is left on them. A silent member's release travels on its
+ * connection ahead of any later try there; no local hold was recorded. */
+static void undo_round(redlock *rl, uint64_t owner, int64_t t0, const tally *t) {
+  if (t->nbusy >= rl->n)
+    return;
+  round *rel = round_start(rl, RELEASE, owner, 0, t->busy);
+  if (rel == NULL)
+    return;
+  int stuck[DLOCK__MAX_MEMBERS] = {0};
+  stuck_members(rl, rel, stuck);
+  pthread_mutex_lock(&rel->mu);
+  round_wait_us(rel, SIZE_MAX, t->silent,
+                dlock__now_us() + rl->member_timeout_ms * 1000);
+  /* A round the budget cut short left members silent that may just be
+   * slow: give those that are not stuck the rest of the round's member
+   * timeout, so a try granted late is released before the call ends. */
+  size_t silent_stuck = 0;
+  for (size_t i = 0; i < rl->n; i++)
+    silent_stuck += stuck[i] && t->unanswered[i];
+  if (rel->pending > silent_stuck)
+    round_wait_us(rel, SIZE_MAX, silent_stuck, (t0 + rl->member_timeout_ms) * 1000);
+  round_unref_locked(rel);
+}
+
 static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   redlock *rl = (redlock *)l;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  int64_t lease = lease_ms;
-  if (watchdog) { /* the shortest of the members' clients: a safe validity */
-    lease = INT64_MAX;
-    for (size_t i = 0; i < rl->n; i++) {
-      int64_t t = dlock__client_opts(rl->members[i]->h.client)->watchdog_timeout_ms;
-      if (t < lease)
-        lease = t;
-    }
-  }
+  int64_t lease = round_lease(rl, lease_ms);
   int64_t start = dlock__now_ms();
   int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
-  char why[1024];
   for (;;) {
     int64_t t0 = dlock__now_ms();
-    round *r = round_start(rl, TRY, owner, lease, NULL);
-    if (r == NULL)
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
     /* the first round gets the whole member timeout; later ones end with
      * the wait budget, so a failing acquire returns within budget + 50 ms */
     int64_t round_end = t0 + rl->member_timeout_ms;
     if (t0 > start && deadline >= 0 && deadline < round_end)
       round_end = deadline;
-    round_wait(r, rl->quorum, round_end);
-    int64_t elapsed = dlock__now_ms() - t0;
-    int granted[DLOCK__MAX_MEMBERS] = {0}, busy[DLOCK__MAX_MEMBERS] = {0};
-    int unanswered[DLOCK__MAX_MEMBERS] = {0};
-    size_t ngranted = 0, nbusy = 0, silent = 0;
-    why[0] = '\0';
-    for (size_t i = 0; i < rl->n; i++) {
-      call *c = &r->calls[i];
-      dlock_lock *m = rl->members[i];
-      int64_t hint = 0, token = 0;
-      if (!c->done) {
-        silent++;
-        unanswered[i] = 1;
-        append(why, sizeof why, "; member %zu (%.60s): no answer within %" PRId64
-               " ms", i, m->h.name, rl->member_timeout_ms);
-      } else if (c->status != DLOCK_OK) {
-        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name, c->errmsg);
-      } else if (c->reply->type == REDIS_REPLY_ERROR) {
-        append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
-               c->reply->str);
-      } else {
-        int got = m->m->read_reply(c->reply, 0, &hint, &token);
-        if (got == 1) {
-          granted[i] = 1;
-          ngranted++;
-        } else {
-          busy[i] = got == 0;
-          nbusy += got == 0;
-          append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
-                 got == 0 ? "held by another owner" : dlock_errmsg());
-        }
-      }
-    }
-    pthread_mutex_unlock(&r->mu);
-    round_unref(r);
-    int64_t validity = lease - elapsed - (lease / 100 + 2);
-    if (ngranted >= rl->quorum && validity > 0) {
-      pthread_mutex_lock(&rl->mu);
-      acq *a = acq_get(rl, owner, 1);
-      if (a) {
-        a->count++;
-        atomic_store(&a->held, (int)ngranted);
-      }
-      pthread_mutex_unlock(&rl->mu);
-      for (size_t i = 0; i < rl->n; i++)
-        if (granted[i])
-          dlock__lock_hold(rl->members[i], owner, watchdog, lease, t0,
-                           watchdog && a ? &a->ln : NULL);
+    tally t = {.ngranted = 0};
+    int rc = try_round(rl, owner, lease, t0, round_end, &t);
+    if (rc != DLOCK_OK)
+      return rc;
+    int64_t validity = lease - t.elapsed - (lease / 100 + 2);
+    if (t.ngranted >= rl->quorum && validity > 0) {
+      keep_grant(rl, owner, watchdog, lease, t0, &t);
       grant->validity_ms = validity;
       return DLOCK_OK;
     }
-    if (ngranted >= rl->quorum)
-      append(why, sizeof why, "; validity spent (%" PRId64 " ms elapsed of a %"
-             PRId64 " ms lease)", elapsed, lease);
-    /* Release every member, also those that did not answer, but for the
-     * ones that answered "held by another owner" (nothing of ours there).
-     * Wait (up to the member timeout) only for the members that answered
-     * the try: they answer at once, and then nothing of this round is left
-     * on them. A silent member's release travels on its connection ahead
-     * of any later try there; no local hold was recorded for this round. */
-    round *rel = nbusy < rl->n ? round_start(rl, RELEASE, owner, 0, busy) : NULL;
-    if (rel) {
-      int stuck[DLOCK__MAX_MEMBERS] = {0};
-      stuck_members(rl, rel, stuck);
-      round_wait_us(rel, SIZE_MAX, silent,
-                    dlock__now_us() + rl->member_timeout_ms * 1000);
-      /* A round the budget cut short left members silent that may just be
-       * slow: give those that are not stuck the rest of the round's member
-       * timeout, so a try granted late is released before the call ends. */
-      size_t silent_stuck = 0;
-      for (size_t i = 0; i < rl->n; i++)
-        silent_stuck += stuck[i] && unanswered[i];
-      if (rel->pending > silent_stuck) {
-        pthread_mutex_unlock(&rel->mu);
-        round_wait_us(rel, SIZE_MAX, silent_stuck,
-                      (t0 + rl->member_timeout_ms) * 1000);
-      }
-      round_unref_locked(rel);
-    }
+    if (t.ngranted >= rl->quorum)
+      append(t.why, sizeof t.why, "; validity spent (%" PRId64 " ms elapsed of "
+             "a %" PRId64 " ms lease)", t.elapsed, lease);
+    undo_round(rl, owner, t0, &t);
     int64_t now = dlock__now_ms();
     if (wait_ms == 0)
       return dlock__fail(DLOCK_EQUORUM, "redlock: %zu of %zu members granted "
-                         "(%zu held elsewhere), %zu needed%s", ngranted, rl->n,
-                         nbusy, rl->quorum, why);
+                         "(%zu held elsewhere), %zu needed%s", t.ngranted, rl->n,
+                         t.nbusy, rl->quorum, t.why);
     if (deadline >= 0 && now >= deadline)
       return dlock__fail(DLOCK_EQUORUM, "redlock: no quorum within %" PRId64
                          " ms; last round %zu of %zu granted, %zu needed%s",
-                         wait_ms, ngranted, rl->n, rl->quorum, why);
+                         wait_ms, t.ngranted, rl->n, rl->quorum, t.why);
     int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
     if (deadline >= 0 && now + delay > deadline)
       delay = deadline - now;
@@ -438,6 +472,7 @@ static int release(dlock_lock *l, uint64_t owner) {
   size_t held = held_by ? (size_t)atomic_load(&held_by->held) : rl->n;
   pthread_mutex_unlock(&rl->mu);
   int64_t t0_us = dlock__now_us();
+  pthread_mutex_lock(&r->mu);
   round_wait_us(r, SIZE_MAX, held < rl->n ? rl->n - held : 0,
                 (t0 + rl->member_timeout_ms) * 1000);
   if (r->pending > stuck) {
@@ -451,13 +486,11 @@ static int release(dlock_lock *l, uint64_t owner) {
       grace = 5000;
     if (grace > rl->member_timeout_ms * 1000)
       grace = rl->member_timeout_ms * 1000;
-    pthread_mutex_unlock(&r->mu);
     round_wait_us(r, SIZE_MAX, stuck, now + grace);
   }
   if (r->granted < rl->quorum && r->pending > 0) {
     /* A release is not racing a lease: give slow members up to the command
      * timeout to confirm a majority. */
-    pthread_mutex_unlock(&r->mu);
     round_wait(r, rl->quorum,
                t0 + dlock__client_opts(rl->members[0]->h.client)->command_timeout_ms);
   }
@@ -479,8 +512,7 @@ static int release(dlock_lock *l, uint64_t owner) {
       append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
              dlock_errmsg());
   }
-  pthread_mutex_unlock(&r->mu);
-  round_unref(r);
+  round_unref_locked(r);
   pthread_mutex_lock(&rl->mu);
   acq *a = acq_get(rl, owner, 0);
   if (a && --a->count <= 0)

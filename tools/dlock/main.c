@@ -246,178 +246,212 @@ static void run_help(void) {
          "COMMAND ran, 64 usage, 69 Redis unreachable.\n");
 }
 
-static int cmd_run(int argc, char **argv) {
-  int fair = 0, read = 0, write = 0, sem = 0;
-  int64_t permits = 0, wait_ms = -1, lease_ms = DLOCK_LEASE_WATCHDOG,
-          watchdog_ms = 10000;
+typedef struct run_opts {
+  int fair, read, write, sem;
+  int64_t permits, wait_ms, lease_ms, watchdog_ms;
+  const char *name;
+  char **command;
+} run_opts;
+
+/* One option of `run` that takes a value (argv[*i + 1]). */
+static int run_option_value(const char *o, const char *val, run_opts *ro) {
+  if (val == NULL)
+    return usage_error("%s needs a value", o);
+  if (!strcmp(o, "--permits")) {
+    if (parse_count(val, 1, &ro->permits) != 0)
+      return usage_error("bad --permits \"%s\" (a number >= 1)", val);
+    return 0;
+  }
+  if (!strcmp(o, "--lost-signal")) {
+    if ((lost_signal = parse_signal(val)) < 0)
+      return usage_error("bad --lost-signal \"%s\" (TERM, INT, KILL, ...)", val);
+    return 0;
+  }
+  int64_t d = parse_duration(val);
+  int is_wait = !strcmp(o, "--wait");
+  if (d == -2 || (d == -1 && !is_wait) || (d == 0 && !is_wait))
+    return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
+  if (is_wait)
+    ro->wait_ms = d;
+  else if (!strcmp(o, "--lease"))
+    ro->lease_ms = d;
+  else if (d < 30)
+    return usage_error("--watchdog must be at least 30ms");
+  else
+    ro->watchdog_ms = d;
+  return 0;
+}
+
+/* Parse `run [options] NAME -- COMMAND...`. Returns 0, -1 after --help, or
+ * an exit status. */
+static int parse_run(int argc, char **argv, run_opts *ro) {
+  *ro = (run_opts){.wait_ms = -1, .lease_ms = DLOCK_LEASE_WATCHDOG,
+                   .watchdog_ms = 10000};
   int i = 1;
   for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
     const char *o = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int status = 0;
     if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
       run_help();
-      return 0;
+      return -1;
     } else if (!strcmp(o, "--fair")) {
-      fair = 1;
+      ro->fair = 1;
     } else if (!strcmp(o, "--read")) {
-      read = 1;
+      ro->read = 1;
     } else if (!strcmp(o, "--write")) {
-      write = 1;
+      ro->write = 1;
     } else if (!strcmp(o, "--semaphore")) {
-      sem = 1;
+      ro->sem = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
                !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
                !strcmp(o, "--lost-signal")) {
-      if (val == NULL)
-        return usage_error("%s needs a value", o);
-      i++;
-      if (!strcmp(o, "--permits")) {
-        if (parse_count(val, 1, &permits) != 0)
-          return usage_error("bad --permits \"%s\" (a number >= 1)", val);
-      } else if (!strcmp(o, "--lost-signal")) {
-        if ((lost_signal = parse_signal(val)) < 0)
-          return usage_error("bad --lost-signal \"%s\" (TERM, INT, KILL, ...)", val);
-      } else {
-        int64_t d = parse_duration(val);
-        if (d == -2 || (d == -1 && strcmp(o, "--wait") != 0) ||
-            (d == 0 && strcmp(o, "--wait") != 0))
-          return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)",
-                             val, o);
-        if (!strcmp(o, "--wait"))
-          wait_ms = d;
-        else if (!strcmp(o, "--lease"))
-          lease_ms = d;
-        else if (d < 30)
-          return usage_error("--watchdog must be at least 30ms");
-        else
-          watchdog_ms = d;
-      }
+      status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
-      return usage_error("run: unknown option %s", o);
+      status = usage_error("run: unknown option %s", o);
     }
+    if (status)
+      return status;
   }
-  if (fair + read + write + sem > 1)
+  if (ro->fair + ro->read + ro->write + ro->sem > 1)
     return usage_error("run: --fair, --read, --write and --semaphore exclude "
                        "each other");
-  if (sem != (permits > 0))
+  if (ro->sem != (ro->permits > 0))
     return usage_error("run: --semaphore and --permits go together");
   if (i >= argc || !strcmp(argv[i], "--"))
     return usage_error("run: missing NAME");
-  const char *name = argv[i++];
+  ro->name = argv[i++];
   if (i >= argc || strcmp(argv[i], "--") != 0)
     return usage_error("run: missing -- before the command");
   i++;
   if (i >= argc)
     return usage_error("run: missing the command after --");
-  char **command = argv + i;
-  if (nredis > 1 && (fair || read || write || sem))
+  ro->command = argv + i;
+  if (nredis > 1 && (ro->fair || ro->read || ro->write || ro->sem))
     return usage_error("run: several --redis (RedLock) work with plain locks only");
+  return 0;
+}
 
+/* The lock `run` takes: a RedLock over n clients' members, or one of the
+ * kinds on clients[0]. */
+static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
+                         dlock_lock **members, dlock_lock **lock) {
+  const char *name = ro->name;
+  int rc = DLOCK_OK;
+  if (n > 1) {
+    for (int k = 0; k < n && rc == DLOCK_OK; k++)
+      rc = dlock_reentrant_lock_new(clients[k], name, NULL, &members[k]);
+    dlock_redlock_opts opts = DLOCK_REDLOCK_OPTS_INIT;
+    opts.on_lost = on_redlock_lost;
+    return rc == DLOCK_OK ? dlock_redlock_new(members, (size_t)n, &opts, lock) : rc;
+  }
+  if (ro->fair)
+    return dlock_fair_lock_new(clients[0], name, NULL, lock);
+  if (ro->read)
+    return dlock_read_lock_new(clients[0], name, NULL, lock);
+  if (ro->write)
+    return dlock_write_lock_new(clients[0], name, NULL, lock);
+  if (ro->sem) {
+    dlock_permits *p = NULL;
+    rc = dlock_permits_new(clients[0], name, NULL, &p);
+    if (rc == DLOCK_OK)
+      rc = dlock_permits_try_set_permits(p, ro->permits, NULL);
+    dlock_permits_free(p);
+    return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
+                          : rc;
+  }
+  return dlock_reentrant_lock_new(clients[0], name, NULL, lock);
+}
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+/* Run the command while the lock is held: signals are forwarded to it, and
+ * with a fixed lease a watcher signals it when the lease runs out. Returns
+ * its exit status (128+N for signal N). */
+static int run_command(char **command, int64_t lease_ms, int64_t validity_ms) {
+  struct sigaction sa = {0};
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  for (size_t k = 0; k < NFORWARDED; k++)
+    sigaction(forwarded[k], &sa, NULL);
+  lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+                    validity_ms};
+  pthread_t watcher;
+  int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
+                 pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sigaction dfl = {0};
+    dfl.sa_handler = SIG_DFL;
+    for (size_t k = 0; k < NFORWARDED; k++)
+      sigaction(forwarded[k], &dfl, NULL);
+    execvp(command[0], command);
+    fprintf(stderr, "%s: cannot run %s: %s\n", prog, command[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  int st = 0, status;
+  if (pid < 0) {
+    fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+    status = EXIT_SOFTWARE;
+  } else {
+    atomic_store(&child_pid, pid);
+    if (atomic_load(&lost_flag)) /* lost before the child existed */
+      kill(pid, lost_signal);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+      ;
+    atomic_store(&child_pid, 0);
+    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  if (watching) {
+    pthread_mutex_lock(&lt.mu);
+    lt.done = 1;
+    pthread_cond_signal(&lt.cv);
+    pthread_mutex_unlock(&lt.mu);
+    pthread_join(watcher, NULL);
+  }
+  return status;
+}
+
+static int cmd_run(int argc, char **argv) {
+  run_opts ro;
+  int status = parse_run(argc, argv, &ro);
+  if (status)
+    return status < 0 ? 0 : status;
   int n = nredis ? nredis : 1;
   dlock_client *clients[MAX_REDIS] = {0};
   dlock_lock *members[MAX_REDIS] = {0}, *lock = NULL;
-  dlock_rwlock *rw = NULL;
-  int status = 0;
   for (int k = 0; k < n && status == 0; k++)
-    status = connect_to(nredis ? redis_urls[k] : default_url(), watchdog_ms,
+    status = connect_to(nredis ? redis_urls[k] : default_url(), ro.watchdog_ms,
                         nredis > 1 ? NULL : on_client_lost,
                         k > 0 ? clients[0] : NULL, &clients[k]);
   int rc = DLOCK_OK;
-  if (status == 0) {
-    if (n > 1) {
-      for (int k = 0; k < n && rc == DLOCK_OK; k++)
-        rc = dlock_reentrant_lock_new(clients[k], name, NULL, &members[k]);
-      dlock_redlock_opts ro = DLOCK_REDLOCK_OPTS_INIT;
-      ro.on_lost = on_redlock_lost;
-      if (rc == DLOCK_OK)
-        rc = dlock_redlock_new(members, (size_t)n, &ro, &lock);
-    } else if (fair) {
-      rc = dlock_fair_lock_new(clients[0], name, NULL, &lock);
-    } else if (read || write) {
-      rc = dlock_rwlock_new(clients[0], name, NULL, &rw);
-      lock = rw ? (read ? dlock_rwlock_read(rw) : dlock_rwlock_write(rw)) : NULL;
-    } else if (sem) {
-      dlock_permits *p = NULL;
-      rc = dlock_permits_new(clients[0], name, NULL, &p);
-      if (rc == DLOCK_OK)
-        rc = dlock_permits_try_set_permits(p, permits, NULL);
-      dlock_permits_free(p);
-      if (rc == DLOCK_OK)
-        rc = dlock_semaphore_lock_new(clients[0], name, NULL, &lock);
-    } else {
-      rc = dlock_reentrant_lock_new(clients[0], name, NULL, &lock);
-    }
-    if (rc != DLOCK_OK)
-      status = fail(rc, name);
-  }
+  if (status == 0 && (rc = make_run_lock(&ro, n, clients, members, &lock)) != DLOCK_OK)
+    status = fail(rc, ro.name);
   dlock_grant grant = {0, 0};
   if (status == 0) {
-    rc = dlock_acquire_grant(lock, wait_ms, lease_ms, &grant);
+    rc = dlock_acquire_grant(lock, ro.wait_ms, ro.lease_ms, &grant);
     if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
-        (rc == DLOCK_EQUORUM && wait_ms >= 0)) {
-      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, name,
-              wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
+        (rc == DLOCK_EQUORUM && ro.wait_ms >= 0)) {
+      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, ro.name,
+              ro.wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
       status = EXIT_TIMEOUT;
     } else if (rc != DLOCK_OK) {
-      status = fail(rc, name);
+      status = fail(rc, ro.name);
     }
   }
   if (status == 0) {
-    struct sigaction sa = {0};
-    sa.sa_handler = forward;
-    sigemptyset(&sa.sa_mask);
-    int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++)
-      sigaction(fwd[k], &sa, NULL);
-    lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
-                      grant.validity_ms};
-    pthread_t watcher;
-    int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
-                   pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-      struct sigaction dfl = {0};
-      dfl.sa_handler = SIG_DFL;
-      for (size_t k = 0; k < sizeof fwd / sizeof fwd[0]; k++)
-        sigaction(fwd[k], &dfl, NULL);
-      execvp(command[0], command);
-      fprintf(stderr, "%s: cannot run %s: %s\n", prog, command[0], strerror(errno));
-      _exit(errno == ENOENT ? 127 : 126);
-    }
-    int st = 0;
-    if (pid < 0) {
-      fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
-      status = EXIT_SOFTWARE;
-    } else {
-      atomic_store(&child_pid, pid);
-      if (atomic_load(&lost_flag)) /* lost before the child existed */
-        kill(pid, lost_signal);
-      while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-      atomic_store(&child_pid, 0);
-      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    if (watching) {
-      pthread_mutex_lock(&lt.mu);
-      lt.done = 1;
-      pthread_cond_signal(&lt.cv);
-      pthread_mutex_unlock(&lt.mu);
-      pthread_join(watcher, NULL);
-    }
+    status = run_command(ro.command, ro.lease_ms, grant.validity_ms);
     rc = dlock_release(lock);
     if (atomic_load(&lost_flag) || rc == DLOCK_ELOST) {
       fprintf(stderr, "%s: the lease of %s was lost while the command ran%s\n",
-              prog, name, atomic_load(&lost_flag) ? " (the command was signalled)"
-                                                  : "");
+              prog, ro.name, atomic_load(&lost_flag) ? " (the command was signalled)"
+                                                     : "");
       status = EXIT_LOST;
     } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
       fail(rc, "release");
     }
   }
-  if (rw)
-    dlock_rwlock_free(rw);
-  else
-    dlock_lock_free(lock);
+  dlock_lock_free(lock);
   for (int k = 0; k < n; k++) {
     dlock_lock_free(members[k]);
     dlock_client_close(clients[k]);
