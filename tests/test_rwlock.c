@@ -588,6 +588,12 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_rwlock_new(cl, "", NULL, &rw), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_rwlock_new(cl, NULL, NULL, &rw), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_rwlock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  dlock_lock *half = (dlock_lock *)1;
+  TH_ASSERT_RC(dlock_read_lock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_write_lock_new(cl, "x", NULL, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_read_lock_new(NULL, "x", NULL, &half), DLOCK_EINVAL);
+  CU_ASSERT(half == NULL);
+  TH_ASSERT_RC(dlock_write_lock_new(cl, "", NULL, &half), DLOCK_EINVAL);
   CU_ASSERT_PTR_NULL(dlock_rwlock_read(NULL));
   CU_ASSERT_PTR_NULL(dlock_rwlock_write(NULL));
   dlock_rwlock_free(NULL);

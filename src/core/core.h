@@ -1,9 +1,9 @@
 /* What a backend may use of the core: errors, clock, buffers and key names,
  * requests and calls to the engine, the client's options and owner
  * strings, the waiting recipe, and the hold registry (watchdog). The
- * engine's own machinery (connections, the pub/sub waiter's internals,
- * hash tables) is in core/engine.h, which backends never include. Nothing
- * here is public API. */
+ * engine's own machinery (connections, the pub/sub waiter's internals) is
+ * in core/engine.h, its hash tables in core/map.h; backends never include
+ * either. Nothing here is public API. */
 #ifndef DLOCK_CORE_H
 #define DLOCK_CORE_H
 
@@ -51,7 +51,7 @@ void dlock__buf_shrink(dlock__buf *b);
 int dlock__resp_array(dlock__buf *b, size_t n);
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
 
-/* ---- keys (keys.c, docs/wire.md "Hash tags") ---------------------------------- */
+/* ---- keys (keys.c, docs/wire.md "Hash tags") ------------------------------ */
 
 /* 1 when name contains a valid hash tag ("{" then a later "}" with at least
  * one byte between them). */

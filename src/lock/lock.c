@@ -12,10 +12,9 @@ uint64_t dlock__lock_owner_id(const dlock_lock *lock) {
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out) {
-  void *block;
+  void *block = NULL;
   int rc = dlock__handle_new(m->size, client, name, opts, &block);
-  if (out)
-    *out = block;
+  *out = block;
   if (rc != DLOCK_OK)
     return rc;
   (*out)->m = m;

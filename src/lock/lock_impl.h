@@ -61,8 +61,8 @@ struct dlock_lock {
   unsigned caps;        /* m->caps, or a combinator's own */
 };
 
-/* Allocate a backend's struct (m->size bytes), copy the name and take a
- * reference on client. */
+/* Allocate a backend's struct (m->size bytes) with dlock__handle_new (out
+ * must not be NULL: constructors pass their own local). */
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out);

@@ -286,6 +286,9 @@ static const dlock__lock_methods write_methods = {
 static int half_new(const dlock__lock_methods *m, dlock_client *client,
                     const char *name, const dlock_lock_opts *opts,
                     dlock_lock **out) {
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
   dlock_lock *l;
   int rc = dlock__lock_alloc(m, client, name, opts, &l);
   if (rc != DLOCK_OK)
