@@ -93,6 +93,13 @@ static void die(const char *what, int rc) {
   exit(1);
 }
 
+/* url as it may be printed: without its password. */
+static const char *shown(const char *url) {
+  static _Thread_local char buf[160];
+  dlock_uri_redact(url, buf, sizeof buf);
+  return buf;
+}
+
 static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (watchdog_ms)
@@ -100,7 +107,7 @@ static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
   dlock_client *c = NULL;
   int rc = dlock_client_open(url, &o, &c);
   if (rc != DLOCK_OK)
-    die(url, rc);
+    die(shown(url), rc);
   return c;
 }
 
@@ -159,7 +166,7 @@ static double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
 static redisContext *raw_connect(const char *url) {
   redisContext *c = redisConnect("127.0.0.1", port_of(url));
   if (c == NULL || c->err) {
-    fprintf(stderr, "dlock-bench: cannot connect to %s\n", url);
+    fprintf(stderr, "dlock-bench: cannot connect to %s\n", shown(url));
     exit(1);
   }
   for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++)
@@ -919,7 +926,7 @@ int main(int argc, char **argv) {
   if (json)
     fprintf(json, "[");
   printf("dlock-bench %s, %.1f s per workload, server %s\n", DLOCK_VERSION_STRING,
-         duration, urls[0]);
+         duration, shown(urls[0]));
   printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
          "bound", "ratio");
   for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "redis_server.h"
 
 static th_server srv;
 static const char *dlock_bin;
@@ -424,6 +426,116 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(run_dlock(help, NULL, 0), 0);
 }
 
+/* Run dlock (or another program: args[0] a path) with stdout and stderr in
+ * out; the exit status. */
+static int run_output(char *const args[], char *out, size_t size) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  char *argv[32] = {(char *)dlock_bin};
+  int n = args[0][0] == '/' ? 0 : 1;
+  for (int i = 0; args[i] && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < size && (r = read(fds[0], out + len, size - 1 - len)) > 0)
+    len += (size_t)r;
+  out[len] = '\0';
+  close(fds[0]);
+  return th_wait_worker(pid, 30000);
+}
+
+/* A failing path's output must not show the password. */
+#define ASSERT_NO_SECRET(out, secret)                                         \
+  do {                                                                        \
+    if (strstr(out, secret) != NULL)                                          \
+      fprintf(stderr, "\n  %s:%d: the password is in: %s", __FILE__, __LINE__, \
+              out);                                                           \
+    CU_ASSERT(strstr(out, secret) == NULL);                                   \
+  } while (0)
+
+static void test_credentials(void) {
+  th_server a;
+  CU_ASSERT_FATAL(th_server_start(&a, "--requirepass cli-s3cret") == 0);
+  char out[4096], wrong[128], down[128], pwfile[128];
+  snprintf(wrong, sizeof wrong, "redis://app:wr0ng-pw@127.0.0.1:%d", a.port);
+  snprintf(down, sizeof down, "redis://:wr0ng-pw@127.0.0.1:%d",
+           dlock_tool_free_port());
+  /* wrong password, server down, a RedLock over both, a bad URL */
+  char *bad_pw[] = {"--redis", wrong, "latch", "get", "x", NULL};
+  CU_ASSERT_EQUAL(run_output(bad_pw, out, sizeof out), 69);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  CU_ASSERT(strstr(out, "redis://app:***@127.0.0.1") != NULL);
+  char *dead[] = {"--redis", down, "sem", "available", "x", NULL};
+  CU_ASSERT_EQUAL(run_output(dead, out, sizeof out), 69);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  char *redlock[] = {"--redis", wrong, "--redis", down, "--redis", wrong,
+                     "run", "--wait", "0", "x", "--", "true", NULL};
+  CU_ASSERT(run_output(redlock, out, sizeof out) != 0);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  char *bad_url[] = {"--redis", "http://app:wr0ng-pw@h", "latch", "get", "x", NULL};
+  CU_ASSERT_EQUAL(run_output(bad_url, out, sizeof out), 64);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  setenv("DLOCK_REDIS_URL", wrong, 1);
+  char *env_url[] = {"latch", "get", "x", NULL};
+  CU_ASSERT_EQUAL(run_output(env_url, out, sizeof out), 69);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  setenv("DLOCK_REDIS_URL", "ftp://app:wr0ng-pw@h", 1);
+  CU_ASSERT_EQUAL(run_output(env_url, out, sizeof out), 64);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  const char *bench = getenv("DLOCK_BENCH");
+  if (bench) {
+    char *bench_args[] = {(char *)bench, "--url", down, "--workload", "W1",
+                          "--duration", "0.1", "--json", "/dev/null", NULL};
+    CU_ASSERT(run_output(bench_args, out, sizeof out) != 0);
+    ASSERT_NO_SECRET(out, "wr0ng-pw");
+  }
+
+  /* the password from the environment, for a URL without one */
+  char url[128];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", a.port);
+  char *set[] = {"--redis", url, "latch", "set", "creds", "2", NULL};
+  setenv("DLOCK_REDIS_PASSWORD", "cli-s3cret", 1);
+  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "set") != NULL);
+  setenv("DLOCK_REDIS_PASSWORD", "wr0ng-pw", 1);
+  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 69);
+  ASSERT_NO_SECRET(out, "wr0ng-pw");
+  unsetenv("DLOCK_REDIS_PASSWORD");
+  /* or from a file no one else may read */
+  snprintf(pwfile, sizeof pwfile, "%s/pw", tmpdir);
+  FILE *f = fopen(pwfile, "w");
+  fputs("cli-s3cret\n", f);
+  fclose(f);
+  chmod(pwfile, 0644);
+  char *get[] = {"--redis", url, "--password-file", pwfile, "latch", "get",
+                 "creds", NULL};
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "chmod 600") != NULL);
+  ASSERT_NO_SECRET(out, "cli-s3cret");
+  chmod(pwfile, 0600);
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
+  CU_ASSERT(strncmp(out, "2", 1) == 0);
+  f = fopen(pwfile, "w");
+  fclose(f);
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 64); /* empty */
+  char *help[] = {"--help", NULL};
+  CU_ASSERT_EQUAL(run_output(help, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "--password-file") && strstr(out, "DLOCK_REDIS_PASSWORD"));
+  th_server_stop(&a);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -432,6 +544,7 @@ static void add_tests(void) {
   CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
+  CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

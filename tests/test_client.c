@@ -10,6 +10,7 @@
 #include "core/core.h"
 #include "core/uri.h"
 #include "harness.h"
+#include "redis_server.h"
 
 /* ---- URIs, keys, errors (no server) --------------------------------------- */
 
@@ -131,6 +132,69 @@ static void test_open_dead_server(void) {
   CU_ASSERT(took >= 250 && took <= 600);
   CU_ASSERT(strstr(dlock_errmsg(), "refused") != NULL);
   CU_ASSERT_PTR_NULL(c);
+}
+
+/* Credentials: options instead of URIs, and never a password in a message. */
+static void test_credentials(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "--requirepass s3cr3t-pw") == 0);
+  char url[160], redacted[160];
+  dlock_client *c = NULL;
+  /* every failing path of open: wrong password, server down, bad URI */
+  snprintf(url, sizeof url, "redis://:wr0ng-pw@127.0.0.1:%d", s.port);
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "wr0ng-pw") == NULL);
+  snprintf(url, sizeof url, "redis://app:wr0ng-pw@127.0.0.1:%d",
+           dlock_tool_free_port());
+  dlock_client_opts quick = DLOCK_CLIENT_OPTS_INIT;
+  quick.connect_timeout_ms = 300;
+  TH_ASSERT_RC(dlock_client_open(url, &quick, &c), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "wr0ng-pw") == NULL);
+  TH_ASSERT_RC(dlock_client_open("http://app:wr0ng-pw@127.0.0.1:1", NULL, &c),
+               DLOCK_EINVAL);
+  CU_ASSERT(strstr(dlock_errmsg(), "wr0ng-pw") == NULL);
+  CU_ASSERT(strstr(dlock_errmsg(), "***") != NULL);
+
+  /* the password (and user) in the options, none in the URI */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.password = "s3cr3t-pw";
+  TH_ASSERT_RC(dlock_client_open(s.url, &o, &c), DLOCK_OK);
+  dlock_client_close(c);
+  snprintf(url, sizeof url, "redis://:wr0ng-pw@127.0.0.1:%d", s.port);
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK); /* options win */
+  dlock_client_close(c);
+  o.password = "wr0ng-pw";
+  TH_ASSERT_RC(dlock_client_open(s.url, &o, &c), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "wr0ng-pw") == NULL);
+  o.username = "nobody";
+  o.password = "s3cr3t-pw";
+  TH_ASSERT_RC(dlock_client_open(s.url, &o, &c), DLOCK_EIO); /* no such user */
+  o.version = 2; /* older options: no username, no password */
+  TH_ASSERT_RC(dlock_client_open(s.url, &o, &c), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "NOAUTH") != NULL);
+
+  /* the redaction itself */
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"redis://app:pw@h:1/2", "redis://app:***@h:1/2"},
+      {"redis://:pw@h", "redis://:***@h"},
+      {"redis://pw@h", "redis://***@h"},
+      {"redis://h:6379", "redis://h:6379"},
+      {"redis://app:p@ss:w@rd@h", "redis://app:***@h"},
+      {"unix://u:pw@/tmp/s.sock?db=1", "unix://u:***@/tmp/s.sock?db=1"},
+      {"u:pw@h", "u:***@h"},
+      {"", ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t n = dlock_uri_redact(cases[i].in, redacted, sizeof redacted);
+    CU_ASSERT_STRING_EQUAL(redacted, cases[i].out);
+    CU_ASSERT_EQUAL(n, strlen(cases[i].out));
+  }
+  CU_ASSERT_EQUAL(dlock_uri_redact("redis://a:pw@host", redacted, 8), 18);
+  CU_ASSERT_STRING_EQUAL(redacted, "redis:/"); /* truncated, terminated */
+  CU_ASSERT_EQUAL(dlock_uri_redact(NULL, redacted, sizeof redacted), 0);
+  th_server_stop(&s);
 }
 
 static void test_auth_select_setname(void) {
@@ -576,6 +640,7 @@ static void add_tests(void) {
   CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);
   CU_add_test(s, "open_dead_server", test_open_dead_server);
   CU_add_test(s, "auth_select_setname", test_auth_select_setname);
+  CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "unix_socket", test_unix_socket);
   s = CU_add_suite("engine", suite_init, suite_clean);
   CU_add_test(s, "noscript_reload", test_noscript_reload);

@@ -68,11 +68,19 @@ typedef struct dlock_client_opts {
                                   with one wake-up and answer on one thread.
                                   The thread ends when the last client on it
                                   is closed; either may be closed first. */
+  /* version 3: */
+  const char *username;        /* ACL user for AUTH; NULL: the URI's, if any */
+  const char *password;        /* password for AUTH; NULL: the URI's, if any.
+                                  Lets a program keep secrets out of URIs
+                                  (which end up in logs). Both are copied;
+                                  the copies are wiped when the client is
+                                  freed. */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 2u /* 1 is still accepted: no share_engine */
+#define DLOCK_CLIENT_OPTS_VERSION 3u /* 1 and 2 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
-  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL }
+  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
+    NULL, NULL }
 
 /* Open a client and connect to Redis.
  *
@@ -104,6 +112,14 @@ DLOCK_API void dlock_client_close(dlock_client *client);
 /* Check uri as dlock_client_open() reads it, without connecting: DLOCK_OK,
  * or DLOCK_EINVAL with the reason in dlock_errmsg(). */
 DLOCK_API int dlock_uri_check(const char *uri);
+
+/* uri as it may be shown (in logs, messages, status output): the password
+ * of its userinfo replaced by "***" ("redis://app:***@host:6379"; in the
+ * password-only form "redis://PASSWORD@host" the whole userinfo); a uri
+ * without userinfo is copied as is. Works on malformed text too. Writes at most size bytes into
+ * out (NUL-terminated when size > 0) and returns the length of the whole
+ * result, as snprintf does. NULL uri is "". */
+DLOCK_API size_t dlock_uri_redact(const char *uri, char *out, size_t size);
 
 /* The client's id U (36-character UUID), part of every owner string "U:T".
  * Valid as long as the client. */

@@ -78,15 +78,15 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   *out = NULL;
   if (opts == NULL)
     opts = &defaults;
-  /* version 1 ended before share_engine */
+  /* what each accepted version holds: the fields before the next one's */
+  static const size_t version_size[] = {
+      0, offsetof(dlock_client_opts, share_engine),
+      offsetof(dlock_client_opts, username), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  if (opts->version == 1)
-    memcpy(&o, opts, offsetof(dlock_client_opts, share_engine));
-  else if (opts->version == DLOCK_CLIENT_OPTS_VERSION)
-    o = *opts;
-  else
+  if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
                        "%u", opts->version, DLOCK_CLIENT_OPTS_VERSION);
+  memcpy(&o, opts, version_size[opts->version]);
   o.version = DLOCK_CLIENT_OPTS_VERSION;
   opts = &o;
   int rc = check_opts(opts);
@@ -100,11 +100,14 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   atomic_init(&c->fifo_waiters, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
-  if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK) {
+  if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
+      (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
+          DLOCK_OK) {
     client_free(c);
     return rc;
   }
   c->opts = *opts;
+  c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->client_name = strdup(opts->client_name ? opts->client_name : "dlock");
   c->opts.client_name = c->client_name;
   uuid_t u;

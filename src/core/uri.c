@@ -2,6 +2,7 @@
  * unix://[[user]:password@]/path/to/socket[?db=N] */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,12 +62,56 @@ static int parse_long(const char *s, size_t n, long min, long max, long *out) {
   return 0;
 }
 
+/* Overwrite a secret before its memory goes back (a volatile pointer: the
+ * stores are not optimised away as dead). */
+static void wipe(char *s) {
+  volatile char *v = s;
+  while (s && *v)
+    *v++ = '\0';
+}
+
 void dlock__uri_free(dlock__uri *u) {
+  wipe(u->password);
   free(u->host);
   free(u->path);
   free(u->user);
   free(u->password);
   memset(u, 0, sizeof *u);
+}
+
+/* Replace *field with a copy of value (the old one wiped). */
+static int replace(char **field, const char *value) {
+  char *copy = strdup(value);
+  if (copy == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  wipe(*field);
+  free(*field);
+  *field = copy;
+  return DLOCK_OK;
+}
+
+int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password) {
+  int rc = DLOCK_OK;
+  if (user)
+    rc = replace(&u->user, user);
+  if (rc == DLOCK_OK && password)
+    rc = replace(&u->password, password);
+  return rc;
+}
+
+size_t dlock_uri_redact(const char *uri, char *out, size_t size) {
+  if (uri == NULL)
+    uri = "";
+  /* the userinfo ends at the last '@' (a '@' in a password is the usual
+   * reason to percent-encode it, but over-redacting is harmless) */
+  const char *scheme = strstr(uri, "://");
+  const char *start = scheme ? scheme + 3 : uri;
+  const char *at = strrchr(start, '@');
+  if (at == NULL)
+    return (size_t)snprintf(out, size, "%s", uri);
+  const char *colon = memchr(start, ':', (size_t)(at - start));
+  size_t keep = (size_t)((colon ? colon + 1 : start) - uri);
+  return (size_t)snprintf(out, size, "%.*s***%s", (int)keep, uri, at);
 }
 
 /* The userinfo before the last '@' ahead of the path, if any: user and
@@ -160,9 +205,11 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
   } else if (strncmp(text, "rediss://", 9) == 0) {
     return dlock__fail(DLOCK_EINVAL, "rediss:// (TLS) is not supported yet");
   } else {
+    char shown[64];
+    dlock_uri_redact(text, shown, sizeof shown);
     return dlock__fail(DLOCK_EINVAL,
                        "URI must start with redis:// or unix:// (got \"%.40s\")",
-                       text);
+                       shown);
   }
   int rc = parse_userinfo(&p, is_unix, u);
   if (rc == DLOCK_OK)

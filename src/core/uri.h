@@ -14,6 +14,10 @@ typedef struct dlock__uri {
 /* Parse text into u (all strings owned by u). DLOCK_EINVAL with a message
  * naming the bad part. */
 int dlock__uri_parse(const char *text, dlock__uri *u);
+/* Replace u's user and/or password with copies of user and password (each
+ * NULL: keep the URI's). */
+int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password);
+/* Free u's strings, the password wiped first. */
 void dlock__uri_free(dlock__uri *u);
 
 #endif /* DLOCK_URI_H */

@@ -8,6 +8,7 @@
  *
  * See docs/dlock.1 (man dlock). Exit statuses are in usage() below. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,12 +37,14 @@ enum {
 static const char *prog = "dlock";
 static const char *redis_urls[MAX_REDIS];
 static int nredis;
+static char password[4096]; /* --password-file or DLOCK_REDIS_PASSWORD */
+static int have_password;
 
 /* ---- messages and parsing ------------------------------------------------- */
 
 static void usage_main(FILE *f) {
   fprintf(f,
-          "usage: dlock [--redis URL]... COMMAND ...\n"
+          "usage: dlock [--redis URL]... [--password-file FILE] COMMAND ...\n"
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
           "      [--lease D] [--watchdog D] [--lost-signal SIG] NAME -- CMD...\n"
@@ -55,11 +59,23 @@ static void usage_main(FILE *f) {
           "--redis URL (or DLOCK_REDIS_URL; default redis://127.0.0.1:6379):\n"
           "  redis://[user:password@]host[:port][/db] or unix:///path.sock;\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
+          "Passwords: keep them out of URLs (every user sees them in ps):\n"
+          "  --password-file FILE (mode 600 or stricter; its first line) or\n"
+          "  DLOCK_REDIS_PASSWORD, used for every server in place of a URL's\n"
+          "  password; an ACL user stays in the URL as redis://user:@host.\n"
+          "  Messages never show a password.\n"
           "Durations: 500ms, 30s, 5m, 1h (a bare number is seconds).\n"
           "Exit status: the command's own for `run`; 64 usage, 69 Redis\n"
           "unreachable, 70 unexpected error, 75 not acquired (or not reached)\n"
           "in time, 76 the lease was lost while the command ran.\n"
           "`dlock COMMAND --help` describes one command.\n");
+}
+
+/* url as it may be printed: without its password. */
+static const char *shown(const char *url) {
+  static char buf[512];
+  dlock_uri_redact(url, buf, sizeof buf);
+  return buf;
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -159,10 +175,11 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   if (watchdog_ms > 0)
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
+  o.password = have_password ? password : NULL;
   int rc = dlock_client_open(url, &o, out);
   if (rc != DLOCK_OK) {
-    char what[300];
-    snprintf(what, sizeof what, "cannot connect to %s", url);
+    char what[600];
+    snprintf(what, sizeof what, "cannot connect to %s", shown(url));
     return fail(rc, what);
   }
   return 0;
@@ -771,6 +788,38 @@ static int cmd_unlock(int argc, char **argv) {
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* --password-file: the first line of a file no one else may read. */
+static int read_password_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    int err = errno;
+    if (fd >= 0)
+      close(fd);
+    return usage_error("--password-file %s: %s", path, strerror(err));
+  }
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+    close(fd);
+    return usage_error("--password-file %s is readable or writable by group or "
+                       "others (mode %03o): chmod 600 it", path,
+                       (unsigned)(st.st_mode & 0777));
+  }
+  ssize_t n = read(fd, password, sizeof password - 1);
+  close(fd);
+  if (n < 0)
+    return usage_error("--password-file %s: %s", path, strerror(errno));
+  password[n] = '\0';
+  size_t len = strcspn(password, "\r\n");
+  if (len == (size_t)n && len == sizeof password - 1)
+    return usage_error("--password-file %s: its first line is longer than %zu "
+                       "bytes", path, sizeof password - 2);
+  password[len] = '\0';
+  if (len == 0)
+    return usage_error("--password-file %s: no password on its first line", path);
+  have_password = 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -787,8 +836,15 @@ int main(int argc, char **argv) {
         return usage_error("at most %d --redis", MAX_REDIS);
       const char *url = argv[++i];
       if (dlock_uri_check(url) != DLOCK_OK)
-        return usage_error("bad --redis URL \"%s\": %s", url, dlock_errmsg());
+        return usage_error("bad --redis URL \"%s\": %s", shown(url),
+                           dlock_errmsg());
       redis_urls[nredis++] = url;
+      continue;
+    }
+    if (!strcmp(argv[i], "--password-file") && i + 1 < argc) {
+      int status = read_password_file(argv[++i]);
+      if (status)
+        return status;
       continue;
     }
     return usage_error("unknown option %s", argv[i]);
@@ -797,8 +853,15 @@ int main(int argc, char **argv) {
     return usage_error("missing command (run, latch, sem, status, unlock)");
   if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
     if (dlock_uri_check(default_url()) != DLOCK_OK)
-      return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", default_url(),
+      return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
                          dlock_errmsg());
+  }
+  const char *env_password = getenv("DLOCK_REDIS_PASSWORD");
+  if (!have_password && env_password && *env_password) {
+    if (strlen(env_password) >= sizeof password)
+      return usage_error("DLOCK_REDIS_PASSWORD is too long");
+    snprintf(password, sizeof password, "%s", env_password);
+    have_password = 1;
   }
   const char *cmd = argv[i];
   int sub_argc = argc - i;
