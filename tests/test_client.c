@@ -173,6 +173,16 @@ static void test_credentials(void) {
   TH_ASSERT_RC(dlock_client_open(s.url, &o, &c), DLOCK_EIO);
   CU_ASSERT(strstr(dlock_errmsg(), "NOAUTH") != NULL);
 
+  /* the client's copy of a password is wiped before it is freed */
+  dlock__uri u;
+  TH_ASSERT_RC(dlock__uri_parse("redis://app:s3cr3t-pw@h", &u), DLOCK_OK);
+  char *pw = u.password;
+  CU_ASSERT_STRING_EQUAL(pw, "s3cr3t-pw");
+  dlock__uri_wipe(&u);
+  static const char zeros[9];
+  CU_ASSERT(memcmp(pw, zeros, sizeof zeros) == 0);
+  dlock__uri_free(&u);
+
   /* the redaction itself */
   static const struct {
     const char *in, *out;

@@ -70,8 +70,10 @@ static void wipe(char *s) {
     *v++ = '\0';
 }
 
+void dlock__uri_wipe(dlock__uri *u) { wipe(u->password); }
+
 void dlock__uri_free(dlock__uri *u) {
-  wipe(u->password);
+  dlock__uri_wipe(u);
   free(u->host);
   free(u->path);
   free(u->user);

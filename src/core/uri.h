@@ -17,6 +17,8 @@ int dlock__uri_parse(const char *text, dlock__uri *u);
 /* Replace u's user and/or password with copies of user and password (each
  * NULL: keep the URI's). */
 int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password);
+/* Overwrite the password's bytes with zeros (in place). */
+void dlock__uri_wipe(dlock__uri *u);
 /* Free u's strings, the password wiped first. */
 void dlock__uri_free(dlock__uri *u);
 
