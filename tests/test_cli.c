@@ -536,6 +536,31 @@ static void test_credentials(void) {
   th_server_stop(&a);
 }
 
+/* --redis and --password-file before or after the command, not after --. */
+static void test_global_options_anywhere(void) {
+  char out[1024], name[200], dead[64];
+  snprintf(name, sizeof name, "%s", th_name("anywhere"));
+  snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", dlock_tool_free_port());
+  setenv("DLOCK_REDIS_URL", dead, 1); /* only --redis reaches the server */
+  char *set[] = {"latch", "set", name, "2", "--redis", srv.url, NULL};
+  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
+  char *get[] = {"latch", "--redis", srv.url, "get", name, NULL};
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
+  CU_ASSERT(strncmp(out, "2", 1) == 0);
+  /* after `--` they belong to the command */
+  char lock[220];
+  snprintf(lock, sizeof lock, "%s:lock", name);
+  char *run[] = {"run", lock, "--redis", srv.url, "--", "echo", "--redis", "x",
+                 NULL};
+  CU_ASSERT_EQUAL(run_output(run, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "--redis x\n");
+  char *missing[] = {"latch", "get", name, "--redis", NULL};
+  CU_ASSERT_EQUAL(run_output(missing, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "--redis needs a value") != NULL);
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  th_int(&srv, "DEL %s", name);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -545,6 +570,7 @@ static void add_tests(void) {
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "credentials", test_credentials);
+  CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

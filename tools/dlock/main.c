@@ -44,7 +44,7 @@ static int have_password;
 
 static void usage_main(FILE *f) {
   fprintf(f,
-          "usage: dlock [--redis URL]... [--password-file FILE] COMMAND ...\n"
+          "usage: dlock COMMAND ... [--redis URL]... [--password-file FILE]\n"
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
           "      [--lease D] [--watchdog D] [--lost-signal SIG] NAME -- CMD...\n"
@@ -59,6 +59,8 @@ static void usage_main(FILE *f) {
           "--redis URL (or DLOCK_REDIS_URL; default redis://127.0.0.1:6379):\n"
           "  redis://[user:password@]host[:port][/db] or unix:///path.sock;\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
+          "--redis and --password-file may come before or after COMMAND (but\n"
+          "  before the `--` of `run`).\n"
           "Passwords: keep them out of URLs (every user sees them in ps):\n"
           "  --password-file FILE (mode 600 or stricter; its first line) or\n"
           "  DLOCK_REDIS_PASSWORD, used for every server in place of a URL's\n"
@@ -820,7 +822,43 @@ static int read_password_file(const char *path) {
   return 0;
 }
 
+/* A global option at argv[*i] (anywhere before a `--`): taken, with its
+ * value, and *i moved onto the value. Returns 0 when taken, -1 when argv[*i]
+ * is not a global option, or an exit status. */
+static int take_global(int argc, char **argv, int *i) {
+  const char *o = argv[*i];
+  if (strcmp(o, "--redis") != 0 && strcmp(o, "--password-file") != 0)
+    return -1;
+  if (*i + 1 >= argc)
+    return usage_error("%s needs a value", o);
+  const char *val = argv[++*i];
+  if (!strcmp(o, "--password-file"))
+    return read_password_file(val);
+  if (nredis == MAX_REDIS)
+    return usage_error("at most %d --redis", MAX_REDIS);
+  if (dlock_uri_check(val) != DLOCK_OK)
+    return usage_error("bad --redis URL \"%s\": %s", shown(val), dlock_errmsg());
+  redis_urls[nredis++] = val;
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  /* Global options may come anywhere before a `--` (after the command too,
+   * as with kubectl or docker): take them out, then parse the rest. */
+  char *rest[argc + 1];
+  int n = 0, args_only = 0;
+  for (int k = 0; k < argc; k++) {
+    if (k > 0 && !args_only && !strcmp(argv[k], "--"))
+      args_only = 1;
+    int status = k > 0 && !args_only ? take_global(argc, argv, &k) : -1;
+    if (status > 0)
+      return status;
+    if (status < 0)
+      rest[n++] = argv[k];
+  }
+  rest[n] = NULL;
+  argc = n;
+  argv = rest;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -830,22 +868,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--version")) {
       printf("dlock %s\n", DLOCK_VERSION_STRING);
       return 0;
-    }
-    if (!strcmp(argv[i], "--redis") && i + 1 < argc) {
-      if (nredis == MAX_REDIS)
-        return usage_error("at most %d --redis", MAX_REDIS);
-      const char *url = argv[++i];
-      if (dlock_uri_check(url) != DLOCK_OK)
-        return usage_error("bad --redis URL \"%s\": %s", shown(url),
-                           dlock_errmsg());
-      redis_urls[nredis++] = url;
-      continue;
-    }
-    if (!strcmp(argv[i], "--password-file") && i + 1 < argc) {
-      int status = read_password_file(argv[++i]);
-      if (status)
-        return status;
-      continue;
     }
     return usage_error("unknown option %s", argv[i]);
   }
