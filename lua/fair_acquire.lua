@@ -7,6 +7,12 @@
 -- ARGV[3]  wait slot in ms: a queued waiter is purged when it has not
 --          tried again for this long (it is dead)
 -- ARGV[4]  '1' to join the queue when not acquired, '0' to only try
+-- ARGV[5]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[6]  the waiters' channel prefix redisson_lock__channel:{N}: a grant
+--          from the line tells the next waiter (prefix:U:T) the new lease,
+--          message '-' .. lease (negative: Redisson's waiters ignore it): no
+--          release announces a lease's end, so it re-tries by then instead
+--          of sleeping on an older, longer hint
 -- reply    nil when acquired (head of the queue or empty queue, or
 --          re-entry); otherwise how long at most to wait in ms: the lock's
 --          PTTL, or when it is free but another waiter is first, that
@@ -37,6 +43,10 @@ local head = redis.call('lindex', KEYS[2], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
   if head then
     redis.call('lpop', KEYS[2])
+    local next = redis.call('lindex', KEYS[2], 0)
+    if next then
+      redis.call(ARGV[5], ARGV[6] .. ':' .. next, '-' .. ARGV[1])
+    end
   end
   redis.call('zrem', KEYS[3], ARGV[2])
   redis.call('hset', KEYS[1], ARGV[2], 1)

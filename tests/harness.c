@@ -401,3 +401,19 @@ dlock_client *th_max_hold_client(th_server *s, th_lost_log *log) {
   o.on_lost_data = log;
   return th_client(s, &o);
 }
+
+static void *acquirer_run(void *arg) {
+  th_acquirer *a = arg;
+  a->rc = dlock_acquire(a->lock, a->wait_ms, a->lease_ms);
+  a->got_ms = th_now_ms();
+  if (a->rc == DLOCK_OK)
+    dlock_release(a->lock);
+  return NULL;
+}
+
+void th_acquirer_start(th_acquirer *a) {
+  if (pthread_create(&a->thread, NULL, acquirer_run, a) != 0)
+    a->rc = DLOCK_ENOMEM;
+}
+
+void th_acquirer_join(th_acquirer *a) { pthread_join(a->thread, NULL); }

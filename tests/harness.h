@@ -91,6 +91,18 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
 
+/* dlock_acquire(lock, wait_ms, lease_ms) on a thread of its own: rc, and
+ * got_ms (th_now_ms) when it returned; a grant is released at once. */
+typedef struct th_acquirer {
+  dlock_lock *lock;
+  int64_t wait_ms, lease_ms;
+  int rc;
+  int64_t got_ms;
+  pthread_t thread;
+} th_acquirer;
+void th_acquirer_start(th_acquirer *a);
+void th_acquirer_join(th_acquirer *a);
+
 /* A call with an OUT flag: give it &th_flag; it must return DLOCK_OK and
  * set the flag to want (e.g. 1 "set", 0 "already set"). */
 extern _Thread_local int th_flag;

@@ -349,7 +349,7 @@ static void test_inspect_every_kind(void) {
   dlock_permits *p = NULL;
   dlock_permit_id id;
   TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, 0, &th_flag), 1);
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 30000, &id), DLOCK_OK);
   in = inspect(c, name);
   CU_ASSERT_STRING_EQUAL(in->kind, "permit semaphore");
@@ -561,6 +561,31 @@ static void test_global_options_anywhere(void) {
   th_int(&srv, "DEL %s", name);
 }
 
+/* sem set: a plain semaphore's count, or the total of `run --semaphore`'s. */
+static void test_sem_set(void) {
+  char out[256], name[200], held[200];
+  snprintf(name, sizeof name, "%s", th_name("sem-set"));
+  char *set[] = {"sem", "set", name, "3", NULL};
+  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "3\n");
+  char *avail[] = {"sem", "available", name, NULL};
+  CU_ASSERT_EQUAL(run_output(avail, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "3\n");
+  /* run --semaphore: one permit taken while the total goes from 2 to 1 */
+  snprintf(held, sizeof held, "%s", th_name("sem-set-run"));
+  char *set1[] = {"sem", "set", held, "1", NULL};
+  char script[512];
+  snprintf(script, sizeof script, "%s sem set %s 1", dlock_bin, held);
+  char *run[] = {"run", "--semaphore", "--permits", "2", held, "--", "sh", "-c",
+                 script, NULL};
+  CU_ASSERT_EQUAL(run_output(run, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "0\n"); /* total 1, the run's permit taken */
+  CU_ASSERT_EQUAL(run_output(set1, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "1\n"); /* the run gave its permit back */
+  char *bad[] = {"sem", "set", name, NULL};
+  CU_ASSERT_EQUAL(run_output(bad, out, sizeof out), 64);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -571,6 +596,7 @@ static void add_tests(void) {
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
+  CU_add_test(s, "sem_set", test_sem_set);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

@@ -265,6 +265,22 @@ static int worker(int argc, char **argv) {
       pthread_join(t[i], NULL);
     return s[0].rc || s[1].rc;
   }
+  if (argc == 4 && strcmp(argv[0], "hold") == 0) {
+    /* hold URL NAME LEASE: wait in line (slot 30 s), hold with that lease,
+     * say "held", wait to be killed */
+    dlock_client *c = NULL;
+    dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+    o.wait_slot_ms = 30000;
+    dlock_lock *l = NULL;
+    if (dlock_client_open(argv[1], NULL, &c) != DLOCK_OK ||
+        dlock_fair_lock_new(c, argv[2], &o, &l) != DLOCK_OK ||
+        dlock_acquire(l, 60000, atoll(argv[3])) != DLOCK_OK)
+      return 1;
+    printf("held\n");
+    fflush(stdout);
+    for (;;)
+      pause();
+  }
   if (argc == 3 && strcmp(argv[0], "queue") == 0) {
     /* queue URL NAME: wait in line (slot 1 s) until killed */
     dlock_client *c = NULL;
@@ -278,6 +294,48 @@ static int worker(int argc, char **argv) {
     return 0;
   }
   return 2;
+}
+
+/* The head of the line takes the lock with a 1 s lease and dies. The next
+ * waiter last heard "held for a minute" (a slot of 30 s: it re-tries every
+ * 10 s); it must still take over when the 1 s lease ends: a grant from the
+ * line tells the next waiter to look again. */
+static void test_next_waiter_follows_new_lease(void) {
+  char name[256];
+  snprintf(name, sizeof name, "%s", th_name("next-lease"));
+  dlock_lock *first = new_fair(cl, name, 30000);
+  TH_ASSERT_RC(dlock_acquire(first, 0, 60000), DLOCK_OK);
+  int fd = -1;
+  char *args[] = {"hold", srv.url, name, "1000", NULL};
+  pid_t pid = th_spawn_worker_pipe(args, &fd);
+  for (int i = 0; i < 500 && qlen(name) < 1; i++)
+    usleep(5000); /* bounded: the worker queues on its second try */
+  CU_ASSERT_EQUAL(qlen(name), 1);
+  dlock_client *c2 = th_client(&srv, NULL);
+  th_acquirer w = {.lock = new_fair(c2, name, 30000), .wait_ms = 20000,
+                   .lease_ms = 10000};
+  th_acquirer_start(&w);
+  for (int i = 0; i < 500 && qlen(name) < 2; i++)
+    usleep(5000);
+  CU_ASSERT_EQUAL(qlen(name), 2);
+  TH_ASSERT_RC(dlock_release(first), DLOCK_OK); /* the worker is next */
+  char said[16] = "";
+  ssize_t n = read(fd, said, sizeof said - 1);
+  int64_t t0 = th_now_ms();
+  close(fd);
+  CU_ASSERT(n > 0 && strncmp(said, "held", 4) == 0);
+  kill(pid, SIGKILL);
+  th_wait_worker(pid, 5000);
+  th_acquirer_join(&w);
+  int64_t after = w.got_ms - t0, bound = 1000 + th_scaled_us(&srv, 50000) / 1000;
+  if (w.rc != DLOCK_OK || after > bound)
+    fprintf(stderr, "\n  next waiter: %s after %lld ms (bound %lld)",
+            dlock_strerror(w.rc), (long long)after, (long long)bound);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(after >= 1000 - 200 && after <= bound);
+  dlock_lock_free(w.lock);
+  dlock_lock_free(first);
+  dlock_client_close(c2);
 }
 
 static void test_fifo_processes(void) {
@@ -493,6 +551,7 @@ static void add_tests(void) {
   CU_pSuite s = CU_add_suite("fair", suite_init, suite_clean);
   CU_add_test(s, "fifo_threads", test_fifo_threads);
   CU_add_test(s, "fifo_processes", test_fifo_processes);
+  CU_add_test(s, "next_waiter_follows_new_lease", test_next_waiter_follows_new_lease);
   CU_add_test(s, "only_head_woken", test_only_head_woken);
   CU_add_test(s, "killed_waiter_skipped", test_killed_waiter_skipped);
   CU_add_test(s, "timed_out_client_leaves_no_entry",

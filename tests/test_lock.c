@@ -1,6 +1,7 @@
 /* Reentrant and fenced locks against a real redis-server: reentrancy, leases,
  * the watchdog, pub/sub hand-off, mutual exclusion across processes. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,8 +398,130 @@ out:
   return NULL;
 }
 
-/* worker: mutex URL NAME COUNTER THREADS STEPS */
+/* ---- a holder's lease ends: its waiters take over on time ----------------- */
+
+/* The kinds that wait for a hold with a lease, and what blocks them: the
+ * holder's side and the waiter's side may differ (a writer blocks a reader). */
+static const char *const takeover_kinds[] = {
+    "reentrant", "fenced", "fair", "read", "write", "semaphore", "permits"};
+
+/* A lock of kind for the holder (holder 1) or the waiters (holder 0): the
+ * read waiter is blocked by a writer, the write waiter by a reader;
+ * "permits" is the expirable-permit semaphore itself (*p). */
+static int takeover_lock(dlock_client *c, const char *kind, const char *name,
+                         int holder, dlock_lock **l, dlock_permits **p) {
+  *l = NULL;
+  *p = NULL;
+  if (!strcmp(kind, "reentrant"))
+    return dlock_reentrant_lock_new(c, name, NULL, l);
+  if (!strcmp(kind, "fenced"))
+    return dlock_fenced_lock_new(c, name, NULL, l);
+  if (!strcmp(kind, "fair"))
+    return dlock_fair_lock_new(c, name, NULL, l);
+  if (!strcmp(kind, "read") || !strcmp(kind, "write"))
+    return (!strcmp(kind, "read")) == holder
+               ? dlock_write_lock_new(c, name, NULL, l)
+               : dlock_read_lock_new(c, name, NULL, l);
+  int rc = dlock_permits_new(c, name, NULL, p);
+  if (rc == DLOCK_OK)
+    rc = dlock_permits_try_set_permits(*p, 1, 0, NULL);
+  if (rc == DLOCK_OK && !strcmp(kind, "semaphore"))
+    rc = dlock_semaphore_lock_new(c, name, NULL, l);
+  return rc;
+}
+
+static int takeover_acquire(dlock_lock *l, dlock_permits *p, int64_t wait_ms,
+                            int64_t lease_ms, dlock_permit_id *id) {
+  return l ? dlock_acquire(l, wait_ms, lease_ms)
+           : dlock_permits_acquire(p, 1, wait_ms, lease_ms, id);
+}
+
+typedef struct takeover_waiter {
+  const char *kind, *name;
+  int64_t got_ms; /* when the waiter was granted; 0: not */
+  int rc;
+} takeover_waiter;
+
+static void *takeover_wait(void *arg) {
+  takeover_waiter *w = arg;
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l;
+  dlock_permits *p;
+  dlock_permit_id id;
+  w->rc = takeover_lock(c, w->kind, w->name, 0, &l, &p);
+  if (w->rc == DLOCK_OK)
+    w->rc = takeover_acquire(l, p, 10000, 60000, &id);
+  if (w->rc == DLOCK_OK) {
+    w->got_ms = th_now_ms();
+    w->rc = l ? dlock_release(l) : dlock_permits_release(p, &id, 1);
+  }
+  dlock_lock_free(l);
+  dlock_permits_free(p);
+  dlock_client_close(c);
+  return NULL;
+}
+
+/* A holder process with a 1 s lease is killed; two waiters of this process
+ * are waiting. No message announces the end of a lease: the waiters must
+ * re-try when it ends (the TTL their last try returned), not on some other
+ * timer. */
+static void test_lease_end_takeover(void) {
+  const int64_t lease = 1000;
+  int64_t slack = th_scaled_us(&srv, 50000) / 1000;
+  for (size_t k = 0; k < sizeof takeover_kinds / sizeof takeover_kinds[0]; k++) {
+    const char *kind = takeover_kinds[k];
+    char name[256], lease_arg[16], line[16] = "";
+    snprintf(name, sizeof name, "%s", th_name(kind));
+    snprintf(lease_arg, sizeof lease_arg, "%lld", (long long)lease);
+    char *args[] = {"hold", srv.url, (char *)kind, name, lease_arg, NULL};
+    int fd = -1;
+    pid_t pid = th_spawn_worker_pipe(args, &fd);
+    CU_ASSERT_FATAL(pid > 0);
+    ssize_t n = read(fd, line, sizeof line - 1); /* "held": the lease runs */
+    int64_t t0 = th_now_ms();
+    close(fd);
+    CU_ASSERT_FATAL(n > 0 && strncmp(line, "held", 4) == 0);
+    takeover_waiter w[2] = {{kind, name, 0, 0}, {kind, name, 0, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      pthread_create(&t[i], NULL, takeover_wait, &w[i]);
+    kill(pid, SIGKILL);
+    th_wait_worker(pid, 5000);
+    for (int i = 0; i < 2; i++)
+      pthread_join(t[i], NULL);
+    int64_t first = 0;
+    for (int i = 0; i < 2; i++)
+      if (w[i].got_ms && (first == 0 || w[i].got_ms < first))
+        first = w[i].got_ms;
+    int64_t after = first ? first - t0 : -1;
+    if (after < lease - 200 || after > lease + slack)
+      fprintf(stderr, "\n  %s: taken over %lld ms after the hold (lease %lld, "
+              "bound %lld)", kind, (long long)after, (long long)lease,
+              (long long)(lease + slack));
+    CU_ASSERT(first != 0);
+    CU_ASSERT(w[0].rc == DLOCK_OK && w[1].rc == DLOCK_OK);
+    CU_ASSERT(after >= lease - 200); /* never before the lease ended */
+    CU_ASSERT(after <= lease + slack);
+  }
+}
+
+/* worker: mutex URL NAME COUNTER THREADS STEPS, or hold URL KIND NAME LEASE
+ * (take the lock of KIND with that lease, say "held", wait to be killed) */
 static int worker(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[0], "hold") == 0) {
+    dlock_client *c = NULL;
+    dlock_lock *l;
+    dlock_permits *p;
+    if (dlock_client_open(argv[1], NULL, &c) != DLOCK_OK ||
+        takeover_lock(c, argv[2], argv[3], 1, &l, &p) != DLOCK_OK ||
+        takeover_acquire(l, p, 0, atoll(argv[4]), &(dlock_permit_id){{0}}) !=
+            DLOCK_OK)
+      return 1;
+    printf("held\n");
+    fflush(stdout);
+    for (;;)
+      pause();
+  }
   if (argc != 6 || strcmp(argv[0], "mutex") != 0)
     return 2;
   int threads = atoi(argv[4]);
@@ -635,21 +758,6 @@ static void test_bad_input(void) {
   dlock_lock_free(l);
 }
 
-typedef struct waiter_arg {
-  dlock_lock *lock;
-  int rc;
-  int64_t got_ms;
-} waiter_arg;
-
-static void *force_waiter(void *arg) {
-  waiter_arg *w = arg;
-  w->rc = dlock_acquire(w->lock, 10000, 5000);
-  w->got_ms = th_now_ms();
-  if (w->rc == DLOCK_OK)
-    dlock_release(w->lock);
-  return NULL;
-}
-
 static void test_force_release_wakes_waiter(void) {
   dlock_lock *l = new_lock(cl, th_name("force"));
   const char *name = dlock_lock_name(l, NULL);
@@ -658,9 +766,8 @@ static void test_force_release_wakes_waiter(void) {
   TH_ASSERT_FLAG(dlock_force_release(l, &th_flag), 0); /* free: nothing deleted */
   TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
   dlock_client *c2 = th_client(&srv, NULL);
-  waiter_arg w = {.lock = new_lock(c2, name)};
-  pthread_t t;
-  pthread_create(&t, NULL, force_waiter, &w);
+  th_acquirer w = {.lock = new_lock(c2, name), .wait_ms = 10000, .lease_ms = 5000};
+  th_acquirer_start(&w);
   /* the event: the waiter's client has subscribed */
   long long subs = 0;
   for (int64_t end = th_now_ms() + 2000; subs < 1 && th_now_ms() < end;) {
@@ -672,7 +779,7 @@ static void test_force_release_wakes_waiter(void) {
   CU_ASSERT_EQUAL(subs, 1);
   int64_t t0 = th_now_ms();
   TH_ASSERT_FLAG(dlock_force_release(l, &th_flag), 1);
-  pthread_join(t, NULL);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
   CU_ASSERT(w.got_ms - t0 < 500); /* woken by the message, not the 60 s lease */
   TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
@@ -695,6 +802,7 @@ static void add_tests(void) {
               test_renewal_survives_transient_failure);
   CU_add_test(s, "max_hold_stops_renewal", test_max_hold_stops_renewal);
   CU_add_test(s, "pubsub_handoff", test_pubsub_handoff);
+  CU_add_test(s, "lease_end_takeover", test_lease_end_takeover);
   CU_add_test(s, "mutual_exclusion_processes", test_mutual_exclusion_processes);
   CU_add_test(s, "fencing_tokens_increase", test_fencing_tokens_increase);
   CU_add_test(s, "owners_per_thread_and_bound", test_owners_per_thread_and_bound);

@@ -283,6 +283,57 @@ static void test_semaphore_waits_for_enough(void) {
   dlock_semaphore_free(s);
 }
 
+/* setPermits on both semaphores: the count (plain) or the total (expirable)
+ * whatever it was, the TTL kept, waiters told. */
+static void test_set_permits(void) {
+  const char *name = th_name("set");
+  dlock_semaphore *s = new_sem(cl, name);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2 = new_sem(c2, name);
+  int64_t now = -1;
+  TH_ASSERT_RC(dlock_semaphore_set_permits(s, 2, &now), DLOCK_OK); /* unset */
+  CU_ASSERT_EQUAL(now, 2);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 2, 0), DLOCK_OK);
+  sem_op a = {.sem = s2, .n = 3, .wait_ms = 10000};
+  start(&a);
+  wait_subscribed(name);
+  TH_ASSERT_RC(dlock_semaphore_set_permits(s, 3, &now), DLOCK_OK); /* wakes it */
+  CU_ASSERT_EQUAL(now, 3);
+  pthread_join(a.t, NULL);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s), 0);
+  th_int(&srv, "PEXPIRE %s 60000", name);
+  TH_ASSERT_RC(dlock_semaphore_set_permits(s, 5, &now), DLOCK_OK);
+  CU_ASSERT_EQUAL(now, 5);
+  CU_ASSERT(th_int(&srv, "PTTL %s", name) > 50000); /* the TTL stays */
+  TH_ASSERT_RC(dlock_semaphore_set_permits(s, -1, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_semaphore_set_permits(NULL, 1, NULL), DLOCK_EINVAL);
+
+  /* the expirable semaphore: the total counts the permits taken */
+  const char *pname = th_name("set-permits");
+  dlock_permits *p = new_permits(cl, pname);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 3, 60000, &th_flag), 1);
+  int64_t ttl = th_int(&srv, "PTTL %s", pname);
+  CU_ASSERT(ttl > 50000 && ttl <= 60000);
+  dlock_permit_id ids[2];
+  TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 60000, ids), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_set_permits(p, 1, &now), DLOCK_OK);
+  CU_ASSERT_EQUAL(now, -1); /* 2 taken of a total of 1 */
+  TH_ASSERT_RC(dlock_permits_set_permits(p, 1, &now), DLOCK_OK); /* unchanged */
+  CU_ASSERT_EQUAL(now, -1);
+  CU_ASSERT(th_int(&srv, "PTTL %s", pname) > 50000);
+  TH_ASSERT_RC(dlock_permits_release(p, ids, 2), DLOCK_OK);
+  int64_t avail = -9, taken = -9;
+  TH_ASSERT_RC(dlock_permits_counts(p, &avail, &taken), DLOCK_OK);
+  CU_ASSERT(avail == 1 && taken == 0);
+  TH_ASSERT_RC(dlock_permits_set_permits(p, 4, &now), DLOCK_OK);
+  CU_ASSERT_EQUAL(now, 4);
+  dlock_permits_free(p);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+  dlock_semaphore_free(s);
+}
+
 static void test_semaphore_fifo_policy(void) {
   /* A waiter for 4 is not overtaken by a later waiter for 1 of the same
    * client, even when 1 permit is free. */
@@ -456,7 +507,7 @@ static void counts(dlock_permits *p, int64_t *avail, int64_t *acq) {
 
 static void test_permits_expire_and_release(void) {
   dlock_permits *p = new_permits(cl, th_name("expire"));
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, 0, &th_flag), 1);
   dlock_permit_id ids[2];
   TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 1000, ids), DLOCK_OK);
   CU_ASSERT_EQUAL(strlen(ids[0].hex), 32);
@@ -505,7 +556,7 @@ static void test_permits_reported_lost_release(void) {
   dlock_client *c = th_max_hold_client(&srv, &log);
   const char *name = th_name("plost");
   dlock_permits *p = new_permits(c, name);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, 0, &th_flag), 1);
   dlock_permit_id id;
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &id), DLOCK_OK);
   CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
@@ -530,7 +581,7 @@ static void test_permits_watchdog_crash_safety(void) {
   o.watchdog_timeout_ms = 1000;
   dlock_client *c = th_client(&srv, &o);
   dlock_permits *p = new_permits(c, name);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, 0, &th_flag), 1);
   dlock_permit_id mine;
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &mine),
                DLOCK_OK);
@@ -585,7 +636,7 @@ static void *lock_try_run(void *arg) {
 static void test_semaphore_lock(void) {
   const char *name = th_name("semlock");
   dlock_permits *p = new_permits(cl, name);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 1, 0, &th_flag), 1);
   dlock_lock *l = NULL;
   TH_ASSERT_RC(dlock_semaphore_lock_new(cl, name, NULL, &l), DLOCK_OK);
   CU_ASSERT_STRING_EQUAL(dlock_lock_kind(l), "semaphore");
@@ -676,7 +727,7 @@ static void test_bad_input(void) {
 static void test_permits_release_replayed(void) {
   const char *name = th_name("replay");
   dlock_permits *p = new_permits(cl, name);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 3, &th_flag), 1);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 3, 0, &th_flag), 1);
   dlock_permit_id ids[2];
   TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
   char raw[2][16];
@@ -719,6 +770,7 @@ static void add_tests(void) {
   CU_add_test(s, "latch_wakes_all_processes", test_latch_wakes_all_processes);
   CU_add_test(s, "semaphore_arithmetic", test_semaphore_arithmetic);
   CU_add_test(s, "semaphore_waits_for_enough", test_semaphore_waits_for_enough);
+  CU_add_test(s, "set_permits", test_set_permits);
   CU_add_test(s, "semaphore_fifo_policy", test_semaphore_fifo_policy);
   CU_add_test(s, "semaphore_mutex_processes", test_semaphore_mutex_processes);
   CU_add_test(s, "semaphore_4_permits_processes", test_semaphore_4_permits_processes);

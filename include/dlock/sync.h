@@ -71,6 +71,13 @@ DLOCK_API int dlock_semaphore_try_set_permits(dlock_semaphore *sem,
                                               int64_t permits, int64_t ttl_ms,
                                               int *set);
 
+/* Set the number of permits (>= 0) whatever it was (Redisson's setPermits).
+ * This semaphore keeps no record of permits taken, so it sets the available
+ * count; a TTL is kept. Waiters are told when it changed. OUT *available
+ * (may be NULL): the count after. */
+DLOCK_API int dlock_semaphore_set_permits(dlock_semaphore *sem, int64_t permits,
+                                          int64_t *available);
+
 /* Take n permits (n >= 0; 0 is a no-op), waiting up to wait_ms.
  * Returns DLOCK_OK, DLOCK_EBUSY (wait_ms 0, too few), DLOCK_ETIMEDOUT.
  * Waiters of this client are served in arrival order: a waiter for many
@@ -109,9 +116,19 @@ DLOCK_API int dlock_permits_new(dlock_client *client, const char *name,
                                 const dlock_lock_opts *opts,
                                 dlock_permits **out);
 
-/* As dlock_semaphore_try_set_permits (no TTL). */
+/* As dlock_semaphore_try_set_permits: the total, only when not set yet;
+ * ttl_ms > 0 makes it expire (0 = never). */
 DLOCK_API int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits,
-                                            int *set);
+                                            int64_t ttl_ms, int *set);
+
+/* Set the total number of permits (>= 0) whatever it was (Redisson's
+ * setPermits): the available count moves by the difference between the new
+ * total and the old one (available + taken), so it goes below 0 when more
+ * permits are taken than the new total (they come back as they are
+ * released or expire). A TTL is kept. Waiters are told when it changed.
+ * OUT *available (may be NULL): the count after. */
+DLOCK_API int dlock_permits_set_permits(dlock_permits *p, int64_t permits,
+                                        int64_t *available);
 
 /* Add delta permits (may be negative). OUT *available may be NULL. */
 DLOCK_API int dlock_permits_add_permits(dlock_permits *p, int64_t delta,

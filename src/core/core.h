@@ -218,6 +218,9 @@ typedef struct dlock__wait_spec {
   size_t channel_len;
   dlock__wake_fn *wake;
   int fifo; /* serve this client's waiters in arrival order (semaphores) */
+  /* 1: a message "-MS" on the channel says the object was just taken with a
+   * lease of MS ms; waiters re-try by that lease's end (fair lock). */
+  int lease_hints;
   /* One try: 1 acquired, 0 not yet (*hint = longest useful wait in ms, -1
    * unknown, -2 retry now), or a negative error code. A try that talks to
    * Redis makes its call with dlock__try_call(.., t, ..). */

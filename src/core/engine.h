@@ -39,7 +39,10 @@ typedef struct dlock__waiter {
   int closed;                        /* under sync->mu */
   uint64_t unconsumed;               /* passed to unsubscribe */
   int fifo;                          /* set before subscribing: see below */
+  int lease_hints;                   /* likewise: "-MS" messages (wait.c) */
   int head;                          /* fifo: oldest waiter; under sync->mu */
+  int64_t retry_by;                  /* a lease hint: re-try by then
+                                        (monotonic ms, 0 none); sync->mu */
   /* Early tries (wait.c): the last try's request is kept; while the thread
    * waits (armed), the engine re-sends it the moment a message wakes the
    * waiter, so the try is on its way while the thread wakes up, and the
@@ -65,11 +68,14 @@ int dlock__fifo_waiters(dlock_client *c);
  * subscription is confirmed, at most until deadline_ms (-1: at most the
  * command timeout). Without confirmation the waiter still works, on hints. */
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
-                     dlock__wake_fn *wake, int fifo, dlock__waiter *w,
+                     dlock__wake_fn *wake, int fifo, int lease_hints,
+                     dlock__waiter *w,
                      int64_t deadline_ms);
 /* Wait for a wake-up (counted: one that came since the last call returns at
- * once) until deadline_ms (-1 forever). Returns 1 woken, 0 timed out,
- * DLOCK_ECLOSED. */
+ * once) until deadline_ms (-1 forever), or until the end of a lease a
+ * lease hint announced (a "-MS" message on a channel with lease hints: 0
+ * then, since no release will announce that lease's end). Returns 1 woken, 0
+ * timed out, DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);

@@ -22,6 +22,7 @@ typedef struct chan {
   int confirmed;
   int recheck;     /* wake everyone once confirmed (after a reconnect) */
   int fifo;        /* only the head waiter tries (dlock__waiter.head) */
+  int lease_hints; /* "-MS" messages say a new lease began */
   dlock__wake_fn *wake;
   size_t len;
   char name[];
@@ -126,6 +127,34 @@ static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
     wake(c, ch->head, 0);
 }
 
+/* On a channel with lease hints, "-MS" (a negative number: Redisson's
+ * waiters read it as neither of their messages 0 and 1 and ignore it) says
+ * the object was just taken with a lease of MS ms. No message announces the
+ * end of a lease, so every waiter of the channel re-tries by then, whatever
+ * it heard before (it may be sleeping on an older, longer hint). */
+static int lease_hint(const char *msg, size_t len, int64_t *ms) {
+  if (len < 2 || len > 19 || msg[0] != '-')
+    return 0;
+  int64_t v = 0;
+  for (size_t i = 1; i < len; i++) {
+    if (msg[i] < '0' || msg[i] > '9')
+      return 0;
+    v = v * 10 + (msg[i] - '0');
+  }
+  *ms = v;
+  return 1;
+}
+
+static void retry_by(chan *ch, int64_t at_ms) {
+  for (dlock__waiter *w = ch->head; w; w = w->next) {
+    pthread_mutex_lock(&w->sync->mu);
+    if (w->retry_by == 0 || at_ms < w->retry_by)
+      w->retry_by = at_ms;
+    pthread_cond_signal(&w->sync->cv);
+    pthread_mutex_unlock(&w->sync->mu);
+  }
+}
+
 static void on_confirmed(chan *ch) {
   ch->confirmed = 1;
   for (dlock__waiter *w = ch->head; w; w = w->next) {
@@ -152,7 +181,11 @@ void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
     redisReply *msg = r->element[2];
     const char *text = msg->type == REDIS_REPLY_STRING ? msg->str : "";
     size_t len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;
-    wake_some(c, ch, ch->wake(text, len));
+    int64_t ms;
+    if (ch->lease_hints && lease_hint(text, len, &ms))
+      retry_by(ch, dlock__now_ms() + ms);
+    else
+      wake_some(c, ch, ch->wake(text, len));
     return;
   }
   if (ch->ops > 0)
@@ -237,6 +270,7 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     ch->node.klen = a->len;
     ch->wake = a->wake;
     ch->fifo = a->w->fifo;
+    ch->lease_hints = a->w->lease_hints;
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
@@ -309,11 +343,12 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
 }
 
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
-                     dlock__wake_fn *wake_fn, int fifo, dlock__waiter *w,
-                     int64_t deadline_ms) {
+                     dlock__wake_fn *wake_fn, int fifo, int lease_hints,
+                     dlock__waiter *w, int64_t deadline_ms) {
   memset(w, 0, sizeof *w);
   w->sync = dlock__sync_self();
   w->fifo = fifo;
+  w->lease_hints = lease_hints;
   sub_args a = {channel, len, wake_fn, w};
   dlock__req req;
   redisReply *reply;
@@ -337,9 +372,14 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   int rc = 0;
   pthread_mutex_lock(&w->sync->mu);
-  while (w->wakes == w->seen && !w->closed)
-    if (dlock__sync_wait(w->sync, deadline_ms) != 0)
+  while (w->wakes == w->seen && !w->closed) {
+    int64_t until = deadline_ms;
+    if (w->retry_by && (until < 0 || w->retry_by < until))
+      until = w->retry_by;
+    if (dlock__sync_wait(w->sync, until) != 0)
       break;
+  }
+  w->retry_by = 0;
   if (w->closed) {
     rc = DLOCK_ECLOSED;
   } else if (w->wakes != w->seen) {

@@ -68,7 +68,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                        " ms)", spec->what, hint);
   dlock__waiter w;
   rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake,
-                        spec->fifo, &w, deadline);
+                        spec->fifo, spec->lease_hints, &w, deadline);
   if (rc != DLOCK_OK)
     return rc;
   int early = spec->early && !spec->fifo;

@@ -48,13 +48,14 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len};
-  const char *args[] = {lease, a->owner, slot, join};
+  const char *args[] = {lease, a->owner, slot, join, "PUBLISH", f->channel.p};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
                     a->olen,
-                    (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1};
+                    (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1,
+                    7, f->channel.len};
   dlock__req req;
   redisReply *r;
-  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys, klens, 4,
+  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys, klens, 6,
                              args, alens);
   if (rc == DLOCK_OK)
     rc = dlock__try_call(l->h.client, t, &req, &r);
@@ -121,7 +122,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
                            .channel_len = channel.len, .wake = dlock__wake_all,
                            .attempt = try_once, .give_up = give_up,
-                           .early = 1};
+                           .early = 1, .lease_hints = 1};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   dlock__buf_free(&channel);
   if (rc != 1)

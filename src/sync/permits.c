@@ -50,9 +50,16 @@ void dlock_permits_free(dlock_permits *p) {
   free(p);
 }
 
-int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits, int *set) {
+int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits,
+                                  int64_t ttl_ms, int *set) {
   int rc = dlock__synchronizer_check(p);
-  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&p->o, permits, 0, set);
+  return rc != DLOCK_OK ? rc : dlock__sem_try_set(&p->o, permits, ttl_ms, set);
+}
+
+int dlock_permits_set_permits(dlock_permits *p, int64_t permits,
+                              int64_t *available) {
+  int rc = dlock__synchronizer_check(p);
+  return rc != DLOCK_OK ? rc : dlock__sem_set(&p->o, &p->timeouts, permits, available);
 }
 
 int dlock_permits_add_permits(dlock_permits *p, int64_t delta,

@@ -51,6 +51,20 @@ int dlock__sem_add(dlock__synchronizer *o, int64_t delta, int64_t *available) {
   return dlock__synchronizer_run(o, DLOCK__SCRIPT_SEM_ADD_PERMITS, 1, &delta, 1, available);
 }
 
+int dlock__sem_set(dlock__synchronizer *o, const dlock__buf *timeouts,
+                   int64_t permits, int64_t *available) {
+  if (permits < 0)
+    return dlock__fail(DLOCK_EINVAL, "permits must be >= 0");
+  return dlock__synchronizer_run_key2(o, timeouts, DLOCK__SCRIPT_SEM_SET_PERMITS,
+                                      1, &permits, 1, available);
+}
+
+int dlock_semaphore_set_permits(dlock_semaphore *s, int64_t permits,
+                                int64_t *available) {
+  int rc = dlock__synchronizer_check(s);
+  return rc != DLOCK_OK ? rc : dlock__sem_set(&s->o, NULL, permits, available);
+}
+
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits,
                                     int64_t ttl_ms, int *set) {
   int rc = dlock__synchronizer_check(s);

@@ -59,10 +59,14 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len) {
   return v > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)v;
 }
 
-/* Run script with KEYS = {N} and ARGV = nums..., then PUBLISH, channel when
- * publish is set. The reply is a count. */
 int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
                             const int64_t *nums, int publish, int64_t *out) {
+  return dlock__synchronizer_run_key2(o, NULL, script, nnums, nums, publish, out);
+}
+
+int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
+                                 int script, size_t nnums, const int64_t *nums,
+                                 int publish, int64_t *out) {
   char buf[2][24];
   const char *args[4];
   size_t alens[4], n = 0;
@@ -76,11 +80,11 @@ int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
     args[n] = o->channel.p;
     alens[n++] = o->channel.len;
   }
-  const char *keys[] = {o->h.name};
-  size_t klens[] = {o->h.name_len};
+  const char *keys[] = {o->h.name, key2 ? key2->p : NULL};
+  size_t klens[] = {o->h.name_len, key2 ? key2->len : 0};
   redisReply *r;
-  int rc = dlock__script_call(o->h.client, script, 1, keys, klens, n, args, alens,
-                              &r);
+  int rc = dlock__script_call(o->h.client, script, key2 ? 2 : 1, keys, klens, n,
+                              args, alens, &r);
   if (rc != DLOCK_OK)
     return rc;
   int64_t v = 0;

@@ -31,7 +31,11 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len);
  * PUBLISH and the channel when publish is set; the reply is a count (OUT
  * *out, may be NULL). */
 int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
-                      const int64_t *nums, int publish, int64_t *out);
+                            const int64_t *nums, int publish, int64_t *out);
+/* The same with KEYS = {N, key2}. */
+int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
+                                 int script, size_t nnums, const int64_t *nums,
+                                 int publish, int64_t *out);
 /* dlock__synchronizer_run for a script that answers 1 (done) or 0 (nothing to
  * do): OUT *done (may be NULL) is set to that on DLOCK_OK. */
 int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnums,
@@ -43,5 +47,9 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
 int dlock__sem_try_set(dlock__synchronizer *o, int64_t permits, int64_t ttl_ms,
                        int *set);
 int dlock__sem_add(dlock__synchronizer *o, int64_t delta, int64_t *available);
+/* set_permits: timeouts is the expirable semaphore's {N}:timeout, NULL for
+ * the plain one. */
+int dlock__sem_set(dlock__synchronizer *o, const dlock__buf *timeouts,
+                   int64_t permits, int64_t *available);
 
 #endif /* DLOCK_SYNC_SYNCHRONIZER_H */

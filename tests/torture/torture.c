@@ -450,7 +450,7 @@ static int harness_main(void) {
     dlock_permits *p;
     if (dlock_client_open(A->urls[0], NULL, &c) != DLOCK_OK ||
         dlock_permits_new(c, A->name, NULL, &p) != DLOCK_OK ||
-        dlock_permits_try_set_permits(p, O.permits, NULL) != DLOCK_OK) {
+        dlock_permits_try_set_permits(p, O.permits, 0, NULL) != DLOCK_OK) {
       fprintf(stderr, "torture: semaphore setup: %s\n", dlock_errmsg());
       return 2;
     }

@@ -373,7 +373,7 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
     dlock_permits *p = NULL;
     rc = dlock_permits_new(clients[0], name, NULL, &p);
     if (rc == DLOCK_OK)
-      rc = dlock_permits_try_set_permits(p, ro->permits, NULL);
+      rc = dlock_permits_try_set_permits(p, ro->permits, 0, NULL);
     dlock_permits_free(p);
     return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
                           : rc;
@@ -579,12 +579,42 @@ static int cmd_latch(int argc, char **argv) {
 
 static void sem_help(void) {
   printf("usage: dlock sem init NAME PERMITS        set the permits (only if unset)\n"
+         "       dlock sem set NAME PERMITS         set the permits whatever they\n"
+         "                                          were; prints the available count\n"
          "       dlock sem acquire [--wait D] NAME [N]  take N permits (default 1)\n"
          "       dlock sem release NAME [N]         give back N permits\n"
          "       dlock sem available NAME           print the available permits\n"
          "A plain semaphore (Redisson RSemaphore): permits taken here are not\n"
          "given back if the shell dies; `dlock run --semaphore` is crash-safe.\n"
+         "`set` on the semaphore of `dlock run --semaphore` sets its total: the\n"
+         "available count may go below 0 while more permits are taken.\n"
          "Exit: 0; 1 when `init` found it already set; 75 when `acquire` timed out.\n");
+}
+
+/* sem set: the total of an expirable-permit semaphore (`run --semaphore`),
+ * or the count of a plain one; prints the available count after. */
+static int sem_set(dlock_client *c, const char *name, int64_t permits) {
+  dlock_inspection *in = NULL;
+  int rc = dlock_inspect(c, name, NULL, &in);
+  int expirable = rc == DLOCK_OK && !strcmp(in->kind, "permit semaphore");
+  dlock_inspection_free(in);
+  int64_t available = 0;
+  if (rc == DLOCK_OK && expirable) {
+    dlock_permits *p = NULL;
+    rc = dlock_permits_new(c, name, NULL, &p);
+    if (rc == DLOCK_OK)
+      rc = dlock_permits_set_permits(p, permits, &available);
+    dlock_permits_free(p);
+  } else if (rc == DLOCK_OK) {
+    dlock_semaphore *s = NULL;
+    rc = dlock_semaphore_new(c, name, NULL, &s);
+    if (rc == DLOCK_OK)
+      rc = dlock_semaphore_set_permits(s, permits, &available);
+    dlock_semaphore_free(s);
+  }
+  if (rc == DLOCK_OK)
+    printf("%" PRId64 "\n", available);
+  return rc;
 }
 
 static int cmd_sem(int argc, char **argv) {
@@ -597,16 +627,17 @@ static int cmd_sem(int argc, char **argv) {
   if (i < 0)
     return i == -2 ? 0 : EXIT_USAGE;
   const char *op = argv[1];
-  int init = !strcmp(op, "init"), acq = !strcmp(op, "acquire"),
-      rel = !strcmp(op, "release"), avail = !strcmp(op, "available");
-  if (!init && !acq && !rel && !avail)
+  int init = !strcmp(op, "init"), set = !strcmp(op, "set"),
+      acq = !strcmp(op, "acquire"), rel = !strcmp(op, "release"),
+      avail = !strcmp(op, "available");
+  if (!init && !set && !acq && !rel && !avail)
     return usage_error("sem: unknown operation \"%s\"", op);
   int left = argc - i;
-  if (left < 1 || left > (avail ? 1 : 2) || (init && left != 2))
+  if (left < 1 || left > (avail ? 1 : 2) || ((init || set) && left != 2))
     return usage_error("sem %s: expected %s", op,
-                       init ? "NAME PERMITS" : avail ? "NAME" : "NAME [N]");
+                       init || set ? "NAME PERMITS" : avail ? "NAME" : "NAME [N]");
   int64_t n = 1;
-  if (left == 2 && parse_count(argv[i + 1], init ? 0 : 1, &n) != 0)
+  if (left == 2 && parse_count(argv[i + 1], init || set ? 0 : 1, &n) != 0)
     return usage_error("sem %s: bad number \"%s\"", op, argv[i + 1]);
   dlock_client *c = NULL;
   int status = connect_to(nredis ? redis_urls[0] : default_url(), 0, NULL,
@@ -614,14 +645,14 @@ static int cmd_sem(int argc, char **argv) {
   if (status)
     return status;
   dlock_semaphore *s = NULL;
-  int rc = dlock_semaphore_new(c, argv[i], NULL, &s);
-  if (rc == DLOCK_OK) {
+  int rc = set ? sem_set(c, argv[i], n) : dlock_semaphore_new(c, argv[i], NULL, &s);
+  if (rc == DLOCK_OK && !set) {
     if (init) {
-      int set = 0;
-      rc = dlock_semaphore_try_set_permits(s, n, 0, &set);
+      int was_set = 0;
+      rc = dlock_semaphore_try_set_permits(s, n, 0, &was_set);
       if (rc == DLOCK_OK) {
-        printf("%s\n", set ? "set" : "already set");
-        status = set ? 0 : 1;
+        printf("%s\n", was_set ? "set" : "already set");
+        status = was_set ? 0 : 1;
       }
     } else if (acq) {
       rc = dlock_semaphore_acquire(s, n, wait_ms);
