@@ -467,6 +467,8 @@ static void *takeover_wait(void *arg) {
  * timer. */
 static void test_lease_end_takeover(void) {
   const int64_t lease = 1000;
+  /* measured with two CPU hogs (yes > /dev/null x2), plain build, 3 runs:
+   * every kind took over 1000-1004 ms after the hold, bound 1050 */
   int64_t slack = th_scaled_us(&srv, 50000) / 1000;
   for (size_t k = 0; k < sizeof takeover_kinds / sizeof takeover_kinds[0]; k++) {
     const char *kind = takeover_kinds[k];
