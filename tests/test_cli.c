@@ -586,6 +586,57 @@ static void test_sem_set(void) {
   CU_ASSERT_EQUAL(run_output(bad, out, sizeof out), 64);
 }
 
+/* pid is running (a zombie nobody reaped yet counts as gone). */
+static int alive(pid_t pid) {
+  char path[64], stat[256] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(stat, 1, sizeof stat - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char *end = strrchr(stat, ')'); /* "pid (comm) S ..." */
+  return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+}
+
+/* kill -9 of `dlock run`: its command must not run on without the lock,
+ * and it is gone before the lease could pass to anyone else. */
+static void test_run_killed_takes_command_along(void) {
+  char name[200], pidfile[128], script[512];
+  snprintf(name, sizeof name, "%s", th_name("orphan"));
+  snprintf(pidfile, sizeof pidfile, "%s/orphan.pid", tmpdir);
+  unlink(pidfile);
+  snprintf(script, sizeof script, "echo $$ > %s.tmp && mv %s.tmp %s && exec sleep 30",
+           pidfile, pidfile, pidfile);
+  char *args[] = {"run", name, "--", "sh", "-c", script, NULL};
+  pid_t dlock_pid = start(args, NULL);
+  long child = 0;
+  for (int64_t end = th_now_ms() + 10000; child == 0 && th_now_ms() < end;) {
+    FILE *f = fopen(pidfile, "r"); /* the event: the command is running */
+    if (f && fscanf(f, "%ld", &child) != 1)
+      child = 0;
+    if (f)
+      fclose(f);
+    if (child == 0)
+      usleep(5000);
+  }
+  CU_ASSERT_FATAL(child > 0);
+  CU_ASSERT(alive((pid_t)child));
+  kill(dlock_pid, SIGKILL);
+  waitpid(dlock_pid, NULL, 0);
+  int64_t t0 = th_now_ms();
+  while (alive((pid_t)child) && th_now_ms() - t0 < 2000)
+    usleep(2000);
+  CU_ASSERT(!alive((pid_t)child));
+  /* ... while the lock (10 s watchdog lease) was still held: no one else
+   * could have entered yet */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+  if (alive((pid_t)child))
+    kill((pid_t)child, SIGKILL);
+  th_int(&srv, "DEL %s", name);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -597,6 +648,7 @@ static void add_tests(void) {
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
   CU_add_test(s, "sem_set", test_sem_set);
+  CU_add_test(s, "run_killed_takes_command_along", test_run_killed_takes_command_along);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

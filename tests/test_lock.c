@@ -709,6 +709,7 @@ static void test_bad_input(void) {
   huge[(1 << 20) - 1] = '\0';
   TH_ASSERT_RC(dlock_fenced_lock_new(cl, huge, NULL, &l), DLOCK_EINVAL);
   CU_ASSERT(strstr(dlock_errmsg(), "longer") != NULL);
+  CU_ASSERT(strstr(dlock_errmsg(), "1048575 bytes") != NULL); /* the real size */
   free(huge);
   dlock_lock_opts bad = {.version = 99};
   TH_ASSERT_RC(dlock_reentrant_lock_new(cl, "x", &bad, &l), DLOCK_EINVAL);

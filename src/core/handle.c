@@ -19,6 +19,8 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
   size_t len = opts && opts->name_len
                    ? opts->name_len
                    : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
+  if (len > DLOCK_NAME_MAX && !(opts && opts->name_len))
+    len = strlen(name); /* too long: its real length, for the message */
   int rc = dlock__check_name(name, len);
   if (rc != DLOCK_OK)
     return rc;

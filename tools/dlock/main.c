@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,7 +48,8 @@ static void usage_main(FILE *f) {
           "usage: dlock COMMAND ... [--redis URL]... [--password-file FILE]\n"
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
-          "      [--lease D] [--watchdog D] [--lost-signal SIG] NAME -- CMD...\n"
+          "      [--lease D] [--watchdog D] [--lost-signal SIG] [--orphan-signal SIG]\n"
+          "      NAME -- CMD...\n"
           "                      run CMD while holding the lock NAME\n"
           "  latch set NAME COUNT | count-down NAME | wait [--wait D] NAME |\n"
           "        get NAME | delete NAME\n"
@@ -192,6 +194,7 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
 static atomic_int child_pid;
 static atomic_int lost_flag;
 static int lost_signal = SIGTERM;
+static int orphan_signal = SIGKILL;
 
 static void tell_child_lost(void) {
   if (!atomic_exchange(&lost_flag, 1)) {
@@ -259,6 +262,9 @@ static void run_help(void) {
          "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
          "  --lost-signal S   signal sent to COMMAND when the lease is lost\n"
          "                    (default TERM)\n"
+         "  --orphan-signal S signal the kernel sends COMMAND if dlock itself\n"
+         "                    dies (even by kill -9), so it never runs on\n"
+         "                    without the lock (default KILL)\n"
          "Several --redis: a RedLock over all of them (plain locks only).\n"
          "Exit: COMMAND's status (128+N when killed by signal N), 75 when the\n"
          "lock was not acquired in time, 76 when the lease was lost while\n"
@@ -281,9 +287,11 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
       return usage_error("bad --permits \"%s\" (a number >= 1)", val);
     return 0;
   }
-  if (!strcmp(o, "--lost-signal")) {
-    if ((lost_signal = parse_signal(val)) < 0)
-      return usage_error("bad --lost-signal \"%s\" (TERM, INT, KILL, ...)", val);
+  if (!strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
+    int sig = parse_signal(val);
+    if (sig < 0)
+      return usage_error("bad %s \"%s\" (TERM, INT, KILL, ...)", o, val);
+    *(!strcmp(o, "--lost-signal") ? &lost_signal : &orphan_signal) = sig;
     return 0;
   }
   int64_t d = parse_duration(val);
@@ -323,7 +331,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       ro->sem = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
                !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
-               !strcmp(o, "--lost-signal")) {
+               !strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
       status = usage_error("run: unknown option %s", o);
@@ -398,8 +406,15 @@ static int run_command(char **command, int64_t lease_ms, int64_t validity_ms) {
   pthread_t watcher;
   int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
                  pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    /* The command must not outlive its lock holder (flock's child holds
+     * the locked descriptor itself; ours depends on this process): when
+     * dlock dies, even by SIGKILL, the kernel sends it orphan_signal. A
+     * dlock that died before this line has already left it orphaned. */
+    if (prctl(PR_SET_PDEATHSIG, orphan_signal) != 0 || getppid() != parent)
+      _exit(EXIT_SOFTWARE);
     struct sigaction dfl = {0};
     dfl.sa_handler = SIG_DFL;
     for (size_t k = 0; k < NFORWARDED; k++)
