@@ -473,7 +473,7 @@ static void test_credentials(void) {
            dlock_tool_free_port());
   /* wrong password, server down, a RedLock over both, a bad URL */
   char *bad_pw[] = {"--redis", wrong, "latch", "get", "x", NULL};
-  CU_ASSERT_EQUAL(run_output(bad_pw, out, sizeof out), 69);
+  CU_ASSERT_EQUAL(run_output(bad_pw, out, sizeof out), 78); /* config */
   ASSERT_NO_SECRET(out, "wr0ng-pw");
   CU_ASSERT(strstr(out, "redis://app:***@127.0.0.1") != NULL);
   char *dead[] = {"--redis", down, "sem", "available", "x", NULL};
@@ -488,7 +488,7 @@ static void test_credentials(void) {
   ASSERT_NO_SECRET(out, "wr0ng-pw");
   setenv("DLOCK_REDIS_URL", wrong, 1);
   char *env_url[] = {"latch", "get", "x", NULL};
-  CU_ASSERT_EQUAL(run_output(env_url, out, sizeof out), 69);
+  CU_ASSERT_EQUAL(run_output(env_url, out, sizeof out), 78);
   ASSERT_NO_SECRET(out, "wr0ng-pw");
   setenv("DLOCK_REDIS_URL", "ftp://app:wr0ng-pw@h", 1);
   CU_ASSERT_EQUAL(run_output(env_url, out, sizeof out), 64);
@@ -510,7 +510,7 @@ static void test_credentials(void) {
   CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
   CU_ASSERT(strstr(out, "set") != NULL);
   setenv("DLOCK_REDIS_PASSWORD", "wr0ng-pw", 1);
-  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 69);
+  CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 78);
   ASSERT_NO_SECRET(out, "wr0ng-pw");
   unsetenv("DLOCK_REDIS_PASSWORD");
   /* or from a file no one else may read */

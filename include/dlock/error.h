@@ -33,7 +33,8 @@ extern "C" {
   X(EQUORUM, -10, "no quorum of members")                                    \
   X(ENOTSUP, -11, "operation not supported by this kind")                    \
   X(ECLOSED, -12, "client is closed")                                        \
-  X(EDEADLK, -13, "would deadlock")
+  X(EDEADLK, -13, "would deadlock")                                          \
+  X(EAUTH, -14, "refused by the server: credentials or configuration")
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

@@ -317,10 +317,25 @@ static void conn_ready(dlock__conn *conn) {
   conn_arm(conn);
 }
 
+/* A handshake refusal that waiting will not cure: credentials, ACL, a
+ * database that does not exist (not LOADING, BUSY, MASTERDOWN, TRYAGAIN). */
+static int refused_for_good(const char *err) {
+  static const char *const prefixes[] = {"WRONGPASS", "NOAUTH", "NOPERM", "ERR"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (strncmp(err, prefixes[i], strlen(prefixes[i])) == 0)
+      return 1;
+  return 0;
+}
+
 static void handshake_done(dlock__req *req, redisReply *reply, int status) {
   dlock__conn *conn = req->data;
   if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
     conn_fail(conn, "handshake refused: %s", reply->str);
+    /* calls waiting for this connection fail now, with what to fix, instead
+     * of waiting out the connect timeout; reconnects go on */
+    if (refused_for_good(reply->str))
+      fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_EAUTH,
+                conn->last_error);
   } else if (status == DLOCK_OK && --conn->handshake_left == 0) {
     conn_ready(conn);
   }

@@ -30,7 +30,9 @@ enum {
   EXIT_NOREDIS = 69,  /* cannot reach Redis (EX_UNAVAILABLE) */
   EXIT_SOFTWARE = 70, /* unexpected error (EX_SOFTWARE) */
   EXIT_TIMEOUT = 75,  /* not acquired / not reached in time (EX_TEMPFAIL) */
-  EXIT_LOST = 76      /* the lease was lost while the command ran */
+  EXIT_LOST = 76,     /* the lease was lost while the command ran */
+  EXIT_CONFIG = 78    /* the server refused the credentials or database
+                         (EX_CONFIG): fix the configuration, no retry helps */
 };
 
 #define MAX_REDIS 16
@@ -71,7 +73,8 @@ static void usage_main(FILE *f) {
           "Durations: 500ms, 30s, 5m, 1h (a bare number is seconds).\n"
           "Exit status: the command's own for `run`; 64 usage, 69 Redis\n"
           "unreachable, 70 unexpected error, 75 not acquired (or not reached)\n"
-          "in time, 76 the lease was lost while the command ran.\n"
+          "in time, 76 the lease was lost while the command ran, 78 the server\n"
+          "refused the password, ACL user or database.\n"
           "`dlock COMMAND --help` describes one command.\n");
 }
 
@@ -106,6 +109,8 @@ static int fail(int rc, const char *what) {
     return EXIT_TIMEOUT;
   case DLOCK_ELOST:
     return EXIT_LOST;
+  case DLOCK_EAUTH:
+    return EXIT_CONFIG;
   case DLOCK_EINVAL:
     return EXIT_USAGE;
   default:
