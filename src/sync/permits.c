@@ -59,7 +59,8 @@ int dlock_permits_try_set_permits(dlock_permits *p, int64_t permits,
 int dlock_permits_set_permits(dlock_permits *p, int64_t permits,
                               int64_t *available) {
   int rc = dlock__synchronizer_check(p);
-  return rc != DLOCK_OK ? rc : dlock__sem_set(&p->o, &p->timeouts, permits, available);
+  return rc != DLOCK_OK ? rc
+                        : dlock__sem_set(&p->o, &p->timeouts, permits, available);
 }
 
 int dlock_permits_add_permits(dlock_permits *p, int64_t delta,
