@@ -400,7 +400,7 @@ static void test_bad_input(void) {
       {{"--redis", "http://nowhere", "run", "x", "--", "true"}, "bad --redis URL"},
       {{"--redis", "redis://h:99999", "run", "x", "--", "true"}, "port"},
       {{"run", "x", "--"}, "missing the command"},
-      {{"run", "x", "true"}, "missing --"},
+      {{"run", "x"}, "missing the command"},
       {{"run"}, "missing NAME"},
       {{"frobnicate"}, "unknown command"},
       {{NULL}, "missing command"},
@@ -637,6 +637,25 @@ static void test_run_killed_takes_command_along(void) {
   th_int(&srv, "DEL %s", name);
 }
 
+/* run NAME COMMAND without `--` (flock's form); a --permits that differs
+ * from the semaphore's total is reported, not silently ignored. */
+static void test_run_forms(void) {
+  char out[1024], name[200];
+  snprintf(name, sizeof name, "%s", th_name("forms"));
+  char *bare[] = {"run", name, "echo", "--wait", "x", NULL};
+  CU_ASSERT_EQUAL(run_output(bare, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "--wait x\n");
+  char *three[] = {"run", "--semaphore", "--permits", "3", name, "--", "true", NULL};
+  char *two[] = {"run", "--semaphore", "--permits", "2", name, "--", "true", NULL};
+  snprintf(name, sizeof name, "%s", th_name("forms-sem"));
+  CU_ASSERT_EQUAL(run_output(three, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "permits") == NULL); /* set now: nothing to say */
+  CU_ASSERT_EQUAL(run_output(three, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "permits") == NULL);
+  CU_ASSERT_EQUAL(run_output(two, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "has 3 permits, not 2") != NULL);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -648,6 +667,7 @@ static void add_tests(void) {
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
   CU_add_test(s, "sem_set", test_sem_set);
+  CU_add_test(s, "run_forms", test_run_forms);
   CU_add_test(s, "run_killed_takes_command_along", test_run_killed_takes_command_along);
   CU_add_test(s, "bad_input", test_bad_input);
 }

@@ -51,11 +51,11 @@ static void usage_main(FILE *f) {
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
           "      [--lease D] [--watchdog D] [--lost-signal SIG] [--orphan-signal SIG]\n"
-          "      NAME -- CMD...\n"
+          "      NAME [--] CMD...\n"
           "                      run CMD while holding the lock NAME\n"
           "  latch set NAME COUNT | count-down NAME | wait [--wait D] NAME |\n"
           "        get NAME | delete NAME\n"
-          "  sem init NAME PERMITS | acquire [--wait D] NAME [N] |\n"
+          "  sem init|set NAME PERMITS | acquire [--wait D] NAME [N] |\n"
           "      release NAME [N] | available NAME\n"
           "  status [--json] NAME  what is stored under NAME\n"
           "  unlock --force NAME   release NAME whoever holds it\n"
@@ -255,13 +255,14 @@ static void *lease_watch(void *arg) {
 }
 
 static void run_help(void) {
-  printf("usage: dlock [--redis URL]... run [options] NAME -- COMMAND [ARG]...\n"
+  printf("usage: dlock [--redis URL]... run [options] NAME [--] COMMAND [ARG]...\n"
          "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
          "  --fair            a fair lock (FIFO among waiters)\n"
          "  --read, --write   the read or write half of a read-write lock\n"
          "  --semaphore --permits P\n"
          "                    at most P commands at once (a crash-safe\n"
-         "                    expirable-permit semaphore; P sets it if unset)\n"
+         "                    expirable-permit semaphore; P sets it if unset,\n"
+         "                    and a different existing total is reported)\n"
          "  --wait D          give up after D (default: wait forever); 0 = try\n"
          "  --lease D         fixed lease; default: the watchdog renews it\n"
          "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
@@ -352,11 +353,10 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   if (i >= argc || !strcmp(argv[i], "--"))
     return usage_error("run: missing NAME");
   ro->name = argv[i++];
-  if (i >= argc || strcmp(argv[i], "--") != 0)
-    return usage_error("run: missing -- before the command");
-  i++;
+  if (i < argc && !strcmp(argv[i], "--"))
+    i++; /* optional, as for flock: NAME COMMAND... is unambiguous here */
   if (i >= argc)
-    return usage_error("run: missing the command after --");
+    return usage_error("run: missing the command (NAME -- COMMAND...)");
   ro->command = argv + i;
   if (nredis > 1 && (ro->fair || ro->read || ro->write || ro->sem))
     return usage_error("run: several --redis (RedLock) work with plain locks only");
@@ -384,9 +384,18 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
     return dlock_write_lock_new(clients[0], name, NULL, lock);
   if (ro->sem) {
     dlock_permits *p = NULL;
+    int set = 0;
+    int64_t available = 0, taken = 0;
     rc = dlock_permits_new(clients[0], name, NULL, &p);
     if (rc == DLOCK_OK)
-      rc = dlock_permits_try_set_permits(p, ro->permits, 0, NULL);
+      rc = dlock_permits_try_set_permits(p, ro->permits, 0, &set);
+    if (rc == DLOCK_OK && !set)
+      rc = dlock_permits_counts(p, &available, &taken);
+    if (rc == DLOCK_OK && !set && available + taken != ro->permits)
+      fprintf(stderr, "%s: semaphore %s has %" PRId64 " permits, not %" PRId64
+              " (--permits sets them only the first time; `dlock sem set %s %"
+              PRId64 "` changes them)\n", prog, name, available + taken,
+              ro->permits, name, ro->permits);
     dlock_permits_free(p);
     return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
                           : rc;
