@@ -63,26 +63,99 @@ static void test_uri_parse(void) {
   }
 }
 
-static void key_is(const char *prefix, const char *name, const char *want) {
+/* Every derived name of every kind for a name, as Redisson's
+ * RedissonObject.prefixName/suffixName give it: the name as it is when it
+ * contains a '{' anywhere, else wrapped in {}. want[kind] are literal. */
+typedef struct key_case {
+  const char *name;
+  size_t len;
+  const char *lock_channel, *fair_queue, *tag, *latch_channel, *permits_timeout;
+} key_case;
+
+static void check_key(dlock__key_kind kind, const key_case *c, const char *want,
+                      size_t want_len) {
   dlock__buf b = {0};
-  CU_ASSERT_EQUAL(dlock__key_prefix(&b, prefix, name, strlen(name)), DLOCK_OK);
-  CU_ASSERT_STRING_EQUAL(b.p, want);
+  CU_ASSERT_EQUAL(dlock__key(&b, kind, c->name, c->len), DLOCK_OK);
+  if (b.len != want_len || memcmp(b.p, want, want_len) != 0) {
+    fprintf(stderr, "\n  key kind %d of name #%zu bytes: got %.*s want %.*s\n",
+            (int)kind, c->len, (int)b.len, b.p, (int)want_len, want);
+    CU_FAIL("derived name differs from Redisson's");
+  }
   dlock__buf_free(&b);
 }
 
-static void test_keys_and_tags(void) {
-  key_is("redisson_lock__channel", "res", "redisson_lock__channel:{res}");
-  key_is("redisson_lock__channel", "{user1}:res", "redisson_lock__channel:{user1}:res");
-  key_is("p", "a{}b", "p:{a{}b}"); /* empty tag is no tag */
-  key_is("p", "a}b{c", "p:{a}b{c}");
-  key_is("p", "x{y}", "p:x{y}");
-  dlock__buf b = {0};
-  CU_ASSERT_EQUAL(dlock__key_suffix(&b, "res", 3, "timeout"), DLOCK_OK);
-  CU_ASSERT_STRING_EQUAL(b.p, "{res}:timeout");
-  b.len = 0;
-  CU_ASSERT_EQUAL(dlock__key_suffix(&b, "{t}r", 4, "timeout"), DLOCK_OK);
-  CU_ASSERT_STRING_EQUAL(b.p, "{t}r:timeout");
-  dlock__buf_free(&b);
+static void test_keys_follow_redisson(void) {
+  /* the lengths count every byte: some names hold NULs */
+#define K(n, ch, q, t, lc, pt) {n, sizeof n - 1, ch, q, t, lc, pt}
+  static const key_case cases[] = {
+      K("res", "redisson_lock__channel:{res}", "redisson_lock_queue:{res}",
+        "{res}", "redisson_countdownlatch__channel__{res}", "{res}:timeout"),
+      K("{user1}:res", "redisson_lock__channel:{user1}:res",
+        "redisson_lock_queue:{user1}:res", "{user1}:res",
+        "redisson_countdownlatch__channel__{{user1}:res}", "{user1}:res:timeout"),
+      K("a{b", "redisson_lock__channel:a{b", "redisson_lock_queue:a{b", "a{b",
+        "redisson_countdownlatch__channel__{a{b}", "a{b:timeout"),
+      K("a{}b", "redisson_lock__channel:a{}b", "redisson_lock_queue:a{}b", "a{}b",
+        "redisson_countdownlatch__channel__{a{}b}", "a{}b:timeout"),
+      K("{}{x}", "redisson_lock__channel:{}{x}", "redisson_lock_queue:{}{x}",
+        "{}{x}", "redisson_countdownlatch__channel__{{}{x}}", "{}{x}:timeout"),
+      K("x}{y", "redisson_lock__channel:x}{y", "redisson_lock_queue:x}{y", "x}{y",
+        "redisson_countdownlatch__channel__{x}{y}", "x}{y:timeout"),
+      K("{a}", "redisson_lock__channel:{a}", "redisson_lock_queue:{a}", "{a}",
+        "redisson_countdownlatch__channel__{{a}}", "{a}:timeout"),
+      K("a{b}c", "redisson_lock__channel:a{b}c", "redisson_lock_queue:a{b}c",
+        "a{b}c", "redisson_countdownlatch__channel__{a{b}c}", "a{b}c:timeout"),
+      K("{", "redisson_lock__channel:{", "redisson_lock_queue:{", "{",
+        "redisson_countdownlatch__channel__{{}", "{:timeout"),
+      K("}", "redisson_lock__channel:{}}", "redisson_lock_queue:{}}", "{}}",
+        "redisson_countdownlatch__channel__{}}", "{}}:timeout"),
+      K("{}", "redisson_lock__channel:{}", "redisson_lock_queue:{}", "{}",
+        "redisson_countdownlatch__channel__{{}}", "{}:timeout"),
+      K("a}b{c", "redisson_lock__channel:a}b{c", "redisson_lock_queue:a}b{c",
+        "a}b{c", "redisson_countdownlatch__channel__{a}b{c}", "a}b{c:timeout"),
+      K("\0\xff{z", "redisson_lock__channel:\0\xff{z",
+        "redisson_lock_queue:\0\xff{z", "\0\xff{z",
+        "redisson_countdownlatch__channel__{\0\xff{z}", "\0\xff{z:timeout"),
+      K("\0\xff\x7d", "redisson_lock__channel:{\0\xff\x7d}",
+        "redisson_lock_queue:{\0\xff\x7d}", "{\0\xff\x7d}",
+        "redisson_countdownlatch__channel__{\0\xff\x7d}", "{\0\xff\x7d}:timeout"),
+  };
+#undef K
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const key_case *c = &cases[i];
+    /* the want strings hold NULs too: their lengths are the name's plus the
+     * fixed parts */
+    size_t wrap = memchr(c->name, '{', c->len) == NULL ? 2 : 0;
+    check_key(DLOCK__KEY_LOCK_CHANNEL, c, c->lock_channel,
+              strlen("redisson_lock__channel:") + c->len + wrap);
+    check_key(DLOCK__KEY_FAIR_QUEUE, c, c->fair_queue,
+              strlen("redisson_lock_queue:") + c->len + wrap);
+    check_key(DLOCK__KEY_TAG, c, c->tag, c->len + wrap);
+    check_key(DLOCK__KEY_LATCH_CHANNEL, c, c->latch_channel,
+              strlen("redisson_countdownlatch__channel__{}") + c->len);
+    check_key(DLOCK__KEY_PERMITS_TIMEOUT, c, c->permits_timeout,
+              c->len + wrap + strlen(":timeout"));
+  }
+  /* the other kinds use the same two rules: one spot check each */
+  static const struct {
+    dlock__key_kind kind;
+    const char *bare, *wrapped;
+  } rest[] = {
+      {DLOCK__KEY_LOCK_TOKEN, "redisson_lock_token:a{b", "redisson_lock_token:{ab}"},
+      {DLOCK__KEY_UNLOCK_LATCH, "redisson_unlock_latch:a{b:",
+       "redisson_unlock_latch:{ab}:"},
+      {DLOCK__KEY_FAIR_TIMEOUT, "redisson_lock_timeout:a{b",
+       "redisson_lock_timeout:{ab}"},
+      {DLOCK__KEY_RWLOCK_CHANNEL, "redisson_rwlock:a{b", "redisson_rwlock:{ab}"},
+      {DLOCK__KEY_SEM_CHANNEL, "redisson_sc:a{b", "redisson_sc:{ab}"},
+      {DLOCK__KEY_PERMITS_LATCH, "dlock_permits_release_latch:a{b:",
+       "dlock_permits_release_latch:{ab}:"},
+  };
+  key_case odd = {"a{b", 3, 0, 0, 0, 0, 0}, plain = {"ab", 2, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) {
+    check_key(rest[i].kind, &odd, rest[i].bare, strlen(rest[i].bare));
+    check_key(rest[i].kind, &plain, rest[i].wrapped, strlen(rest[i].wrapped));
+  }
 }
 
 static void test_errors(void) {
@@ -655,7 +728,7 @@ static void test_shared_engine_member_down(void) {
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("core", NULL, NULL);
   CU_add_test(s, "uri_parse", test_uri_parse);
-  CU_add_test(s, "keys_and_tags", test_keys_and_tags);
+  CU_add_test(s, "keys_follow_redisson", test_keys_follow_redisson);
   CU_add_test(s, "errors", test_errors);
   CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);
   CU_add_test(s, "open_dead_server", test_open_dead_server);

@@ -53,13 +53,10 @@ int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
 
 /* ---- keys (keys.c, docs/wire.md "Hash tags") ------------------------------ */
 
-/* 1 when name contains a valid hash tag ("{" then a later "}" with at least
- * one byte between them). */
-int dlock__has_tag(const char *name, size_t len);
-/* P:{N}, or P:N when N has its own tag. Appends to b. */
+/* P:{N}, or P:N when N contains a '{'. Appends to b. */
 int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
                       size_t len);
-/* {N}:S, or N:S when N has its own tag. Appends to b. */
+/* {N}:S, or N:S when N contains a '{'. Appends to b. */
 int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
                       const char *suffix);
 /* The names dlock derives from an object's name N (docs/wire.md). */

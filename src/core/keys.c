@@ -4,31 +4,30 @@
 
 #include "core/core.h"
 
-int dlock__has_tag(const char *name, size_t len) {
-  const char *open = memchr(name, '{', len);
-  if (open == NULL)
-    return 0;
-  size_t rest = len - (size_t)(open - name) - 1;
-  const char *close = memchr(open + 1, '}', rest);
-  return close != NULL && close > open + 1;
+/* Redisson's rule (RedissonObject.prefixName/suffixName): a name that
+ * contains a '{' anywhere is used as it is; any other is wrapped as {N}. It
+ * is not the cluster's hash-tag rule: "a{b" and "a{}b" have no valid tag and
+ * still stay unwrapped, so that C and Java clients compute the same names. */
+static int unwrapped(const char *name, size_t len) {
+  return memchr(name, '{', len) != NULL;
 }
 
 int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
                       size_t len) {
-  int tagged = dlock__has_tag(name, len);
-  if (dlock__buf_printf(b, "%s:%s", prefix, tagged ? "" : "{") != DLOCK_OK ||
+  int bare = unwrapped(name, len);
+  if (dlock__buf_printf(b, "%s:%s", prefix, bare ? "" : "{") != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
-      dlock__buf_add(b, "}", tagged ? 0 : 1) != DLOCK_OK)
+      dlock__buf_add(b, "}", bare ? 0 : 1) != DLOCK_OK)
     return DLOCK_ENOMEM;
   return DLOCK_OK;
 }
 
 int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
                       const char *suffix) {
-  int tagged = dlock__has_tag(name, len);
-  if (dlock__buf_add(b, "{", tagged ? 0 : 1) != DLOCK_OK ||
+  int bare = unwrapped(name, len);
+  if (dlock__buf_add(b, "{", bare ? 0 : 1) != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
-      dlock__buf_printf(b, "%s:%s", tagged ? "" : "}", suffix) != DLOCK_OK)
+      dlock__buf_printf(b, "%s:%s", bare ? "" : "}", suffix) != DLOCK_OK)
     return DLOCK_ENOMEM;
   return DLOCK_OK;
 }
@@ -52,11 +51,11 @@ static const struct {
     [DLOCK__KEY_PERMITS_LATCH] = {PREFIX, "dlock_permits_release_latch", ":"},
 };
 
-static int tagged_name(dlock__buf *b, const char *name, size_t len) {
-  int tagged = dlock__has_tag(name, len);
-  if (dlock__buf_add(b, "{", tagged ? 0 : 1) != DLOCK_OK ||
+static int wrapped_name(dlock__buf *b, const char *name, size_t len) {
+  int bare = unwrapped(name, len);
+  if (dlock__buf_add(b, "{", bare ? 0 : 1) != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
-      dlock__buf_add(b, "}", tagged ? 0 : 1) != DLOCK_OK)
+      dlock__buf_add(b, "}", bare ? 0 : 1) != DLOCK_OK)
     return DLOCK_ENOMEM;
   return DLOCK_OK;
 }
@@ -70,7 +69,7 @@ int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
     break;
   case SUFFIX:
     rc = layout[kind].text ? dlock__key_suffix(b, name, len, layout[kind].text)
-                           : tagged_name(b, name, len);
+                           : wrapped_name(b, name, len);
     break;
   default:
     rc = dlock__buf_printf(b, "%s{", layout[kind].text);

@@ -16,7 +16,7 @@ typedef struct rw_half {
   int is_write;
   dlock__buf channel;      /* redisson_rwlock:{N} */
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
-  dlock__buf tag;          /* {N}, or N when it has its own hash tag */
+  dlock__buf tag;          /* {N}, or N when N contains a "{" */
 } rw_half;
 
 struct dlock_rwlock {
