@@ -1,75 +1,81 @@
--- Fair lock: acquire in FIFO order, or queue up and keep the slot alive.
+-- Fair lock: acquire in FIFO order, or queue up and stay alive in the queue.
 -- KEYS[1]  the lock hash N
 -- KEYS[2]  the wait queue redisson_lock_queue:{N} (LIST of owners)
--- KEYS[3]  the deadlines redisson_lock_timeout:{N} (ZSET owner -> ms)
+-- KEYS[3]  Redisson's deadlines redisson_lock_timeout:{N} (ZSET owner -> ms)
+-- KEYS[4]  dlock waiters' liveness dlock_fair_alive:{N} (ZSET owner -> ms)
 -- ARGV[1]  lease in ms
 -- ARGV[2]  owner "U:T"
--- ARGV[3]  wait slot in ms: a queued waiter is purged when it has not
---          tried again for this long (it is dead)
--- ARGV[4]  '1' to join the queue when not acquired, '0' to only try
--- ARGV[5]  publish command (PUBLISH or SPUBLISH)
--- ARGV[6]  the waiters' channel prefix redisson_lock__channel:{N}: a grant
+-- ARGV[3]  thread wait time in ms (Redisson's threadWaitTime): a newcomer's
+--          deadline is the tail's (or the lock's expiry) plus this, and a
+--          grant moves every remaining deadline this much earlier
+-- ARGV[4]  liveness slot in ms: a queued dlock waiter that has not tried
+--          again for this long is dead and is skipped by dlock's scripts
+-- ARGV[5]  '1' to join the queue when not acquired, '0' to only try
+-- ARGV[6]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[7]  the waiters' channel prefix redisson_lock__channel:{N}: a grant
 --          from the line tells the next waiter (prefix:U:T) the new lease,
 --          message '-' .. lease (negative: Redisson's waiters ignore it): no
---          release announces a lease's end, so it re-tries by then instead
---          of sleeping on an older, longer hint
+--          release announces a lease's end, so it re-tries by then
 -- reply    nil when acquired (head of the queue or empty queue, or
 --          re-entry); otherwise how long at most to wait in ms: the lock's
---          PTTL, or when it is free but another waiter is first, that
---          waiter's remaining slot (-1: unknown)
+--          PTTL, or when it is free but another waiter is first, until that
+--          waiter must have taken it (-1: unknown)
 -- errors   WRONGTYPE when a key has the wrong type
--- Time is the server's (TIME), one clock for every client.
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- purge dead waiters at the head
-while true do
-  local head = redis.call('lindex', KEYS[2], 0)
-  if not head then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-  if deadline and deadline > now then
-    break
-  end
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], head)
-end
+-- #include fair_queue.lua
+local now = fair_now()
+local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], now)
+local wait = tonumber(ARGV[3])
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-local head = redis.call('lindex', KEYS[2], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
   if head then
     redis.call('lpop', KEYS[2])
-    local next = redis.call('lindex', KEYS[2], 0)
-    if next then
-      redis.call(ARGV[5], ARGV[6] .. ':' .. next, '-' .. ARGV[1])
-    end
   end
   redis.call('zrem', KEYS[3], ARGV[2])
+  redis.call('zrem', KEYS[4], ARGV[2])
+  -- Redisson's arithmetic: a grant moves every remaining deadline one wait
+  -- earlier
+  for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -wait, waiter)
+  end
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
+  local next = redis.call('lindex', KEYS[2], 0)
+  if next then
+    redis.call(ARGV[6], ARGV[7] .. ':' .. next, '-' .. ARGV[1])
+  end
   return nil
 end
-local slot = tonumber(ARGV[3])
-local queued = redis.call('zscore', KEYS[3], ARGV[2])
-if queued or ARGV[4] == '1' then
-  if not queued then
+local mine = redis.call('zscore', KEYS[3], ARGV[2])
+if mine or ARGV[5] == '1' then
+  if mine then
+    -- keep my place in a Redisson client's eyes too while I am alive
+    mine = math.max(tonumber(mine), now + wait)
+  else
+    -- Redisson's arithmetic: the tail's deadline (or the lock's expiry)
+    -- plus one wait
+    local last = redis.call('lindex', KEYS[2], -1)
+    local tail = last and redis.call('zscore', KEYS[3], last)
+    local base = tail and tonumber(tail) - now or redis.call('pttl', KEYS[1])
+    mine = base + wait + now
     redis.call('rpush', KEYS[2], ARGV[2])
   end
-  redis.call('zadd', KEYS[3], now + slot, ARGV[2]) -- alive: keep my place
-  -- the queue keys outlive their last live waiter by one slot at most
-  if redis.call('pttl', KEYS[2]) < slot then
-    redis.call('pexpire', KEYS[2], slot)
-    redis.call('pexpire', KEYS[3], slot)
+  redis.call('zadd', KEYS[3], mine, ARGV[2])
+  redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[2])
+  -- the liveness record outlives my Redisson deadline: until then a dead
+  -- dlock waiter must stay recognisable as one
+  local keep = mine - now + tonumber(ARGV[4])
+  if redis.call('pttl', KEYS[4]) < keep then
+    redis.call('pexpire', KEYS[4], keep)
   end
 end
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -2 then
-  -- free, but another (live) waiter is first: at most its slot
-  local deadline = head and tonumber(redis.call('zscore', KEYS[3], head))
-  ttl = deadline and math.max(deadline - now, 1) or -1
+  local deadline = head and (redis.call('zscore', KEYS[4], head) or
+                             redis.call('zscore', KEYS[3], head))
+  ttl = deadline and math.max(tonumber(deadline) - now, 1) or -1
 end
 return ttl

@@ -1,11 +1,14 @@
--- Fair lock: release whoever holds it and wake the next waiter.
+-- Fair lock: release whoever holds it and wake the next live waiter.
 -- KEYS[1]  the lock hash N
 -- KEYS[2]  the wait queue redisson_lock_queue:{N}
+-- KEYS[3]  Redisson's deadlines redisson_lock_timeout:{N}
+-- KEYS[4]  dlock waiters' liveness dlock_fair_alive:{N}
 -- ARGV[1]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[2]  channel prefix redisson_lock__channel:{N}
 -- reply    1 when a lock was deleted, 0 when it was free
+-- #include fair_queue.lua
 if redis.call('del', KEYS[1]) == 1 then
-  local head = redis.call('lindex', KEYS[2], 0)
+  local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
   if head then
     redis.call(ARGV[1], ARGV[2] .. ':' .. head, '0')
   end

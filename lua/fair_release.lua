@@ -2,7 +2,8 @@
 -- KEYS[1]  the lock hash N
 -- KEYS[2]  the unlock latch redisson_unlock_latch:{N}:R
 -- KEYS[3]  the wait queue redisson_lock_queue:{N}
--- KEYS[4]  the deadlines redisson_lock_timeout:{N}
+-- KEYS[4]  Redisson's deadlines redisson_lock_timeout:{N}
+-- KEYS[5]  dlock waiters' liveness dlock_fair_alive:{N}
 -- ARGV[1]  lease in ms, re-armed when holds remain
 -- ARGV[2]  owner "U:T"
 -- ARGV[3]  latch lifetime in ms
@@ -14,25 +15,15 @@
 --          1: released, the next live waiter woken. A retry with the same
 --          latch replays the first 0 or 1.
 -- errors   WRONGTYPE when N is not a hash
+-- #include fair_queue.lua
 local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function wake_next()
-  while true do
-    local head = redis.call('lindex', KEYS[3], 0)
-    if not head then
-      return
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-    if deadline and deadline > now then
-      redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
-      return
-    end
-    redis.call('lpop', KEYS[3])
-    redis.call('zrem', KEYS[4], head)
+  local head = fair_purge(KEYS[3], KEYS[4], KEYS[5], fair_now())
+  if head then
+    redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
   end
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then

@@ -146,6 +146,7 @@ static void test_keys_follow_redisson(void) {
        "redisson_unlock_latch:{ab}:"},
       {DLOCK__KEY_FAIR_TIMEOUT, "redisson_lock_timeout:a{b",
        "redisson_lock_timeout:{ab}"},
+      {DLOCK__KEY_FAIR_ALIVE, "dlock_fair_alive:a{b", "dlock_fair_alive:{ab}"},
       {DLOCK__KEY_RWLOCK_CHANNEL, "redisson_rwlock:a{b", "redisson_rwlock:{ab}"},
       {DLOCK__KEY_SEM_CHANNEL, "redisson_sc:a{b", "redisson_sc:{ab}"},
       {DLOCK__KEY_PERMITS_LATCH, "dlock_permits_release_latch:a{b:",

@@ -539,6 +539,12 @@ static void test_bad_input(void) {
   o.wait_slot_ms = -1;
   TH_ASSERT_RC(dlock_fair_lock_new(cl, "x", &o, &l), DLOCK_EINVAL);
   CU_ASSERT_PTR_NULL(l);
+  o.wait_slot_ms = 0;
+  o.thread_wait_ms = -1;
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, "x", &o, &l), DLOCK_EINVAL);
+  CU_ASSERT(strstr(dlock_errmsg(), "thread_wait_ms") != NULL);
+  o.version = 3;
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, "x", &o, &l), DLOCK_EINVAL);
   const char *name = th_name("wrongtype");
   freeReplyObject(th_cmd(&srv, "SET redisson_lock_queue:{%s} x", name));
   l = new_fair(cl, name, 0);
@@ -547,9 +553,49 @@ static void test_bad_input(void) {
   dlock_lock_free(l);
 }
 
+/* thread_wait_ms is the step of the queue's deadlines; version 1 options
+ * (no such field) get Redisson's 300,000 ms. */
+static void test_thread_wait_option(void) {
+  const char *name = th_name("thread_wait");
+  dlock_lock *holder = new_fair(cl, name, 30000);
+  TH_ASSERT_RC(dlock_acquire(holder, 0, 20000), DLOCK_OK);
+  for (int version = 1; version <= 2; version++) {
+    dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+    o.version = (unsigned)version;
+    o.wait_slot_ms = 30000;
+    o.thread_wait_ms = version == 2 ? 1000 : 77; /* ignored in version 1 */
+    dlock_lock *l = NULL;
+    TH_ASSERT_RC(dlock_fair_lock_new(cl, name, &o, &l), DLOCK_OK);
+    th_acquirer w = {l, 10000, 1000, -1, 0, 0};
+    th_acquirer_start(&w);
+    CU_ASSERT_FATAL(wait_qlen(name, 1));
+    redisReply *t = th_cmd(&srv, "TIME");
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    redisReply *r = th_cmd(&srv, "ZRANGE redisson_lock_timeout:{%s} 0 0 WITHSCORES", name);
+    long long deadline = atoll(r->element[1]->str);
+    freeReplyObject(r);
+    long long pttl = th_int(&srv, "PTTL %s", name);
+    long long step = deadline - (now + pttl);
+    long long want = version == 2 ? 1000 : 300000;
+    if (step < want - 500 || step > want + 500)
+      fprintf(stderr, "\n  version %d: step %lld, want %lld\n", version, step, want);
+    CU_ASSERT(step >= want - 500 && step <= want + 500);
+    TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+    th_acquirer_join(&w);
+    TH_ASSERT_RC(w.rc, DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(holder, 0, 20000), DLOCK_OK);
+    dlock_lock_free(l);
+  }
+  TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+  CU_ASSERT(queue_keys_gone(name));
+  dlock_lock_free(holder);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("fair", suite_init, suite_clean);
   CU_add_test(s, "fifo_threads", test_fifo_threads);
+  CU_add_test(s, "thread_wait_option", test_thread_wait_option);
   CU_add_test(s, "fifo_processes", test_fifo_processes);
   CU_add_test(s, "next_waiter_follows_new_lease", test_next_waiter_follows_new_lease);
   CU_add_test(s, "only_head_woken", test_only_head_woken);

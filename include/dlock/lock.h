@@ -49,15 +49,20 @@ typedef struct dlock_lock dlock_lock;
 #define DLOCK_CAP_MULTI_NODE 0x10u /* spans several Redis servers */
 
 typedef struct dlock_lock_opts {
-  unsigned version;     /* DLOCK_LOCK_OPTS_VERSION */
+  unsigned version;     /* DLOCK_LOCK_OPTS_VERSION (1 and 2 are accepted) */
   size_t name_len;      /* 0 = strlen(name); set it for names with NUL bytes */
-  int64_t wait_slot_ms; /* fair lock: a queued waiter that has not re-tried
-                           for this long is dead and loses its place; live
-                           waiters re-try every third of it. 0 = 5000 */
+  int64_t wait_slot_ms; /* fair lock: a queued dlock waiter that has not
+                           re-tried for this long is dead and loses its place;
+                           live waiters re-try every third of it. 0 = 5000 */
+  /* version 2 */
+  int64_t thread_wait_ms; /* fair lock: Redisson's threadWaitTime, the step of
+                             the queue's deadlines; every client of one fair
+                             lock, C or Java, must use the same value.
+                             0 = 300000, Redisson's default */
 } dlock_lock_opts;
 
-#define DLOCK_LOCK_OPTS_VERSION 1u
-#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0, 0 }
+#define DLOCK_LOCK_OPTS_VERSION 2u
+#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0, 0, 0 }
 
 /* What a successful acquire grants (dlock_acquire_grant). */
 typedef struct dlock_grant {
@@ -93,11 +98,12 @@ DLOCK_API int dlock_fenced_lock_new(dlock_client *client, const char *name,
                                     const dlock_lock_opts *opts,
                                     dlock_lock **out);
 
-/* Make a fair lock handle (Redisson RFairLock layout): waiters get the lock
- * in the order they queued, and only the next one is woken on release. A
- * waiter that dies is skipped within opts->wait_slot_ms. Arguments and
- * errors as for dlock_reentrant_lock_new(); DLOCK_EINVAL for a negative
- * wait slot. See docs/fair.md. */
+/* Make a fair lock handle (Redisson RFairLock layout and arithmetic, shared
+ * with Java clients): waiters get the lock in the order they queued, and
+ * only the next one is woken on release. A dlock waiter that dies is skipped
+ * within opts->wait_slot_ms. Arguments and errors as for
+ * dlock_reentrant_lock_new(); DLOCK_EINVAL for a negative wait slot or
+ * thread wait time. See docs/fair.md. */
 DLOCK_API int dlock_fair_lock_new(dlock_client *client, const char *name,
                                   const dlock_lock_opts *opts,
                                   dlock_lock **out);

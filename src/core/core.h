@@ -66,6 +66,7 @@ typedef enum dlock__key_kind {
   DLOCK__KEY_UNLOCK_LATCH,    /* redisson_unlock_latch:{N}: (+ request id) */
   DLOCK__KEY_FAIR_QUEUE,      /* redisson_lock_queue:{N} */
   DLOCK__KEY_FAIR_TIMEOUT,    /* redisson_lock_timeout:{N} */
+  DLOCK__KEY_FAIR_ALIVE,      /* dlock_fair_alive:{N} */
   DLOCK__KEY_RWLOCK_CHANNEL,  /* redisson_rwlock:{N} */
   DLOCK__KEY_TAG,             /* {N}: start of a read hold's timeout key */
   DLOCK__KEY_LATCH_CHANNEL,   /* redisson_countdownlatch__channel__{N} */

@@ -13,8 +13,8 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
   *out = NULL;
   if (client == NULL)
     return dlock__fail(DLOCK_EINVAL, "client is NULL");
-  if (opts && opts->version != DLOCK_LOCK_OPTS_VERSION)
-    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want %u",
+  if (opts && (opts->version < 1 || opts->version > DLOCK_LOCK_OPTS_VERSION))
+    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want 1..%u",
                        opts->version, DLOCK_LOCK_OPTS_VERSION);
   size_t len = opts && opts->name_len
                    ? opts->name_len

@@ -42,6 +42,7 @@ static const struct {
     [DLOCK__KEY_UNLOCK_LATCH] = {PREFIX, "redisson_unlock_latch", ":"},
     [DLOCK__KEY_FAIR_QUEUE] = {PREFIX, "redisson_lock_queue", ""},
     [DLOCK__KEY_FAIR_TIMEOUT] = {PREFIX, "redisson_lock_timeout", ""},
+    [DLOCK__KEY_FAIR_ALIVE] = {PREFIX, "dlock_fair_alive", ""},
     [DLOCK__KEY_RWLOCK_CHANNEL] = {PREFIX, "redisson_rwlock", ""},
     [DLOCK__KEY_TAG] = {SUFFIX, NULL, ""},
     /* plain concatenation: the braces are there even when N has a tag */

@@ -1,13 +1,14 @@
-/* The fair lock (docs/wire.md, "Fair lock"): the reentrant lock's hash plus a FIFO
- * queue of waiters, a ZSET of their deadlines and one wake-up channel per
- * waiter, so a release wakes only the next in line.
+/* The fair lock (docs/fair.md, docs/wire.md "Fair lock"): the reentrant
+ * lock's hash plus Redisson's FIFO queue of waiters, a ZSET of their
+ * deadlines and one wake-up channel per waiter, so a release wakes only the
+ * next in line.
  *
- * Unlike Redisson, a deadline here means "this waiter is alive until":
- * every try of a queued waiter pushes its own deadline to server-now + slot,
- * and a waiter re-tries at least every third of its slot. A waiter that died
- * stops refreshing and is purged once it reaches the head and its slot has
- * passed, so a dead waiter delays the queue by one slot at most, never by
- * minutes. Deadlines use the server's clock (TIME) for every client. */
+ * The queue and its deadlines are Redisson's, arithmetic included, so Java
+ * clients share it. dlock adds a liveness ZSET that Redisson never reads:
+ * every try of a queued dlock waiter sets its entry to server-now + slot,
+ * and a waiter re-tries at least every third of its slot, so dlock's scripts
+ * skip a dead dlock waiter one slot after it stopped, not when its Redisson
+ * deadline (minutes) passes. Times are the server's clock (TIME). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +18,15 @@
 #include "lock/lock_impl.h"
 
 #define DEFAULT_SLOT_MS 5000
+#define DEFAULT_THREAD_WAIT_MS 300000 /* Redisson's */
 
 typedef struct fair {
   dlock_lock base;
   int64_t slot_ms;
+  int64_t thread_wait_ms;
   dlock__buf queue;        /* redisson_lock_queue:{N} */
   dlock__buf timeouts;     /* redisson_lock_timeout:{N} */
+  dlock__buf alive;        /* dlock_fair_alive:{N} */
   dlock__buf channel;      /* redisson_lock__channel:{N}; waiters add :U:T */
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
 } fair;
@@ -41,21 +45,22 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   fair *f = a->f;
   dlock_lock *l = &f->base;
-  char lease[24], slot[24];
+  char lease[24], tw[24], slot[24];
   /* The first try never queues: a waiter joins the queue only once it is
    * subscribed to its channel, so its wake-up cannot be missed. A try with
    * no wait never queues at all. */
   const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
-  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len};
-  const char *args[] = {lease, a->owner, slot, join, "PUBLISH", f->channel.p};
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
+  const char *args[] = {lease, a->owner, tw, slot, join, "PUBLISH", f->channel.p};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
                     a->olen,
+                    (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms),
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1,
                     7, f->channel.len};
   dlock__req req;
   redisReply *r;
-  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 3, keys, klens, 6,
+  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 7,
                              args, alens);
   if (rc == DLOCK_OK)
     rc = dlock__try_call(l->h.client, t, &req, &r);
@@ -81,21 +86,24 @@ static void give_up(void *ctx) {
   attempt *a = ctx;
   fair *f = a->f;
   dlock_lock *l = &f->base;
-  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len};
-  const char *args[] = {a->owner, "PUBLISH", f->channel.p};
-  size_t alens[] = {a->olen, 7, f->channel.len};
+  char tw[24];
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
+  const char *args[] = {a->owner, "PUBLISH", f->channel.p, tw};
+  size_t alens[] = {a->olen, 7, f->channel.len,
+                    (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms)};
   char saved[512];
   snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
   redisReply *r = NULL;
-  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys,
-                              klens, 3, args, alens, &r);
+  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 4, keys,
+                              klens, 4, args, alens, &r);
   if (rc == DLOCK_EIO)
-    rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 3, keys, klens,
-                            3, args, alens, &r);
+    rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 4, keys, klens,
+                            4, args, alens, &r);
   if (r)
     freeReplyObject(r);
-  /* When both fail, the entry expires with its slot: nobody refreshes it. */
+  /* When both fail, dlock's scripts skip the entry once its liveness slot
+   * has passed (nobody refreshes it); Redisson's at its deadline. */
   dlock__fail(0, "%s", saved);
 }
 
@@ -142,8 +150,8 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   char owner[64], lease[24], px[24];
   size_t olen = dlock__owner(c, owner_id, owner);
   dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
-  const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p};
-  size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len};
+  const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len, f->alive.len};
   const char *args[] = {lease, owner, px, "PUBLISH", f->channel.p};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
@@ -151,7 +159,7 @@ static int release(dlock_lock *l, uint64_t owner_id) {
       f->channel.len};
   redisReply *r = NULL;
   int rc = dlock__release_call(c, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
-                               4, keys, klens, 5, args, alens, &r);
+                               5, keys, klens, 5, args, alens, &r);
   if (rc != DLOCK_OK) {
     if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
       dlock__hashlock_forget(l, owner_id);
@@ -165,11 +173,11 @@ static int release(dlock_lock *l, uint64_t owner_id) {
 
 static int force_release(dlock_lock *l) {
   fair *f = (fair *)l;
-  const char *keys[] = {l->h.name, f->queue.p};
-  size_t klens[] = {l->h.name_len, f->queue.len};
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
   const char *args[] = {"PUBLISH", f->channel.p};
   size_t alens[] = {7, f->channel.len};
-  return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 2, keys,
+  return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 4, keys,
                                    klens, 2, args, alens);
 }
 
@@ -177,6 +185,7 @@ static void destroy(dlock_lock *l) {
   fair *f = (fair *)l;
   dlock__buf_free(&f->queue);
   dlock__buf_free(&f->timeouts);
+  dlock__buf_free(&f->alive);
   dlock__buf_free(&f->channel);
   dlock__buf_free(&f->latch_prefix);
 }
@@ -200,16 +209,21 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
   *out = NULL;
   if (opts && opts->wait_slot_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "wait_slot_ms must be >= 0");
+  int64_t thread_wait = opts && opts->version >= 2 ? opts->thread_wait_ms : 0;
+  if (thread_wait < 0)
+    return dlock__fail(DLOCK_EINVAL, "thread_wait_ms must be >= 0");
   dlock_lock *l;
   int rc = dlock__lock_alloc(&fair_methods, client, name, opts, &l);
   if (rc != DLOCK_OK)
     return rc;
   fair *f = (fair *)l;
   f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
+  f->thread_wait_ms = thread_wait ? thread_wait : DEFAULT_THREAD_WAIT_MS;
   const char *n = l->h.name;
   size_t len = l->h.name_len;
   if (dlock__key(&f->queue, DLOCK__KEY_FAIR_QUEUE, n, len) ||
       dlock__key(&f->timeouts, DLOCK__KEY_FAIR_TIMEOUT, n, len) ||
+      dlock__key(&f->alive, DLOCK__KEY_FAIR_ALIVE, n, len) ||
       dlock__key(&f->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
       dlock__key(&f->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);

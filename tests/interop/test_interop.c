@@ -1,0 +1,321 @@
+/* dlock beside Redisson clients on one redis-server: a Redisson-behaving
+ * client of our own (redisson_peer.c) for every primitive, and node-redisson
+ * (npm, node_peer.js) for the plain lock. Each test mixes both kinds of
+ * client on one name and checks exclusion, order, wake-ups in both
+ * directions and that nothing is left behind. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "redisson_peer.h"
+
+#define WAIT 300000 /* Redisson's default threadWaitTime */
+
+static th_server srv;
+static dlock_client *cl;
+
+static int suite_init(void) {
+  if (th_server_start(&srv, NULL) != 0)
+    return 1;
+  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
+}
+
+static int suite_clean(void) {
+  dlock_client_close(cl);
+  th_server_stop(&srv);
+  return 0;
+}
+
+static rp_client peer(void) {
+  rp_client p;
+  CU_ASSERT_EQUAL_FATAL(rp_open(&p, srv.port), 0);
+  return p;
+}
+
+/* Poll a server-side count until it equals want (bounded: 10 s). */
+static int wait_int(long long want, const char *fmt, const char *arg) {
+  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(1000))
+    if (th_int(&srv, fmt, arg) == want)
+      return 1;
+  return 0;
+}
+
+static long long zscore(const char *name, const char *owner) {
+  redisReply *r = th_cmd(&srv, "ZSCORE redisson_lock_timeout:{%s} %s", name, owner);
+  long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+  if (r)
+    freeReplyObject(r);
+  return v;
+}
+
+static int64_t server_ms(void) {
+  redisReply *r = th_cmd(&srv, "TIME");
+  int64_t ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+  freeReplyObject(r);
+  return ms;
+}
+
+/* Keys whose names contain name, other than the unlock latches (counted
+ * apart: they are cleaned by their own test). */
+static long long keys_left(const char *name) {
+  redisReply *r = th_cmd(&srv, "KEYS *%s*", name);
+  long long n = 0;
+  for (size_t i = 0; r && i < r->elements; i++) {
+    if (strstr(r->element[i]->str, "unlock_latch") == NULL &&
+        strstr(r->element[i]->str, "release_latch") == NULL) {
+      fprintf(stderr, "\n  left behind: %s\n", r->element[i]->str);
+      n++;
+    }
+  }
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
+static dlock_lock *fair(const char *name, int64_t slot_ms) {
+  dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+  o.wait_slot_ms = slot_ms;
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, name, &o, &l), DLOCK_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+  return l;
+}
+
+/* ---- fair lock ------------------------------------------------------------ */
+
+/* A C waiter's queue entry follows Redisson's arithmetic: its deadline is the
+ * tail's (or the lock's expiry) plus threadWaitTime, every grant moves every
+ * deadline one wait earlier, and the queue keys never expire. */
+static void test_fair_redisson_arithmetic(void) {
+  const char *name = th_name("fair_arith");
+  dlock_lock *l = fair(name, 30000);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
+  int64_t t0 = server_ms();
+
+  th_acquirer w1 = {fair(name, 30000), 20000, 10000, -1, 0, 0};
+  th_acquirer_start(&w1);
+  CU_ASSERT_FATAL(wait_int(1, "LLEN redisson_lock_queue:{%s}", name));
+  /* Redisson never expires the queue or the deadlines */
+  CU_ASSERT_EQUAL(th_int(&srv, "PTTL redisson_lock_queue:{%s}", name), -1);
+  CU_ASSERT_EQUAL(th_int(&srv, "PTTL redisson_lock_timeout:{%s}", name), -1);
+  redisReply *first = th_cmd(&srv, "LINDEX redisson_lock_queue:{%s} 0", name);
+  char w1_owner[64];
+  snprintf(w1_owner, sizeof w1_owner, "%s", first->str);
+  freeReplyObject(first);
+  long long d1 = zscore(name, w1_owner);
+  /* the lock's expiry (t0 + 60 s, less the time since) plus one wait */
+  CU_ASSERT(d1 >= t0 + 60000 + WAIT - 3000 && d1 <= t0 + 60000 + WAIT + 3000);
+
+  rp_client j = peer();
+  char j_owner[64];
+  rp_owner(&j, 1, j_owner);
+  CU_ASSERT_EQUAL(rp_fair_try(&j, name, 1, 10000, 0, 1, NULL), 0);
+  long long dj = zscore(name, j_owner);
+  CU_ASSERT_EQUAL(dj, d1 + WAIT);
+
+  th_acquirer w2 = {fair(name, 30000), 20000, 10000, -1, 0, 0};
+  th_acquirer_start(&w2);
+  CU_ASSERT_FATAL(wait_int(3, "LLEN redisson_lock_queue:{%s}", name));
+  redisReply *last = th_cmd(&srv, "LINDEX redisson_lock_queue:{%s} -1", name);
+  char w2_owner[64];
+  snprintf(w2_owner, sizeof w2_owner, "%s", last->str);
+  freeReplyObject(last);
+  long long d2 = zscore(name, w2_owner);
+  CU_ASSERT_EQUAL(d2, dj + WAIT);
+
+  /* C releases: w1 takes it (and gives it back); the grant moved both
+   * remaining deadlines one wait earlier */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  th_acquirer_join(&w1);
+  TH_ASSERT_RC(w1.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(zscore(name, j_owner), dj - WAIT);
+  CU_ASSERT_EQUAL(zscore(name, w2_owner), d2 - WAIT);
+
+  /* the Java client is the head now: its grant moves w2 once more, and w2
+   * keeps its place */
+  CU_ASSERT_EQUAL(rp_fair_try(&j, name, 1, 10000, 0, 1, NULL), 1);
+  CU_ASSERT_EQUAL(zscore(name, w2_owner), d2 - 2 * WAIT);
+  CU_ASSERT_EQUAL(th_int(&srv, "LLEN redisson_lock_queue:{%s}", name), 1);
+
+  /* its unlock wakes w2 by message (w2 re-tries only every 10 s otherwise) */
+  int64_t t_unlock = th_now_ms();
+  CU_ASSERT_EQUAL(rp_fair_unlock(&j, name, 1), 1);
+  th_acquirer_join(&w2);
+  TH_ASSERT_RC(w2.rc, DLOCK_OK);
+  CU_ASSERT(w2.got_ms - t_unlock < 5000); /* a message: ~1 ms; no message: 10 s */
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  rp_close(&j);
+  dlock_lock_free(w1.lock);
+  dlock_lock_free(w2.lock);
+  dlock_lock_free(l);
+}
+
+/* The C waiter leaves (budget spent); the Java waiter behind it keeps its
+ * place (no expiry took the queue with it) and the C holder's release wakes
+ * it by message, not by its timer. */
+typedef struct java_waiter {
+  const char *name;
+  int64_t budget_ms;
+  long tid;
+  int rc, woken;
+  int64_t got_ms;
+  int order; /* grant order, filled from a shared counter */
+  atomic_int *counter;
+  int release; /* unlock once granted */
+  pthread_t thread;
+} java_waiter;
+
+static void *java_fair_run(void *arg) {
+  java_waiter *w = arg;
+  rp_client p;
+  if (rp_open(&p, srv.port) != 0) {
+    w->rc = -1;
+    return NULL;
+  }
+  w->rc = rp_fair_lock(&p, w->name, w->tid, 30000, 0, w->budget_ms, &w->woken);
+  w->got_ms = th_now_ms();
+  if (w->rc == 1) {
+    if (w->counter)
+      w->order = atomic_fetch_add(w->counter, 1);
+    if (w->release && rp_fair_unlock(&p, w->name, w->tid) != 1)
+      w->rc = -3;
+  }
+  rp_close(&p);
+  return NULL;
+}
+
+static void test_fair_java_keeps_place_when_c_leaves(void) {
+  const char *name = th_name("fair_leave");
+  dlock_lock *l = fair(name, 30000);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
+  th_acquirer c = {fair(name, 30000), 1500, 10000, -1, 0, 0};
+  th_acquirer_start(&c);
+  CU_ASSERT_FATAL(wait_int(1, "LLEN redisson_lock_queue:{%s}", name));
+  java_waiter j = {.name = name, .budget_ms = 30000, .tid = 7, .release = 1};
+  pthread_create(&j.thread, NULL, java_fair_run, &j);
+  CU_ASSERT_FATAL(wait_int(2, "LLEN redisson_lock_queue:{%s}", name));
+  th_acquirer_join(&c); /* its budget ran out: it left */
+  TH_ASSERT_RC(c.rc, DLOCK_ETIMEDOUT);
+  CU_ASSERT_EQUAL(th_int(&srv, "LLEN redisson_lock_queue:{%s}", name), 1);
+  CU_ASSERT_EQUAL(th_int(&srv, "PTTL redisson_lock_queue:{%s}", name), -1);
+  /* the Java waiter is subscribed to its own channel by now */
+  char channel[200], owner[64];
+  redisReply *head = th_cmd(&srv, "LINDEX redisson_lock_queue:{%s} 0", name);
+  snprintf(owner, sizeof owner, "%s", head->str);
+  freeReplyObject(head);
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s", name, owner);
+  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(1000)) {
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    long long n = r->element[1]->integer;
+    freeReplyObject(r);
+    if (n == 1)
+      break;
+  }
+  int64_t t_release = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  pthread_join(j.thread, NULL);
+  CU_ASSERT_EQUAL(j.rc, 1);
+  CU_ASSERT(j.woken >= 1);
+  /* its timer would have fired after ~60 s (the lock's lease) */
+  CU_ASSERT(j.got_ms - t_release < 5000);
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  dlock_lock_free(c.lock);
+  dlock_lock_free(l);
+}
+
+/* C and Java waiters alternate in one queue; the grants follow the queue
+ * exactly, both kinds waking each other. */
+typedef struct c_waiter {
+  dlock_lock *lock;
+  atomic_int *counter;
+  int order, rc;
+  pthread_t thread;
+} c_waiter;
+
+static void *c_fair_run(void *arg) {
+  c_waiter *w = arg;
+  w->rc = dlock_acquire(w->lock, 30000, 30000);
+  if (w->rc == DLOCK_OK) {
+    w->order = atomic_fetch_add(w->counter, 1);
+    w->rc = dlock_release(w->lock);
+  }
+  return NULL;
+}
+
+static void test_fair_mixed_fifo(void) {
+  enum { N = 8 };
+  const char *name = th_name("fair_fifo");
+  dlock_lock *l = fair(name, 30000);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
+  atomic_int counter = 0;
+  c_waiter cw[N];
+  java_waiter jw[N];
+  for (int i = 0; i < N; i++) {
+    if (i % 2 == 0) {
+      cw[i] = (c_waiter){fair(name, 30000), &counter, -1, -1, 0};
+      pthread_create(&cw[i].thread, NULL, c_fair_run, &cw[i]);
+    } else {
+      jw[i] = (java_waiter){.name = name, .budget_ms = 30000, .tid = 100 + i,
+                            .order = -1, .counter = &counter, .release = 1};
+      pthread_create(&jw[i].thread, NULL, java_fair_run, &jw[i]);
+    }
+    CU_ASSERT_FATAL(wait_int(i + 1, "LLEN redisson_lock_queue:{%s}", name));
+  }
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  for (int i = 0; i < N; i++) {
+    if (i % 2 == 0) {
+      pthread_join(cw[i].thread, NULL);
+      TH_ASSERT_RC(cw[i].rc, DLOCK_OK);
+      CU_ASSERT_EQUAL(cw[i].order, i);
+      dlock_lock_free(cw[i].lock);
+    } else {
+      pthread_join(jw[i].thread, NULL);
+      CU_ASSERT_EQUAL(jw[i].rc, 1);
+      CU_ASSERT_EQUAL(jw[i].order, i);
+    }
+  }
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  dlock_lock_free(l);
+}
+
+/* ---- read-write lock -------------------------------------------------------- */
+
+/* A name with a '{' but no valid hash tag: both sides must agree on the
+ * read holds' timeout keys, or a Java reader's unlock deletes the C
+ * reader's hold and lets a writer in. */
+static void test_rwlock_odd_name_exclusion(void) {
+  char name[64];
+  snprintf(name, sizeof name, "%s{b", th_name("rw_odd"));
+  dlock_rwlock *rw;
+  TH_ASSERT_RC(dlock_rwlock_new(cl, name, NULL, &rw), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_OK);
+  rp_client j = peer();
+  CU_ASSERT_EQUAL(rp_read_try(&j, name, 1, 30000, NULL), 1);
+  CU_ASSERT_EQUAL(rp_read_unlock(&j, name, 1), 0); /* the C read hold stays */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+  int64_t ttl = 0;
+  CU_ASSERT_EQUAL(rp_write_try(&j, name, 2, 30000, &ttl), 0);
+  CU_ASSERT(ttl > 0);
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_write_try(&j, name, 2, 30000, NULL), 1);
+  CU_ASSERT_EQUAL(rp_write_unlock(&j, name, 2), 1);
+  rp_close(&j);
+  dlock_rwlock_free(rw);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("interop", suite_init, suite_clean);
+  CU_add_test(s, "fair_redisson_arithmetic", test_fair_redisson_arithmetic);
+  CU_add_test(s, "fair_java_keeps_place_when_c_leaves",
+              test_fair_java_keeps_place_when_c_leaves);
+  CU_add_test(s, "fair_mixed_fifo", test_fair_mixed_fifo);
+  CU_add_test(s, "rwlock_odd_name_exclusion", test_rwlock_odd_name_exclusion);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
