@@ -26,7 +26,30 @@ void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
   if (why)
     snprintf(req->errmsg, sizeof req->errmsg, "%.255s", why);
   dlock__buf_free(&req->cmd);
+  dlock__buf_free(&req->drop);
   req->done(req, reply, status);
+}
+
+static void dropped(dlock__req *req, redisReply *reply, int status) {
+  (void)status;
+  if (reply)
+    freeReplyObject(reply);
+  free(req);
+}
+
+/* DEL key behind the reply just handed over (dlock__req_drop_after). Lost
+ * when out of memory or when the connection drops: the key expires. */
+static void drop_key(dlock__conn *conn, const dlock__buf *key) {
+  dlock__req *req = calloc(1, sizeof *req);
+  const char *argv[] = {"DEL", key->p};
+  size_t lens[] = {3, key->len};
+  if (req == NULL || dlock__req_command(req, 2, argv, lens) != DLOCK_OK) {
+    free(req);
+    return;
+  }
+  req->done = dropped;
+  req->linger = 1;
+  dlock__conn_send(conn, req);
 }
 
 static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
@@ -270,7 +293,13 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     dlock__conn_send(conn, req);
     return;
   }
+  dlock__buf drop = req->drop; /* req may be gone once finished */
+  req->drop = (dlock__buf){0};
+  int drop_it = drop.len > 0 && reply->type != REDIS_REPLY_ERROR;
   dlock__req_finish(req, reply, DLOCK_OK, NULL);
+  if (drop_it)
+    drop_key(conn, &drop);
+  dlock__buf_free(&drop);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {

@@ -125,6 +125,8 @@ struct dlock__req {
   void *data; /* the completion's */
   int linger; /* still written when the client closes (releases: harmless
                  and they spare the servers a lease's wait) */
+  dlock__buf drop; /* a key the engine DELs once a non-error reply is in,
+                      after handing the reply over (a release's latch) */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
 };
 
@@ -133,6 +135,11 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
                       const char *const *keys, const size_t *klens,
                       size_t nargs, const char *const *args,
                       const size_t *alens);
+/* DEL key on the same connection once req's reply is in and not an error
+ * (a release's unlock latch, as Redisson deletes it): the caller does not
+ * wait for it; the key's own expiry covers a client that dies first.
+ * Call after building req. DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__req_drop_after(dlock__req *req, const char *key, size_t len);
 /* Build a plain command. */
 int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
                        const size_t *lens);

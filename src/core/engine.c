@@ -54,6 +54,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->task = NULL;
   req->arg = NULL;
   req->linger = 0;
+  req->drop = (dlock__buf){0};
   req->errmsg[0] = '\0';
 }
 
@@ -62,6 +63,14 @@ void dlock__req_task(dlock__req *req,
   req_reset(req, 0);
   req->task = task;
   req->arg = arg;
+}
+
+int dlock__req_drop_after(dlock__req *req, const char *key, size_t len) {
+  if (dlock__buf_add(&req->drop, key, len) != DLOCK_OK) {
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  return DLOCK_OK;
 }
 
 int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
@@ -116,6 +125,7 @@ int dlock__submit(dlock_client *c, dlock__req *req) {
   if (c->closing) {
     pthread_mutex_unlock(&c->qmu);
     dlock__buf_free(&req->cmd);
+    dlock__buf_free(&req->drop);
     return dlock__fail(DLOCK_ECLOSED, "client is closed");
   }
   int was_empty = c->qhead == NULL;
@@ -190,6 +200,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
   *reply = NULL;
   if (tls_on_engine) {
     dlock__buf_free(&req->cmd);
+    dlock__buf_free(&req->drop);
     return dlock__fail(DLOCK_EINVAL,
                        "blocking dlock call on an engine thread (from a "
                        "lost-lock callback?)");
@@ -203,6 +214,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     *sent_ms = dlock__now_ms();
     cs.status = dlock__fuzz_reply(req, &cs.reply);
     dlock__buf_free(&req->cmd);
+    dlock__buf_free(&req->drop);
   } else
 #endif
   {

@@ -26,9 +26,14 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
   int64_t start = dlock__now_ms();
   int rc = DLOCK_EIO;
   for (int attempt = 0; rc == DLOCK_EIO && dlock__release_again(c, start, attempt);
-       attempt++)
-    rc = dlock__script_call(c, script, nkeys, keys, klens, nargs, args, alens,
-                            reply);
+       attempt++) {
+    dlock__req req;
+    rc = dlock__req_script(&req, script, nkeys, keys, klens, nargs, args, alens);
+    if (rc == DLOCK_OK)
+      rc = dlock__req_drop_after(&req, latch.p, latch.len);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(c, &req, reply);
+  }
   dlock__buf_free(&latch);
   return rc;
 }

@@ -97,6 +97,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
       rl->channel.len, 1};
   int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
                              args, alens);
+  if (rc == DLOCK_OK)
+    rc = dlock__req_drop_after(req, latch.p, latch.len);
   req->linger = 1;
   dlock__buf_free(&latch);
   return rc;

@@ -309,6 +309,66 @@ static void test_rwlock_odd_name_exclusion(void) {
   dlock_rwlock_free(rw);
 }
 
+/* ---- unlock latches ---------------------------------------------------------- */
+
+static long long latch_keys(void) {
+  long long n = 0;
+  const char *pats[] = {"*unlock_latch*", "*release_latch*"};
+  for (int i = 0; i < 2; i++) {
+    redisReply *r = th_cmd(&srv, "KEYS %s", pats[i]);
+    n += r ? (long long)r->elements : 1000000;
+    for (size_t k = 0; r && k < r->elements && k < 3; k++)
+      fprintf(stderr, "\n  latch left: %s\n", r->element[k]->str);
+    if (r)
+      freeReplyObject(r);
+  }
+  return n;
+}
+
+/* As Redisson deletes its unlock latch once the answer is in, so does dlock:
+ * after a burst of releases of every kind, none is left once one more call
+ * on the same client has had its answer (the deletes go first). */
+static void test_latches_deleted_after_reply(void) {
+  const char *name = th_name("burst");
+  CU_ASSERT_EQUAL(latch_keys(), 0);
+  dlock_lock *locks[3] = {0};
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, name, NULL, &locks[0]), DLOCK_OK);
+  char fenced[80], fairn[80], rwn[80], pn[80];
+  snprintf(fenced, sizeof fenced, "%s.fenced", name);
+  snprintf(fairn, sizeof fairn, "%s.fair", name);
+  snprintf(rwn, sizeof rwn, "%s.rw", name);
+  snprintf(pn, sizeof pn, "%s.permits", name);
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, fenced, NULL, &locks[1]), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, fairn, NULL, &locks[2]), DLOCK_OK);
+  dlock_rwlock *rw;
+  TH_ASSERT_RC(dlock_rwlock_new(cl, rwn, NULL, &rw), DLOCK_OK);
+  dlock_permits *pm;
+  TH_ASSERT_RC(dlock_permits_new(cl, pn, NULL, &pm), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(pm, 2, 0, &th_flag), 1);
+  for (int i = 0; i < 50; i++) {
+    for (int k = 0; k < 3; k++) { /* a re-entry: latches "0" and "1" */
+      TH_ASSERT_RC(dlock_acquire(locks[k], 0, 30000), DLOCK_OK);
+      TH_ASSERT_RC(dlock_acquire(locks[k], 0, 30000), DLOCK_OK);
+      TH_ASSERT_RC(dlock_release(locks[k]), DLOCK_OK);
+      TH_ASSERT_RC(dlock_release(locks[k]), DLOCK_OK);
+    }
+    TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_OK);
+    dlock_permit_id ids[2];
+    TH_ASSERT_RC(dlock_permits_acquire(pm, 2, 0, 30000, ids), DLOCK_OK);
+    TH_ASSERT_RC(dlock_permits_release(pm, ids, 2), DLOCK_OK);
+  }
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(locks[0], &st), DLOCK_OK); /* one more answer */
+  CU_ASSERT_EQUAL(latch_keys(), 0);
+  for (int k = 0; k < 3; k++)
+    dlock_lock_free(locks[k]);
+  dlock_rwlock_free(rw);
+  dlock_permits_free(pm);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("interop", suite_init, suite_clean);
   CU_add_test(s, "fair_redisson_arithmetic", test_fair_redisson_arithmetic);
@@ -316,6 +376,7 @@ static void add_tests(void) {
               test_fair_java_keeps_place_when_c_leaves);
   CU_add_test(s, "fair_mixed_fifo", test_fair_mixed_fifo);
   CU_add_test(s, "rwlock_odd_name_exclusion", test_rwlock_odd_name_exclusion);
+  CU_add_test(s, "latches_deleted_after_reply", test_latches_deleted_after_reply);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
