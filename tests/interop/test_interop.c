@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,6 +310,137 @@ static void test_rwlock_odd_name_exclusion(void) {
   dlock_rwlock_free(rw);
 }
 
+/* ---- node-redisson ------------------------------------------------------------ */
+
+typedef struct node_peer {
+  pid_t pid;
+  int in, out; /* its stdin (we write), its stdout (we read) */
+  char buf[512];
+  size_t len;
+} node_peer;
+
+/* Run node_peer.js (DLOCK_NODE_PEER) with args; a missing node or package
+ * fails the test: CI installs both. */
+static int node_start(node_peer *n, const char *cmd, const char *name,
+                      const char *arg) {
+  const char *script = getenv("DLOCK_NODE_PEER");
+  if (script == NULL) {
+    fprintf(stderr, "\n  DLOCK_NODE_PEER is not set\n");
+    return -1;
+  }
+  int to[2], from[2];
+  if (pipe(to) != 0 || pipe(from) != 0)
+    return -1;
+  char port[16];
+  snprintf(port, sizeof port, "%d", srv.port);
+  memset(n, 0, sizeof *n);
+  n->pid = fork();
+  if (n->pid == 0) {
+    dup2(to[0], 0);
+    dup2(from[1], 1);
+    close(to[1]);
+    close(from[0]);
+    execlp("node", "node", script, port, cmd, name, arg, (char *)NULL);
+    _exit(127);
+  }
+  close(to[0]);
+  close(from[1]);
+  n->in = to[1];
+  n->out = from[0];
+  return n->pid > 0 ? 0 : -1;
+}
+
+/* The next line node printed (without the newline), or "" after ms. */
+static const char *node_line(node_peer *n, int ms) {
+  static char line[512];
+  int64_t end = th_now_ms() + ms;
+  for (;;) {
+    char *nl = memchr(n->buf, '\n', n->len);
+    if (nl) {
+      size_t k = (size_t)(nl - n->buf);
+      memcpy(line, n->buf, k);
+      line[k] = '\0';
+      memmove(n->buf, nl + 1, n->len - k - 1);
+      n->len -= k + 1;
+      return line;
+    }
+    int left = (int)(end - th_now_ms());
+    struct pollfd p = {n->out, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, left) <= 0 || n->len == sizeof n->buf)
+      return "";
+    ssize_t got = read(n->out, n->buf + n->len, sizeof n->buf - n->len);
+    if (got <= 0)
+      return "";
+    n->len += (size_t)got;
+  }
+}
+
+static int node_finish(node_peer *n) {
+  close(n->in);
+  close(n->out);
+  return th_wait_worker(n->pid, 15000);
+}
+
+static long long numsub(const char *channel) {
+  redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+  long long v = r && r->elements == 2 ? r->element[1]->integer : -1;
+  if (r)
+    freeReplyObject(r);
+  return v;
+}
+
+/* node-redisson and dlock on one lock: each blocks the other, and each
+ * one's unlock message wakes the other's waiter (both would otherwise sleep
+ * for the 30 s lease). */
+static void test_node_redisson_lock_both_ways(void) {
+  const char *name = th_name("node");
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  node_peer n;
+  CU_ASSERT_FATAL(node_start(&n, "try", name, NULL) == 0);
+  CU_ASSERT_STRING_EQUAL(node_line(&n, 15000), "busy");
+  CU_ASSERT_EQUAL(node_finish(&n), 0);
+
+  /* a dlock release wakes node-redisson's waiter */
+  CU_ASSERT_FATAL(node_start(&n, "wait", name, "20000") == 0);
+  CU_ASSERT_STRING_EQUAL(node_line(&n, 15000), "waiting");
+  for (int64_t end = th_now_ms() + 15000; th_now_ms() < end && numsub(channel) < 1;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(numsub(channel), 1);
+  int64_t t = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  const char *got = node_line(&n, 15000);
+  CU_ASSERT(strncmp(got, "acquired ", 9) == 0);
+  int64_t woke_ms = th_now_ms() - t;
+  CU_ASSERT(woke_ms < 5000); /* a message: ms; its timer: 30 s */
+  CU_ASSERT_EQUAL(node_finish(&n), 0);
+
+  /* a node-redisson holder blocks dlock; its unlock wakes dlock's waiter */
+  CU_ASSERT_FATAL(node_start(&n, "hold", name, "30000") == 0);
+  CU_ASSERT_STRING_EQUAL(node_line(&n, 15000), "held");
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY);
+  dlock_lock *l2;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cl, name, NULL, &l2), DLOCK_OK);
+  th_acquirer w = {l2, 20000, 10000, -1, 0, 0};
+  th_acquirer_start(&w);
+  for (int64_t end = th_now_ms() + 15000; th_now_ms() < end && numsub(channel) < 1;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(numsub(channel), 1);
+  t = th_now_ms();
+  CU_ASSERT_EQUAL(write(n.in, "go\n", 3), 3);
+  CU_ASSERT_STRING_EQUAL(node_line(&n, 15000), "released");
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(w.got_ms - t < 5000);
+  CU_ASSERT_EQUAL(node_finish(&n), 0);
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  dlock_lock_free(l2);
+  dlock_lock_free(l);
+}
+
 /* ---- unlock latches ---------------------------------------------------------- */
 
 static long long latch_keys(void) {
@@ -376,6 +508,7 @@ static void add_tests(void) {
               test_fair_java_keeps_place_when_c_leaves);
   CU_add_test(s, "fair_mixed_fifo", test_fair_mixed_fifo);
   CU_add_test(s, "rwlock_odd_name_exclusion", test_rwlock_odd_name_exclusion);
+  CU_add_test(s, "node_redisson_lock_both_ways", test_node_redisson_lock_both_ways);
   CU_add_test(s, "latches_deleted_after_reply", test_latches_deleted_after_reply);
 }
 
