@@ -310,6 +310,289 @@ static void test_rwlock_odd_name_exclusion(void) {
   dlock_rwlock_free(rw);
 }
 
+/* ---- the other primitives, both ways --------------------------------------------- */
+
+/* A Java client's call running in a thread: a wait of the peer. */
+typedef struct java_call {
+  int kind; /* 0 read lock, 1 write lock, 2 latch await, 3 semaphore acquire */
+  const char *name;
+  int rc, woken;
+  int64_t got_ms;
+  pthread_t thread;
+} java_call;
+
+static void *java_call_run(void *arg) {
+  java_call *j = arg;
+  rp_client p;
+  if (rp_open(&p, srv.port) != 0) {
+    j->rc = -1;
+    return NULL;
+  }
+  switch (j->kind) {
+  case 0:
+    j->rc = rp_read_lock(&p, j->name, 5, 30000, 20000, &j->woken);
+    if (j->rc == 1 && rp_read_unlock(&p, j->name, 5) != 1)
+      j->rc = -3;
+    break;
+  case 1:
+    j->rc = rp_write_lock(&p, j->name, 6, 30000, 20000, &j->woken);
+    if (j->rc == 1 && rp_write_unlock(&p, j->name, 6) != 1)
+      j->rc = -3;
+    break;
+  case 2:
+    j->rc = rp_latch_await(&p, j->name, 20000, &j->woken);
+    break;
+  default:
+    j->rc = rp_sem_acquire(&p, j->name, 1, 20000, &j->woken);
+    break;
+  }
+  j->got_ms = th_now_ms();
+  rp_close(&p);
+  return NULL;
+}
+
+/* Wait until someone is subscribed to channel (CU fails after 15 s); the
+ * bare test, for threads. */
+static void wait_subscribed(const char *channel, long long n);
+static int subscribed_within(const char *channel, long long n, int64_t ms);
+
+/* A Java release made once a C waiter is subscribed to channel: what 0 a
+ * semaphore permit, 1 the expirable permit id. at_ms: when it was made. */
+typedef struct java_later {
+  const char *name, *channel, *id;
+  int what, rc;
+  int64_t at_ms;
+  pthread_t thread;
+} java_later;
+
+static void *java_release_later(void *arg) {
+  java_later *j = arg;
+  rp_client p;
+  j->rc = -1;
+  if (rp_open(&p, srv.port) != 0)
+    return NULL;
+  if (!subscribed_within(j->channel, 1, 15000)) {
+    rp_close(&p);
+    return NULL;
+  }
+  j->at_ms = th_now_ms();
+  j->rc = j->what == 0 ? rp_sem_release(&p, j->name, 1)
+                       : rp_permits_release(&p, j->name, j->id);
+  rp_close(&p);
+  return NULL;
+}
+
+static void test_rwlock_wakeups_both_ways(void) {
+  const char *name = th_name("rw_wake");
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+  dlock_rwlock *rw;
+  TH_ASSERT_RC(dlock_rwlock_new(cl, name, NULL, &rw), DLOCK_OK);
+  /* a C writer blocks a Java reader; its release wakes it */
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 30000), DLOCK_OK);
+  java_call j = {.kind = 0, .name = name};
+  pthread_create(&j.thread, NULL, java_call_run, &j);
+  wait_subscribed(channel, 1);
+  int64_t t = th_now_ms();
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_OK);
+  pthread_join(j.thread, NULL);
+  CU_ASSERT_EQUAL(j.rc, 1);
+  CU_ASSERT(j.woken >= 1 && j.got_ms - t < 5000);
+  /* a C reader blocks a Java writer; its release wakes it */
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_OK);
+  j = (java_call){.kind = 1, .name = name};
+  pthread_create(&j.thread, NULL, java_call_run, &j);
+  wait_subscribed(channel, 1);
+  t = th_now_ms();
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_OK);
+  pthread_join(j.thread, NULL);
+  CU_ASSERT_EQUAL(j.rc, 1);
+  CU_ASSERT(j.woken >= 1 && j.got_ms - t < 5000);
+  /* a Java writer blocks a C reader; its unlock ("1": all readers) wakes it */
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_write_try(&p, name, 9, 30000, NULL), 1);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_EBUSY);
+  dlock_lock *reader;
+  TH_ASSERT_RC(dlock_read_lock_new(cl, name, NULL, &reader), DLOCK_OK);
+  th_acquirer a = {reader, 20000, 10000, -1, 0, 0};
+  th_acquirer_start(&a);
+  wait_subscribed(channel, 1);
+  t = th_now_ms();
+  CU_ASSERT_EQUAL(rp_write_unlock(&p, name, 9), 1);
+  th_acquirer_join(&a);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  CU_ASSERT(a.got_ms - t < 5000);
+  /* a Java reader and a C reader share it; a Java writer waits for both */
+  CU_ASSERT_EQUAL(rp_read_try(&p, name, 9, 30000, NULL), 1);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_write_try(&p, name, 10, 30000, NULL), 0);
+  CU_ASSERT_EQUAL(rp_read_unlock(&p, name, 9), 0);
+  CU_ASSERT_EQUAL(rp_write_try(&p, name, 10, 30000, NULL), 0);
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_write_try(&p, name, 10, 30000, NULL), 1);
+  CU_ASSERT_EQUAL(rp_write_unlock(&p, name, 10), 1);
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  rp_close(&p);
+  dlock_lock_free(reader);
+  dlock_rwlock_free(rw);
+}
+
+static int subscribed_within(const char *channel, long long n, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(1000)) {
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    long long got = r && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+      freeReplyObject(r);
+    if (got >= n)
+      return 1;
+  }
+  return 0;
+}
+
+static void wait_subscribed(const char *channel, long long n) {
+  if (!subscribed_within(channel, n, 15000))
+    CU_FAIL("nobody subscribed in 15 s");
+}
+
+/* Fencing tokens come from one counter whoever grants. */
+static void test_fenced_tokens_shared(void) {
+  const char *name = th_name("fenced");
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  rp_client p = peer();
+  int64_t last = 0;
+  for (int i = 0; i < 3; i++) {
+    dlock_grant g;
+    TH_ASSERT_RC(dlock_acquire_grant(l, 0, 30000, &g), DLOCK_OK);
+    CU_ASSERT(g.token > last);
+    last = g.token;
+    int64_t token = 0, ttl = 0;
+    CU_ASSERT_EQUAL(rp_fenced_try(&p, name, 1, 30000, &token, &ttl), 0);
+    CU_ASSERT(ttl > 0);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    CU_ASSERT_EQUAL(rp_fenced_try(&p, name, 1, 30000, &token, NULL), 1);
+    CU_ASSERT(token > last);
+    last = token;
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY);
+    CU_ASSERT_EQUAL(rp_lock_unlock(&p, name, 1), 1);
+  }
+  rp_close(&p);
+  dlock_lock_free(l);
+  freeReplyObject(th_cmd(&srv, "DEL redisson_lock_token:{%s}", name));
+}
+
+static void test_latch_both_ways(void) {
+  const char *name = th_name("latch");
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+  dlock_latch *l;
+  TH_ASSERT_RC(dlock_latch_new(cl, name, NULL, &l), DLOCK_OK);
+  /* Java sets and counts down; a C waiter is woken by the message */
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_latch_try_set_count(&p, name, 2), 1);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 5, &th_flag), 0);
+  int64_t count = 0;
+  TH_ASSERT_RC(dlock_latch_get_count(l, &count), DLOCK_OK);
+  CU_ASSERT_EQUAL(count, 2);
+  TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_EBUSY);
+  CU_ASSERT_EQUAL(rp_latch_count_down(&p, name), 0);
+  TH_ASSERT_RC(dlock_latch_count_down(l, &count), DLOCK_OK);
+  CU_ASSERT_EQUAL(count, 0);
+  TH_ASSERT_RC(dlock_latch_await(l, 0), DLOCK_OK);
+  /* C sets and counts down; a Java waiter is woken by the message */
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(l, 1, &th_flag), 1);
+  CU_ASSERT_EQUAL(rp_latch_try_set_count(&p, name, 3), 0);
+  java_call j = {.kind = 2, .name = name};
+  pthread_create(&j.thread, NULL, java_call_run, &j);
+  wait_subscribed(channel, 1);
+  int64_t t = th_now_ms();
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_OK);
+  pthread_join(j.thread, NULL);
+  CU_ASSERT_EQUAL(j.rc, 1);
+  CU_ASSERT(j.woken >= 1 && j.got_ms - t < 5000);
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  rp_close(&p);
+  dlock_latch_free(l);
+}
+
+static void test_semaphore_both_ways(void) {
+  const char *name = th_name("sem");
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  dlock_semaphore *s;
+  TH_ASSERT_RC(dlock_semaphore_new(cl, name, NULL, &s), DLOCK_OK);
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_sem_try_set_permits(&p, name, 1), 1);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 9, 0, &th_flag), 0);
+  /* C takes the one permit; a Java waiter is woken by C's release */
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_sem_try_acquire(&p, name, 1), 0);
+  java_call j = {.kind = 3, .name = name};
+  pthread_create(&j.thread, NULL, java_call_run, &j);
+  wait_subscribed(channel, 1);
+  int64_t t = th_now_ms();
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  pthread_join(j.thread, NULL);
+  CU_ASSERT_EQUAL(j.rc, 1);
+  CU_ASSERT(j.woken >= 1 && j.got_ms - t < 5000);
+  /* Java holds it now; a C waiter is woken by Java's release */
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_EBUSY);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2;
+  TH_ASSERT_RC(dlock_semaphore_new(c2, name, NULL, &s2), DLOCK_OK);
+  java_later later = {.name = name, .channel = channel, .what = 0};
+  pthread_create(&later.thread, NULL, java_release_later, &later);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s2, 1, 20000), DLOCK_OK);
+  int64_t got = th_now_ms();
+  pthread_join(later.thread, NULL);
+  CU_ASSERT_EQUAL(later.rc, 0);
+  CU_ASSERT(got - later.at_ms < 5000);
+  TH_ASSERT_RC(dlock_semaphore_release(s2, 1), DLOCK_OK);
+  int64_t n = 0;
+  TH_ASSERT_RC(dlock_semaphore_available(s, &n), DLOCK_OK);
+  CU_ASSERT_EQUAL(n, 1);
+  rp_close(&p);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+  dlock_semaphore_free(s);
+  freeReplyObject(th_cmd(&srv, "DEL %s", name));
+}
+
+static void test_permits_both_ways(void) {
+  const char *name = th_name("permits");
+  dlock_permits *pm;
+  TH_ASSERT_RC(dlock_permits_new(cl, name, NULL, &pm), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(pm, 1, 0, &th_flag), 1);
+  rp_client p = peer();
+  char jid[33];
+  CU_ASSERT_EQUAL(rp_permits_try_acquire(&p, name, 30000, jid), 1);
+  dlock_permit_id id;
+  TH_ASSERT_RC(dlock_permits_acquire(pm, 1, 0, 30000, &id), DLOCK_EBUSY);
+  int64_t available = -1, acquired = -1;
+  TH_ASSERT_RC(dlock_permits_counts(pm, &available, &acquired), DLOCK_OK);
+  CU_ASSERT_EQUAL(available, 0);
+  CU_ASSERT_EQUAL(acquired, 1);
+  /* a C waiter is woken by the Java release (the permit's lease: 30 s) */
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  java_later later = {.name = name, .channel = channel, .what = 1, .id = jid};
+  pthread_create(&later.thread, NULL, java_release_later, &later);
+  TH_ASSERT_RC(dlock_permits_acquire(pm, 1, 20000, 30000, &id), DLOCK_OK);
+  int64_t got = th_now_ms();
+  pthread_join(later.thread, NULL);
+  CU_ASSERT_EQUAL(later.rc, 1);
+  CU_ASSERT(got - later.at_ms < 5000);
+  /* the Java client cannot take it, and cannot release C's permit twice */
+  CU_ASSERT_EQUAL(rp_permits_try_acquire(&p, name, 30000, jid), 0);
+  TH_ASSERT_RC(dlock_permits_release(pm, &id, 1), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_permits_release(&p, name, id.hex), 0);
+  CU_ASSERT_EQUAL(rp_permits_try_acquire(&p, name, 30000, jid), 1);
+  CU_ASSERT_EQUAL(rp_permits_release(&p, name, jid), 1);
+  rp_close(&p);
+  dlock_permits_free(pm);
+  freeReplyObject(th_cmd(&srv, "DEL %s", name));
+}
+
 /* ---- node-redisson ------------------------------------------------------------ */
 
 typedef struct node_peer {
@@ -508,6 +791,11 @@ static void add_tests(void) {
               test_fair_java_keeps_place_when_c_leaves);
   CU_add_test(s, "fair_mixed_fifo", test_fair_mixed_fifo);
   CU_add_test(s, "rwlock_odd_name_exclusion", test_rwlock_odd_name_exclusion);
+  CU_add_test(s, "rwlock_wakeups_both_ways", test_rwlock_wakeups_both_ways);
+  CU_add_test(s, "fenced_tokens_shared", test_fenced_tokens_shared);
+  CU_add_test(s, "latch_both_ways", test_latch_both_ways);
+  CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
+  CU_add_test(s, "permits_both_ways", test_permits_both_ways);
   CU_add_test(s, "node_redisson_lock_both_ways", test_node_redisson_lock_both_ways);
   CU_add_test(s, "latches_deleted_after_reply", test_latches_deleted_after_reply);
 }
