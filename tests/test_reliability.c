@@ -643,6 +643,28 @@ static int suite_clean(void) {
   return 0;
 }
 
+/* 19. dlock and Redisson-behaving clients (tests/interop) on one name */
+static void test_t19_java_beside_dlock(void) {
+  static const char *runs[] = {
+      "--kind fair --procs 4 --threads 2 --java 1 --slot 1000 --duration 4000",
+      "--kind rw --read-pct 50 --procs 3 --threads 2 --java 1 --duration 3000",
+      "--kind lock --procs 3 --threads 2 --java 1 --duration 3000",
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    run r;
+    torture(&r, runs[i]);
+    clean(&r);
+    EXPECT(&r, "errors", ==, 0);
+    EXPECT(&r, "java_sections", >, 0);
+    EXPECT(&r, "java_sections", <, field(&r, "sections"));
+    EXPECT(&r, "fifo_violations", ==, 0);
+    EXPECT(&r, "keys_left", ==, 0);
+    EXPECT(&r, "latches_left", ==, 0);
+    if (i == 0)
+      EXPECT(&r, "fifo_checked", >, 0);
+  }
+}
+
 static void add(void) {
   CU_pSuite s = CU_add_suite("reliability", suite_init, suite_clean);
   CU_add_test(s, "t00_checker_sees_overlaps", test_t00_checker_sees_overlaps);
@@ -668,6 +690,7 @@ static void add(void) {
   CU_add_test(s, "t11_semaphore_kills", test_t11_semaphore_kills);
   CU_add_test(s, "t12_rwlock", test_t12_rwlock);
   CU_add_test(s, "t13_fair", test_t13_fair);
+  CU_add_test(s, "t19_java_beside_dlock", test_t19_java_beside_dlock);
   CU_add_test(s, "t14_multi_orders", test_t14_multi_orders);
   CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
   CU_add_test(s, "t15_no_sigpipe_under_kill_storms",

@@ -211,6 +211,7 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
       res->killed_in_section++;
   }
   res->sections = (int64_t)n;
+  res->java_sections = atomic_load(&a->java_sections);
   qsort(idx, n, sizeof *idx, by_enter);
 
   int shared = o->kind == TT_SEMAPHORE;
@@ -295,7 +296,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
   F(overlaps); F(reported_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
-  F(fifo_violations); F(fifo_requeued); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
+  F(fifo_violations); F(fifo_requeued); F(java_sections); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
   F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us); F(max_fail_us);
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations);

@@ -110,6 +110,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--permits") == 0) O.permits = (int)num(v);
     else if (strcmp(a, "--read-pct") == 0) O.read_pct = (int)num(v);
     else if (strcmp(a, "--slot") == 0) O.slot_ms = num(v);
+    else if (strcmp(a, "--java") == 0) O.java = (int)num(v);
     else if (strcmp(a, "--command-timeout") == 0) O.command_timeout_ms = num(v);
     else if (strcmp(a, "--every") == 0) O.every_ms = num(v);
     else if (strcmp(a, "--seed") == 0) O.seed = (unsigned)num(v);

@@ -39,6 +39,8 @@ typedef struct tt_opts {
   int permits;         /* semaphore */
   int read_pct;        /* rw */
   int64_t slot_ms;     /* fair */
+  int java;            /* lock, fair, rw: this many threads of each worker
+                          are Redisson-behaving clients (tests/interop) */
   unsigned nemesis;    /* TT_F_* bits */
   int64_t every_ms;    /* one fault this often (randomised +-50 %) */
   int64_t command_timeout_ms;
@@ -103,6 +105,7 @@ typedef struct tt_arena {
   _Atomic int64_t granted;
   int64_t counter; /* deliberately not atomic: read, sleep, write + 1 */
   _Atomic int64_t commits;
+  _Atomic int64_t java_sections; /* granted to Redisson-behaving clients */
   char urls[TT_MAX_SERVERS][64];
   char name[64];
   tt_slot slots[TT_MAX_SLOTS];
@@ -132,6 +135,7 @@ typedef struct tt_result {
   int64_t max_holders;       /* most holders at once (semaphore, readers) */
   int64_t shared_sections;   /* reader sections that overlapped another */
   int64_t fifo_checked, fifo_violations;
+  int64_t java_sections;     /* of them, granted to Redisson-behaving clients */
   int64_t fifo_requeued;      /* inversions excused: the one ahead was purged
                                  (its slot passed) and queued again */
   int64_t worker_deaths;     /* workers that died not by our hand */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "redisson_peer.h"
 #include "torture.h"
 
 typedef struct proc_ctx {
@@ -63,7 +64,34 @@ typedef struct thread_ctx {
   size_t nlocks;
   dlock_lock *excl, *read; /* the lock taken (rw: write and read halves) */
   dlock_rwlock *rw;
+  int java;       /* a Redisson-behaving client instead of dlock */
+  rp_client peer; /* its connection and UUID */
+  long tid;       /* its thread id in the owner name */
 } thread_ctx;
+
+/* A Java client's acquire and release, in dlock's return codes. */
+static int java_acquire(thread_ctx *t, int reading, int64_t lease) {
+  const tt_opts *o = P.o;
+  const char *name = P.a->name;
+  if (lease <= 0)
+    lease = 30000; /* no watchdog in the peer: sections are short */
+  int rc = o->kind == TT_FAIR ? rp_fair_lock(&t->peer, name, t->tid, lease, 0,
+                                             o->wait_ms, NULL)
+           : o->kind != TT_RW ? rp_lock_lock(&t->peer, name, t->tid, lease,
+                                             o->wait_ms, NULL)
+           : reading ? rp_read_lock(&t->peer, name, t->tid, lease, o->wait_ms, NULL)
+                     : rp_write_lock(&t->peer, name, t->tid, lease, o->wait_ms, NULL);
+  return rc == 1 ? DLOCK_OK : rc == 0 ? DLOCK_ETIMEDOUT : DLOCK_EIO;
+}
+
+static int java_release(thread_ctx *t, int reading) {
+  const char *name = P.a->name;
+  int rc = P.o->kind == TT_FAIR ? rp_fair_unlock(&t->peer, name, t->tid)
+           : P.o->kind != TT_RW ? rp_lock_unlock(&t->peer, name, t->tid)
+           : reading ? rp_read_unlock(&t->peer, name, t->tid)
+                     : rp_write_unlock(&t->peer, name, t->tid);
+  return rc >= 0 ? DLOCK_OK : rc == -2 ? DLOCK_ELOST : DLOCK_EIO;
+}
 
 static int make_locks(thread_ctx *t, int index) {
   const tt_opts *o = P.o;
@@ -138,6 +166,17 @@ static void *thread_main(void *arg) {
   s->owner_id = dlock_thread_id();
   snprintf(s->owner, sizeof s->owner, "%s:%llu", dlock_client_id(P.clients[0]),
            (unsigned long long)s->owner_id);
+  if (t->java) {
+    t->tid = t->slot;
+    const char *colon = strrchr(P.a->urls[0], ':');
+    if (colon == NULL || rp_open(&t->peer, atoi(colon + 1)) != 0) {
+      snprintf(s->last_error, sizeof s->last_error, "java client: no connection");
+      atomic_fetch_add(&s->errors, 1);
+      atomic_store(&s->phase, TT_P_GONE);
+      return NULL;
+    }
+    rp_owner(&t->peer, t->tid, s->owner);
+  }
   int rc = make_locks(t, t->slot);
   if (rc != DLOCK_OK) {
     note_error(s, "make lock", rc);
@@ -161,7 +200,8 @@ static void *thread_main(void *arg) {
     r->invoke = tt_now_ns();
     atomic_store(&s->cur, idx);
     dlock_grant g;
-    rc = dlock_acquire_grant(l, o->wait_ms, lease, &g);
+    rc = t->java ? java_acquire(t, reading, o->lease_ms)
+                 : dlock_acquire_grant(l, o->wait_ms, lease, &g);
     r->rc = rc;
     if (rc != DLOCK_OK) {
       r->done = tt_now_ns();
@@ -180,6 +220,8 @@ static void *thread_main(void *arg) {
     r->enter = tt_now_ns();
     atomic_store(&s->phase, TT_P_IN);
     atomic_fetch_add(&s->grants, 1);
+    if (t->java)
+      atomic_fetch_add(&a->java_sections, 1);
     int64_t hold = o->hold_us > 0 ? (int64_t)(rand_r(&t->seed) % (o->hold_us + 1)) : 0;
     if (!reading && o->kind != TT_SEMAPHORE) {
       int64_t v = a->counter;
@@ -193,7 +235,7 @@ static void *thread_main(void *arg) {
     }
     r->exit = tt_now_ns();
     atomic_store(&s->phase, TT_P_RELEASING);
-    rc = dlock_release(l);
+    rc = t->java ? java_release(t, reading) : dlock_release(l);
     r->done = tt_now_ns();
     if (rc == DLOCK_ELOST) {
       atomic_fetch_or(&r->flags, TT_R_ELOST);
@@ -210,6 +252,8 @@ static void *thread_main(void *arg) {
   }
   atomic_store(&s->phase, TT_P_GONE);
   free_locks(t);
+  if (t->java)
+    rp_close(&t->peer);
   return NULL;
 }
 
@@ -248,6 +292,8 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     memset(&ctx[i], 0, sizeof ctx[i]);
     ctx[i].slot = P.first_slot + i;
     ctx[i].seed = o->seed ^ (unsigned)(getpid() * 7919 + i);
+    ctx[i].java = i < o->java && (o->kind == TT_LOCK || o->kind == TT_FAIR ||
+                                  o->kind == TT_RW);
   }
   for (int i = 0; i < n; i++)
     pthread_create(&th[i], NULL, thread_main, &ctx[i]);
