@@ -310,6 +310,42 @@ static void test_rwlock_odd_name_exclusion(void) {
   dlock_rwlock_free(rw);
 }
 
+/* What `dlock status` shows for names with a '{' and no valid tag: it finds
+ * a Java client's queue and permits under Redisson's names. */
+static void test_inspect_odd_names(void) {
+  char name[80], sem[80];
+  snprintf(name, sizeof name, "%s{y", th_name("inspect"));
+  snprintf(sem, sizeof sem, "%s}{", th_name("inspect_sem"));
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_fair_try(&p, name, 1, 30000, 0, 1, NULL), 1);
+  CU_ASSERT_EQUAL(rp_fair_try(&p, name, 2, 30000, 0, 1, NULL), 0); /* queued */
+  dlock_inspection *in = NULL;
+  TH_ASSERT_RC(dlock_inspect(cl, name, NULL, &in), DLOCK_OK);
+  CU_ASSERT_FATAL(in != NULL);
+  CU_ASSERT_STRING_EQUAL(in->kind, "fair lock");
+  CU_ASSERT_EQUAL(in->queue_length, 1);
+  dlock_inspection_free(in);
+  CU_ASSERT_EQUAL(rp_sem_try_set_permits(&p, sem, 2), 1);
+  char id[33];
+  CU_ASSERT_EQUAL(rp_permits_try_acquire(&p, sem, 30000, id), 1);
+  TH_ASSERT_RC(dlock_inspect(cl, sem, NULL, &in), DLOCK_OK);
+  CU_ASSERT_FATAL(in != NULL);
+  CU_ASSERT_STRING_EQUAL(in->kind, "permit semaphore");
+  dlock_inspection_free(in);
+  /* dlock's calls use the same keys: busy while Java holds it, and free
+   * once the Java holder leaves and its queued thread gives up */
+  dlock_lock *f = fair(name, 30000);
+  TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_EBUSY);
+  CU_ASSERT_EQUAL(rp_fair_give_up(&p, name, 2, 0), 0);
+  CU_ASSERT_EQUAL(rp_fair_unlock(&p, name, 1), 1);
+  TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(f), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_permits_release(&p, sem, id), 1);
+  freeReplyObject(th_cmd(&srv, "DEL %s", sem));
+  dlock_lock_free(f);
+  rp_close(&p);
+}
+
 /* ---- the other primitives, both ways --------------------------------------------- */
 
 /* A Java client's call running in a thread: a wait of the peer. */
@@ -791,6 +827,7 @@ static void add_tests(void) {
               test_fair_java_keeps_place_when_c_leaves);
   CU_add_test(s, "fair_mixed_fifo", test_fair_mixed_fifo);
   CU_add_test(s, "rwlock_odd_name_exclusion", test_rwlock_odd_name_exclusion);
+  CU_add_test(s, "inspect_odd_names", test_inspect_odd_names);
   CU_add_test(s, "rwlock_wakeups_both_ways", test_rwlock_wakeups_both_ways);
   CU_add_test(s, "fenced_tokens_shared", test_fenced_tokens_shared);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
