@@ -75,7 +75,7 @@ static void setup(void) {
 }
 
 static void check(int rc) { /* a dlock result: OK or an error code */
-  if (rc > 0 || rc < DLOCK_EAUTH) /* DLOCK_EAUTH: the lowest code */
+  if (rc > 0 || rc < DLOCK_ERRNO_MIN)
     abort();
 }
 

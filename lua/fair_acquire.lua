@@ -20,8 +20,12 @@
 --          re-entry); otherwise how long at most to wait in ms: the lock's
 --          PTTL, or when it is free but another waiter is first, until that
 --          waiter must have taken it (-1: unknown)
--- errors   WRONGTYPE when a key has the wrong type
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when a key has
+--          the wrong type: nothing is changed
 -- #include fair_queue.lua
+if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
+end
 local now = fair_now()
 local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], now)
 local wait = tonumber(ARGV[3])

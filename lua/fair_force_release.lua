@@ -6,7 +6,12 @@
 -- ARGV[1]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[2]  channel prefix redisson_lock__channel:{N}
 -- reply    1 when a lock was deleted, 0 when it was free
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
+--          hash: N is left as it is
 -- #include fair_queue.lua
+if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
+end
 if redis.call('del', KEYS[1]) == 1 then
   local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
   if head then

@@ -14,7 +14,8 @@
 --          the next live waiter is woken anyway); 0: a hold remains;
 --          1: released, the next live waiter woken. A retry with the same
 --          latch replays the first 0 or 1.
--- errors   WRONGTYPE when N is not a hash
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
+--          hash: N is left as it is
 -- #include fair_queue.lua
 local done = redis.call('get', KEYS[2])
 if done then
@@ -25,6 +26,9 @@ local function wake_next()
   if head then
     redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
   end
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   if redis.call('exists', KEYS[1]) == 0 then

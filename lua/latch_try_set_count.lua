@@ -4,7 +4,13 @@
 -- ARGV[2]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[3]  channel redisson_countdownlatch__channel__{N}
 -- reply    1 when set (waiters told '1': a new count), 0 when already set
-if redis.call('exists', KEYS[1]) == 0 then
+-- errors   WRONGKIND when N holds a lock (a hash) or another type
+local t = redis.call('type', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('WRONGKIND the name holds a ' ..
+                           (t == 'hash' and 'lock' or t) .. ', not a count-down latch')
+end
+if t == 'none' then
   redis.call('set', KEYS[1], ARGV[1])
   redis.call(ARGV[2], ARGV[3], '1')
   return 1

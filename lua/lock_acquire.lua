@@ -5,8 +5,17 @@
 -- reply    nil when acquired (first hold or re-entry: HINCRBY and PEXPIRE);
 --          otherwise the lock's PTTL in ms, the longest the caller must wait
 --          for it to free by itself (-1 when the hash has no TTL)
--- errors   WRONGTYPE when N holds something other than a hash
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when it is not
+--          a hash (a latch's or semaphore's count): N is left as it is
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil

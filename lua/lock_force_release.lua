@@ -4,6 +4,11 @@
 -- ARGV[2]  unlock channel redisson_lock__channel:{N}
 -- ARGV[3]  unlock message ("0")
 -- reply    1 when a lock was deleted (waiters told), 0 when it was free
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
+--          hash: N is left as it is
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
+end
 if redis.call('del', KEYS[1]) == 1 then
   redis.call(ARGV[1], ARGV[2], ARGV[3])
   return 1

@@ -11,10 +11,14 @@
 -- reply    nil: owner has no hold (never held, or the lease ran out);
 --          0: a hold remains (lease re-armed); 1: fully released (N deleted,
 --          waiters told). A retry with the same R replays the first 0 or 1.
--- errors   WRONGTYPE when N is not a hash
+-- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
+--          hash: N is left as it is
 local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil

@@ -6,8 +6,12 @@
 -- ARGV[2]  reader field "U:T"
 -- ARGV[3]  the same owner's writer field "U:T:write" (a writer may also read)
 -- reply    nil when acquired; otherwise the PTTL of the writer's lease
--- errors   WRONGTYPE when N is not a hash
+-- errors   WRONGKIND when N is a lock's hash (no mode field), WRONGTYPE
+--          when it is not a hash: N is left as it is
 local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false and redis.call('exists', KEYS[1]) == 1 then
+  return redis.error_reply('WRONGKIND the name holds a lock, not a read-write lock')
+end
 if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
   redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])

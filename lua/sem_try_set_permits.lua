@@ -5,7 +5,13 @@
 -- ARGV[3]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[4]  channel redisson_sc:{N}
 -- reply    1 when set (waiters told the count), 0 when already set
-if redis.call('exists', KEYS[1]) == 0 then
+-- errors   WRONGKIND when N holds a lock (a hash) or another type
+local t = redis.call('type', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('WRONGKIND the name holds a ' ..
+                           (t == 'hash' and 'lock' or t) .. ', not a semaphore')
+end
+if t == 'none' then
   if tonumber(ARGV[2]) > 0 then
     redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
   else

@@ -417,3 +417,15 @@ void th_acquirer_start(th_acquirer *a) {
 }
 
 void th_acquirer_join(th_acquirer *a) { pthread_join(a->thread, NULL); }
+
+int th_suite_open(th_server *s, dlock_client **c) {
+  if (th_server_start(s, NULL) != 0)
+    return 1;
+  return dlock_client_open(s->url, NULL, c) == DLOCK_OK ? 0 : 1;
+}
+
+int th_suite_close(th_server *s, dlock_client *c) {
+  dlock_client_close(c);
+  th_server_stop(s);
+  return 0;
+}

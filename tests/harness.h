@@ -37,6 +37,12 @@ void th_server_pause(th_server *s, int paused);
 redisReply *th_cmd(th_server *s, const char *fmt, ...);
 long long th_int(th_server *s, const char *fmt, ...);
 
+/* A suite's usual fixture: start s (no extra arguments) and open *c to it.
+ * 0 on success (a CUnit suite init's answer). */
+int th_suite_open(th_server *s, dlock_client **c);
+/* Close c and stop s; 0. */
+int th_suite_close(th_server *s, dlock_client *c);
+
 /* Open a client to s with opts (NULL = defaults); CU fails on error. */
 dlock_client *th_client(th_server *s, const dlock_client_opts *opts);
 

@@ -455,6 +455,28 @@ static int run_output(char *const args[], char *out, size_t size) {
   return th_wait_worker(pid, 30000);
 }
 
+/* `dlock run --read` beside a plain lock's holder: refused (exit 65) with
+ * both kinds named, and the holder's lock untouched. */
+static void test_kind_mixup(void) {
+  const char *name = th_name("mixed");
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  char out[4096];
+  char *read[] = {"run", "--wait", "0", "--read", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(read, out, sizeof out), 65);
+  CU_ASSERT(strstr(out, "holds a lock, not a read-write lock") != NULL);
+  char *write[] = {"run", "--wait", "1s", "--write", (char *)name, "true", NULL};
+  CU_ASSERT_EQUAL(run_output(write, out, sizeof out), 65);
+  char *latch[] = {"latch", "set", (char *)name, "2", NULL};
+  CU_ASSERT_EQUAL(run_output(latch, out, sizeof out), 65);
+  CU_ASSERT(strstr(out, "not a count-down latch") != NULL);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK); /* still ours */
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* A failing path's output must not show the password. */
 #define ASSERT_NO_SECRET(out, secret)                                         \
   do {                                                                        \
@@ -664,6 +686,7 @@ static void add_tests(void) {
   CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
+  CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
   CU_add_test(s, "sem_set", test_sem_set);

@@ -164,7 +164,7 @@ static void test_errors(void) {
   CU_ASSERT_STRING_EQUAL(dlock_errname(DLOCK_ETIMEDOUT), "DLOCK_ETIMEDOUT");
   CU_ASSERT_STRING_EQUAL(dlock_errname(12345), "DLOCK_UNKNOWN");
   CU_ASSERT_STRING_EQUAL(dlock_strerror(12345), "unknown error");
-  for (int code = -1; code >= DLOCK_EAUTH; code--) {
+  for (int code = -1; code >= DLOCK_ERRNO_MIN; code--) {
     CU_ASSERT(strcmp(dlock_errname(code), "DLOCK_UNKNOWN") != 0);
     CU_ASSERT(strcmp(dlock_strerror(code), "unknown error") != 0);
   }

@@ -14,17 +14,8 @@
 static th_server srv;
 static dlock_client *cl;
 
-static int suite_init(void) {
-  if (th_server_start(&srv, NULL) != 0)
-    return 1;
-  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
-}
-
-static int suite_clean(void) {
-  dlock_client_close(cl);
-  th_server_stop(&srv);
-  return 0;
-}
+static int suite_init(void) { return th_suite_open(&srv, &cl); }
+static int suite_clean(void) { return th_suite_close(&srv, cl); }
 
 static dlock_lock *new_fair(dlock_client *c, const char *name, int64_t slot_ms) {
   dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
@@ -548,7 +539,7 @@ static void test_bad_input(void) {
   const char *name = th_name("wrongtype");
   freeReplyObject(th_cmd(&srv, "SET redisson_lock_queue:{%s} x", name));
   l = new_fair(cl, name, 0);
-  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_EKIND);
   CU_ASSERT(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
   dlock_lock_free(l);
 }

@@ -13,17 +13,8 @@
 static th_server srv;
 static dlock_client *cl;
 
-static int suite_init(void) {
-  if (th_server_start(&srv, NULL) != 0)
-    return 1;
-  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
-}
-
-static int suite_clean(void) {
-  dlock_client_close(cl);
-  th_server_stop(&srv);
-  return 0;
-}
+static int suite_init(void) { return th_suite_open(&srv, &cl); }
+static int suite_clean(void) { return th_suite_close(&srv, cl); }
 
 static dlock_rwlock *new_rw(dlock_client *c, const char *name) {
   dlock_rwlock *rw = NULL;
@@ -604,12 +595,12 @@ static void test_bad_input(void) {
   const char *name = th_name("wrongtype");
   freeReplyObject(th_cmd(&srv, "SET %s x", name));
   rw = new_rw(cl, name);
-  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 1000), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 1000), DLOCK_EKIND);
   CU_ASSERT(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
-  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 1000), DLOCK_EREDIS);
-  TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 1000), DLOCK_EKIND);
+  TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_EKIND);
   dlock_lock_state st;
-  TH_ASSERT_RC(dlock_lock_state_get(dlock_rwlock_write(rw), &st), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_lock_state_get(dlock_rwlock_write(rw), &st), DLOCK_EKIND);
   redisReply *r = th_cmd(&srv, "GET %s", name);
   CU_ASSERT(r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "x"));
   freeReplyObject(r);

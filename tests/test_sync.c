@@ -14,17 +14,8 @@
 static th_server srv;
 static dlock_client *cl;
 
-static int suite_init(void) {
-  if (th_server_start(&srv, NULL) != 0)
-    return 1;
-  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
-}
-
-static int suite_clean(void) {
-  dlock_client_close(cl);
-  th_server_stop(&srv);
-  return 0;
-}
+static int suite_init(void) { return th_suite_open(&srv, &cl); }
+static int suite_clean(void) { return th_suite_close(&srv, cl); }
 
 static dlock_latch *new_latch(const char *name) {
   dlock_latch *l = NULL;
@@ -706,16 +697,16 @@ static void test_bad_input(void) {
   const char *name = th_name("wrongtype");
   freeReplyObject(th_cmd(&srv, "HSET %s a b", name));
   l = new_latch(name);
-  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_EKIND);
   CU_ASSERT(strstr(dlock_errmsg(), "WRONGTYPE") != NULL);
-  TH_ASSERT_RC(dlock_latch_await(l, 100), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_latch_await(l, 100), DLOCK_EKIND);
   dlock_latch_free(l);
   s = new_sem(cl, name);
-  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 100), DLOCK_EREDIS);
-  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 100), DLOCK_EKIND);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_EKIND);
   dlock_semaphore_free(s);
   p = new_permits(cl, name);
-  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 100, 1000, ids), DLOCK_EREDIS);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 100, 1000, ids), DLOCK_EKIND);
   dlock_permits_free(p);
   CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 1); /* untouched */
 }

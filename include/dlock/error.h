@@ -34,7 +34,12 @@ extern "C" {
   X(ENOTSUP, -11, "operation not supported by this kind")                    \
   X(ECLOSED, -12, "client is closed")                                        \
   X(EDEADLK, -13, "would deadlock")                                          \
-  X(EAUTH, -14, "refused by the server: credentials or configuration")
+  X(EAUTH, -14, "refused by the server: credentials or configuration")       \
+  X(EKIND, -15, "the name holds another kind of object")                     \
+  X(EINTR, -16, "wait interrupted")
+
+/* The lowest code of this version (codes are appended below it). */
+#define DLOCK_ERRNO_MIN DLOCK_EINTR
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

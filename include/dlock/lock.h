@@ -134,6 +134,21 @@ DLOCK_API int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms);
  * DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
 DLOCK_API int dlock_release(dlock_lock *lock);
 
+/* Interrupt the acquires of lock that are waiting now, in any thread (for a
+ * multi-lock or RedLock: its members' waits too). Each returns DLOCK_EINTR
+ * promptly and leaves nothing behind: no hold, no fair-queue entry, no
+ * subscription. An acquire that starts waiting after this call is not
+ * affected; one whose last try already succeeded returns DLOCK_OK. OUT
+ * *count (may be NULL): how many waits were interrupted. Errors:
+ * DLOCK_EINVAL (NULL lock). */
+DLOCK_API int dlock_interrupt(dlock_lock *lock, int *count);
+
+/* The same for every wait under way in this process by owner (a
+ * dlock_thread_id() or an id bound with dlock_lock_bind_owner), on any lock,
+ * latch or semaphore of any client. Synchronizers wait as the calling
+ * thread's id. */
+DLOCK_API int dlock_interrupt_owner(uint64_t owner, int *count);
+
 /* Delete the lock whoever holds it, and wake its waiters.
  * OUT *released (may be NULL): 1 when a lock was deleted, 0 when it was
  * free (nothing to release). Returns DLOCK_OK, or DLOCK_EIO, DLOCK_EREDIS,

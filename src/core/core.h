@@ -238,6 +238,9 @@ typedef struct dlock__wait_spec {
    * for locks whose waiters in many processes race for each release: the
    * first subscriber, told first, would win every race. */
   int early;
+  /* Who waits, for interrupts (dlock_interrupt): the handle and owner. */
+  const void *handle;
+  uint64_t owner;
 } dlock__wait_spec;
 
 /* dlock__call for a wait loop's try: when the engine already sent this
@@ -246,6 +249,18 @@ typedef struct dlock__wait_spec {
 int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
                     redisReply **reply);
 
+/* Interrupts (wait.c). The top-level handle of the calling thread's
+ * acquire (set by lock.c around a lock's acquire, so a multi-lock's or
+ * RedLock's members' waits answer to the combinator's handle too; NULL
+ * after). */
+void dlock__wait_top(const void *top);
+/* Interrupt the waits under way of handle (by_owner 0) or of owner
+ * (by_owner 1): they return DLOCK_EINTR. Returns how many. */
+int dlock__interrupt(const void *handle, int by_owner, uint64_t owner);
+/* Sleep ms unless interrupted (a wait of handle and owner): DLOCK_OK, or
+ * DLOCK_EINTR with a message naming what. */
+int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
+                      const char *what);
 /* Try, subscribe, try and wait until acquired or the budget is spent.
  * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the
  * attempt succeeded, or an error (DLOCK_ETIMEDOUT, DLOCK_ECLOSED, ...). */

@@ -56,6 +56,7 @@ typedef struct dlock__waiter {
   redisReply *early_reply;           /* under sync->mu */
   int early_status;
   char early_err[256];
+  int interrupted;                   /* dlock__interrupt; under sync->mu */
 } dlock__waiter;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
@@ -64,9 +65,10 @@ typedef struct dlock__waiter {
  * becomes head and is woken. Number of FIFO waiters on the client: */
 int dlock__fifo_waiters(dlock_client *c);
 
-/* Register w on channel (shared, refcounted SUBSCRIBE) and wait until the
- * subscription is confirmed, at most until deadline_ms (-1: at most the
- * command timeout). Without confirmation the waiter still works, on hints. */
+/* Register w (zeroed by the caller) on channel (shared, refcounted
+ * SUBSCRIBE) and wait until the subscription is confirmed (or w is
+ * interrupted), at most until deadline_ms (-1: at most the command
+ * timeout). Without confirmation the waiter still works, on hints. */
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
                      dlock__wake_fn *wake, int fifo, int lease_hints,
                      dlock__waiter *w,

@@ -49,9 +49,21 @@ int dlock__fail(int code, const char *fmt, ...) {
 int dlock__fail_reply(const redisReply *reply, const char *what) {
   if (reply == NULL)
     return dlock__fail(DLOCK_EPROTO, "%s: no reply", what);
-  if (reply->type == REDIS_REPLY_ERROR)
+  if (reply->type == REDIS_REPLY_ERROR) {
+    /* one name, two kinds: the scripts refuse (WRONGKIND) or Redis does
+     * (WRONGTYPE); either way nothing was changed */
+    if (strncmp(reply->str, "WRONGKIND ", 10) == 0)
+      return dlock__fail(DLOCK_EKIND, "%.*s", (int)reply->len - 10,
+                         reply->str + 10);
+    if (strncmp(reply->str, "WRONGTYPE", 9) == 0)
+      return dlock__fail(DLOCK_EKIND,
+                         "%s: the name holds another kind of object (a lock's "
+                         "hash where a count is kept, a latch's or semaphore's "
+                         "count where a lock is, or data that is not dlock's): "
+                         "%.*s", what, (int)reply->len, reply->str);
     return dlock__fail(DLOCK_EREDIS, "%s: %.*s", what, (int)reply->len,
                        reply->str);
+  }
   return dlock__fail(DLOCK_EPROTO, "%s: unexpected reply of type %d", what,
                      reply->type);
 }

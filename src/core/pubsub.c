@@ -345,7 +345,7 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
                      dlock__wake_fn *wake_fn, int fifo, int lease_hints,
                      dlock__waiter *w, int64_t deadline_ms) {
-  memset(w, 0, sizeof *w);
+  /* w is zeroed by the caller, who may have registered it for interrupts */
   w->sync = dlock__sync_self();
   w->fifo = fifo;
   w->lease_hints = lease_hints;
@@ -360,7 +360,7 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   if (deadline_ms >= 0 && deadline_ms < limit)
     limit = deadline_ms;
   pthread_mutex_lock(&w->sync->mu);
-  while (!w->confirmed && !w->closed)
+  while (!w->confirmed && !w->closed && !w->interrupted)
     if (dlock__sync_wait(w->sync, limit) != 0)
       break;
   /* the first confirmation is not news to this waiter */
@@ -372,7 +372,7 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   int rc = 0;
   pthread_mutex_lock(&w->sync->mu);
-  while (w->wakes == w->seen && !w->closed) {
+  while (w->wakes == w->seen && !w->closed && !w->interrupted) {
     int64_t until = deadline_ms;
     if (w->retry_by && (until < 0 || w->retry_by < until))
       until = w->retry_by;
@@ -382,6 +382,8 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   w->retry_by = 0;
   if (w->closed) {
     rc = DLOCK_ECLOSED;
+  } else if (w->interrupted) {
+    rc = DLOCK_EINTR;
   } else if (w->wakes != w->seen) {
     w->seen = w->wakes;
     rc = 1;

@@ -4,6 +4,7 @@
  * unsubscribe. Wake-ups are counted, so none is lost between a try and the
  * wait, and every wait is bounded, so a lost message costs at most the hint. */
 #include <inttypes.h>
+#include <string.h>
 
 #include "core/engine.h"
 
@@ -49,6 +50,77 @@ static void settle_early(dlock__waiter *w) {
   pthread_mutex_unlock(&w->sync->mu);
 }
 
+/* ---- interrupts ---------------------------------------------------------------
+ * Every wait under way in the process is registered (only once it waits:
+ * an uncontended call never is), so another thread can interrupt it by its
+ * handle, its top-level handle or its owner. */
+
+typedef struct wait_reg {
+  struct wait_reg *next;
+  const void *top, *handle;
+  uint64_t owner;
+  dlock__waiter *w;
+} wait_reg;
+
+static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
+static wait_reg *regs;
+static _Thread_local const void *tls_top;
+
+void dlock__wait_top(const void *top) { tls_top = top; }
+
+static void reg_add(wait_reg *r, const void *handle, uint64_t owner,
+                    dlock__waiter *w) {
+  *r = (wait_reg){NULL, tls_top, handle, owner, w};
+  pthread_mutex_lock(&regs_mu);
+  r->next = regs;
+  regs = r;
+  pthread_mutex_unlock(&regs_mu);
+}
+
+static void reg_del(wait_reg *r) {
+  pthread_mutex_lock(&regs_mu);
+  for (wait_reg **p = &regs; *p; p = &(*p)->next)
+    if (*p == r) {
+      *p = r->next;
+      break;
+    }
+  pthread_mutex_unlock(&regs_mu);
+}
+
+int dlock__interrupt(const void *handle, int by_owner, uint64_t owner) {
+  int n = 0;
+  pthread_mutex_lock(&regs_mu);
+  for (wait_reg *r = regs; r; r = r->next) {
+    if (by_owner ? r->owner != owner : r->top != handle && r->handle != handle)
+      continue;
+    pthread_mutex_lock(&r->w->sync->mu);
+    n += !r->w->interrupted;
+    r->w->interrupted = 1;
+    pthread_cond_broadcast(&r->w->sync->cv);
+    pthread_mutex_unlock(&r->w->sync->mu);
+  }
+  pthread_mutex_unlock(&regs_mu);
+  return n;
+}
+
+int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
+                      const char *what) {
+  dlock__waiter w;
+  memset(&w, 0, sizeof w);
+  w.sync = dlock__sync_self();
+  wait_reg reg;
+  reg_add(&reg, handle, owner, &w);
+  int64_t until = dlock__now_ms() + ms;
+  pthread_mutex_lock(&w.sync->mu);
+  while (!w.interrupted && dlock__sync_wait(w.sync, until) == 0) {
+  }
+  int interrupted = w.interrupted;
+  pthread_mutex_unlock(&w.sync->mu);
+  reg_del(&reg);
+  return interrupted ? dlock__fail(DLOCK_EINTR, "%s: wait interrupted", what)
+                     : DLOCK_OK;
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   int64_t start = dlock__now_ms();
@@ -66,11 +138,19 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   if (wait_ms == 0)
     return dlock__fail(DLOCK_EBUSY, "%s: not available (retry in %" PRId64
                        " ms)", spec->what, hint);
+  /* from here on the wait can be interrupted: registered before it
+   * subscribes, so a waiter seen subscribed is an interruptible one */
   dlock__waiter w;
+  memset(&w, 0, sizeof w);
+  w.sync = dlock__sync_self();
+  wait_reg reg;
+  reg_add(&reg, spec->handle, spec->owner, &w);
   rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake,
                         spec->fifo, spec->lease_hints, &w, deadline);
-  if (rc != DLOCK_OK)
+  if (rc != DLOCK_OK) {
+    reg_del(&reg);
     return rc;
+  }
   int early = spec->early && !spec->fifo;
   for (;;) {
     if (!spec->fifo || my_turn(&w)) {
@@ -94,7 +174,12 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
       rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
       break;
     }
+    if (woke == DLOCK_EINTR) {
+      rc = dlock__fail(DLOCK_EINTR, "%s: wait interrupted", spec->what);
+      break;
+    }
   }
+  reg_del(&reg);
   settle_early(&w);
   if (rc < 0 && spec->give_up)
     spec->give_up(ctx);

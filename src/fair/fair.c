@@ -130,7 +130,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
                            .channel_len = channel.len, .wake = dlock__wake_all,
                            .attempt = try_once, .give_up = give_up,
-                           .early = 1, .lease_hints = 1};
+                           .early = 1, .lease_hints = 1, .handle = l,
+                           .owner = owner_id};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   dlock__buf_free(&channel);
   if (rc != 1)

@@ -81,10 +81,32 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   if (lock->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
   dlock_grant g = {0, 0};
+  if (wait_ms != 0) /* the waits below answer to this handle's interrupts */
+    dlock__wait_top(lock);
   rc = lock->m->acquire(lock, dlock__lock_owner_id(lock), wait_ms, lease_ms, &g);
+  if (wait_ms != 0)
+    dlock__wait_top(NULL);
   if (rc == DLOCK_OK && grant)
     *grant = g;
   return rc;
+}
+
+int dlock_interrupt(dlock_lock *lock, int *count) {
+  dlock__clear_error();
+  if (lock == NULL)
+    return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+  int n = dlock__interrupt(lock, 0, 0);
+  if (count)
+    *count = n;
+  return DLOCK_OK;
+}
+
+int dlock_interrupt_owner(uint64_t owner, int *count) {
+  dlock__clear_error();
+  int n = dlock__interrupt(NULL, 1, owner);
+  if (count)
+    *count = n;
+  return DLOCK_OK;
 }
 
 int dlock_acquire(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms) {

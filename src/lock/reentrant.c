@@ -144,7 +144,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   snprintf(what, sizeof what, "lock \"%.100s\"", l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
-                           .wake = dlock__wake_one, .attempt = try_once};
+                           .wake = dlock__wake_one, .attempt = try_once,
+                           .handle = l, .owner = owner_id};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;

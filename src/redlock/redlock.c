@@ -273,11 +273,6 @@ static void acq_drop(redlock *rl, acq *a) {
 
 /* ---- the lock methods ------------------------------------------------------- */
 
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 static int64_t random_between(int64_t lo, int64_t hi) {
   static _Thread_local uint64_t seed;
   if (seed == 0)
@@ -450,7 +445,9 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
     if (deadline >= 0 && now + delay > deadline)
       delay = deadline - now;
-    sleep_ms(delay);
+    rc = dlock__wait_pause(l, owner, delay, "redlock");
+    if (rc != DLOCK_OK) /* interrupted between rounds: nothing is held */
+      return rc;
   }
 }
 

@@ -131,7 +131,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
            l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
                            .channel_len = h->channel.len, .wake = rw_wake,
-                           .attempt = try_once, .early = 1};
+                           .attempt = try_once, .early = 1, .handle = l,
+                           .owner = owner_id};
   rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc == 1) {
     dlock__hold_id id = hold_id(h, &w);

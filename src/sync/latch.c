@@ -27,6 +27,16 @@ int dlock_latch_new(dlock_client *client, const char *name,
   return DLOCK_OK;
 }
 
+int dlock_latch_interrupt(dlock_latch *l, int *count) {
+  dlock__clear_error();
+  if (l == NULL)
+    return dlock__fail(DLOCK_EINVAL, "latch is NULL");
+  int n = dlock__interrupt(l, 0, 0);
+  if (count)
+    *count = n;
+  return DLOCK_OK;
+}
+
 void dlock_latch_free(dlock_latch *l) {
   if (l == NULL)
     return;
@@ -92,7 +102,8 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   snprintf(what, sizeof what, "latch \"%.100s\"", l->o.h.name);
   dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
                            .channel_len = l->o.channel.len,
-                           .wake = dlock__wake_all, .attempt = at_zero};
+                           .wake = dlock__wake_all, .attempt = at_zero,
+                           .handle = l, .owner = dlock_thread_id()};
   rc = dlock__wait_loop(l->o.h.client, &spec, wait_ms, l);
   return rc == 1 ? DLOCK_OK : rc;
 }

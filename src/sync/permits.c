@@ -41,6 +41,16 @@ int dlock_permits_new(dlock_client *client, const char *name,
   return DLOCK_OK;
 }
 
+int dlock_permits_interrupt(dlock_permits *p, int *count) {
+  dlock__clear_error();
+  if (p == NULL)
+    return dlock__fail(DLOCK_EINVAL, "permits is NULL");
+  int n = dlock__interrupt(p, 0, 0);
+  if (count)
+    *count = n;
+  return DLOCK_OK;
+}
+
 void dlock_permits_free(dlock_permits *p) {
   if (p == NULL)
     return;
@@ -176,7 +186,8 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   dlock__wait_spec spec = {.what = what, .channel = p->o.channel.p,
                            .channel_len = p->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
-                           .attempt = try_once};
+                           .attempt = try_once, .handle = p,
+                           .owner = dlock_thread_id()};
   rc = dlock__wait_loop(c, &spec, wait_ms, a);
   if (rc == 1) {
     static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};

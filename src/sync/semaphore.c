@@ -31,6 +31,16 @@ int dlock_semaphore_new(dlock_client *client, const char *name,
   return DLOCK_OK;
 }
 
+int dlock_semaphore_interrupt(dlock_semaphore *s, int *count) {
+  dlock__clear_error();
+  if (s == NULL)
+    return dlock__fail(DLOCK_EINVAL, "semaphore is NULL");
+  int n = dlock__interrupt(s, 0, 0);
+  if (count)
+    *count = n;
+  return DLOCK_OK;
+}
+
 void dlock_semaphore_free(dlock_semaphore *s) {
   if (s == NULL)
     return;
@@ -107,7 +117,8 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
                            .channel_len = s->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
-                           .attempt = try_once};
+                           .attempt = try_once, .handle = s,
+                           .owner = dlock_thread_id()};
   rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
   return rc == 1 ? DLOCK_OK : rc;
 }

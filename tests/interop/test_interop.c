@@ -21,17 +21,8 @@
 static th_server srv;
 static dlock_client *cl;
 
-static int suite_init(void) {
-  if (th_server_start(&srv, NULL) != 0)
-    return 1;
-  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK ? 0 : 1;
-}
-
-static int suite_clean(void) {
-  dlock_client_close(cl);
-  th_server_stop(&srv);
-  return 0;
-}
+static int suite_init(void) { return th_suite_open(&srv, &cl); }
+static int suite_clean(void) { return th_suite_close(&srv, cl); }
 
 static rp_client peer(void) {
   rp_client p;

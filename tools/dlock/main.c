@@ -27,6 +27,7 @@
 
 enum {
   EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
+  EXIT_KIND = 65,     /* the name holds another kind of object (EX_DATAERR) */
   EXIT_NOREDIS = 69,  /* cannot reach Redis (EX_UNAVAILABLE) */
   EXIT_SOFTWARE = 70, /* unexpected error (EX_SOFTWARE) */
   EXIT_TIMEOUT = 75,  /* not acquired / not reached in time (EX_TEMPFAIL) */
@@ -111,6 +112,8 @@ static int fail(int rc, const char *what) {
     return EXIT_LOST;
   case DLOCK_EAUTH:
     return EXIT_CONFIG;
+  case DLOCK_EKIND:
+    return EXIT_KIND;
   case DLOCK_EINVAL:
     return EXIT_USAGE;
   default:

@@ -1,0 +1,204 @@
+/* One name, one kind (docs/errors.md): every pair of kinds on one name.
+ * A kind whose layout differs from what the name holds is refused with
+ * DLOCK_EKIND and the key is left byte for byte as it was; kinds that share
+ * a layout behave as that layout allows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static th_server srv;
+static dlock_client *cl, *other; /* the second object is another owner's */
+
+static int suite_init(void) {
+  if (th_server_start(&srv, NULL) != 0)
+    return 1;
+  return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK &&
+                 dlock_client_open(srv.url, NULL, &other) == DLOCK_OK
+             ? 0
+             : 1;
+}
+
+static int suite_clean(void) {
+  dlock_client_close(other);
+  dlock_client_close(cl);
+  th_server_stop(&srv);
+  return 0;
+}
+
+enum kind { REENTRANT, FENCED, FAIR, READ, WRITE, LATCH, SEMAPHORE, PERMITS, NKINDS };
+static const char *const kind_names[NKINDS] = {
+    "reentrant", "fenced", "fair", "read", "write", "latch", "semaphore", "permits"};
+/* kinds with one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
+ * count */
+static const int family[NKINDS] = {0, 0, 0, 1, 1, 2, 2, 2};
+
+/* One object of a kind on a name, through its own handle. */
+typedef struct object {
+  enum kind k;
+  dlock_lock *lock;
+  dlock_latch *latch;
+  dlock_semaphore *sem;
+  dlock_permits *permits;
+  dlock_permit_id id;
+} object;
+
+static object make(dlock_client *c, enum kind k, const char *name) {
+  object o = {.k = k};
+  int rc = DLOCK_EINVAL;
+  switch (k) {
+  case REENTRANT: rc = dlock_reentrant_lock_new(c, name, NULL, &o.lock); break;
+  case FENCED: rc = dlock_fenced_lock_new(c, name, NULL, &o.lock); break;
+  case FAIR: rc = dlock_fair_lock_new(c, name, NULL, &o.lock); break;
+  case READ: rc = dlock_read_lock_new(c, name, NULL, &o.lock); break;
+  case WRITE: rc = dlock_write_lock_new(c, name, NULL, &o.lock); break;
+  case LATCH: rc = dlock_latch_new(c, name, NULL, &o.latch); break;
+  case SEMAPHORE: rc = dlock_semaphore_new(c, name, NULL, &o.sem); break;
+  case PERMITS: rc = dlock_permits_new(c, name, NULL, &o.permits); break;
+  default: break;
+  }
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  return o;
+}
+
+/* Take the object: a hold, a count set, a permit. */
+static int take(object *o) {
+  int set = 0;
+  switch (o->k) {
+  case LATCH:
+    return dlock_latch_try_set_count(o->latch, 3, &set);
+  case SEMAPHORE: {
+    int rc = dlock_semaphore_try_set_permits(o->sem, 2, 0, &set);
+    return rc != DLOCK_OK ? rc : dlock_semaphore_acquire(o->sem, 1, 0);
+  }
+  case PERMITS: {
+    int rc = dlock_permits_try_set_permits(o->permits, 2, 0, &set);
+    return rc != DLOCK_OK ? rc : dlock_permits_acquire(o->permits, 1, 0, 30000, &o->id);
+  }
+  default:
+    return dlock_acquire(o->lock, 0, 30000);
+  }
+}
+
+/* The other calls that write: each must be refused as well. */
+static void other_writes_refused(object *o) {
+  int64_t n;
+  int flag;
+  switch (o->k) {
+  case LATCH:
+    TH_ASSERT_RC(dlock_latch_count_down(o->latch, &n), DLOCK_EKIND);
+    TH_ASSERT_RC(dlock_latch_delete(o->latch, &flag), DLOCK_EKIND);
+    break;
+  case SEMAPHORE:
+    TH_ASSERT_RC(dlock_semaphore_release(o->sem, 1), DLOCK_EKIND);
+    TH_ASSERT_RC(dlock_semaphore_add_permits(o->sem, 1, &n), DLOCK_EKIND);
+    TH_ASSERT_RC(dlock_semaphore_set_permits(o->sem, 5, &n), DLOCK_EKIND);
+    TH_ASSERT_RC(dlock_semaphore_drain(o->sem, &n), DLOCK_EKIND);
+    break;
+  case PERMITS:
+    TH_ASSERT_RC(dlock_permits_add_permits(o->permits, 1, &n), DLOCK_EKIND);
+    TH_ASSERT_RC(dlock_permits_set_permits(o->permits, 5, &n), DLOCK_EKIND);
+    break;
+  case READ:
+  case WRITE:
+    break; /* releases and force release refuse a lock's hash by mode */
+  default:
+    TH_ASSERT_RC(dlock_force_release(o->lock, &flag), DLOCK_EKIND);
+    break;
+  }
+}
+
+static void drop(object *o) {
+  switch (o->k) {
+  case LATCH: {
+    int deleted;
+    dlock_latch_delete(o->latch, &deleted);
+    dlock_latch_free(o->latch);
+    break;
+  }
+  case SEMAPHORE:
+    dlock_semaphore_free(o->sem);
+    break;
+  case PERMITS:
+    dlock_permits_free(o->permits);
+    break;
+  default:
+    dlock_release(o->lock);
+    dlock_lock_free(o->lock);
+    break;
+  }
+}
+
+static redisReply *dump(const char *name) { return th_cmd(&srv, "DUMP %s", name); }
+
+static int same_dump(redisReply *a, redisReply *b) {
+  return a && b && a->type == REDIS_REPLY_STRING && b->type == REDIS_REPLY_STRING &&
+         a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+static void test_every_pair(void) {
+  int refused = 0, shared = 0;
+  for (int a = 0; a < NKINDS; a++) {
+    for (int b = 0; b < NKINDS; b++) {
+      if (a == b)
+        continue;
+      char name[96];
+      snprintf(name, sizeof name, "%s:%s:%s", th_name("pair"), kind_names[a],
+               kind_names[b]);
+      object first = make(cl, (enum kind)a, name),
+             second = make(other, (enum kind)b, name);
+      TH_ASSERT_RC(take(&first), DLOCK_OK);
+      redisReply *before = dump(name);
+      int rc = take(&second);
+      if (family[a] != family[b]) {
+        if (rc != DLOCK_EKIND)
+          fprintf(stderr, "\n  %s then %s: %s\n", kind_names[a], kind_names[b],
+                  dlock_errname(rc));
+        CU_ASSERT_EQUAL(rc, DLOCK_EKIND);
+        CU_ASSERT(strstr(dlock_errmsg(), "not a") != NULL ||
+                  strstr(dlock_errmsg(), "another kind") != NULL);
+        other_writes_refused(&second);
+        redisReply *after = dump(name);
+        CU_ASSERT(same_dump(before, after)); /* not a byte changed */
+        freeReplyObject(after);
+        refused++;
+      } else if (family[a] != 2) {
+        /* one hash layout: they exclude each other (a reader and a writer
+         * as a read-write lock's halves) */
+        CU_ASSERT(rc == DLOCK_EBUSY);
+        shared++;
+      }
+      freeReplyObject(before);
+      drop(&second);
+      drop(&first);
+      freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    }
+  }
+  CU_ASSERT_EQUAL(refused, 2 * (3 * 2 + 3 * 3 + 2 * 3)); /* ordered pairs */
+  CU_ASSERT(shared > 0);
+}
+
+/* What `dlock run --read` beside `dlock run` did: the reader got in and its
+ * release deleted the holder's hash. Now the reader is refused and the
+ * holder's release succeeds. */
+static void test_reader_beside_lock_holder(void) {
+  const char *name = th_name("mixed");
+  object holder = make(cl, REENTRANT, name), reader = make(other, READ, name);
+  TH_ASSERT_RC(take(&holder), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(reader.lock, 2000, 30000), DLOCK_EKIND);
+  CU_ASSERT(strstr(dlock_errmsg(), "holds a lock, not a read-write lock") != NULL);
+  TH_ASSERT_RC(dlock_release(reader.lock), DLOCK_ENOTOWNER);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(holder.lock), DLOCK_OK);
+  dlock_lock_free(reader.lock);
+  dlock_lock_free(holder.lock);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("kinds", suite_init, suite_clean);
+  CU_add_test(s, "every_pair", test_every_pair);
+  CU_add_test(s, "reader_beside_lock_holder", test_reader_beside_lock_holder);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
