@@ -35,6 +35,12 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   return nil
 end
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+  -- tell the next waiter first: when an ACL refuses its channel, nothing
+  -- has changed
+  local next = head and redis.call('lindex', KEYS[2], 1)
+  if next then
+    redis.call(ARGV[6], ARGV[7] .. ':' .. next, '-' .. ARGV[1])
+  end
   if head then
     redis.call('lpop', KEYS[2])
   end
@@ -47,10 +53,6 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
   end
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  local next = redis.call('lindex', KEYS[2], 0)
-  if next then
-    redis.call(ARGV[6], ARGV[7] .. ':' .. next, '-' .. ARGV[1])
-  end
   return nil
 end
 local mine = redis.call('zscore', KEYS[3], ARGV[2])

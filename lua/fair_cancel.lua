@@ -23,6 +23,7 @@ end
 local removed = redis.call('lrem', KEYS[2], 0, ARGV[1])
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
+-- (a refused wake-up leaves this waiter gone: what a give-up must do)
 if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
   local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
   if head then

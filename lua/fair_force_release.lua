@@ -12,11 +12,12 @@
 if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
 end
-if redis.call('del', KEYS[1]) == 1 then
+if redis.call('exists', KEYS[1]) == 1 then
   local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
-  if head then
+  if head then -- first: when an ACL refuses the channel, N is still held
     redis.call(ARGV[1], ARGV[2] .. ':' .. head, '0')
   end
+  redis.call('del', KEYS[1])
   return 1
 end
 return 0

@@ -36,12 +36,13 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   end
   return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+if tonumber(redis.call('hget', KEYS[1], ARGV[2])) > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end
+wake_next() -- first: when an ACL refuses the channel, N is still held
 redis.call('del', KEYS[1])
-wake_next()
 redis.call('set', KEYS[2], '1', 'px', ARGV[3])
 return 1

@@ -9,8 +9,9 @@ if t ~= 'none' and t ~= 'string' then
   return redis.error_reply('WRONGKIND the name holds a ' ..
                            (t == 'hash' and 'lock' or t) .. ', not a count-down latch')
 end
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call(ARGV[1], ARGV[2], '1')
+if t == 'string' then
+  redis.call(ARGV[1], ARGV[2], '1') -- first: an ACL refusal changes nothing
+  redis.call('del', KEYS[1])
   return 1
 end
 return 0

@@ -11,8 +11,8 @@ if t ~= 'none' and t ~= 'string' then
                            (t == 'hash' and 'lock' or t) .. ', not a count-down latch')
 end
 if t == 'none' then
+  redis.call(ARGV[2], ARGV[3], '1') -- first: an ACL refusal changes nothing
   redis.call('set', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], ARGV[3], '1')
   return 1
 end
 return 0

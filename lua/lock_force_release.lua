@@ -9,8 +9,9 @@
 if redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
 end
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call(ARGV[1], ARGV[2], ARGV[3])
+if redis.call('exists', KEYS[1]) == 1 then
+  redis.call(ARGV[1], ARGV[2], ARGV[3]) -- first: an ACL refusal changes nothing
+  redis.call('del', KEYS[1])
   return 1
 end
 return 0

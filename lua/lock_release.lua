@@ -20,15 +20,18 @@ end
 if redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+if not holds then
   return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+if holds > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end
-redis.call('del', KEYS[1])
+-- publish first: when an ACL refuses the channel, nothing has changed yet
 redis.call(ARGV[4], ARGV[5], ARGV[6])
+redis.call('del', KEYS[1])
 redis.call('set', KEYS[2], '1', 'px', ARGV[3])
 return 1

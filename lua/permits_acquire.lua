@@ -14,13 +14,14 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
 if #expired > 0 then
+  local available = (tonumber(redis.call('get', KEYS[1])) or 0) + #expired
+  if available > 0 then -- first: an ACL refusal changes nothing
+    redis.call(ARGV[3], ARGV[4], available)
+  end
   for _, id in ipairs(expired) do
     redis.call('zrem', KEYS[2], id)
   end
-  local available = redis.call('incrby', KEYS[1], #expired)
-  if available > 0 then
-    redis.call(ARGV[3], ARGV[4], available)
-  end
+  redis.call('incrby', KEYS[1], #expired)
 end
 local n = tonumber(ARGV[1])
 if tonumber(redis.call('get', KEYS[1]) or '0') >= n then

@@ -22,11 +22,20 @@ for i = 4, #ARGV do
     return 3 - i
   end
 end
+-- publish first: when an ACL refuses the channel, nothing has changed yet
+local distinct = {}
 local released = 0
 for i = 4, #ARGV do
-  released = released + redis.call('zrem', KEYS[3], ARGV[i])
+  if not distinct[ARGV[i]] then
+    distinct[ARGV[i]] = true
+    released = released + 1
+  end
 end
-local available = redis.call('incrby', KEYS[1], released)
+local available = (tonumber(redis.call('get', KEYS[1])) or 0) + released
 redis.call(ARGV[1], ARGV[2], available)
+for i = 4, #ARGV do
+  redis.call('zrem', KEYS[3], ARGV[i])
+end
+redis.call('incrby', KEYS[1], released)
 redis.call('set', KEYS[2], released, 'px', ARGV[3])
 return released

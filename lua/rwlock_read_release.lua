@@ -20,16 +20,18 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return nil
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if n == 0 then
-  redis.call('hdel', KEYS[1], ARGV[1])
-end
-redis.call('del', KEYS[3] .. ':' .. (n + 1))
-local result = 1
-if redis.call('hlen', KEYS[1]) > 1 then
+-- Decide everything first and publish before the first write: when an ACL
+-- refuses the channel, nothing has changed.
+local n = tonumber(redis.call('hget', KEYS[1], ARGV[1])) - 1 -- my holds after
+local fields = redis.call('hlen', KEYS[1]) - (n == 0 and 1 or 0)
+local result, expire = 1, nil
+if fields > 1 then
   local longest = -3
   for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
     local count = tonumber(redis.call('hget', KEYS[1], field))
+    if field == ARGV[1] then
+      count = n -- my hold n + 1 is the one being released
+    end
     if count then -- 'mode' is not a count
       for k = count, 1, -1 do
         local t = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. k)
@@ -42,17 +44,27 @@ if redis.call('hlen', KEYS[1]) > 1 then
   if mode == 'write' then
     -- the same owner's writer still holds it: never shorten its lease
     if longest > redis.call('pttl', KEYS[1]) then
-      redis.call('pexpire', KEYS[1], longest)
+      expire = longest
     end
     result = 0
   elseif longest > 0 then
-    redis.call('pexpire', KEYS[1], longest)
+    expire = longest
     result = 0
   end
 end
 if result == 1 then
-  redis.call('del', KEYS[1])
   redis.call(ARGV[3], ARGV[4], '0')
+end
+if n == 0 then
+  redis.call('hdel', KEYS[1], ARGV[1])
+else
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+end
+redis.call('del', KEYS[3] .. ':' .. (n + 1))
+if result == 1 then
+  redis.call('del', KEYS[1])
+elseif expire then
+  redis.call('pexpire', KEYS[1], expire)
 end
 redis.call('set', KEYS[2], result, 'px', ARGV[2])
 return result

@@ -17,19 +17,20 @@ if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
    redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+if tonumber(redis.call('hget', KEYS[1], ARGV[2])) > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end
+redis.call(ARGV[4], ARGV[5], '1') -- first: an ACL refusal changes nothing
 redis.call('hdel', KEYS[1], ARGV[2])
 if redis.call('hlen', KEYS[1]) == 1 then
   redis.call('del', KEYS[1])
 else
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
-redis.call(ARGV[4], ARGV[5], '1')
 redis.call('set', KEYS[2], '1', 'px', ARGV[3])
 return 1

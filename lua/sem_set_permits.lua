@@ -12,8 +12,8 @@
 -- A count that exists keeps its TTL.
 local available = redis.call('get', KEYS[1])
 if available == false then
+  redis.call(ARGV[2], ARGV[3], ARGV[1]) -- first: an ACL refusal changes nothing
   redis.call('set', KEYS[1], ARGV[1])
-  redis.call(ARGV[2], ARGV[3], ARGV[1])
   return tonumber(ARGV[1])
 end
 local taken = 0
@@ -24,6 +24,5 @@ local delta = tonumber(ARGV[1]) - (taken + tonumber(available))
 if delta == 0 then
   return tonumber(available)
 end
-local after = redis.call('incrby', KEYS[1], delta)
-redis.call(ARGV[2], ARGV[3], ARGV[1])
-return after
+redis.call(ARGV[2], ARGV[3], ARGV[1]) -- first: an ACL refusal changes nothing
+return redis.call('incrby', KEYS[1], delta)

@@ -12,12 +12,12 @@ if t ~= 'none' and t ~= 'string' then
                            (t == 'hash' and 'lock' or t) .. ', not a semaphore')
 end
 if t == 'none' then
+  redis.call(ARGV[3], ARGV[4], ARGV[1]) -- first: an ACL refusal changes nothing
   if tonumber(ARGV[2]) > 0 then
     redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
   else
     redis.call('set', KEYS[1], ARGV[1])
   end
-  redis.call(ARGV[3], ARGV[4], ARGV[1])
   return 1
 end
 return 0

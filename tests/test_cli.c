@@ -477,6 +477,39 @@ static void test_kind_mixup(void) {
   dlock_client_close(c);
 }
 
+/* `dlock check` with the user docs/security.md gives (the same line) passes
+ * and leaves nothing that outlives a second; without channels it names the
+ * refusal and exits 77. */
+static void test_check_acl(void) {
+  th_server a;
+  CU_ASSERT_FATAL(th_server_start(&a, NULL) == 0);
+  freeReplyObject(th_cmd(&a, /* hiredis splits the words */
+      "ACL SETUSER dlock on >CHANGE-ME resetkeys ~* resetchannels &redisson_* "
+      "-@all +ping +select +client|setname +evalsha +eval +subscribe "
+      "+unsubscribe +publish +del +exists +type +time +pexpire +pttl +get +set "
+      "+incr +incrby +decr +decrby +hget +hset +hdel +hexists +hincrby +hlen "
+      "+hkeys +hgetall +lindex +lpop +rpush +lrem +lrange +llen +zscore +zadd "
+      "+zrem +zrange +zrangebyscore +zincrby +zcount +zcard"));
+  freeReplyObject(th_cmd(&a, "ACL SETUSER nochannels on >pw ~* resetchannels +@all"));
+  char url[128], out[8192];
+  snprintf(url, sizeof url, "redis://dlock:CHANGE-ME@127.0.0.1:%d", a.port);
+  char *check[] = {"--redis", url, "check", NULL};
+  CU_ASSERT_EQUAL(run_output(check, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "dlock check: all 6 passed") != NULL);
+  CU_ASSERT(strstr(out, "CHANGE-ME") == NULL);
+  redisReply *keys = th_cmd(&a, "KEYS dlock-check:*");
+  for (size_t i = 0; keys && i < keys->elements; i++) {
+    long long pttl = th_int(&a, "PTTL %s", keys->element[i]->str);
+    CU_ASSERT(pttl == -2 || (pttl > 0 && pttl <= 1000));
+  }
+  freeReplyObject(keys);
+  snprintf(url, sizeof url, "redis://nochannels:pw@127.0.0.1:%d", a.port);
+  CU_ASSERT_EQUAL(run_output(check, out, sizeof out), 77);
+  CU_ASSERT(strstr(out, "FAIL  lock") != NULL);
+  CU_ASSERT(strstr(out, "can't publish") != NULL);
+  th_server_stop(&a);
+}
+
 /* A failing path's output must not show the password. */
 #define ASSERT_NO_SECRET(out, secret)                                         \
   do {                                                                        \
@@ -687,6 +720,7 @@ static void add_tests(void) {
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
+  CU_add_test(s, "check_acl", test_check_acl);
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
   CU_add_test(s, "sem_set", test_sem_set);

@@ -209,6 +209,88 @@ static void test_open_dead_server(void) {
 }
 
 /* Credentials: options instead of URIs, and never a password in a message. */
+/* An ACL user that may not publish (Redis 7 gives new users no channels)
+ * or run scripts: DLOCK_EPERM naming the refusal, and nothing changed. */
+static void test_acl_refusals(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  freeReplyObject(th_cmd(&s, "ACL SETUSER app on >app-pw ~* resetchannels +@all"));
+  freeReplyObject(th_cmd(&s, "ACL SETUSER noscript on >app-pw ~* &* +@all -evalsha -eval"));
+  char url[128];
+  snprintf(url, sizeof url, "redis://app:app-pw@127.0.0.1:%d", s.port);
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_OK);
+  dlock_lock *l, *w;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "acl-lock", NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  /* the release must publish: refused before anything changed */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_EPERM);
+  CU_ASSERT(strstr(dlock_errmsg(), "can't publish") != NULL);
+  CU_ASSERT(strstr(dlock_errmsg(), "security.md") != NULL);
+  CU_ASSERT_EQUAL(th_int(&s, "HLEN acl-lock"), 1); /* still held */
+  dlock_lock_state st;
+  TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
+  CU_ASSERT(st.held_by_me && st.hold_count == 1);
+  TH_ASSERT_RC(dlock_write_lock_new(c, "acl-rw", NULL, &w), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(w, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(w), DLOCK_EPERM);
+  CU_ASSERT_EQUAL(th_int(&s, "HLEN acl-rw"), 2); /* mode and the writer */
+  dlock_latch *latch;
+  TH_ASSERT_RC(dlock_latch_new(c, "acl-latch", NULL, &latch), DLOCK_OK);
+  TH_ASSERT_RC(dlock_latch_try_set_count(latch, 2, NULL), DLOCK_EPERM);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS acl-latch"), 0);
+  dlock_semaphore *sem;
+  TH_ASSERT_RC(dlock_semaphore_new(c, "acl-sem", NULL, &sem), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_release(sem, 1), DLOCK_EPERM);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS acl-sem"), 0);
+  /* a wait needs its channel: refused at once, not a silent fallback */
+  dlock_lock *l2;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "acl-lock", NULL, &l2), DLOCK_OK);
+  int64_t t0 = th_now_ms();
+  th_acquirer a = {l2, 20000, 30000, -1, 0, 0}; /* another thread: another owner */
+  th_acquirer_start(&a);
+  th_acquirer_join(&a);
+  TH_ASSERT_RC(a.rc, DLOCK_EPERM);
+  CU_ASSERT(a.got_ms - t0 < 2000); /* not the 20 s budget; measured ~1 ms */
+  /* granted the channels, the same calls go through */
+  freeReplyObject(th_cmd(&s, "ACL SETUSER app &redisson_*"));
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(latch, 2, &th_flag), 1);
+  TH_ASSERT_RC(dlock_semaphore_release(sem, 1), DLOCK_OK);
+  /* and a wait subscribes again (the refusal is not remembered) */
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  a = (th_acquirer){l2, 20000, 30000, -1, 0, 0};
+  th_acquirer_start(&a);
+  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(1000)) {
+    redisReply *r = th_cmd(&s, "PUBSUB NUMSUB redisson_lock__channel:{acl-lock}");
+    long long n = r->element[1]->integer;
+    freeReplyObject(r);
+    if (n > 0)
+      break;
+  }
+  t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  th_acquirer_join(&a);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  CU_ASSERT(a.got_ms - t0 < 5000); /* woken by the message, not the lease */
+  dlock_lock_free(l2);
+  dlock_semaphore_free(sem);
+  dlock_latch_free(latch);
+  dlock_lock_free(w);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  /* a user that may not run scripts */
+  snprintf(url, sizeof url, "redis://noscript:app-pw@127.0.0.1:%d", s.port);
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "acl-lock2", NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EPERM);
+  CU_ASSERT(strstr(dlock_errmsg(), "NOPERM") != NULL);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void test_credentials(void) {
   th_server s;
   CU_ASSERT_FATAL(th_server_start(&s, "--requirepass s3cr3t-pw") == 0);
@@ -735,6 +817,7 @@ static void add_tests(void) {
   CU_add_test(s, "open_dead_server", test_open_dead_server);
   CU_add_test(s, "auth_select_setname", test_auth_select_setname);
   CU_add_test(s, "credentials", test_credentials);
+  CU_add_test(s, "acl_refusals", test_acl_refusals);
   CU_add_test(s, "unix_socket", test_unix_socket);
   s = CU_add_suite("engine", suite_init, suite_clean);
   CU_add_test(s, "noscript_reload", test_noscript_reload);

@@ -27,6 +27,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 static void client_free(dlock_client *c) {
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
+  dlock__buf_free(&c->sub_fifo);
   dlock__uri_free(&c->uri);
   free(c->client_name);
   pthread_mutex_destroy(&c->qmu);

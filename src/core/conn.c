@@ -277,6 +277,11 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     freeReplyObject(reply);
     return;
   }
+  if (conn->is_sub && conn->state == CONN_READY && reply->type == REDIS_REPLY_ERROR &&
+      conn->inflight == NULL && dlock__pubsub_on_error(conn->client, reply)) {
+    freeReplyObject(reply);
+    return;
+  }
   dlock__req *req = pop(&conn->inflight, &conn->inflight_tail);
   if (req == NULL) {
     freeReplyObject(reply);

@@ -57,6 +57,8 @@ typedef struct dlock__waiter {
   int early_status;
   char early_err[256];
   int interrupted;                   /* dlock__interrupt; under sync->mu */
+  int denied;                        /* SUBSCRIBE refused; under sync->mu */
+  char denied_why[160];              /* the server's words; under sync->mu */
 } dlock__waiter;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
@@ -156,6 +158,9 @@ struct dlock_client {
   dlock__conn cmd, sub;
 
   dlock__map channels; /* engine only: pubsub.c */
+  dlock__buf sub_fifo; /* engine only: the channels of unanswered (UN)SUBSCRIBEs */
+  size_t sub_fifo_head;
+  char sub_error[160]; /* engine only: the last SUBSCRIBE refusal */
   atomic_int fifo_waiters;
 
   pthread_mutex_t hmu; /* guards holds: watchdog.c */
@@ -189,6 +194,10 @@ void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
 
 /* pubsub.c (engine thread) */
 void dlock__pubsub_on_reply(dlock_client *c, redisReply *reply);
+/* An error reply on the pub/sub connection: 1 when it answered a
+ * (UN)SUBSCRIBE (an ACL refusal: that channel's waiters are told), 0 when
+ * it is not pub/sub's. */
+int dlock__pubsub_on_error(dlock_client *c, const redisReply *reply);
 void dlock__pubsub_on_ready(dlock_client *c);
 void dlock__pubsub_on_down(dlock_client *c);
 void dlock__pubsub_shutdown(dlock_client *c);

@@ -61,6 +61,15 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
                          "hash where a count is kept, a latch's or semaphore's "
                          "count where a lock is, or data that is not dlock's): "
                          "%.*s", what, (int)reply->len, reply->str);
+    /* an ACL refusal: NOPERM for the command itself (its keys, channels,
+     * or the command), "can't" for a command inside a script */
+    if (strncmp(reply->str, "NOPERM", 6) == 0 ||
+        strstr(reply->str, "The user executing the script can't") != NULL)
+      return dlock__fail(DLOCK_EPERM,
+                         "the ACL user may not do this: %.*s (the commands, "
+                         "keys and channels dlock needs are in dlock's "
+                         "docs/security.md; `dlock check` tests a URL)",
+                         (int)reply->len, reply->str);
     return dlock__fail(DLOCK_EREDIS, "%s: %.*s", what, (int)reply->len,
                        reply->str);
   }

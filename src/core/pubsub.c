@@ -23,6 +23,7 @@ typedef struct chan {
   int recheck;     /* wake everyone once confirmed (after a reconnect) */
   int fifo;        /* only the head waiter tries (dlock__waiter.head) */
   int lease_hints; /* "-MS" messages say a new lease began */
+  int denied;      /* the server's ACL refused its last SUBSCRIBE */
   dlock__wake_fn *wake;
   size_t len;
   char name[];
@@ -42,6 +43,20 @@ static void send_op(dlock_client *c, chan *ch, int subscribe) {
     return; /* out of memory: waiters fall back on their hints */
   ch->ops++;
   ch->last_sub = subscribe;
+  /* replies come in order: remember whose this one will be */
+  dlock__buf_add(&c->sub_fifo, &ch, sizeof ch);
+}
+
+/* The channel the oldest unanswered (UN)SUBSCRIBE was for, or NULL. */
+static chan *fifo_pop(dlock_client *c) {
+  if (c->sub_fifo_head + sizeof(chan *) > c->sub_fifo.len)
+    return NULL;
+  chan *ch;
+  memcpy(&ch, c->sub_fifo.p + c->sub_fifo_head, sizeof ch);
+  c->sub_fifo_head += sizeof ch;
+  if (c->sub_fifo_head == c->sub_fifo.len)
+    c->sub_fifo.len = c->sub_fifo_head = 0;
+  return ch;
 }
 
 static void chan_free(dlock_client *c, chan *ch) {
@@ -188,6 +203,7 @@ void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
       wake_some(c, ch, ch->wake(text, len));
     return;
   }
+  fifo_pop(c);
   if (ch->ops > 0)
     ch->ops--;
   if (ch->ops != 0)
@@ -198,6 +214,28 @@ void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
   } else if (ch->refs == 0) {
     chan_free(c, ch);
   }
+}
+
+int dlock__pubsub_on_error(dlock_client *c, const redisReply *r) {
+  chan *ch = fifo_pop(c);
+  if (ch == NULL)
+    return 0; /* not an answer to a (UN)SUBSCRIBE */
+  if (ch->ops > 0)
+    ch->ops--;
+  snprintf(c->sub_error, sizeof c->sub_error, "%.*s", (int)r->len, r->str);
+  if (ch->last_sub && !ch->confirmed) {
+    ch->denied = 1;
+    for (dlock__waiter *w = ch->head; w; w = w->next) {
+      pthread_mutex_lock(&w->sync->mu);
+      w->denied = 1;
+      snprintf(w->denied_why, sizeof w->denied_why, "%s", c->sub_error);
+      pthread_cond_signal(&w->sync->cv);
+      pthread_mutex_unlock(&w->sync->mu);
+    }
+  } else if (ch->ops == 0 && ch->refs == 0) {
+    chan_free(c, ch);
+  }
+  return 1;
 }
 
 void dlock__pubsub_on_ready(dlock_client *c) {
@@ -223,7 +261,9 @@ void dlock__pubsub_on_down(dlock_client *c) {
     chan *ch = DLOCK__CONTAINER(n, chan, node);
     ch->ops = 0;
     ch->confirmed = 0;
+    ch->denied = 0; /* the ACL may have changed: asked again on reconnect */
   }
+  c->sub_fifo.len = c->sub_fifo_head = 0;
 }
 
 void dlock__pubsub_shutdown(dlock_client *c) {
@@ -294,6 +334,10 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
   else
     ch->head = w;
   ch->tail = w;
+  if (ch->denied) { /* refused before: ask again, the ACL may be fixed */
+    ch->denied = 0;
+    send_op(c, ch, 1);
+  }
   if (ch->refs++ == 0 && !(ch->last_sub && (ch->ops > 0 || ch->confirmed)))
     send_op(c, ch, 1);
   if (ch->confirmed) {
@@ -360,12 +404,21 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   if (deadline_ms >= 0 && deadline_ms < limit)
     limit = deadline_ms;
   pthread_mutex_lock(&w->sync->mu);
-  while (!w->confirmed && !w->closed && !w->interrupted)
+  while (!w->confirmed && !w->closed && !w->interrupted && !w->denied)
     if (dlock__sync_wait(w->sync, limit) != 0)
       break;
   /* the first confirmation is not news to this waiter */
   w->seen = w->wakes;
+  int denied = w->denied;
   pthread_mutex_unlock(&w->sync->mu);
+  if (denied) {
+    dlock__unsubscribe(c, w);
+    return dlock__fail(DLOCK_EPERM,
+                       "SUBSCRIBE %.*s: the ACL user may not subscribe to this "
+                       "channel (%s); dlock needs the channels in "
+                       "docs/security.md (`dlock check` tests a URL)",
+                       (int)(len < 200 ? len : 200), channel, w->denied_why);
+  }
   return DLOCK_OK;
 }
 

@@ -25,6 +25,8 @@
 
 #include <dlock/dlock.h>
 
+#include "check.h"
+
 enum {
   EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
   EXIT_KIND = 65,     /* the name holds another kind of object (EX_DATAERR) */
@@ -32,6 +34,8 @@ enum {
   EXIT_SOFTWARE = 70, /* unexpected error (EX_SOFTWARE) */
   EXIT_TIMEOUT = 75,  /* not acquired / not reached in time (EX_TEMPFAIL) */
   EXIT_LOST = 76,     /* the lease was lost while the command ran */
+  EXIT_NOPERM = 77,   /* the server's ACL refused a command or channel
+                         (EX_NOPERM) */
   EXIT_CONFIG = 78    /* the server refused the credentials or database
                          (EX_CONFIG): fix the configuration, no retry helps */
 };
@@ -60,6 +64,7 @@ static void usage_main(FILE *f) {
           "      release NAME [N] | available NAME\n"
           "  status [--json] NAME  what is stored under NAME\n"
           "  unlock --force NAME   release NAME whoever holds it\n"
+          "  check                 test that the credentials can do all of it\n"
           "\n"
           "--redis URL (or DLOCK_REDIS_URL; default redis://127.0.0.1:6379):\n"
           "  redis://[user:password@]host[:port][/db] or unix:///path.sock;\n"
@@ -72,10 +77,11 @@ static void usage_main(FILE *f) {
           "  password; an ACL user stays in the URL as redis://user:@host.\n"
           "  Messages never show a password.\n"
           "Durations: 500ms, 30s, 5m, 1h (a bare number is seconds).\n"
-          "Exit status: the command's own for `run`; 64 usage, 69 Redis\n"
-          "unreachable, 70 unexpected error, 75 not acquired (or not reached)\n"
-          "in time, 76 the lease was lost while the command ran, 78 the server\n"
-          "refused the password, ACL user or database.\n"
+          "Exit status: the command's own for `run`; 64 usage, 65 the name\n"
+          "holds another kind of object, 69 Redis unreachable, 70 unexpected\n"
+          "error, 75 not acquired (or not reached) in time, 76 the lease was\n"
+          "lost while the command ran, 77 refused by the server's ACL, 78 the\n"
+          "server refused the password, ACL user or database.\n"
           "`dlock COMMAND --help` describes one command.\n");
 }
 
@@ -114,6 +120,8 @@ static int fail(int rc, const char *what) {
     return EXIT_CONFIG;
   case DLOCK_EKIND:
     return EXIT_KIND;
+  case DLOCK_EPERM:
+    return EXIT_NOPERM;
   case DLOCK_EINVAL:
     return EXIT_USAGE;
   default:
@@ -803,6 +811,33 @@ static int cmd_status(int argc, char **argv) {
   return status;
 }
 
+static void check_help(void) {
+  printf("usage: dlock check\n"
+         "Use every kind of lock, latch and semaphore once on throw-away names\n"
+         "with the configured URL and credentials, and print what worked: a\n"
+         "missing ACL permission shows as a failure naming it (exit 77). Keys it\n"
+         "makes are deleted or expire within a second.\n");
+}
+
+static int cmd_check(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    check_help();
+    return 0;
+  }
+  if (argc > 1)
+    return usage_error("check: takes no arguments");
+  dlock_client *c = NULL;
+  int status = open_first(&c);
+  if (status)
+    return status;
+  int rc = dlock_cli_check(c, stdout);
+  dlock_client_close(c);
+  if (rc == DLOCK_OK)
+    return 0;
+  return rc == DLOCK_EPERM ? EXIT_NOPERM : rc == DLOCK_EAUTH ? EXIT_CONFIG
+                                                             : EXIT_SOFTWARE;
+}
+
 static void unlock_help(void) {
   printf("usage: dlock unlock --force NAME\n"
          "Release the lock NAME whoever holds it and wake its waiters (a lock,\n"
@@ -935,7 +970,7 @@ int main(int argc, char **argv) {
     return usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
-    return usage_error("missing command (run, latch, sem, status, unlock)");
+    return usage_error("missing command (run, latch, sem, status, unlock, check)");
   if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
     if (dlock_uri_check(default_url()) != DLOCK_OK)
       return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
@@ -961,5 +996,7 @@ int main(int argc, char **argv) {
     return cmd_status(sub_argc, sub_argv);
   if (!strcmp(cmd, "unlock"))
     return cmd_unlock(sub_argc, sub_argv);
+  if (!strcmp(cmd, "check"))
+    return cmd_check(sub_argc, sub_argv);
   return usage_error("unknown command \"%s\"", cmd);
 }

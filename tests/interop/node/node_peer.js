@@ -3,8 +3,9 @@
 // with the milliseconds since it started, so the C side can follow it.
 //
 //   node node_peer.js PORT try NAME          -> "busy" or "acquired" (+unlock)
-//   node node_peer.js PORT wait NAME BUDGET  -> "waiting", then "acquired MS"
-//                                               or "timeout"; unlocks, exits
+//   node node_peer.js PORT wait NAME BUDGET  -> "waiting", "subscribed" (each
+//                                               wait), then "acquired MS" or
+//                                               "timeout"; unlocks, exits
 //   node node_peer.js PORT hold NAME LEASE   -> "held", then waits for a line
 //                                               on stdin, unlocks: "released"
 'use strict';
@@ -19,6 +20,15 @@ async function main() {
     redis: { options: { host: '127.0.0.1', port: Number(port) } },
   });
   const lock = redisson.getLock(name);
+  // Say when a wait is ready for its message: node-redisson registers its
+  // listener only after SUBSCRIBE's reply, so "the server counts a
+  // subscriber" comes too early for the test to publish.
+  const executor = redisson.commandExecutor;
+  const subscribeOnce = executor.subscribeOnce.bind(executor);
+  executor.subscribeOnce = async (channel, listener) => {
+    await subscribeOnce(channel, listener);
+    say('subscribed');
+  };
   try {
     if (cmd === 'try') {
       const got = await lock.tryLock(0, 10000);
