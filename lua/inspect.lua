@@ -4,9 +4,11 @@
 -- KEYS[2]  the fair lock's queue redisson_lock_queue:{N}
 -- KEYS[3]  the expirable-permit semaphore's {N}:timeout
 -- reply    {type of N, PTTL of N, length of the queue (0 when it is not a
---          list), type of KEYS[3], contents}: contents = the hash's fields
---          and values (flat) when N is a hash, {value} when a string, {}
---          otherwise
+--          list), type of KEYS[3], contents, permits}: contents = the
+--          hash's fields and values (flat) when N is a hash, {value} when a
+--          string, {} otherwise; permits = {live permits held, ms until the
+--          first of them expires (-1: none expires)} when KEYS[3] is a zset,
+--          else {0, -1}
 local kind = redis.call('type', KEYS[1])['ok']
 local queued = 0
 if redis.call('type', KEYS[2])['ok'] == 'list' then
@@ -18,5 +20,19 @@ if kind == 'hash' then
 elseif kind == 'string' then
   contents = {redis.call('get', KEYS[1])}
 end
-return {kind, redis.call('pttl', KEYS[1]), queued,
-        redis.call('type', KEYS[3])['ok'], contents}
+local permits = {0, -1}
+local ptype = redis.call('type', KEYS[3])['ok']
+if ptype == 'zset' then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local held = redis.call('zcount', KEYS[3], '(' .. now, '+inf')
+  local first = redis.call('zrangebyscore', KEYS[3], '(' .. now, '+inf',
+                           'withscores', 'limit', 0, 1)
+  local next = -1
+  -- 922337203685477: a permit that never expires
+  if first[2] and tonumber(first[2]) < 922337203685477 then
+    next = tonumber(first[2]) - now
+  end
+  permits = {held, next}
+end
+return {kind, redis.call('pttl', KEYS[1]), queued, ptype, contents, permits}

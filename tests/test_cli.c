@@ -274,6 +274,8 @@ static dlock_inspection *inspect(dlock_client *c, const char *name) {
   return in;
 }
 
+static int run_output(char *const args[], char *out, size_t size);
+
 static void test_inspect_every_kind(void) {
   dlock_client *c = th_client(&srv, NULL);
   char name[256], owner[80];
@@ -331,6 +333,10 @@ static void test_inspect_every_kind(void) {
   CU_ASSERT(in->mode != NULL && strcmp(in->mode, "write") == 0);
   CU_ASSERT_EQUAL(in->nholders, 2); /* "U:T:write" and "U:T" */
   dlock_inspection_free(in);
+  char out[2048];
+  char *status[] = {"status", (char *)name, NULL};
+  CU_ASSERT_EQUAL(run_output(status, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "mode:    write\n") != NULL); /* was "mode:    mode" */
   TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
   in = inspect(c, name); /* downgraded */
   CU_ASSERT(in->mode != NULL && strcmp(in->mode, "read") == 0);
@@ -349,13 +355,32 @@ static void test_inspect_every_kind(void) {
   dlock_permits *p = NULL;
   dlock_permit_id id;
   TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
-  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 2, 0, &th_flag), 1);
-  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, 30000, &id), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_permits_try_set_permits(p, 3, 0, &th_flag), 1);
+  dlock_permit_id ids[2];
+  TH_ASSERT_RC(dlock_permits_acquire(p, 2, 0, 30000, ids), DLOCK_OK);
   in = inspect(c, name);
   CU_ASSERT_STRING_EQUAL(in->kind, "permit semaphore");
   CU_ASSERT(in->has_count && in->count == 1);
+  CU_ASSERT_EQUAL(in->permits_held, 2); /* was shown as no holders at all */
+  CU_ASSERT(in->permit_expires_ms > 29000 && in->permit_expires_ms <= 30000);
+  dlock_inspection_free(in);
+  CU_ASSERT_EQUAL(run_output(status, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "held:    2 permits, the first expires in") != NULL);
+  char *status_json[] = {"status", "--json", (char *)name, NULL};
+  CU_ASSERT_EQUAL(run_output(status_json, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "\"permits_held\": 2") != NULL);
+  TH_ASSERT_RC(dlock_permits_release(p, ids, 2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &id), DLOCK_OK);
+  in = inspect(c, name);
+  CU_ASSERT_EQUAL(in->permits_held, 1);
   dlock_inspection_free(in);
   TH_ASSERT_RC(dlock_permits_release(p, &id, 1), DLOCK_OK);
+  in = inspect(c, name); /* idle: the same string as a semaphore's */
+  CU_ASSERT_STRING_EQUAL(in->kind, "count");
+  CU_ASSERT(in->permits_held == 0 && in->permit_expires_ms == -1);
+  dlock_inspection_free(in);
+  CU_ASSERT_EQUAL(run_output(status, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "count (a latch's count or a semaphore's available permits)") != NULL);
 
   /* a key dlock did not write, and bad input */
   th_int(&srv, "DEL %s", name);

@@ -785,6 +785,27 @@ static void test_force_release_wakes_waiter(void) {
   dlock_client_close(c2);
 }
 
+/* A release that finds its hold gone says why: the lease ran out, or the
+ * key was removed while the lease still had time (a force release). */
+static void test_release_says_what_happened(void) {
+  const char *name = th_name("gone");
+  dlock_lock *l = new_lock(cl, name), *admin = new_lock(cl, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_force_release(admin, &th_flag), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  CU_ASSERT(strstr(dlock_errmsg(), "force release") != NULL);
+  CU_ASSERT(strstr(dlock_errmsg(), "expired") == NULL);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 100), DLOCK_OK);
+  for (int64_t end = th_now_ms() + 5000;
+       th_now_ms() < end && th_int(&srv, "EXISTS %s", name) == 1;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  CU_ASSERT(strstr(dlock_errmsg(), "expired before the release") != NULL);
+  dlock_lock_free(admin);
+  dlock_lock_free(l);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("lock", suite_init, suite_clean);
   CU_add_test(s, "lock_unlock_twice", test_lock_unlock_twice);
@@ -805,6 +826,7 @@ static void add_tests(void) {
   CU_add_test(s, "owners_per_thread_and_bound", test_owners_per_thread_and_bound);
   CU_add_test(s, "no_subscription_leaks", test_no_subscription_leaks);
   CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "release_says_what_happened", test_release_says_what_happened);
   CU_add_test(s, "force_release_wakes_waiter", test_force_release_wakes_waiter);
 }
 

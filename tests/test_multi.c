@@ -246,6 +246,9 @@ static void test_redlock_quorum(void) {
   TH_ASSERT_RC(dlock_acquire(rl, 0, 10000), DLOCK_EQUORUM);
   CU_ASSERT(strstr(dlock_errmsg(), "member 2") != NULL);
   CU_ASSERT(strstr(dlock_errmsg(), "held by another owner") != NULL);
+  char at[64]; /* members are named by their server */
+  snprintf(at, sizeof at, "at 127.0.0.1:%d): held by another owner", srv[2].port);
+  CU_ASSERT(strstr(dlock_errmsg(), at) != NULL);
   CU_ASSERT_EQUAL(exists(3, name), 0);
   CU_ASSERT_EQUAL(exists(4, name), 0);
   TH_ASSERT_RC(dlock_acquire(rl, 300, 10000), DLOCK_EQUORUM); /* with retries */
@@ -292,6 +295,12 @@ static void stopped_masters(dlock_client **c) {
   took = th_now_ms() - t0;
   CU_ASSERT(took >= 500 && took <= 500 + 50 + 60);
   CU_ASSERT(strstr(dlock_errmsg(), "no answer") != NULL);
+  /* the last round was cut short by the budget, and the message says so
+   * rather than blaming the members for its shorter wait */
+  CU_ASSERT(strstr(dlock_errmsg(), "the wait budget ended the round") != NULL);
+  char at[64];
+  snprintf(at, sizeof at, "at 127.0.0.1:%d): no answer", srv[2].port);
+  CU_ASSERT(strstr(dlock_errmsg(), at) != NULL);
   for (int i = 2; i < NSRV; i++)
     th_server_pause(&srv[i], 0);
   /* once the 1 s leases pass, no server keeps a key of ours */

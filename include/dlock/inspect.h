@@ -27,9 +27,11 @@ typedef struct dlock_holder {
 typedef struct dlock_inspection {
   /* "none" (nothing stored), "lock" (a reentrant or fenced lock's hash, or
    * a fair lock's with no one queued), "fair lock" (someone queued),
-   * "rwlock", "count" (a latch or semaphore), "permit semaphore" (an
-   * expirable-permit semaphore), or the Redis type of a key dlock did not
-   * write ("string" for a non-numeric string) */
+   * "rwlock", "count" (a latch's count or a semaphore's permits: on the
+   * wire they are the same string, and so is an expirable-permit semaphore
+   * with no permit out), "permit semaphore" (an expirable-permit semaphore
+   * with permits out), or the Redis type of a key dlock did not write
+   * ("string" for a non-numeric string) */
   const char *kind;
   int64_t ttl_ms;       /* remaining TTL of the key: -2 none, -1 no expiry */
   int64_t queue_length; /* fair-lock waiters queued */
@@ -39,6 +41,10 @@ typedef struct dlock_inspection {
   const char *mode;     /* "read" or "write" for a read-write lock, else NULL */
   size_t nholders;
   const dlock_holder *holders; /* the lock's holders (not "mode") */
+  /* an expirable-permit semaphore: permits out (not expired) and ms until
+   * the first of them expires (-1: none will); 0 and -1 otherwise */
+  int64_t permits_held;
+  int64_t permit_expires_ms;
 } dlock_inspection;
 
 /* Read, in one consistent snapshot, what is stored under name and its

@@ -35,6 +35,15 @@ static void client_free(dlock_client *c) {
   free(c);
 }
 
+const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {
+  const dlock__uri *u = &c->uri;
+  if (u->path)
+    snprintf(buf, n, "%s", u->path);
+  else
+    snprintf(buf, n, "%s:%d", u->host, u->port);
+  return buf;
+}
+
 void dlock__client_ref(dlock_client *c) { atomic_fetch_add(&c->refs, 1); }
 
 void dlock__client_unref(dlock_client *c) {

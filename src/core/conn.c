@@ -73,12 +73,7 @@ static dlock__req *pop(dlock__req **head, dlock__req **tail) {
 }
 
 static const char *where(dlock__conn *conn, char *buf, size_t n) {
-  const dlock__uri *u = &conn->client->uri;
-  if (u->path)
-    snprintf(buf, n, "%s", u->path);
-  else
-    snprintf(buf, n, "%s:%d", u->host, u->port);
-  return buf;
+  return dlock__client_where(conn->client, buf, n);
 }
 
 static void conn_arm(dlock__conn *conn) {

@@ -178,6 +178,9 @@ void dlock__client_ref(dlock_client *c);
 void dlock__client_unref(dlock_client *c);
 int dlock__client_closed(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
+/* The server c talks to, for messages: "host:port" or the socket's path
+ * (never a password). Returns buf. */
+const char *dlock__client_where(const dlock_client *c, char *buf, size_t n);
 /* Owner string "U:T" for owner id into out (at least 64 bytes). */
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);
 
@@ -314,6 +317,15 @@ int64_t dlock__hold_releasing(dlock_client *c, const dlock__hold_id *id);
  * it had none. */
 int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
                          int outcome);
+/* How long id's hold is still valid by this client's clock (ms; <= 0 when
+ * its lease has run out), or INT64_MIN when there is no such hold. Ask
+ * before dlock__hold_released() forgets it. */
+int64_t dlock__hold_valid_ms(dlock_client *c, const dlock__hold_id *id);
+/* The DLOCK_ELOST of a release that found its hold gone: what ("lease of",
+ * ...) and name say whose, valid_ms (dlock__hold_valid_ms) says why: its
+ * lease had run out, or it was removed while still valid (a force release,
+ * another client, a server that lost it). */
+int dlock__fail_gone(const char *what, const char *name, int64_t valid_ms);
 /* The DLOCK_ELOST of a release that released a hold already reported lost
  * (dlock__hold_released returned 2); what names it ("lease of", ...). */
 int dlock__fail_reported_lost(const char *what, const char *name);

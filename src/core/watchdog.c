@@ -10,6 +10,7 @@
  * hold and the next tick retries; but once the validity of the last
  * successful renewal has passed without a new one, the hold is reported lost
  * too (it may be gone). */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +156,26 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
     drop(c, h);
   pthread_mutex_unlock(&c->hmu);
   return had;
+}
+
+int64_t dlock__hold_valid_ms(dlock_client *c, const dlock__hold_id *id) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find(c, id);
+  int64_t v = h ? h->valid_until_ms - dlock__now_ms() : INT64_MIN;
+  pthread_mutex_unlock(&c->hmu);
+  return v;
+}
+
+int dlock__fail_gone(const char *what, const char *name, int64_t valid_ms) {
+  if (valid_ms > 0)
+    return dlock__fail(DLOCK_ELOST,
+                       "%s \"%.100s\" was gone although its lease had %" PRId64
+                       " ms to run: deleted by a force release "
+                       "(dlock_force_release, `dlock unlock --force`) or by "
+                       "another client, or lost by the server (a restart or "
+                       "failover without persistence)", what, name, valid_ms);
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s\" expired before the release",
+                     what, name);
 }
 
 int dlock__fail_reported_lost(const char *what, const char *name) {

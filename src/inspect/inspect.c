@@ -32,7 +32,7 @@ static const char *kind_of(const redisReply *type, int64_t queued,
 }
 
 static int well_formed(const redisReply *r) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 6)
     return 0;
   redisReply *const *e = r->element;
   if (e[0]->type != REDIS_REPLY_STATUS && e[0]->type != REDIS_REPLY_STRING)
@@ -44,7 +44,9 @@ static int well_formed(const redisReply *r) {
   for (size_t k = 0; k < e[4]->elements; k++)
     if (e[4]->element[k]->type != REDIS_REPLY_STRING)
       return 0;
-  return 1;
+  return e[5]->type == REDIS_REPLY_ARRAY && e[5]->elements == 2 &&
+         e[5]->element[0]->type == REDIS_REPLY_INTEGER &&
+         e[5]->element[1]->type == REDIS_REPLY_INTEGER;
 }
 
 static int parse_count(const redisReply *v, int64_t *out) {
@@ -75,6 +77,8 @@ static int build(const redisReply *r, dlock_inspection **out) {
   in->ttl_ms = e[1]->integer;
   in->queue_length = e[2]->integer;
   in->kind = kind_of(e[0], e[2]->integer, e[3], c, &in->mode);
+  in->permits_held = e[5]->element[0]->integer;
+  in->permit_expires_ms = e[5]->element[1]->integer;
   if (strcmp(e[0]->str, "string") == 0 && c->elements == 1) {
     in->has_count = parse_count(c->element[0], &in->count);
     if (!in->has_count)

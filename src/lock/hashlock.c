@@ -47,9 +47,9 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
   if (r->type == REDIS_REPLY_NIL) {
+    int64_t valid = dlock__hold_valid_ms(l->h.client, &id);
     if (dlock__hold_released(l->h.client, &id, -1))
-      return dlock__fail(DLOCK_ELOST, "lease of \"%.100s\" expired before the "
-                         "release", l->h.name);
+      return dlock__fail_gone("lease of", l->h.name, valid);
     return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->h.name,
                        buf);
   }

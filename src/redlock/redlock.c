@@ -320,8 +320,17 @@ static int64_t round_lease(redlock *rl, int64_t lease_ms) {
 
 /* One try round, started at t0 and waited for until round_end (or a
  * majority): what each member answered, into *t. */
+/* A member for messages: "\"name\" at host:port". */
+static const char *member_where(const dlock_lock *m, char *buf, size_t n) {
+  char server[200];
+  snprintf(buf, n, "\"%.60s\" at %s", m->h.name,
+           dlock__client_where(m->h.client, server, sizeof server));
+  return buf;
+}
+
 static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
                      int64_t round_end, tally *t) {
+  char at[300];
   round *r = round_start(rl, TRY, owner, lease, NULL);
   if (r == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -336,13 +345,19 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
     if (!c->done) {
       t->silent++;
       t->unanswered[i] = 1;
-      append(t->why, sizeof t->why, "; member %zu (%.60s): no answer within %"
-             PRId64 " ms", i, m->h.name, rl->member_timeout_ms);
+      int64_t waited = round_end - t0;
+      append(t->why, sizeof t->why, "; member %zu (%s): no answer within %" PRId64
+             " ms%s", i, member_where(m, at, sizeof at), waited,
+             waited < rl->member_timeout_ms ? " (the wait budget ended the round; "
+                                              "it may just be slower)"
+                                            : "");
     } else if (c->status != DLOCK_OK) {
-      append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+      append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+             member_where(m, at, sizeof at),
              c->errmsg);
     } else if (c->reply->type == REDIS_REPLY_ERROR) {
-      append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+      append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+             member_where(m, at, sizeof at),
              c->reply->str);
     } else {
       int got = m->m->read_reply(c->reply, 0, &hint, &token);
@@ -352,7 +367,8 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
       } else {
         t->busy[i] = got == 0;
         t->nbusy += got == 0;
-        append(t->why, sizeof t->why, "; member %zu (%.60s): %s", i, m->h.name,
+        append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+             member_where(m, at, sizeof at),
                got == 0 ? "held by another owner" : dlock_errmsg());
       }
     }
@@ -492,13 +508,14 @@ static int release(dlock_lock *l, uint64_t owner) {
                t0 + dlock__client_opts(rl->members[0]->h.client)->command_timeout_ms);
   }
   size_t released = 0, lost = 0;
-  char why[1024] = "";
+  char why[1024] = "", at[300];
   for (size_t i = 0; i < rl->n; i++) {
     call *c = &r->calls[i];
     dlock_lock *m = rl->members[i];
     if (!c->done || c->status != DLOCK_OK) {
       dlock__lock_forget(m, owner); /* its lease ends it */
-      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
+      append(why, sizeof why, "; member %zu (%s): %s", i,
+             member_where(m, at, sizeof at),
              c->done ? c->errmsg : "no answer");
       continue;
     }
@@ -506,7 +523,8 @@ static int release(dlock_lock *l, uint64_t owner) {
     released += rc == DLOCK_OK;
     lost += rc == DLOCK_ELOST;
     if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
-      append(why, sizeof why, "; member %zu (%.60s): %s", i, m->h.name,
+      append(why, sizeof why, "; member %zu (%s): %s", i,
+             member_where(m, at, sizeof at),
              dlock_errmsg());
   }
   round_unref_locked(r);

@@ -192,10 +192,11 @@ static int release(dlock_lock *l, uint64_t owner_id) {
     return rc;
   }
   if (r->type == REDIS_REPLY_NIL) {
+    int64_t valid = dlock__hold_valid_ms(c, &id);
     int had = dlock__hold_released(c, &id, -1);
-    rc = had ? dlock__fail(DLOCK_ELOST, "lease of the %s lock \"%.100s\" expired "
-                           "before the release", h->is_write ? "write" : "read",
-                           l->h.name)
+    rc = had ? dlock__fail_gone(h->is_write ? "lease of the write lock"
+                                            : "lease of the read lock",
+                                l->h.name, valid)
              : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
                            h->is_write ? "write" : "read", l->h.name, w.reader);
   } else if (r->type == REDIS_REPLY_INTEGER &&

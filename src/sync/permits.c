@@ -258,9 +258,15 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
    * gone means it expired; otherwise it is unknown. */
   size_t bad = released < 0 && (size_t)-released <= n ? (size_t)-released - 1 : 0;
   dlock__hold_id id = permit_hold(p, raw[bad]);
-  if (dlock__hold_released(c, &id, -1)) /* forget it: it is gone */
-    return dlock__fail(DLOCK_ELOST, "permit %s of \"%.100s\" expired before its "
-                       "release; nothing was released", ids[bad].hex, p->o.h.name);
+  int64_t valid = dlock__hold_valid_ms(c, &id);
+  if (dlock__hold_released(c, &id, -1)) { /* forget it: it is gone */
+    char what[64];
+    snprintf(what, sizeof what, "permit %s of", ids[bad].hex);
+    dlock__fail_gone(what, p->o.h.name, valid);
+    char why[512]; /* the message is rewritten: copy it out first */
+    snprintf(why, sizeof why, "%s", dlock_errmsg());
+    return dlock__fail(DLOCK_ELOST, "%s; nothing was released", why);
+  }
   return dlock__fail(DLOCK_ENOTOWNER, "permit %s of \"%.100s\" is unknown (never "
                      "acquired, released, or expired); nothing was released",
                      ids[bad].hex, p->o.h.name);

@@ -748,6 +748,9 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
          in->queue_length);
   if (in->has_count)
     printf(", \"count\": %" PRId64, in->count);
+  if (!strcmp(in->kind, "permit semaphore"))
+    printf(", \"permits_held\": %" PRId64 ", \"permit_expires_ms\": %" PRId64,
+           in->permits_held, in->permit_expires_ms);
   printf(", \"holders\": {");
   for (size_t k = 0; k < in->nholders; k++) {
     printf("%s", k ? ", " : "");
@@ -763,9 +766,19 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
 }
 
 static void print_status_text(const char *name, const dlock_inspection *in) {
-  printf("name:    %s\nkind:    %s\n", name, in->kind);
+  printf("name:    %s\nkind:    %s%s\n", name, in->kind,
+         !strcmp(in->kind, "count")
+             ? " (a latch's count or a semaphore's available permits)"
+             : "");
   if (in->has_count)
-    printf("count:   %" PRId64 "\n", in->count);
+    printf("count:   %" PRId64 "%s\n", in->count,
+           !strcmp(in->kind, "permit semaphore") ? " available" : "");
+  if (!strcmp(in->kind, "permit semaphore")) {
+    printf("held:    %" PRId64 " permits", in->permits_held);
+    if (in->permit_expires_ms >= 0)
+      printf(", the first expires in %" PRId64 " ms", in->permit_expires_ms);
+    printf("\n");
+  }
   if (in->mode)
     printf("mode:    %s\n", in->mode);
   for (size_t k = 0; k < in->nholders; k++)
