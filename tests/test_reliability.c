@@ -270,6 +270,10 @@ static void test_t01_lock_8x8(void) {
   EXPECT(&r, "timeouts", ==, 0);
   EXPECT(&r, "starved", ==, 0); /* every worker acquired */
   EXPECT(&r, "lost_reports", ==, 0);
+  /* 64 contenders on an unfair lock: the longest wait measured on this
+   * 2-core machine 0.88-0.95 s idle (2 runs, bound 2 s: 2x headroom) and
+   * 0.46-0.65 s with two `yes > /dev/null` hogs (3 runs; the bound scales
+   * with the round trip to 3.4 s there: 5x) */
   EXPECT(&r, "max_wait_us", <=, th_scaled_us(&srv[0], 2000000));
   EXPECT(&r, "keys_left", ==, 0);
 }
