@@ -298,6 +298,13 @@ static void test_inspect_every_kind(void) {
   CU_ASSERT_FATAL(in->nholders == 1);
   CU_ASSERT_STRING_EQUAL(in->holders[0].owner, owner);
   CU_ASSERT_EQUAL(in->holders[0].count, 2);
+  /* who: the connection's name has the host and process of the holder */
+  char who[160], host[128] = "";
+  gethostname(host, sizeof host - 1);
+  snprintf(who, sizeof who, "dlock:%s:%ld:%s", host, (long)getpid(),
+           dlock_client_id(c));
+  CU_ASSERT_FATAL(in->holder_clients != NULL);
+  CU_ASSERT_STRING_EQUAL(in->holder_clients[0], who);
   CU_ASSERT(in->mode == NULL && in->queue_length == 0);
   dlock_inspection_free(in);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
@@ -337,6 +344,7 @@ static void test_inspect_every_kind(void) {
   char *status[] = {"status", (char *)name, NULL};
   CU_ASSERT_EQUAL(run_output(status, out, sizeof out), 0);
   CU_ASSERT(strstr(out, "mode:    write\n") != NULL); /* was "mode:    mode" */
+  CU_ASSERT(strstr(out, " (connection dlock:") != NULL); /* holders named */
   TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
   in = inspect(c, name); /* downgraded */
   CU_ASSERT(in->mode != NULL && strcmp(in->mode, "read") == 0);

@@ -53,7 +53,10 @@ typedef struct dlock_client_opts {
                                   every third of it (default 30000) */
   int64_t max_hold_ms;         /* watchdog stops renewing a hold after this
                                   long; 0 = no limit (default) */
-  const char *client_name;     /* CLIENT SETNAME; NULL = "dlock" */
+  const char *client_name;     /* prefix of the connections' CLIENT SETNAME
+                                  name PREFIX:HOST:PID:CLIENT-ID (a holder
+                                  CLIENT-ID:T maps to its machine and
+                                  process); no spaces. NULL = "dlock" */
   dlock_lost_fn *on_lost;      /* lost-lock callback, may be NULL */
   void *on_lost_data;
   int lazy_connect;            /* 1: open returns at once and connects in

@@ -45,6 +45,11 @@ typedef struct dlock_inspection {
    * the first of them expires (-1: none will); 0 and -1 otherwise */
   int64_t permits_held;
   int64_t permit_expires_ms;
+  /* who holds: holder_clients[k] is the connection name of holders[k]'s
+   * client (PREFIX:HOST:PID:CLIENT-ID, see dlock_client_opts.client_name)
+   * or NULL when not connected or not dlock's; the whole array is NULL
+   * when none was found or the ACL does not allow CLIENT LIST */
+  const char *const *holder_clients;
 } dlock_inspection;
 
 /* Read, in one consistent snapshot, what is stored under name and its

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
 #include <uuid/uuid.h>
 
 #include "core/engine.h"
@@ -42,6 +43,22 @@ const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {
   else
     snprintf(buf, n, "%s:%d", u->host, u->port);
   return buf;
+}
+
+/* CLIENT SETNAME's value: PREFIX:HOST:PID:CLIENT-ID, so an operator maps a
+ * holder (CLIENT-ID:T) to a machine and a process. Malloc'd, or NULL. */
+static char *connection_name(const char *prefix, const char *id) {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+    snprintf(host, sizeof host, "unknown-host");
+  for (char *p = host; *p; p++) /* a connection name has no spaces */
+    if (*p <= ' ' || *p > '~')
+      *p = '_';
+  size_t n = strlen(prefix) + strlen(host) + strlen(id) + 32;
+  char *name = malloc(n);
+  if (name)
+    snprintf(name, n, "%s:%s:%ld:%s", prefix, host, (long)getpid(), id);
+  return name;
 }
 
 void dlock__client_ref(dlock_client *c) { atomic_fetch_add(&c->refs, 1); }
@@ -118,11 +135,12 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   }
   c->opts = *opts;
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
-  c->client_name = strdup(opts->client_name ? opts->client_name : "dlock");
-  c->opts.client_name = c->client_name;
   uuid_t u;
   uuid_generate_random(u);
   uuid_unparse_lower(u, c->id);
+  c->client_name = connection_name(opts->client_name ? opts->client_name : "dlock",
+                                   c->id);
+  c->opts.client_name = c->client_name;
   if (c->client_name == NULL) {
     client_free(c);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");

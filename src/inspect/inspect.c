@@ -58,22 +58,58 @@ static int parse_count(const redisReply *v, int64_t *out) {
   return 1;
 }
 
-static int build(const redisReply *r, dlock_inspection **out) {
+/* The connection name (CLIENT LIST's name=) of the client whose id starts
+ * owner ("ID:T"), from the text of CLIENT LIST (may be NULL): its length
+ * and *at, or 0. dlock names its connections PREFIX:HOST:PID:ID. */
+static size_t client_of(const char *list, const char *owner, size_t owner_len,
+                        const char **at) {
+  const char *colon = memchr(owner, ':', owner_len);
+  size_t idlen = colon ? (size_t)(colon - owner) : 0;
+  if (list == NULL || idlen < 8)
+    return 0;
+  for (const char *line = list; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *name = NULL;
+    for (const char *p = line; p + 5 <= line + len; p++)
+      if ((p == line || p[-1] == ' ') && memcmp(p, "name=", 5) == 0) {
+        name = p + 5;
+        break;
+      }
+    if (name) {
+      size_t nlen = strcspn(name, " \r\n");
+      if (nlen > idlen && name[nlen - idlen - 1] == ':' &&
+          memcmp(name + nlen - idlen, owner, idlen) == 0) {
+        *at = name;
+        return nlen;
+      }
+    }
+    line += len + (end ? 1 : 0);
+  }
+  return 0;
+}
+
+static int build(const redisReply *r, const char *clients,
+                 dlock_inspection **out) {
   redisReply *const *e = r->element;
   const redisReply *c = e[4];
   int is_hash = strcmp(e[0]->str, "hash") == 0;
   size_t nholders = 0, bytes = 0;
+  const char *at;
   for (size_t k = 0; is_hash && k + 1 < c->elements; k += 2)
     if (strcmp(c->element[k]->str, "mode") != 0) {
       nholders++;
-      bytes += c->element[k]->len + 1;
+      bytes += c->element[k]->len + 1 +
+               client_of(clients, c->element[k]->str, c->element[k]->len, &at) + 1;
     }
   dlock_inspection *in =
-      calloc(1, sizeof *in + nholders * sizeof(dlock_holder) + bytes);
+      calloc(1, sizeof *in + nholders * (sizeof(dlock_holder) + sizeof(char *)) +
+                    bytes);
   if (in == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   dlock_holder *holders = (dlock_holder *)(in + 1);
-  char *text = (char *)(holders + nholders);
+  const char **names = (const char **)(holders + nholders);
+  char *text = (char *)(names + nholders);
   in->ttl_ms = e[1]->integer;
   in->queue_length = e[2]->integer;
   in->kind = kind_of(e[0], e[2]->integer, e[3], c, &in->mode);
@@ -96,6 +132,14 @@ static int build(const redisReply *r, dlock_inspection **out) {
     text += f->len + 1;
     if (!parse_count(v, &h->count))
       h->count = 0;
+    size_t nlen = client_of(clients, f->str, f->len, &at);
+    if (nlen) {
+      memcpy(text, at, nlen);
+      text[nlen] = '\0';
+      names[in->nholders - 1] = text;
+      text += nlen + 1;
+      in->holder_clients = names;
+    }
   }
   in->holders = in->nholders ? holders : NULL;
   *out = in;
@@ -128,9 +172,23 @@ int dlock_inspect(dlock_client *client, const char *name,
     rc = dlock__script_call(client, DLOCK__SCRIPT_INSPECT, 3, keys, klens, 0,
                             NULL, NULL, &r);
   }
+  /* who the holders are: the server's connection names, where the ACL
+   * allows CLIENT LIST (otherwise the holders go unnamed) */
+  redisReply *cl = NULL;
+  if (rc == DLOCK_OK && well_formed(r) && r->element[4]->elements > 0 &&
+      strcmp(r->element[0]->str, "hash") == 0) {
+    const char *argv[] = {"CLIENT", "LIST"};
+    size_t lens[] = {6, 4};
+    if (dlock__command_call(client, 2, argv, lens, &cl) != DLOCK_OK)
+      cl = NULL;
+    dlock__clear_error();
+  }
   if (rc == DLOCK_OK)
-    rc = well_formed(r) ? build(r, out)
-                        : dlock__fail(DLOCK_EPROTO, "inspect: unexpected reply");
+    rc = well_formed(r)
+             ? build(r, cl && cl->type == REDIS_REPLY_STRING ? cl->str : NULL, out)
+             : dlock__fail(DLOCK_EPROTO, "inspect: unexpected reply");
+  if (cl)
+    freeReplyObject(cl);
   if (r)
     freeReplyObject(r);
   dlock__buf_free(&queue);

@@ -189,7 +189,7 @@ static const char *default_url(void) {
 static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                       dlock_client *engine, dlock_client **out) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.client_name = "dlock-cli";
+  o.client_name = "dlock-cli"; /* named dlock-cli:HOST:PID:CLIENT-ID */
   o.share_engine = engine; /* RedLock: every member on one thread */
   o.lazy_connect = nredis > 1; /* RedLock: a member that is down is outvoted */
   if (watchdog_ms > 0)
@@ -758,6 +758,20 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
     printf(": %" PRId64, in->holders[k].count);
   }
   printf("}");
+  if (in->holder_clients) { /* who: the holders' connection names */
+    printf(", \"holder_clients\": {");
+    int first = 1;
+    for (size_t k = 0; k < in->nholders; k++) {
+      if (!in->holder_clients[k])
+        continue;
+      printf("%s", first ? "" : ", ");
+      first = 0;
+      json_str(stdout, in->holders[k].owner);
+      printf(": ");
+      json_str(stdout, in->holder_clients[k]);
+    }
+    printf("}");
+  }
   if (in->mode) {
     printf(", \"mode\": ");
     json_str(stdout, in->mode);
@@ -781,9 +795,12 @@ static void print_status_text(const char *name, const dlock_inspection *in) {
   }
   if (in->mode)
     printf("mode:    %s\n", in->mode);
-  for (size_t k = 0; k < in->nholders; k++)
-    printf("holder:  %s %" PRId64 "\n", in->holders[k].owner,
-           in->holders[k].count);
+  for (size_t k = 0; k < in->nholders; k++) {
+    printf("holder:  %s %" PRId64, in->holders[k].owner, in->holders[k].count);
+    if (in->holder_clients && in->holder_clients[k])
+      printf(" (connection %s)", in->holder_clients[k]);
+    printf("\n");
+  }
   printf("ttl:     %" PRId64 " ms\n", in->ttl_ms);
   if (in->queue_length)
     printf("queue:   %" PRId64 " waiting\n", in->queue_length);
