@@ -53,9 +53,9 @@ DLOCK_API int dlock_latch_await(dlock_latch *latch, int64_t wait_ms);
  * error. */
 DLOCK_API int dlock_latch_delete(dlock_latch *latch, int *deleted);
 
-/* Interrupt the dlock_latch_await calls on this handle that are waiting now: they
- * return DLOCK_EINTR (as dlock_interrupt() for locks). OUT *count may be
- * NULL. */
+/* Interrupt the dlock_latch_await calls on this handle that are
+ * waiting now: they return DLOCK_EINTR (as dlock_interrupt() for locks).
+ * OUT *count may be NULL. */
 DLOCK_API int dlock_latch_interrupt(dlock_latch *latch, int *count);
 DLOCK_API void dlock_latch_free(dlock_latch *latch);
 
@@ -104,9 +104,9 @@ DLOCK_API int dlock_semaphore_drain(dlock_semaphore *sem, int64_t *drained);
 DLOCK_API int dlock_semaphore_add_permits(dlock_semaphore *sem, int64_t delta,
                                           int64_t *available);
 
-/* Interrupt the dlock_semaphore_acquire calls on this handle that are waiting now: they
- * return DLOCK_EINTR (as dlock_interrupt() for locks). OUT *count may be
- * NULL. */
+/* Interrupt the dlock_semaphore_acquire calls on this handle that are
+ * waiting now: they return DLOCK_EINTR (as dlock_interrupt() for locks).
+ * OUT *count may be NULL. */
 DLOCK_API int dlock_semaphore_interrupt(dlock_semaphore *sem, int *count);
 DLOCK_API void dlock_semaphore_free(dlock_semaphore *sem);
 
@@ -176,9 +176,9 @@ DLOCK_API int dlock_permits_lease_remaining(dlock_permits *p,
 DLOCK_API int dlock_permits_counts(dlock_permits *p, int64_t *available,
                                    int64_t *acquired);
 
-/* Interrupt the dlock_permits_acquire calls on this handle that are waiting now: they
- * return DLOCK_EINTR (as dlock_interrupt() for locks). OUT *count may be
- * NULL. */
+/* Interrupt the dlock_permits_acquire calls on this handle that are
+ * waiting now: they return DLOCK_EINTR (as dlock_interrupt() for locks).
+ * OUT *count may be NULL. */
 DLOCK_API int dlock_permits_interrupt(dlock_permits *p, int *count);
 DLOCK_API void dlock_permits_free(dlock_permits *p);
 
