@@ -2,7 +2,11 @@
  * a bound measured in the same run on the same server(s).
  *
  *   dlock-bench [--duration S] [--workload ID] [--url URL] [--json FILE]
- *               [--threads N] [--w4-seconds S]
+ *               [--threads N] [--w4-seconds S] [--peers]
+ *
+ * --peers adds W1 and W2 beside node-redlock, redis-semaphore and
+ * node-redisson (bench/peers/peers.js, Node.js) on the same server: value
+ * dlock's figure, bound the peer's.
  *
  * Without --url it starts its own loopback redis-server(s) (one, plus four
  * more for W5). Prints one line per figure:
@@ -269,6 +273,72 @@ static void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
 
 static double w1_p50; /* dlock's single-server lock p50, W5's bound */
 static double raw_rtt; /* raw p50 of one script round trip */
+static double w1_rate, w2_rate; /* dlock's W1 and W2 pairs/s, for the peers */
+static int peers_opt;           /* --peers */
+
+/* ---- the Node.js peers (bench/peers/peers.js) -------------------------------- */
+
+/* Run one peer on one workload; 1 with its figures, 0 with *why set. */
+static int run_peer(const char *peer, const char *w, double *rate, double *p50,
+                    char *why, size_t whylen) {
+  const char *dir = getenv("DLOCK_PEERS_DIR");
+  if (dir == NULL)
+    dir = DLOCK_PEERS_DIR;
+  const char *port = strrchr(urls[0], ':');
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
+           port ? port + 1 : "6379", peer, w, duration);
+  FILE *f = popen(cmd, "r");
+  char line[1024] = "";
+  if (f == NULL || fgets(line, sizeof line, f) == NULL)
+    line[0] = '\0';
+  int status = f ? pclose(f) : -1;
+  const char *r = strstr(line, "\"pairs_per_s\":");
+  const char *l = strstr(line, "\"lock_p50_us\":");
+  if (status != 0 || r == NULL || l == NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(why, whylen, "%s", line[0] ? line : "node did not answer");
+    return 0;
+  }
+  *rate = atof(r + strlen("\"pairs_per_s\":"));
+  *p50 = atof(l + strlen("\"lock_p50_us\":"));
+  return 1;
+}
+
+/* dlock's W1/W2 figures beside node-redlock's, redis-semaphore's and
+ * node-redisson's on the same server: value = dlock's, bound = the peer's,
+ * ratio = dlock / peer (for p50, lower is better). */
+static void peers(void) {
+  if (system("node --version >/dev/null 2>&1") != 0) {
+    printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
+           "bench/peers to compare)\n");
+    return;
+  }
+  static const char *const names[] = {"node-redlock", "redis-semaphore",
+                                      "node-redisson"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char metric[64], why[256];
+    double rate, p50;
+    if (selected("W1")) {
+      if (run_peer(names[i], "W1", &rate, &p50, why, sizeof why)) {
+        snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
+        emit("W1", metric, w1_rate, "1/s", rate);
+        snprintf(metric, sizeof metric, "lock p50 vs %s", names[i]);
+        emit("W1", metric, w1_p50, "us", p50);
+      } else {
+        na("W1", why);
+      }
+    }
+    if (selected("W2")) {
+      if (run_peer(names[i], "W2", &rate, &p50, why, sizeof why)) {
+        snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
+        emit("W2", metric, w2_rate, "1/s", rate);
+      } else {
+        na("W2", why);
+      }
+    }
+  }
+}
 
 static void w1_w2(void) {
   dlock_client *c = open_client(urls[0], 0);
@@ -277,6 +347,7 @@ static void w1_w2(void) {
   pairs(1, 0, c, &dr, &dp50, &dp99);
   raw_rtt = rp50;
   w1_p50 = dp50;
+  w1_rate = dr;
   if (selected("W1")) {
     emit("W1", "pairs/s", dr, "1/s", rr);
     emit("W1", "lock p50", dp50, "us", rp50);
@@ -287,8 +358,11 @@ static void w1_w2(void) {
     pairs(n, 1, NULL, &rr, &rp50, &rp99);
     pairs(n, 0, c, &dr, &dp50, &dp99);
     emit("W2", "pairs/s", dr, "1/s", rr);
+    w2_rate = dr;
   }
   dlock_client_close(c);
+  if (peers_opt)
+    peers();
 }
 
 /* ---- W3, W3p, W6: hand-off on one lock ------------------------------------ */
@@ -883,13 +957,17 @@ static const struct {
 static void usage(void) {
   fprintf(stderr,
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
-          "[--json FILE] [--threads N] [--w4-seconds S]\n"
+          "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 (default: all)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
+      peers_opt = 1;
+      continue;
+    }
     if (i + 1 >= argc)
       usage();
     if (!strcmp(argv[i], "--duration"))

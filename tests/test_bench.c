@@ -53,9 +53,45 @@ static void test_every_workload_runs(void) {
   CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
 }
 
+/* --peers: W1 and W2 beside the three Node.js peers, each a figure (CI
+ * installs Node and bench/peers' packages; a missing one is a failure). */
+static void test_peers(void) {
+  const char *bench = getenv("DLOCK_BENCH");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bench);
+  char json[64];
+  snprintf(json, sizeof json, "/tmp/dlock-bench-peers-%d.json", (int)getpid());
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    execl(bench, bench, "--duration", "0.2", "--workload", "W1", "--peers",
+          "--json", json, (char *)NULL);
+    _exit(127);
+  }
+  CU_ASSERT_EQUAL(th_wait_worker(pid, 120000), 0);
+  FILE *f = fopen(json, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  static char text[16384];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  unlink(json);
+  static const char *peers[] = {"node-redlock", "redis-semaphore", "node-redisson"};
+  for (size_t i = 0; i < 3; i++) {
+    char key[96];
+    snprintf(key, sizeof key, "\"metric\": \"pairs/s vs %s\", \"value\": ", peers[i]);
+    const char *row = strstr(text, key);
+    if (row == NULL)
+      fprintf(stderr, "\n  no W1 figure beside %s", peers[i]);
+    CU_ASSERT(row != NULL);
+    const char *bound = row ? strstr(row, "\"bound\": ") : NULL;
+    CU_ASSERT(bound && atof(bound + 9) > 0); /* the peer's own pairs/s */
+  }
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
   CU_add_test(s, "every_workload_runs", test_every_workload_runs);
+  CU_add_test(s, "peers", test_peers);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

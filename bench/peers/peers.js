@@ -1,0 +1,109 @@
+// dlock-bench's peers: the uncontended workloads through Node.js lock
+// libraries, on the same redis-server, so dlock's figures have neighbours.
+//
+//   node peers.js PORT PEER WORKLOAD SECONDS
+//     PEER      node-redlock | redis-semaphore | node-redisson
+//     WORKLOAD  W1: one task, lock + unlock pairs over 32 names in turn
+//               W2: 16 tasks at once, each over 32 names of its own
+//
+// Prints one JSON line: {"peer", "workload", "pairs_per_s", "lock_p50_us",
+// "lock_p99_us"} (latencies of task 0's lock calls), as dlock-bench's own
+// W1/W2 measure them.
+'use strict';
+const Redis = require('ioredis');
+
+const [port, peer, workload, seconds] = process.argv.slice(2);
+const tasks = workload === 'W2' ? 16 : 1;
+const LEASE_MS = 30000;
+
+// One peer: make(name) returns {acquire(), release()} for one name.
+function peerOf(name) {
+  const client = new Redis({ host: '127.0.0.1', port: Number(port) });
+  if (name === 'node-redlock') {
+    const Redlock = require('redlock');
+    const redlock = new Redlock([client], { retryCount: 0 });
+    return {
+      client,
+      make(key) {
+        let held = null;
+        return {
+          async acquire() { held = await redlock.lock(key, LEASE_MS); },
+          async release() { await held.unlock(); },
+        };
+      },
+    };
+  }
+  if (name === 'redis-semaphore') {
+    const { Mutex } = require('redis-semaphore');
+    return {
+      client,
+      make(key) {
+        const m = new Mutex(client, key, { lockTimeout: LEASE_MS,
+                                           acquireAttemptsLimit: 1 });
+        return { acquire: () => m.acquire(), release: () => m.release() };
+      },
+    };
+  }
+  if (name === 'node-redisson') {
+    const { Redisson, TimeUnit } = require('node-redisson');
+    const redisson = new Redisson({
+      redis: { options: { host: '127.0.0.1', port: Number(port) } },
+    });
+    client.disconnect(); // node-redisson keeps its own connections
+    return {
+      client: redisson,
+      make(key) {
+        const lock = redisson.getLock(key);
+        return {
+          async acquire() {
+            if (!(await lock.tryLock(0, LEASE_MS, TimeUnit.MILLISECONDS)))
+              throw new Error('not acquired');
+          },
+          release: () => lock.unlock(),
+        };
+      },
+    };
+  }
+  throw new Error(`unknown peer ${name}`);
+}
+
+function pct(sorted, p) {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
+}
+
+async function main() {
+  const p = peerOf(peer);
+  const end = process.hrtime.bigint() + BigInt(Math.round(Number(seconds) * 1e9));
+  const samples = [];
+  let pairs = 0;
+  const run = async (task) => {
+    const locks = [];
+    for (let i = 0; i < 32; i++)
+      locks.push(p.make(`bench:peer:${peer}:${process.pid}:${task}:${i}`));
+    for (let k = 0; process.hrtime.bigint() < end; k++) {
+      const l = locks[k % 32];
+      const t0 = process.hrtime.bigint();
+      await l.acquire();
+      if (task === 0) samples.push(Number(process.hrtime.bigint() - t0) / 1000);
+      await l.release();
+      pairs++;
+    }
+  };
+  const start = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: tasks }, (_, t) => run(t)));
+  const secs = Number(process.hrtime.bigint() - start) / 1e9;
+  samples.sort((a, b) => a - b);
+  process.stdout.write(JSON.stringify({
+    peer, workload, pairs_per_s: pairs / secs,
+    lock_p50_us: pct(samples, 50), lock_p99_us: pct(samples, 99),
+  }) + '\n');
+  await (p.client.quit ? p.client.quit() : p.client.disconnect());
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    process.stderr.write(`peers.js: ${peer} ${workload}: ${e && e.message}\n`);
+    process.exit(1);
+  });
