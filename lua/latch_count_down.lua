@@ -5,11 +5,12 @@
 -- reply    the count after (never below 0: a latch at 0 is deleted, and a
 --          missing latch counts as 0); waiters are told '0' when it reaches 0
 -- errors   when N holds something other than a count
-local count = redis.call('get', KEYS[1])
-if count and not tonumber(count) then
-  return redis.error_reply('WRONGKIND the name holds a string that is not a count, not a count-down latch')
+-- #include counts.lua
+local count, refused = count_of(KEYS[1], 'count-down latch')
+if refused then
+  return refused
 end
-local left = (tonumber(count) or 0) - 1
+local left = count - 1
 if left == 0 then
   redis.call(ARGV[1], ARGV[2], '0') -- first: an ACL refusal changes nothing
 end

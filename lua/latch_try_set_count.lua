@@ -5,10 +5,10 @@
 -- ARGV[3]  channel redisson_countdownlatch__channel__{N}
 -- reply    1 when set (waiters told '1': a new count), 0 when already set
 -- errors   WRONGKIND when N holds a lock (a hash) or another type
-local t = redis.call('type', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-  return redis.error_reply('WRONGKIND the name holds a ' ..
-                           (t == 'hash' and 'lock' or t) .. ', not a count-down latch')
+-- #include counts.lua
+local t, refused = count_type(KEYS[1], 'count-down latch')
+if refused then
+  return refused
 end
 if t == 'none' then
   redis.call(ARGV[2], ARGV[3], '1') -- first: an ACL refusal changes nothing

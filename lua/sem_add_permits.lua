@@ -4,11 +4,12 @@
 -- ARGV[2]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[3]  channel redisson_sc:{N}
 -- reply    the available count after; waiters are told when it is > 0
-local count = redis.call('get', KEYS[1])
-if count and not tonumber(count) then
-  return redis.error_reply('WRONGKIND the name holds a string that is not a count, not a semaphore')
+-- #include counts.lua
+local count, refused = count_of(KEYS[1], 'semaphore')
+if refused then
+  return refused
 end
-local available = (tonumber(count) or 0) + tonumber(ARGV[1])
+local available = count + tonumber(ARGV[1])
 if available > 0 then -- first: when an ACL refuses the channel, nothing changed
   redis.call(ARGV[2], ARGV[3], available)
 end

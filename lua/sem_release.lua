@@ -5,11 +5,12 @@
 -- ARGV[3]  channel redisson_sc:{N}
 -- reply    the available count after; waiters are told that count
 -- publish first: when an ACL refuses the channel, nothing has changed yet
-local count = redis.call('get', KEYS[1])
-if count and not tonumber(count) then
-  return redis.error_reply('WRONGKIND the name holds a string that is not a count, not a semaphore')
+-- #include counts.lua
+local count, refused = count_of(KEYS[1], 'semaphore')
+if refused then
+  return refused
 end
-local available = (tonumber(count) or 0) + tonumber(ARGV[1])
+local available = count + tonumber(ARGV[1])
 redis.call(ARGV[2], ARGV[3], available)
 redis.call('incrby', KEYS[1], ARGV[1])
 return available

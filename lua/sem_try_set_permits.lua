@@ -6,10 +6,10 @@
 -- ARGV[4]  channel redisson_sc:{N}
 -- reply    1 when set (waiters told the count), 0 when already set
 -- errors   WRONGKIND when N holds a lock (a hash) or another type
-local t = redis.call('type', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'string' then
-  return redis.error_reply('WRONGKIND the name holds a ' ..
-                           (t == 'hash' and 'lock' or t) .. ', not a semaphore')
+-- #include counts.lua
+local t, refused = count_type(KEYS[1], 'semaphore')
+if refused then
+  return refused
 end
 if t == 'none' then
   redis.call(ARGV[3], ARGV[4], ARGV[1]) -- first: an ACL refusal changes nothing
