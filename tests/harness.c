@@ -429,3 +429,21 @@ int th_suite_close(th_server *s, dlock_client *c) {
   th_server_stop(s);
   return 0;
 }
+
+long long th_numsub(th_server *s, const char *channel) {
+  redisReply *r = th_cmd(s, "PUBSUB NUMSUB %s", channel);
+  long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                    ? r->element[1]->integer
+                    : -1;
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
+int th_wait_numsub(th_server *s, const char *channel, long long want,
+                   int64_t ms_max) {
+  for (int64_t end = th_now_ms() + ms_max; th_now_ms() < end; usleep(1000))
+    if (th_numsub(s, channel) == want)
+      return 1;
+  return th_numsub(s, channel) == want;
+}

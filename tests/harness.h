@@ -37,6 +37,14 @@ void th_server_pause(th_server *s, int paused);
 redisReply *th_cmd(th_server *s, const char *fmt, ...);
 long long th_int(th_server *s, const char *fmt, ...);
 
+/* Subscribers of channel on s (PUBSUB NUMSUB), -1 on error. */
+long long th_numsub(th_server *s, const char *channel);
+/* Poll (every ms, at most ms_max) until channel has exactly want
+ * subscribers on s: the event "the waiter is subscribed" (want 1) or "it
+ * left" (want 0). 1 when reached. Safe from any thread (no CUnit). */
+int th_wait_numsub(th_server *s, const char *channel, long long want,
+                   int64_t ms_max);
+
 /* A suite's usual fixture: start s (no extra arguments) and open *c to it.
  * 0 on success (a CUnit suite init's answer). */
 int th_suite_open(th_server *s, dlock_client **c);

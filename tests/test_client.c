@@ -262,13 +262,7 @@ static void test_acl_refusals(void) {
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
   a = (th_acquirer){l2, 20000, 30000, -1, 0, 0};
   th_acquirer_start(&a);
-  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(1000)) {
-    redisReply *r = th_cmd(&s, "PUBSUB NUMSUB redisson_lock__channel:{acl-lock}");
-    long long n = r->element[1]->integer;
-    freeReplyObject(r);
-    if (n > 0)
-      break;
-  }
+  CU_ASSERT(th_wait_numsub(&s, "redisson_lock__channel:{acl-lock}", 1, 10000));
   t0 = th_now_ms();
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   th_acquirer_join(&a);
@@ -590,20 +584,6 @@ static void *blocked_acquire(void *arg) {
   return NULL;
 }
 
-static long long numsub(th_server *s, const char *channel) {
-  redisReply *r = th_cmd(s, "PUBSUB NUMSUB %s", channel);
-  long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-  freeReplyObject(r);
-  return n;
-}
-
-static int wait_numsub(th_server *s, const char *channel, long long want) {
-  for (int64_t end = th_now_ms() + 3000; th_now_ms() < end; usleep(2000))
-    if (numsub(s, channel) == want)
-      return 1;
-  return 0;
-}
-
 static void test_close_fails_waiters(void) {
   dlock_client *holder = th_client(&srv, NULL);
   dlock_client *c = th_client(&srv, NULL);
@@ -618,7 +598,7 @@ static void test_close_fails_waiters(void) {
   pthread_t t[3];
   for (int i = 0; i < 3; i++)
     pthread_create(&t[i], NULL, blocked_acquire, &b[i]);
-  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
   int64_t t0 = th_now_ms();
   dlock_client_close(c);
   for (int i = 0; i < 3; i++) {
@@ -645,11 +625,11 @@ static void test_pubsub_connection_killed_while_waiting(void) {
   blocked b = {.lock = l};
   pthread_t t;
   pthread_create(&t, NULL, blocked_acquire, &b);
-  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
   redisReply *r = th_cmd(&srv, "CLIENT KILL TYPE pubsub");
   freeReplyObject(r);
   /* the engine re-subscribes by itself */
-  CU_ASSERT(wait_numsub(&srv, channel, 1));
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
   pthread_join(t, NULL);

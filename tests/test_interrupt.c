@@ -54,19 +54,9 @@ static void start(waiter *w) {
   CU_ASSERT_FATAL(pthread_create(&w->thread, NULL, waiter_run, w) == 0);
 }
 
-static long long numsub(const char *channel) {
-  redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
-  long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-  if (r)
-    freeReplyObject(r);
-  return n;
-}
-
 /* The event that says the waiter waits: it subscribed to channel. */
 static void wait_subscribed(const char *channel) {
-  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end && numsub(channel) < 1;)
-    usleep(1000);
-  CU_ASSERT_FATAL(numsub(channel) >= 1);
+  CU_ASSERT_FATAL(th_wait_numsub(&srv, channel, 1, 10000));
 }
 
 /* Join the interrupted waiter: DLOCK_EINTR within 2 s of the interrupt
@@ -78,9 +68,7 @@ static void interrupted(waiter *w, int64_t at_ms, const char *channel) {
   TH_ASSERT_RC(w->rc, DLOCK_EINTR);
   CU_ASSERT(w->done_ms - at_ms < 2000);
   CU_ASSERT(strstr(dlock_strerror(DLOCK_EINTR), "interrupted") != NULL);
-  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end && numsub(channel) > 0;)
-    usleep(1000);
-  CU_ASSERT_EQUAL(numsub(channel), 0);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 0, 5000));
 }
 
 static void test_lock_by_handle(void) {

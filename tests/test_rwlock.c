@@ -287,13 +287,6 @@ static void test_write_reported_lost_release(void) {
   dlock_client_close(c);
 }
 
-static long long numsub(const char *channel) {
-  redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
-  long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
-  freeReplyObject(r);
-  return n;
-}
-
 static void test_write_release_wakes_all_readers(void) {
   const char *name = th_name("wakeall");
   char channel[300];
@@ -311,9 +304,7 @@ static void test_write_release_wakes_all_readers(void) {
   }
   /* the event: their client subscribed; then give every thread its first
    * failed try (all 20 are blocked once the hash shows no reader) */
-  for (int64_t end = th_now_ms() + 3000; numsub(channel) < 1 && th_now_ms() < end;)
-    usleep(1000);
-  CU_ASSERT_EQUAL(numsub(channel), 1);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
   /* Not a synchronisation: the scenario wants the readers asleep in their
    * wait rather than mid-try when the release comes (a reader mid-try would
    * get in anyway, which would only make this pass more easily). */

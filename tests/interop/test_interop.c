@@ -202,13 +202,7 @@ static void test_fair_java_keeps_place_when_c_leaves(void) {
   snprintf(owner, sizeof owner, "%s", head->str);
   freeReplyObject(head);
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s", name, owner);
-  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(1000)) {
-    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
-    long long n = r->element[1]->integer;
-    freeReplyObject(r);
-    if (n == 1)
-      break;
-  }
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 10000));
   int64_t t_release = th_now_ms();
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   pthread_join(j.thread, NULL);
@@ -378,10 +372,9 @@ static void *java_call_run(void *arg) {
   return NULL;
 }
 
-/* Wait until someone is subscribed to channel (CU fails after 15 s); the
- * bare test, for threads. */
+/* Wait until the waiter is subscribed to channel (CU fails after 15 s);
+ * threads call th_wait_numsub() itself. */
 static void wait_subscribed(const char *channel, long long n);
-static int subscribed_within(const char *channel, long long n, int64_t ms);
 
 /* A Java release made once a C waiter is subscribed to channel: what 0 a
  * semaphore permit, 1 the expirable permit id. at_ms: when it was made. */
@@ -398,7 +391,7 @@ static void *java_release_later(void *arg) {
   j->rc = -1;
   if (rp_open(&p, srv.port) != 0)
     return NULL;
-  if (!subscribed_within(j->channel, 1, 15000)) {
+  if (!th_wait_numsub(&srv, j->channel, 1, 15000)) {
     rp_close(&p);
     return NULL;
   }
@@ -464,21 +457,9 @@ static void test_rwlock_wakeups_both_ways(void) {
   dlock_rwlock_free(rw);
 }
 
-static int subscribed_within(const char *channel, long long n, int64_t ms) {
-  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(1000)) {
-    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
-    long long got = r && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-      freeReplyObject(r);
-    if (got >= n)
-      return 1;
-  }
-  return 0;
-}
-
 static void wait_subscribed(const char *channel, long long n) {
-  if (!subscribed_within(channel, n, 15000))
-    CU_FAIL("nobody subscribed in 15 s");
+  if (!th_wait_numsub(&srv, channel, n, 15000))
+    CU_FAIL("the waiter did not subscribe in 15 s");
 }
 
 /* Fencing tokens come from one counter whoever grants. */
@@ -691,14 +672,6 @@ static int node_finish(node_peer *n) {
   return th_wait_worker(n->pid, 15000);
 }
 
-static long long numsub(const char *channel) {
-  redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
-  long long v = r && r->elements == 2 ? r->element[1]->integer : -1;
-  if (r)
-    freeReplyObject(r);
-  return v;
-}
-
 /* node-redisson and dlock on one lock: each blocks the other, and each
  * one's unlock message wakes the other's waiter (both would otherwise sleep
  * for the 30 s lease). */
@@ -734,9 +707,7 @@ static void test_node_redisson_lock_both_ways(void) {
   TH_ASSERT_RC(dlock_reentrant_lock_new(cl, name, NULL, &l2), DLOCK_OK);
   th_acquirer w = {l2, 20000, 10000, -1, 0, 0};
   th_acquirer_start(&w);
-  for (int64_t end = th_now_ms() + 15000; th_now_ms() < end && numsub(channel) < 1;)
-    usleep(1000);
-  CU_ASSERT_EQUAL(numsub(channel), 1);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 15000));
   t = th_now_ms();
   CU_ASSERT_EQUAL(write(n.in, "go\n", 3), 3);
   CU_ASSERT_STRING_EQUAL(node_line(&n, 15000), "released");
