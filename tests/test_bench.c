@@ -9,26 +9,42 @@
 
 #include "harness.h"
 
-static void test_every_workload_runs(void) {
+/* Run dlock-bench (DLOCK_BENCH) with args, its figures written as JSON into
+ * text (NUL-terminated); 0 when it exited 0 within timeout_ms and wrote them. */
+static int bench_json(char *const args[], int timeout_ms, char *text, size_t size) {
   const char *bench = getenv("DLOCK_BENCH");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(bench);
+  if (bench == NULL)
+    return -1;
   char json[64];
-  snprintf(json, sizeof json, "/tmp/dlock-bench-smoke-%d.json", (int)getpid());
+  snprintf(json, sizeof json, "/tmp/dlock-bench-test-%d.json", (int)getpid());
+  char *argv[16] = {(char *)bench};
+  int n = 1;
+  for (int i = 0; args[i] && n < 13; i++)
+    argv[n++] = args[i];
+  argv[n++] = "--json";
+  argv[n++] = json;
+  argv[n] = NULL;
   pid_t pid = fork();
   if (pid == 0) {
     freopen("/dev/null", "w", stdout);
-    execl(bench, bench, "--duration", "0.2", "--w4-seconds", "1", "--json", json,
-          (char *)NULL);
+    execv(bench, argv);
     _exit(127);
   }
-  CU_ASSERT_EQUAL(th_wait_worker(pid, 240000), 0);
+  int status = th_wait_worker(pid, timeout_ms);
   FILE *f = fopen(json, "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  static char text[65536];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  text[n] = '\0';
+  if (f == NULL)
+    return -1;
+  size_t len = fread(text, 1, size - 1, f);
+  text[len] = '\0';
   fclose(f);
   unlink(json);
+  return status;
+}
+
+static void test_every_workload_runs(void) {
+  static char text[65536];
+  char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(args, 240000, text, sizeof text), 0);
   static const char *ids[] = {"W1", "W2", "W3", "W3p", "W4", "W5",
                               "W6", "W7", "W8", "M1"};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
@@ -56,25 +72,9 @@ static void test_every_workload_runs(void) {
 /* --peers: W1 and W2 beside the three Node.js peers, each a figure (CI
  * installs Node and bench/peers' packages; a missing one is a failure). */
 static void test_peers(void) {
-  const char *bench = getenv("DLOCK_BENCH");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(bench);
-  char json[64];
-  snprintf(json, sizeof json, "/tmp/dlock-bench-peers-%d.json", (int)getpid());
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    execl(bench, bench, "--duration", "0.2", "--workload", "W1", "--peers",
-          "--json", json, (char *)NULL);
-    _exit(127);
-  }
-  CU_ASSERT_EQUAL(th_wait_worker(pid, 120000), 0);
-  FILE *f = fopen(json, "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   static char text[16384];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  text[n] = '\0';
-  fclose(f);
-  unlink(json);
+  char *args[] = {"--duration", "0.2", "--workload", "W1", "--peers", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(args, 120000, text, sizeof text), 0);
   static const char *peers[] = {"node-redlock", "redis-semaphore", "node-redisson"};
   for (size_t i = 0; i < 3; i++) {
     char key[96];
