@@ -3,10 +3,12 @@
  *
  *   dlock-bench [--duration S] [--workload ID] [--url URL] [--json FILE]
  *               [--threads N] [--w4-seconds S] [--peers]
+ *               [--direct N] [--spin US]
  *
  * --peers adds W1 and W2 beside node-redlock, redis-semaphore and
  * node-redisson (bench/peers/peers.js, Node.js) on the same server: value
- * dlock's figure, bound the peer's.
+ * dlock's figure, bound the peer's. --direct and --spin set the clients'
+ * direct_conns and spin_us (docs/client.md) to compare them.
  *
  * Without --url it starts its own loopback redis-server(s) (one, plus four
  * more for W5). Prints one line per figure:
@@ -42,6 +44,8 @@ static double duration = 2.0;
 static const char *only;
 static const char *json_path = DLOCK_BENCH_JSON; /* in the build tree */
 static int threads_opt = 16;
+static int direct_opt = -1; /* --direct N: client option direct_conns */
+static int spin_opt = -2;   /* --spin US: client option spin_us */
 static double w4_secs = 10.0; /* W4 holds for 10 s */
 static char urls[5][128];
 static int nurls;
@@ -104,8 +108,18 @@ static const char *shown(const char *url) {
   return buf;
 }
 
-static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
+/* The client options every workload's clients start from. */
+static dlock_client_opts client_opts(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  if (direct_opt >= 0)
+    o.direct_conns = direct_opt;
+  if (spin_opt >= -1)
+    o.spin_us = spin_opt;
+  return o;
+}
+
+static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
+  dlock_client_opts o = client_opts();
   if (watchdog_ms)
     o.watchdog_timeout_ms = watchdog_ms;
   dlock_client *c = NULL;
@@ -717,7 +731,7 @@ static void w5_run(dlock_client **c, int n, double *rate, double *p50) {
  * docs/redlock.md recommends) or each on its own. */
 static void w5_clients(dlock_client **c, int one_engine) {
   for (int i = 0; i < 5; i++) {
-    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    dlock_client_opts o = client_opts();
     o.share_engine = one_engine && i > 0 ? c[0] : NULL;
     c[i] = NULL;
     int rc = dlock_client_open(urls[i], &o, &c[i]);
@@ -958,6 +972,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
+          "                   [--direct N] [--spin US]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 (default: all)\n");
   exit(2);
 }
@@ -980,6 +995,10 @@ int main(int argc, char **argv) {
       json_path = argv[++i];
     else if (!strcmp(argv[i], "--threads"))
       threads_opt = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--direct"))
+      direct_opt = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--spin"))
+      spin_opt = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--w4-seconds"))
       w4_secs = atof(argv[++i]);
     else

@@ -78,12 +78,27 @@ typedef struct dlock_client_opts {
                                   (which end up in logs). Both are copied;
                                   the copies are wiped when the client is
                                   freed. */
+  /* version 4: */
+  int direct_conns;            /* the direct path (docs/performance.md): a
+                                  call that needs no waiting is written and
+                                  read by the calling thread itself on one of
+                                  up to this many connections, opened on first
+                                  use, with no hop through the engine thread.
+                                  Calls that find them all busy share the
+                                  engine's pipeline. 0: every call goes
+                                  through the engine (default 4, at most 64) */
+  int spin_us;                 /* how long a direct call may poll for its
+                                  reply before it sleeps: -1 adapts (about
+                                  twice the recent round trip, at most 200 us,
+                                  one spinning thread per client at a time;
+                                  the default), 0 never, N at most N us
+                                  (at most 10000) */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 3u /* 1 and 2 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 4u /* 1 to 3 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL }
+    NULL, NULL, 4, -1 }
 
 /* Open a client and connect to Redis.
  *

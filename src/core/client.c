@@ -26,6 +26,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 /* ---- the client ------------------------------------------------------------- */
 
 static void client_free(dlock_client *c) {
+  dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
   dlock__buf_free(&c->sub_fifo);
@@ -86,6 +87,12 @@ static int check_opts(const dlock_client_opts *o) {
     return dlock__fail(DLOCK_EINVAL, "timeouts must be > 0 ms");
   if (o->watchdog_timeout_ms < 30)
     return dlock__fail(DLOCK_EINVAL, "watchdog_timeout_ms must be >= 30");
+  if (o->direct_conns < 0 || o->direct_conns > DLOCK__DIRECT_MAX)
+    return dlock__fail(DLOCK_EINVAL, "direct_conns must be 0 to %d",
+                       DLOCK__DIRECT_MAX);
+  if (o->spin_us < -1 || o->spin_us > 10000)
+    return dlock__fail(DLOCK_EINVAL, "spin_us must be -1 (adaptive), 0 (never) "
+                       "or up to 10000");
   if (o->max_hold_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
   if (o->client_name && (strlen(o->client_name) == 0 ||
@@ -108,7 +115,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   /* what each accepted version holds: the fields before the next one's */
   static const size_t version_size[] = {
       0, offsetof(dlock_client_opts, share_engine),
-      offsetof(dlock_client_opts, username), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, username),
+      offsetof(dlock_client_opts, direct_conns), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
@@ -127,6 +135,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   atomic_init(&c->fifo_waiters, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
+  dlock__direct_init(c);
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
           DLOCK_OK) {
@@ -181,6 +190,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
 void dlock_client_close(dlock_client *c) {
   if (c == NULL || dlock__on_engine_thread() || atomic_exchange(&c->closed, 1))
     return;
+  dlock__direct_close(c);
   dlock__engine_stop(c);
   dlock__client_unref(c);
 }

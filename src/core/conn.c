@@ -176,6 +176,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
   va_end(ap);
   conn->state = CONN_CLOSING;
+  if (!conn->is_sub)
+    atomic_store(&conn->client->direct.engine_ready, 0);
   conn->out.len = 0;
   redisReaderFree(conn->reader);
   conn->reader = redisReaderCreate();
@@ -247,8 +249,7 @@ static int is_push(const redisReply *r) {
          strcmp(k, "unsubscribe") == 0;
 }
 
-/* Turn an EVALSHA into an EVAL of the script's body: same keys and args. */
-static int to_eval(dlock__req *req) {
+int dlock__req_to_eval(dlock__req *req) {
   const dlock__script *s = &dlock__scripts[req->script];
   dlock__buf b = {0};
   size_t tail = req->cmd.len - req->script_tail;
@@ -286,7 +287,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   if (req->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
       strncmp(reply->str, "NOSCRIPT", 8) == 0) {
     freeReplyObject(reply);
-    if (to_eval(req) != DLOCK_OK) {
+    if (dlock__req_to_eval(req) != DLOCK_OK) {
       dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
       return;
     }
@@ -336,6 +337,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
+  if (!conn->is_sub)
+    atomic_store(&conn->client->direct.engine_ready, 1);
   conn->backoff_ms = 0;
   conn->last_error[0] = '\0';
   dlock__req *req;

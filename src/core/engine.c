@@ -217,19 +217,26 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     dlock__buf_free(&req->drop);
   } else
 #endif
-  {
+  if (w == NULL &&
+      dlock__direct_call(c, req, &cs.reply, &cs.status, sent_ms)) {
+    /* made by this thread (direct.c) */
+  } else {
     if (w)
       keep_try(w, req);
     req->done = call_done;
     req->data = &cs;
+    atomic_fetch_add(&c->direct.piped, 1);
     int rc = dlock__submit(c, req);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
+      atomic_fetch_sub(&c->direct.piped, 1);
       return rc;
+    }
     *sent_ms = req->queued_ms; /* set by dlock__submit */
     pthread_mutex_lock(&cs.sync->mu);
     while (!cs.done)
       dlock__sync_wait(cs.sync, -1);
     pthread_mutex_unlock(&cs.sync->mu);
+    atomic_fetch_sub(&c->direct.piped, 1);
   }
   if (cs.status != DLOCK_OK)
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg

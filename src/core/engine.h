@@ -8,6 +8,8 @@
 
 #include <stdatomic.h>
 
+#include <sys/socket.h>
+
 #include <uv.h>
 
 #include "core/core.h"
@@ -121,6 +123,64 @@ typedef struct dlock__conn {
   char readbuf[65536];
 } dlock__conn;
 
+/* ---- the direct path (direct.c) ---------------------------------------------
+ * A call that needs nothing the engine alone can give (a script call outside
+ * a wait's early tries) is written and read by the calling thread itself, on
+ * a connection it takes from the client's small pool for that one round trip:
+ * no hop to the engine thread and back. The engine keeps pub/sub, the
+ * watchdog, waits, and the pipeline for calls that find the pool busy. */
+
+#define DLOCK__DIRECT_MAX 64
+
+typedef struct dlock__dconn {
+  struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
+  struct dlock__dconn *prev; /* busy list only */
+  int fd;
+  int busy;
+  redisReader *reader;
+  unsigned discard; /* replies still to skip: DELs sent behind a release */
+  dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
+                       in one write with its first call */
+  unsigned hello_replies; /* their answers, read before that call's */
+} dlock__dconn;
+
+typedef struct dlock__direct {
+  pthread_mutex_t mu;      /* guards everything below but the atomics */
+  dlock__dconn *idle;      /* ready for a call */
+  dlock__dconn *busy;      /* taken by a call (the close shuts them down) */
+  int open;                /* connections open or being opened */
+  int closed;              /* the client closed: no new call goes direct */
+  int64_t down_until_ms;   /* after a failed open: calls use the engine */
+  int64_t backoff_ms;
+  struct sockaddr_storage addr; /* where the last open succeeded */
+  socklen_t addr_len;      /* 0: not resolved yet */
+  atomic_int active;       /* direct calls under way (a poll for a reply
+                              stops when a second one starts) */
+  atomic_int piped;        /* blocking calls in the engine's pipeline now */
+  atomic_int engine_ready; /* the engine's command connection is up: while
+                              it is not, calls wait for it there, as they
+                              always did (the server is in trouble) */
+  atomic_int_fast64_t rtt_us; /* moving average of direct round trips */
+  atomic_uint_fast64_t calls, fallbacks; /* direct calls; calls the pool
+                                            could not take (busy, down) */
+} dlock__direct;
+
+void dlock__direct_init(dlock_client *c);
+/* Make req's round trip on the calling thread. Returns 0 when the direct
+ * path cannot take req (then req is untouched: use the engine), or 1 with
+ * *rc the call's outcome (req's buffers freed, *reply set on DLOCK_OK, error
+ * replies included, as the engine hands them over) and *sent_ms set. */
+int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
+                       int *rc, int64_t *sent_ms);
+/* dlock_client_close: idle connections close, busy ones are shut down (their
+ * calls fail with DLOCK_ECLOSED), and no call goes direct any more. */
+void dlock__direct_close(dlock_client *c);
+void dlock__direct_free(dlock_client *c);
+
+/* conn.c: turn req's EVALSHA into an EVAL of the script's body (a NOSCRIPT
+ * answer). DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__req_to_eval(dlock__req *req);
+
 /* One loop thread. A client starts its own, or runs on another client's
  * (dlock_client_opts.share_engine): the engine lives until its last client
  * is closed. */
@@ -156,6 +216,7 @@ struct dlock_client {
   int *closer_done;
 
   dlock__conn cmd, sub;
+  dlock__direct direct;
 
   dlock__map channels; /* engine only: pubsub.c */
   dlock__buf sub_fifo; /* engine only: the channels of unanswered (UN)SUBSCRIBEs */

@@ -1,0 +1,617 @@
+/* The direct path (docs/performance.md, "The direct path"): a call that needs
+ * no waiting is written and read by the calling thread itself, on a
+ * connection it takes from the client's pool for that one round trip.
+ *
+ * A blocking call through the engine costs two thread hops (caller ->
+ * engine -> caller), each a context switch on a small machine. Here the
+ * caller sends its own EVALSHA and reads its own reply: what a plain hiredis
+ * program does, plus a short poll for the reply before sleeping while the
+ * caller is the client's only direct call (the reply of a loopback round
+ * trip often arrives before a sleeping thread would be woken).
+ *
+ * The engine is still the only place for pub/sub, the watchdog, the early
+ * tries of a wait, and calls that find every direct connection busy (they
+ * share its pipeline). Grants made here are recorded by the backend exactly
+ * as before (dlock__hold_add after the reply), so the watchdog and lost
+ * reports do not know the difference.
+ *
+ * Failures keep the engine's meaning: a connection that breaks or stays
+ * silent past the command timeout fails the call with DLOCK_EIO (a release
+ * is retried with the same request id by release.c), a connection that
+ * cannot be opened sends calls to the engine for a backoff period (so a
+ * dead server gives the engine's errors and reconnect waits), and a closed
+ * client fails calls with DLOCK_ECLOSED. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+
+#define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
+#define SPIN_FIRST_US 50    /* before any round trip was measured */
+#define BACKOFF_FIRST_MS 25 /* after a failed open, as the engine's */
+#define BACKOFF_MAX_MS 1000
+
+static int online_cpus(void) {
+  static int n; /* racy but idempotent */
+  if (n == 0) {
+    long v = sysconf(_SC_NPROCESSORS_ONLN);
+    n = v > 0 ? (int)v : 1;
+  }
+  return n;
+}
+
+void dlock__direct_init(dlock_client *c) {
+  dlock__direct *d = &c->direct;
+  memset(d, 0, sizeof *d);
+  pthread_mutex_init(&d->mu, NULL);
+  atomic_init(&d->active, 0);
+  atomic_init(&d->piped, 0);
+  atomic_init(&d->engine_ready, 0);
+  atomic_init(&d->rtt_us, 0);
+  atomic_init(&d->calls, 0);
+  atomic_init(&d->fallbacks, 0);
+}
+
+/* ---- one connection ------------------------------------------------------- */
+
+/* A failed round trip: "HOST:PORT (direct connection): what" into why. */
+static void say(dlock_client *c, char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void say(dlock_client *c, char *why, size_t n, const char *fmt, ...) {
+  char addr[128];
+  int k = snprintf(why, n, "%s (direct connection): ",
+                   dlock__client_where(c, addr, sizeof addr));
+  if (k < 0 || (size_t)k >= n)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why + k, n - (size_t)k, fmt, ap);
+  va_end(ap);
+}
+
+static void hello_wipe(dlock__dconn *dc);
+
+static void dconn_close(dlock__dconn *dc) {
+  if (dc == NULL)
+    return;
+  hello_wipe(dc);
+  if (dc->fd >= 0)
+    close(dc->fd);
+  if (dc->reader)
+    redisReaderFree(dc->reader);
+  free(dc);
+}
+
+/* Wait until fd is ready for events or deadline_us passes: 1 ready, 0 timed
+ * out, -1 error (errno). */
+static int wait_fd(int fd, short events, int64_t deadline_us) {
+  for (;;) {
+    int64_t left = deadline_us - dlock__now_us();
+    if (left <= 0)
+      return 0;
+    struct pollfd p = {.fd = fd, .events = events};
+    int ms = (int)((left + 999) / 1000);
+    int n = poll(&p, 1, ms);
+    if (n > 0)
+      return 1;
+    if (n < 0 && errno != EINTR)
+      return -1;
+  }
+}
+
+/* Write all of p. DLOCK_OK, or DLOCK_EIO with why. */
+static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
+                    size_t len, int64_t deadline_us, char *why, size_t n) {
+  while (len > 0) {
+    ssize_t k = send(dc->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      len -= (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int r = wait_fd(dc->fd, POLLOUT, deadline_us);
+      if (r > 0)
+        continue;
+      if (r == 0) {
+        say(c, why, n, "write did not complete within the command timeout");
+        return DLOCK_EIO;
+      }
+    }
+    say(c, why, n, "write failed: %s", strerror(errno));
+    return DLOCK_EIO;
+  }
+  return DLOCK_OK;
+}
+
+/* Read the next reply (skipping dc->discard replies first). spin_us > 0:
+ * poll without sleeping for up to that long while this is the client's
+ * only direct call. DLOCK_OK with *out, or DLOCK_EIO with why. */
+static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
+                      int64_t spin_us, redisReply **out, char *why, size_t n) {
+  char buf[16384];
+  int64_t spin_until = spin_us > 0 ? dlock__now_us() + spin_us : 0;
+  for (;;) {
+    void *r = NULL;
+    if (redisReaderGetReply(dc->reader, &r) != REDIS_OK) {
+      say(c, why, n, "reply parse error: %s", dc->reader->errstr);
+      return DLOCK_EIO;
+    }
+    if (r != NULL) {
+      if (dc->discard > 0) { /* a DEL sent behind an earlier release */
+        dc->discard--;
+        freeReplyObject(r);
+        continue;
+      }
+      *out = r;
+      return DLOCK_OK;
+    }
+    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) {
+      if (redisReaderFeed(dc->reader, buf, (size_t)k) != REDIS_OK) {
+        say(c, why, n, "reply parse error: %s", dc->reader->errstr);
+        return DLOCK_EIO;
+      }
+      continue;
+    }
+    if (k == 0) {
+      say(c, why, n, "connection closed by the server");
+      return DLOCK_EIO;
+    }
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      say(c, why, n, "read failed: %s", strerror(errno));
+      return DLOCK_EIO;
+    }
+    if (spin_until != 0) {
+      /* stop polling as soon as another call starts (direct or through
+       * the engine): the core is then needed by them or the server */
+      if (dlock__now_us() < spin_until && atomic_load(&c->direct.active) == 1 &&
+          atomic_load(&c->direct.piped) == 0)
+        continue;
+      spin_until = 0;
+    }
+    int w = wait_fd(dc->fd, POLLIN, deadline_us);
+    if (w == 0) {
+      say(c, why, n, "no reply within the command timeout (%lld ms)",
+          (long long)c->opts.command_timeout_ms);
+      return DLOCK_EIO;
+    }
+    if (w < 0) {
+      say(c, why, n, "read failed: %s", strerror(errno));
+      return DLOCK_EIO;
+    }
+  }
+}
+
+/* Where the server is: the address of the last successful open, else
+ * resolved now (IPv4 first, as the engine connects). */
+static int resolve(dlock_client *c, struct sockaddr_storage *ss,
+                   socklen_t *len) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  *ss = d->addr;
+  *len = d->addr_len;
+  pthread_mutex_unlock(&d->mu);
+  if (*len > 0)
+    return 0;
+  if (c->uri.path) {
+    struct sockaddr_un *un = (struct sockaddr_un *)ss;
+    if (strlen(c->uri.path) >= sizeof un->sun_path)
+      return -1;
+    memset(un, 0, sizeof *un);
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path, c->uri.path, strlen(c->uri.path) + 1);
+    *len = sizeof *un;
+    return 0;
+  }
+  char port[16];
+  snprintf(port, sizeof port, "%d", c->uri.port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(c->uri.host, port, &hints, &res) != 0 || res == NULL)
+    return -1;
+  const struct addrinfo *ai = res;
+  for (const struct addrinfo *a = res; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      ai = a;
+      break;
+    }
+  if (ai->ai_addrlen > sizeof *ss) {
+    freeaddrinfo(res);
+    return -1;
+  }
+  memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+  *len = (socklen_t)ai->ai_addrlen;
+  freeaddrinfo(res);
+  return 0;
+}
+
+/* AUTH, SELECT and CLIENT SETNAME as the engine's connections send them,
+ * kept in dc->hello to go out in one write with the first call: a new
+ * connection costs its first call no extra round trip. */
+static int hello(dlock_client *c, dlock__dconn *dc) {
+  dlock__buf *b = &dc->hello;
+  int rc = DLOCK_OK;
+  char db[24];
+  if (c->uri.password) {
+    int with_user = c->uri.user != NULL;
+    rc = dlock__resp_array(b, with_user ? 3 : 2);
+    if (rc == DLOCK_OK)
+      rc = dlock__resp_bulk(b, "AUTH", 4);
+    if (rc == DLOCK_OK && with_user)
+      rc = dlock__resp_bulk(b, c->uri.user, strlen(c->uri.user));
+    if (rc == DLOCK_OK)
+      rc = dlock__resp_bulk(b, c->uri.password, strlen(c->uri.password));
+    dc->hello_replies++;
+  }
+  if (rc == DLOCK_OK && c->uri.db != 0) {
+    int k = snprintf(db, sizeof db, "%ld", c->uri.db);
+    rc = dlock__resp_array(b, 2);
+    if (rc == DLOCK_OK)
+      rc = dlock__resp_bulk(b, "SELECT", 6);
+    if (rc == DLOCK_OK)
+      rc = dlock__resp_bulk(b, db, (size_t)k);
+    dc->hello_replies++;
+  }
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_array(b, 3);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(b, "CLIENT", 6);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(b, "SETNAME", 7);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(b, c->client_name, strlen(c->client_name));
+  dc->hello_replies++;
+  return rc;
+}
+
+/* Forget the handshake's bytes (the password among them). */
+static void hello_wipe(dlock__dconn *dc) {
+  if (dc->hello.p)
+    memset(dc->hello.p, 0, dc->hello.cap);
+  dlock__buf_free(&dc->hello);
+}
+
+/* A new connection (its handshake not sent yet), or NULL: the engine then
+ * serves the call and reports whatever is wrong with the server. */
+static dlock__dconn *dconn_open(dlock_client *c) {
+  int64_t deadline = dlock__now_us() + c->opts.connect_timeout_ms * 1000;
+  struct sockaddr_storage ss;
+  socklen_t len = 0;
+  if (resolve(c, &ss, &len) != 0)
+    return NULL;
+  dlock__dconn *dc = calloc(1, sizeof *dc);
+  if (dc == NULL)
+    return NULL;
+  dc->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  dc->reader = redisReaderCreate();
+  if (dc->fd < 0 || dc->reader == NULL || hello(c, dc) != DLOCK_OK) {
+    dconn_close(dc);
+    return NULL;
+  }
+  int ok = connect(dc->fd, (struct sockaddr *)&ss, len) == 0;
+  if (!ok && errno == EINPROGRESS && wait_fd(dc->fd, POLLOUT, deadline) > 0) {
+    int err = 0;
+    socklen_t elen = sizeof err;
+    ok = getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0;
+  }
+  if (!ok) {
+    dconn_close(dc);
+    return NULL;
+  }
+  if (ss.ss_family != AF_UNIX) {
+    int one = 1;
+    setsockopt(dc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  d->addr = ss;
+  d->addr_len = len;
+  pthread_mutex_unlock(&d->mu);
+  return dc;
+}
+
+/* An idle connection the server may have closed meanwhile (a restart, a
+ * CLIENT KILL, its idle timeout): 1 when it is still open. What arrived
+ * while it was idle (the answer to a latch's DEL) is read first: the end
+ * of the stream may be behind it. */
+static int still_open(dlock__dconn *dc) {
+  char buf[512];
+  for (;;) {
+    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) {
+      if (redisReaderFeed(dc->reader, buf, (size_t)k) != REDIS_OK)
+        return 0;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+/* ---- the pool ------------------------------------------------------------- */
+
+static void busy_add(dlock__direct *d, dlock__dconn *dc) {
+  dc->busy = 1;
+  dc->prev = NULL;
+  dc->next = d->busy;
+  if (d->busy)
+    d->busy->prev = dc;
+  d->busy = dc;
+}
+
+static void busy_del(dlock__direct *d, dlock__dconn *dc) {
+  if (dc->prev)
+    dc->prev->next = dc->next;
+  else
+    d->busy = dc->next;
+  if (dc->next)
+    dc->next->prev = dc->prev;
+  dc->next = dc->prev = NULL;
+  dc->busy = 0;
+}
+
+/* Hand dc back: to the idle stack (the most recently used is taken first:
+ * its buffers are warm), or closed when broken or the client is closing. */
+static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  busy_del(d, dc);
+  if (broken || d->closed) {
+    d->open--;
+    pthread_mutex_unlock(&d->mu);
+    dconn_close(dc);
+    return;
+  }
+  dc->next = d->idle;
+  d->idle = dc;
+  d->backoff_ms = 0; /* a round trip went well */
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* Calls go to the engine for a while: the server could not be reached or
+ * refused the handshake (d->mu held). */
+static void back_off_locked(dlock__direct *d) {
+  d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : BACKOFF_FIRST_MS;
+  if (d->backoff_ms > BACKOFF_MAX_MS)
+    d->backoff_ms = BACKOFF_MAX_MS;
+  d->down_until_ms = dlock__now_ms() + d->backoff_ms;
+}
+
+static void back_off(dlock__direct *d) {
+  pthread_mutex_lock(&d->mu);
+  back_off_locked(d);
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* A connection for one call, or NULL: all busy and the pool full, the
+ * server unreachable lately, or the client closed. */
+static dlock__dconn *take(dlock_client *c) {
+  dlock__direct *d = &c->direct;
+  for (int i = 0; i <= DLOCK__DIRECT_MAX; i++) {
+    pthread_mutex_lock(&d->mu);
+    dlock__dconn *dc = d->idle;
+    if (d->closed || (dc == NULL && (d->open >= c->opts.direct_conns ||
+                                     dlock__now_ms() < d->down_until_ms))) {
+      pthread_mutex_unlock(&d->mu);
+      return NULL;
+    }
+    if (dc) {
+      d->idle = dc->next;
+      busy_add(d, dc);
+      pthread_mutex_unlock(&d->mu);
+      if (still_open(dc))
+        return dc;
+      give_back(c, dc, 1);
+      continue;
+    }
+    d->open++;
+    pthread_mutex_unlock(&d->mu);
+    dc = dconn_open(c);
+    pthread_mutex_lock(&d->mu);
+    if (dc == NULL || d->closed) {
+      d->open--;
+      if (dc == NULL)
+        back_off_locked(d);
+      pthread_mutex_unlock(&d->mu);
+      dconn_close(dc);
+      return NULL;
+    }
+    busy_add(d, dc);
+    pthread_mutex_unlock(&d->mu);
+    return dc;
+  }
+  return NULL;
+}
+
+/* How long this call may poll for its reply before sleeping (us). */
+static int64_t spin_budget(dlock_client *c) {
+  int opt = c->opts.spin_us;
+  if (opt == 0 || online_cpus() < 2) /* one core: the server needs it */
+    return 0;
+  if (opt > 0)
+    return opt;
+  int64_t rtt = atomic_load(&c->direct.rtt_us);
+  if (rtt == 0)
+    return SPIN_FIRST_US;
+  if (rtt > SPIN_MAX_US) /* a slow server: the reply won't come in time */
+    return 0;
+  return rtt * 2 < SPIN_MAX_US ? rtt * 2 : SPIN_MAX_US;
+}
+
+static void note_rtt(dlock__direct *d, int64_t us) {
+  int64_t old = atomic_load(&d->rtt_us);
+  atomic_store(&d->rtt_us, old == 0 ? us : old + (us - old) / 8);
+}
+
+/* The DEL of a release's unlock latch, behind its reply on the same
+ * connection (dlock__req_drop_after); its answer is skipped by the next
+ * call. A failure only costs the latch's own expiry. */
+static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
+                    int64_t deadline_us) {
+  dlock__buf b = {0};
+  char why[256];
+  int rc = dlock__resp_array(&b, 2);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(&b, "DEL", 3);
+  if (rc == DLOCK_OK)
+    rc = dlock__resp_bulk(&b, key->p, key->len);
+  if (rc == DLOCK_OK)
+    rc = send_all(c, dc, b.p, b.len, deadline_us, why, sizeof why);
+  dlock__buf_free(&b);
+  if (rc == DLOCK_OK)
+    dc->discard++;
+  return rc;
+}
+
+/* A new connection's first write: its handshake and the call together;
+ * then the handshake's answers. *refused: one of them was an error (the
+ * server's configuration changed since the engine connected). */
+static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
+                      int64_t deadline, int *refused, char *why, size_t n) {
+  int rc = dlock__buf_add(&dc->hello, req->cmd.p, req->cmd.len);
+  if (rc != DLOCK_OK) {
+    snprintf(why, n, "out of memory");
+    return rc;
+  }
+  rc = send_all(c, dc, dc->hello.p, dc->hello.len, deadline, why, n);
+  hello_wipe(dc);
+  for (; rc == DLOCK_OK && dc->hello_replies > 0; dc->hello_replies--) {
+    redisReply *r = NULL;
+    rc = read_reply(c, dc, deadline, 0, &r, why, n);
+    if (rc == DLOCK_OK && r->type == REDIS_REPLY_ERROR)
+      *refused = 1;
+    if (r)
+      freeReplyObject(r);
+  }
+  return rc;
+}
+
+/* The outcomes of a round trip beside DLOCK_OK and the errors. */
+#define ROUND_TRIP_UNSENT 1 /* not done: the engine is to make the call */
+
+/* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
+ * engine does). DLOCK_OK with *reply (an error reply included), an error
+ * with req->errmsg, or ROUND_TRIP_UNSENT. */
+static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
+                      redisReply **reply, int *broken) {
+  int64_t start = dlock__now_us();
+  int64_t deadline = start + c->opts.command_timeout_ms * 1000;
+  int64_t spin = spin_budget(c);
+  char *why = req->errmsg;
+  size_t n = sizeof req->errmsg;
+  int refused = 0, rc;
+  if (dc->hello.len > 0)
+    rc = send_first(c, dc, req, deadline, &refused, why, n);
+  else
+    rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
+  if (rc == DLOCK_OK)
+    rc = read_reply(c, dc, deadline, spin, reply, why, n);
+  if (rc == DLOCK_OK && refused) {
+    *broken = 1; /* and the pool backs off (give_back) */
+    if ((*reply)->type != REDIS_REPLY_ERROR)
+      return DLOCK_OK; /* it ran all the same: that is the call's outcome */
+    freeReplyObject(*reply); /* refused too: the engine says why */
+    *reply = NULL;
+    why[0] = '\0';
+    return ROUND_TRIP_UNSENT;
+  }
+  if (rc == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR &&
+      strncmp((*reply)->str, "NOSCRIPT", 8) == 0) {
+    freeReplyObject(*reply);
+    *reply = NULL;
+    if (dlock__req_to_eval(req) != DLOCK_OK) {
+      snprintf(why, n, "out of memory");
+      return DLOCK_ENOMEM;
+    }
+    rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
+    if (rc == DLOCK_OK)
+      rc = read_reply(c, dc, deadline, spin, reply, why, n);
+  }
+  if (rc != DLOCK_OK) {
+    *broken = 1;
+    return rc;
+  }
+  note_rtt(&c->direct, dlock__now_us() - start);
+  if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR &&
+      drop_key(c, dc, &req->drop, deadline) != DLOCK_OK)
+    *broken = 1; /* the reply is in hand: the call itself succeeded */
+  return DLOCK_OK;
+}
+
+int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
+                       int *status, int64_t *sent_ms) {
+  dlock__direct *d = &c->direct;
+  if (req->script < 0 || req->task || c->opts.direct_conns == 0)
+    return 0;
+  if (!atomic_load(&d->engine_ready)) {
+    atomic_fetch_add(&d->fallbacks, 1);
+    return 0;
+  }
+  dlock__dconn *dc = take(c);
+  if (dc == NULL) {
+    atomic_fetch_add(&d->fallbacks, 1);
+    return 0;
+  }
+  atomic_fetch_add(&d->active, 1);
+  *sent_ms = dlock__now_ms();
+  *reply = NULL;
+  int broken = 0;
+  int rc = round_trip(c, dc, req, reply, &broken);
+  atomic_fetch_sub(&d->active, 1);
+  give_back(c, dc, broken);
+  if (broken) /* the server is in trouble: the engine knows how to wait */
+    back_off(d);
+  if (rc == ROUND_TRIP_UNSENT) {
+    atomic_fetch_add(&d->fallbacks, 1);
+    return 0;
+  }
+  atomic_fetch_add(&d->calls, 1);
+  dlock__buf_free(&req->cmd);
+  dlock__buf_free(&req->drop);
+  if (rc != DLOCK_OK && atomic_load(&c->closed)) {
+    rc = DLOCK_ECLOSED; /* dlock__direct_close shut the socket down */
+    snprintf(req->errmsg, sizeof req->errmsg, "client closed");
+  }
+  *status = rc;
+  return 1;
+}
+
+void dlock__direct_close(dlock_client *c) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  d->closed = 1;
+  dlock__dconn *idle = d->idle;
+  d->idle = NULL;
+  for (dlock__dconn *dc = d->busy; dc; dc = dc->next)
+    shutdown(dc->fd, SHUT_RDWR); /* its call fails; its thread closes it */
+  while (idle) {
+    dlock__dconn *next = idle->next;
+    d->open--;
+    dconn_close(idle);
+    idle = next;
+  }
+  pthread_mutex_unlock(&d->mu);
+}
+
+void dlock__direct_free(dlock_client *c) {
+  dlock__direct_close(c); /* a client that never got as far as closing */
+  pthread_mutex_destroy(&c->direct.mu);
+}

@@ -1,0 +1,368 @@
+/* The direct path (src/core/direct.c): a call that needs no waiting is made
+ * by the calling thread on a pooled connection of its own. These tests check
+ * that calls really take it, that the pool stays within its bound, and that
+ * every fault keeps the engine's meaning (closed idle connections, NOSCRIPT,
+ * the command timeout, a close during a call, a dead server, the
+ * handshake's AUTH and SELECT), and that the watchdog knows of grants made
+ * there. The rest of the suites run with the direct path on (the default). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "harness.h"
+
+static th_server srv;
+static dlock_client *cl;
+
+static int suite_init(void) { return th_suite_open(&srv, &cl); }
+static int suite_clean(void) { return th_suite_close(&srv, cl); }
+
+static uint64_t direct_calls(dlock_client *c) {
+  return atomic_load(&c->direct.calls);
+}
+
+static uint64_t fallbacks(dlock_client *c) {
+  return atomic_load(&c->direct.fallbacks);
+}
+
+/* Connections on s whose name carries c's id (engine and direct ones). */
+static int connections_of(th_server *s, dlock_client *c) {
+  redisReply *r = th_cmd(s, "CLIENT LIST");
+  int n = 0;
+  if (r && r->type == REDIS_REPLY_STRING)
+    for (const char *p = r->str; (p = strstr(p, dlock_client_id(c))); p++)
+      n++;
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
+static int lock_unlock(dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  int rc = dlock_reentrant_lock_new(c, name, NULL, &l);
+  if (rc == DLOCK_OK)
+    rc = dlock_acquire(l, 1000, 10000);
+  if (rc == DLOCK_OK)
+    rc = dlock_release(l);
+  dlock_lock_free(l);
+  return rc;
+}
+
+static void test_calls_go_direct(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  for (int i = 0; i < 50; i++)
+    TH_ASSERT_RC(lock_unlock(c, th_name("direct")), DLOCK_OK);
+  /* one thread: every acquire and release went direct, none to the engine */
+  CU_ASSERT(direct_calls(c) >= 100);
+  CU_ASSERT_EQUAL(fallbacks(c), 0);
+  /* the engine's two connections and one direct connection */
+  CU_ASSERT_EQUAL(connections_of(&srv, c), 3);
+  dlock_client_close(c);
+}
+
+static void test_direct_off(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 0;
+  dlock_client *c = th_client(&srv, &o);
+  for (int i = 0; i < 20; i++)
+    TH_ASSERT_RC(lock_unlock(c, th_name("off")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), 0);
+  CU_ASSERT_EQUAL(connections_of(&srv, c), 2);
+  dlock_client_close(c);
+}
+
+static void test_options(void) {
+  dlock_client *c = NULL;
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = -1;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "direct_conns"));
+  o.direct_conns = DLOCK__DIRECT_MAX + 1;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EINVAL);
+  o.direct_conns = 4;
+  o.spin_us = -2;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "spin_us"));
+  o.spin_us = 10001;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EINVAL);
+  /* an older options version gets the defaults */
+  o.version = 3;
+  o.direct_conns = 0;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_OK);
+  CU_ASSERT_EQUAL(c->opts.direct_conns, 4);
+  CU_ASSERT_EQUAL(c->opts.spin_us, -1);
+  dlock_client_close(c);
+  /* never polling for the reply works as well */
+  o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
+  o.spin_us = 0;
+  c = th_client(&srv, &o);
+  for (int i = 0; i < 20; i++)
+    TH_ASSERT_RC(lock_unlock(c, th_name("nospin")), DLOCK_OK);
+  CU_ASSERT(direct_calls(c) >= 40);
+  dlock_client_close(c);
+}
+
+typedef struct worker {
+  dlock_client *c;
+  int id, errors;
+  pthread_t t;
+} worker;
+
+static void *work(void *p) {
+  worker *w = p;
+  char name[64];
+  for (int i = 0; i < 100; i++) {
+    snprintf(name, sizeof name, "%s:%d", th_name("pool"), w->id);
+    if (lock_unlock(w->c, name) != DLOCK_OK)
+      w->errors++;
+  }
+  return NULL;
+}
+
+static void test_pool_bounded(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 2;
+  dlock_client *c = th_client(&srv, &o);
+  worker w[8];
+  for (int i = 0; i < 8; i++) {
+    w[i] = (worker){c, i, 0, 0};
+    pthread_create(&w[i].t, NULL, work, &w[i]);
+  }
+  for (int i = 0; i < 8; i++) {
+    pthread_join(w[i].t, NULL);
+    CU_ASSERT_EQUAL(w[i].errors, 0);
+  }
+  /* never more than two direct connections beside the engine's two; the
+   * calls that found both busy went through the engine's pipeline */
+  CU_ASSERT(connections_of(&srv, c) <= 4);
+  CU_ASSERT(c->direct.open <= 2);
+  CU_ASSERT_EQUAL(direct_calls(c) + fallbacks(c), 8 * 100 * 2);
+  dlock_client_close(c);
+}
+
+/* The id of c's direct connection on s: the one of c's connections whose
+ * last command was a script call or a latch's DEL (the engine's made the
+ * first PING and the subscriptions). -1 when there is none. */
+static long long direct_conn_id(th_server *s, dlock_client *c) {
+  redisReply *r = th_cmd(s, "CLIENT LIST");
+  long long id = -1;
+  for (char *line = r ? strtok(r->str, "\n") : NULL; line && id < 0;
+       line = strtok(NULL, "\n"))
+    if (strstr(line, dlock_client_id(c)) &&
+        (strstr(line, " cmd=evalsha ") || strstr(line, " cmd=del ")))
+      id = atoll(strstr(line, "id=") + 3);
+  if (r)
+    freeReplyObject(r);
+  return id;
+}
+
+/* The server closed the idle direct connection (CLIENT KILL, its idle
+ * timeout): the next call notices before it writes, and succeeds on a new
+ * direct connection. */
+static void test_idle_connection_killed(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  TH_ASSERT_RC(lock_unlock(c, th_name("killed")), DLOCK_OK);
+  uint64_t before = direct_calls(c);
+  long long id = direct_conn_id(&srv, c);
+  CU_ASSERT_FATAL(id > 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "CLIENT KILL ID %lld", id), 1);
+  TH_ASSERT_RC(lock_unlock(c, th_name("killed")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), before + 2);
+  long long id2 = direct_conn_id(&srv, c);
+  CU_ASSERT(id2 > 0 && id2 != id);
+  CU_ASSERT_EQUAL(connections_of(&srv, c), 3);
+  dlock_client_close(c);
+}
+
+static void test_noscript(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  TH_ASSERT_RC(lock_unlock(c, th_name("noscript")), DLOCK_OK);
+  uint64_t before = direct_calls(c);
+  freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
+  TH_ASSERT_RC(lock_unlock(c, th_name("noscript")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), before + 2);
+  dlock_client_close(c);
+}
+
+static void test_command_timeout(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 300;
+  dlock_client *c = th_client(&srv, &o);
+  TH_ASSERT_RC(lock_unlock(c, th_name("timeout")), DLOCK_OK);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("timeout"), NULL, &l),
+               DLOCK_OK);
+  uint64_t before = direct_calls(c);
+  th_server_pause(&srv, 1);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_try_acquire(l, 10000), DLOCK_EIO);
+  int64_t took = th_now_ms() - t0;
+  th_server_pause(&srv, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "command timeout"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "direct connection"));
+  CU_ASSERT_EQUAL(direct_calls(c), before + 1);
+  /* measured 300-302 ms idle and with two CPU hogs */
+  CU_ASSERT(took >= 300 && took < 300 + th_scaled_us(&srv, 700000) / 1000);
+  /* the broken connection was dropped; the next call opens another */
+  TH_ASSERT_RC(dlock_try_acquire(l, 10000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+typedef struct closing {
+  dlock_lock *lock;
+  int rc;
+  int64_t done_ms;
+} closing;
+
+static void *acquire_once(void *p) {
+  closing *a = p;
+  a->rc = dlock_try_acquire(a->lock, 10000);
+  a->done_ms = th_now_ms();
+  return NULL;
+}
+
+/* dlock_client_close fails a direct call under way with DLOCK_ECLOSED at
+ * once, instead of letting it wait out the command timeout. */
+static void test_close_during_call(void) {
+  dlock_client *c = th_client(&srv, NULL); /* command timeout 3 s */
+  TH_ASSERT_RC(lock_unlock(c, th_name("close")), DLOCK_OK);
+  closing a = {0};
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("close"), NULL, &a.lock),
+               DLOCK_OK);
+  th_server_pause(&srv, 1);
+  pthread_t t;
+  pthread_create(&t, NULL, acquire_once, &a);
+  int in_call = 0;
+  for (int i = 0; i < 2000 && !in_call; i++) { /* the call is under way */
+    in_call = atomic_load(&c->direct.active) == 1;
+    if (!in_call)
+      usleep(1000);
+  }
+  CU_ASSERT(in_call);
+  int64_t t0 = th_now_ms();
+  dlock_client_close(c);
+  pthread_join(t, NULL);
+  th_server_pause(&srv, 0);
+  TH_ASSERT_RC(a.rc, DLOCK_ECLOSED);
+  CU_ASSERT(a.done_ms - t0 < 1000); /* measured 0-1 ms; the timeout is 3 s */
+  dlock_lock_free(a.lock);
+}
+
+/* A dead server: calls get the engine's errors (the direct path backs off),
+ * and once it is back calls go direct again. */
+static void test_dead_server(void) {
+  th_server s2;
+  CU_ASSERT_FATAL(th_server_start(&s2, NULL) == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 300;
+  dlock_client *c = th_client(&s2, &o);
+  TH_ASSERT_RC(lock_unlock(c, th_name("dead")), DLOCK_OK);
+  th_server_kill(&s2);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(lock_unlock(c, th_name("dead")), DLOCK_EIO);
+  CU_ASSERT(th_now_ms() - t0 < 300 + th_scaled_us(&srv, 1000000) / 1000);
+  /* the engine's words ("not connected to ... within ..."), not a broken
+   * direct connection's */
+  CU_ASSERT_PTR_NULL(strstr(dlock_errmsg(), "direct connection"));
+  CU_ASSERT_FATAL(th_server_restart(&s2) == 0);
+  uint64_t before = direct_calls(c);
+  int rc = DLOCK_EIO;
+  int64_t until = th_now_ms() + 5000; /* the engine reconnects, the direct
+                                         path's backoff (<= 1 s) ends */
+  while (th_now_ms() < until && (rc != DLOCK_OK || direct_calls(c) == before)) {
+    rc = lock_unlock(c, th_name("dead"));
+    if (rc != DLOCK_OK || direct_calls(c) == before)
+      usleep(20000);
+  }
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  CU_ASSERT(direct_calls(c) > before);
+  dlock_client_close(c);
+  th_server_stop(&s2);
+}
+
+/* The handshake of a direct connection: AUTH and SELECT as the engine's, and
+ * the same connection name. */
+static void test_auth_and_db(void) {
+  th_server s2;
+  CU_ASSERT_FATAL(th_server_start(&s2, "--requirepass s3cret") == 0);
+  char url[128];
+  snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d/3", s2.port);
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_OK);
+  dlock_lock *l = NULL;
+  const char *name = th_name("db");
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 1000, 10000), DLOCK_OK);
+  CU_ASSERT(direct_calls(c) >= 1);
+  redisContext *r = redisConnect("127.0.0.1", s2.port);
+  CU_ASSERT_FATAL(r != NULL && r->err == 0);
+  freeReplyObject(redisCommand(r, "AUTH s3cret"));
+  freeReplyObject(redisCommand(r, "SELECT 3"));
+  redisReply *e = redisCommand(r, "EXISTS %s", name);
+  CU_ASSERT(e && e->type == REDIS_REPLY_INTEGER && e->integer == 1);
+  freeReplyObject(e);
+  /* three connections, all named after the client */
+  redisReply *list = redisCommand(r, "CLIENT LIST");
+  int named = 0;
+  for (const char *p = list->str; (p = strstr(p, c->client_name)); p++)
+    named++;
+  CU_ASSERT_EQUAL(named, 3);
+  freeReplyObject(list);
+  redisFree(r);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s2);
+}
+
+/* A grant made on the direct path is renewed by the watchdog like any. */
+static void test_watchdog_renews_direct_grant(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600; /* renewed every 200 ms */
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = NULL;
+  const char *name = th_name("watchdog");
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  uint64_t before = direct_calls(c);
+  TH_ASSERT_RC(dlock_acquire(l, 1000, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), before + 1);
+  /* the event: the lease goes up again (a renewal) */
+  long long first = th_int(&srv, "PTTL %s", name), last = first;
+  int renewed = 0;
+  int64_t until = th_now_ms() + 3000;
+  while (!renewed && th_now_ms() < until) {
+    long long now = th_int(&srv, "PTTL %s", name);
+    renewed = now > last;
+    last = now;
+    if (!renewed)
+      usleep(10000);
+  }
+  CU_ASSERT(renewed);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+static void add_tests(void) {
+  CU_pSuite s = CU_add_suite("direct", suite_init, suite_clean);
+  CU_add_test(s, "calls_go_direct", test_calls_go_direct);
+  CU_add_test(s, "direct_off", test_direct_off);
+  CU_add_test(s, "options", test_options);
+  CU_add_test(s, "pool_bounded", test_pool_bounded);
+  CU_add_test(s, "idle_connection_killed", test_idle_connection_killed);
+  CU_add_test(s, "noscript", test_noscript);
+  CU_add_test(s, "command_timeout", test_command_timeout);
+  CU_add_test(s, "close_during_call", test_close_during_call);
+  CU_add_test(s, "dead_server", test_dead_server);
+  CU_add_test(s, "auth_and_db", test_auth_and_db);
+  CU_add_test(s, "watchdog_renews_direct_grant",
+              test_watchdog_renews_direct_grant);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
