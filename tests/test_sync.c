@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/engine.h"
 #include "core/scripts.h"
 #include "harness.h"
 
@@ -348,6 +349,48 @@ static void test_semaphore_fifo_policy(void) {
   TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
   pthread_join(small.t, NULL);
   TH_ASSERT_RC(small.rc, DLOCK_OK);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+  dlock_semaphore_free(s);
+}
+
+/* Wait until c has want FIFO (semaphore) waiters in line: the event "the
+ * last one started has joined the line". */
+static int wait_in_line(dlock_client *c, int want) {
+  for (int64_t end = th_now_ms() + 3000; th_now_ms() < end; usleep(1000))
+    if (dlock__fifo_waiters(c) == want)
+      return 1;
+  return 0;
+}
+
+static void test_semaphore_release_serves_oldest(void) {
+  /* One release of 4 permits lets the 4 oldest of 5 waiters of one client
+   * in (they take turns at once: docs/semaphore.md), not the 5th; a waiter
+   * for 2 at the head is not overtaken by the ones behind it for 1. */
+  const char *name = th_name("turns");
+  dlock_semaphore *s = new_sem(cl, name);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2 = new_sem(c2, name);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 0, 0, &th_flag), 1);
+  sem_op w[5];
+  for (int i = 0; i < 5; i++) {
+    w[i] = (sem_op){.sem = s2, .n = i == 0 ? 2 : 1, .wait_ms = 10000};
+    start(&w[i]);
+    CU_ASSERT_FATAL(wait_in_line(c2, i + 1));
+  }
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT_FALSE(finished_within(&w[1], 200)); /* the head needs 2 */
+  TH_ASSERT_RC(dlock_semaphore_release(s, 4), DLOCK_OK); /* 5 available */
+  for (int i = 0; i < 4; i++) {
+    pthread_join(w[i].t, NULL);
+    TH_ASSERT_RC(w[i].rc, DLOCK_OK);
+  }
+  CU_ASSERT_FALSE(finished_within(&w[4], 200));
+  CU_ASSERT_EQUAL(available(s), 0);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  pthread_join(w[4].t, NULL);
+  TH_ASSERT_RC(w[4].rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock__fifo_waiters(c2), 0);
   dlock_semaphore_free(s2);
   dlock_client_close(c2);
   dlock_semaphore_free(s);
@@ -763,6 +806,8 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_waits_for_enough", test_semaphore_waits_for_enough);
   CU_add_test(s, "set_permits", test_set_permits);
   CU_add_test(s, "semaphore_fifo_policy", test_semaphore_fifo_policy);
+  CU_add_test(s, "semaphore_release_serves_oldest",
+              test_semaphore_release_serves_oldest);
   CU_add_test(s, "semaphore_mutex_processes", test_semaphore_mutex_processes);
   CU_add_test(s, "semaphore_4_permits_processes", test_semaphore_4_permits_processes);
   CU_add_test(s, "permits_expire_and_release", test_permits_expire_and_release);

@@ -2,11 +2,14 @@
  * thread that owns it.
  *
  * A client runs on one engine thread with a libuv loop: its own, or one it
- * shares with other clients (opts.share_engine). That thread alone
- * touches the Redis connections: calls from any number of application
+ * shares with other clients (opts.share_engine). That thread owns the
+ * command and pub/sub connections: calls from any number of application
  * threads are queued, and everything queued in one loop turn is written as
  * one pipeline. The client also runs the watchdog (lease renewal for locks
  * held without a lease) and the pub/sub waiter (wake-ups instead of polling).
+ * While the client is not busy, a call that needs no waiting skips the
+ * engine: the calling thread makes the round trip itself on a pooled
+ * connection (the direct path, opts.direct_conns).
  *
  * Thread-safety: every function here may be called from any thread, except
  * dlock_client_close(), which must not race with a second close of the same
@@ -79,14 +82,16 @@ typedef struct dlock_client_opts {
                                   the copies are wiped when the client is
                                   freed. */
   /* version 4: */
-  int direct_conns;            /* the direct path (docs/performance.md): a
-                                  call that needs no waiting is written and
-                                  read by the calling thread itself on one of
-                                  up to this many connections, opened on first
-                                  use, with no hop through the engine thread.
-                                  Calls that find them all busy share the
-                                  engine's pipeline. 0: every call goes
-                                  through the engine (default 4, at most 64) */
+  int direct_conns;            /* the direct path (docs/threading.md): while
+                                  fewer than this many calls of the client
+                                  are under way, a call that needs no waiting
+                                  is written and read by the calling thread
+                                  itself on a connection of its own (up to
+                                  this many, opened on first use), with no
+                                  hop through the engine thread; beyond that,
+                                  calls share the engine's pipeline. 0: every
+                                  call goes through the engine (default 4, at
+                                  most 64) */
   int spin_us;                 /* how long a direct call may poll for its
                                   reply before it sleeps: -1 adapts (about
                                   twice the recent round trip, at most 200 us,

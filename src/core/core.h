@@ -226,6 +226,9 @@ typedef struct dlock__wait_spec {
   size_t channel_len;
   dlock__wake_fn *wake;
   int fifo; /* serve this client's waiters in arrival order (semaphores) */
+  int64_t demand; /* fifo: what this waiter needs (permits); 0 counts as 1.
+                     A message "N" lets the oldest waiters whose demands
+                     add up to at most N try at once */
   /* 1: a message "-MS" on the channel says the object was just taken with a
    * lease of MS ms; waiters re-try by that lease's end (fair lock). */
   int lease_hints;

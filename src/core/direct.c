@@ -9,9 +9,11 @@
  * caller is the client's only direct call (the reply of a loopback round
  * trip often arrives before a sleeping thread would be woken).
  *
- * The engine is still the only place for pub/sub, the watchdog, the early
- * tries of a wait, and calls that find every direct connection busy (they
- * share its pipeline). Grants made here are recorded by the backend exactly
+ * The engine is still the only place for pub/sub, the watchdog and the
+ * early tries of a wait, and it takes every call while the client already
+ * has direct_conns calls under way (direct or pipelined): many concurrent
+ * callers are served better by its pipeline (one write and one read for
+ * many calls, on both sides) than by as many connections. Grants made here are recorded by the backend exactly
  * as before (dlock__hold_add after the reply), so the watchdog and lost
  * reports do not know the difference.
  *
@@ -561,7 +563,13 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   dlock__direct *d = &c->direct;
   if (req->script < 0 || req->task || c->opts.direct_conns == 0)
     return 0;
-  if (!atomic_load(&d->engine_ready)) {
+  /* Many calls under way at once: the engine's pipeline serves them with
+   * fewer writes and reads on both sides than as many connections would
+   * (measured in docs/performance.md). The engine's connection down: the
+   * server is in trouble, and the engine knows how to wait for it. */
+  if (atomic_load(&d->piped) + atomic_load(&d->active) >=
+          c->opts.direct_conns ||
+      !atomic_load(&d->engine_ready)) {
     atomic_fetch_add(&d->fallbacks, 1);
     return 0;
   }

@@ -43,6 +43,11 @@ typedef struct dlock__waiter {
   int fifo;                          /* set before subscribing: see below */
   int lease_hints;                   /* likewise: "-MS" messages (wait.c) */
   int head;                          /* fifo: oldest waiter; under sync->mu */
+  int turn;                          /* fifo: one try granted behind the head
+                                        by a message that announced enough
+                                        for it and all ahead; sync->mu */
+  int64_t demand;                    /* fifo: how much it waits for (permits);
+                                        set before subscribing */
   int64_t retry_by;                  /* a lease hint: re-try by then
                                         (monotonic ms, 0 none); sync->mu */
   /* Early tries (wait.c): the last try's request is kept; while the thread
@@ -64,9 +69,13 @@ typedef struct dlock__waiter {
 } dlock__waiter;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
- * spec): only the oldest local waiter of the channel is "head" and may try;
- * a message wakes the head only, and when the head leaves, the next waiter
- * becomes head and is woken. Number of FIFO waiters on the client: */
+ * spec): the oldest local waiter of the channel is "head" and may always
+ * try; a message announcing a count (a semaphore's available permits) wakes
+ * the head and gives one try ("turn") to each next waiter while the demands
+ * of all up to it fit in that count, so nobody is overtaken by a later
+ * waiter and the permits a release returns are taken at once, in parallel.
+ * When the head leaves, the next waiter becomes head and is woken. Number of
+ * FIFO waiters on the client: */
 int dlock__fifo_waiters(dlock_client *c);
 
 /* Register w (zeroed by the caller) on channel (shared, refcounted

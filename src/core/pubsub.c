@@ -122,9 +122,21 @@ static int has_pending_wake(dlock__waiter *w) {
  * wake-up they have not consumed: one release then goes to one thread that
  * will actually re-check. */
 static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
-  if (ch->fifo) { /* the others wait for their turn anyway */
-    if (n > 0 && ch->head)
-      wake(c, ch->head, 0);
+  if (ch->fifo) {
+    /* The head, and behind it everyone the announced count serves along
+     * with all ahead of it: a try each. Nobody behind a waiter the count
+     * does not serve tries, so a big demand is not overtaken. */
+    uint64_t sum = 0;
+    for (dlock__waiter *w = ch->head; w && n > 0; w = w->next) {
+      sum += (uint64_t)w->demand;
+      if (w != ch->head && sum > n)
+        break;
+      pthread_mutex_lock(&w->sync->mu);
+      w->turn = 1;
+      w->wakes++;
+      pthread_cond_signal(&w->sync->cv);
+      pthread_mutex_unlock(&w->sync->mu);
+    }
     return;
   }
   if (n == UINT32_MAX) {

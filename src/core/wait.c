@@ -23,11 +23,14 @@ static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
   return deadline >= 0 && deadline < until ? deadline : until;
 }
 
+/* A FIFO waiter tries when it is the oldest (head) or a message gave it a
+ * turn (one try: taken here). */
 static int my_turn(dlock__waiter *w) {
   pthread_mutex_lock(&w->sync->mu);
-  int head = w->head;
+  int mine = w->head || w->turn;
+  w->turn = 0;
   pthread_mutex_unlock(&w->sync->mu);
-  return head;
+  return mine;
 }
 
 static void set_armed(dlock__waiter *w, int on) {
@@ -143,6 +146,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   dlock__waiter w;
   memset(&w, 0, sizeof w);
   w.sync = dlock__sync_self();
+  w.demand = spec->demand > 0 ? spec->demand : 1;
   wait_reg reg;
   reg_add(&reg, spec->handle, spec->owner, &w);
   rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake,

@@ -186,7 +186,8 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   dlock__wait_spec spec = {.what = what, .channel = p->o.channel.p,
                            .channel_len = p->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
-                           .attempt = try_once, .handle = p,
+                           .demand = (int64_t)n, .attempt = try_once,
+                           .handle = p,
                            .owner = dlock_thread_id()};
   rc = dlock__wait_loop(c, &spec, wait_ms, a);
   if (rc == 1) {

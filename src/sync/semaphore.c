@@ -1,8 +1,9 @@
 /* Semaphore (docs/wire.md, "Semaphore"): key N = available permits (may go below
  * 0 through a negative add); channel redisson_sc:{N}, message = the new
  * available count. Waiters of one client are served in arrival order (a
- * FIFO channel: only the oldest tries; when it leaves, the next one tries),
- * so a waiter for many permits is not overtaken by later ones for fewer. */
+ * FIFO channel: the oldest tries, and a release lets the oldest ones whose
+ * demands fit the announced count try at once), so a waiter for many
+ * permits is not overtaken by later ones for fewer. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +118,7 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
                            .channel_len = s->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
-                           .attempt = try_once, .handle = s,
+                           .demand = n, .attempt = try_once, .handle = s,
                            .owner = dlock_thread_id()};
   rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
   return rc == 1 ? DLOCK_OK : rc;
