@@ -320,6 +320,25 @@ static void test_auth_and_db(void) {
   th_server_stop(&s2);
 }
 
+/* The server started asking for a password after the engine connected: a
+ * new direct connection's handshake is refused, and its call (refused too,
+ * so not run) goes to the engine's connection, which is still logged in. */
+static void test_refused_handshake(void) {
+  th_server s2;
+  CU_ASSERT_FATAL(th_server_start(&s2, NULL) == 0);
+  dlock_client *c = th_client(&s2, NULL);
+  redisContext *admin = redisConnect("127.0.0.1", s2.port);
+  CU_ASSERT_FATAL(admin != NULL && admin->err == 0);
+  freeReplyObject(redisCommand(admin, "CONFIG SET requirepass later"));
+  TH_ASSERT_RC(lock_unlock(c, th_name("refused")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), 0);
+  CU_ASSERT(fallbacks(c) >= 2);
+  freeReplyObject(redisCommand(admin, "CONFIG SET requirepass %s", ""));
+  redisFree(admin);
+  dlock_client_close(c);
+  th_server_stop(&s2);
+}
+
 /* A grant made on the direct path is renewed by the watchdog like any. */
 static void test_watchdog_renews_direct_grant(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
@@ -361,6 +380,7 @@ static void add_tests(void) {
   CU_add_test(s, "close_during_call", test_close_during_call);
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "auth_and_db", test_auth_and_db);
+  CU_add_test(s, "refused_handshake", test_refused_handshake);
   CU_add_test(s, "watchdog_renews_direct_grant",
               test_watchdog_renews_direct_grant);
 }

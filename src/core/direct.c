@@ -138,13 +138,13 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
   return DLOCK_OK;
 }
 
-/* Read the next reply (skipping dc->discard replies first). spin_us > 0:
- * poll without sleeping for up to that long while this is the client's
- * only direct call. DLOCK_OK with *out, or DLOCK_EIO with why. */
-static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
-                      int64_t spin_us, redisReply **out, char *why, size_t n) {
+/* Take what the socket has, without blocking, and parse it: DLOCK_OK with
+ * *out the next reply (the dc->discard ones skipped), or NULL when none is
+ * complete yet; DLOCK_EIO with why. */
+static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
+                size_t n) {
   char buf[16384];
-  int64_t spin_until = spin_us > 0 ? dlock__now_us() + spin_us : 0;
+  *out = NULL;
   for (;;) {
     void *r = NULL;
     if (redisReaderGetReply(dc->reader, &r) != REDIS_OK) {
@@ -152,6 +152,13 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
       return DLOCK_EIO;
     }
     if (r != NULL) {
+      if (dc->hello_replies > 0) { /* the handshake's, before any call's */
+        dc->hello_replies--;
+        if (((redisReply *)r)->type == REDIS_REPLY_ERROR)
+          dc->refused = 1;
+        freeReplyObject(r);
+        continue;
+      }
       if (dc->discard > 0) { /* a DEL sent behind an earlier release */
         dc->discard--;
         freeReplyObject(r);
@@ -174,15 +181,33 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
     }
     if (errno == EINTR)
       continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      say(c, why, n, "read failed: %s", strerror(errno));
-      return DLOCK_EIO;
-    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return DLOCK_OK;
+    say(c, why, n, "read failed: %s", strerror(errno));
+    return DLOCK_EIO;
+  }
+}
+
+/* While a call may poll for its reply instead of sleeping: it is the
+ * client's only call under way (direct or through the engine); with more,
+ * the core is needed by them or the server. */
+static int alone(dlock_client *c) {
+  return atomic_load(&c->direct.active) == 1 &&
+         atomic_load(&c->direct.piped) == 0;
+}
+
+/* Read the next reply. spin_us > 0: poll without sleeping for up to that
+ * long while the call is alone. DLOCK_OK with *out, or DLOCK_EIO with
+ * why. */
+static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
+                      int64_t spin_us, redisReply **out, char *why, size_t n) {
+  int64_t spin_until = spin_us > 0 ? dlock__now_us() + spin_us : 0;
+  for (;;) {
+    int rc = pump(c, dc, out, why, n);
+    if (rc != DLOCK_OK || *out != NULL)
+      return rc;
     if (spin_until != 0) {
-      /* stop polling as soon as another call starts (direct or through
-       * the engine): the core is then needed by them or the server */
-      if (dlock__now_us() < spin_until && atomic_load(&c->direct.active) == 1 &&
-          atomic_load(&c->direct.piped) == 0)
+      if (dlock__now_us() < spin_until && alone(c))
         continue;
       spin_until = 0;
     }
@@ -483,11 +508,11 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
   return rc;
 }
 
-/* A new connection's first write: its handshake and the call together;
- * then the handshake's answers. *refused: one of them was an error (the
- * server's configuration changed since the engine connected). */
+/* A new connection's first write: its handshake and the call together.
+ * The handshake's answers are read (and checked: dc->refused) before the
+ * call's, by pump(). */
 static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
-                      int64_t deadline, int *refused, char *why, size_t n) {
+                      int64_t deadline, char *why, size_t n) {
   int rc = dlock__buf_add(&dc->hello, req->cmd.p, req->cmd.len);
   if (rc != DLOCK_OK) {
     snprintf(why, n, "out of memory");
@@ -495,14 +520,6 @@ static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
   }
   rc = send_all(c, dc, dc->hello.p, dc->hello.len, deadline, why, n);
   hello_wipe(dc);
-  for (; rc == DLOCK_OK && dc->hello_replies > 0; dc->hello_replies--) {
-    redisReply *r = NULL;
-    rc = read_reply(c, dc, deadline, 0, &r, why, n);
-    if (rc == DLOCK_OK && r->type == REDIS_REPLY_ERROR)
-      *refused = 1;
-    if (r)
-      freeReplyObject(r);
-  }
   return rc;
 }
 
@@ -519,14 +536,14 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   int64_t spin = spin_budget(c);
   char *why = req->errmsg;
   size_t n = sizeof req->errmsg;
-  int refused = 0, rc;
+  int rc;
   if (dc->hello.len > 0)
-    rc = send_first(c, dc, req, deadline, &refused, why, n);
+    rc = send_first(c, dc, req, deadline, why, n);
   else
     rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
   if (rc == DLOCK_OK)
     rc = read_reply(c, dc, deadline, spin, reply, why, n);
-  if (rc == DLOCK_OK && refused) {
+  if (rc == DLOCK_OK && dc->refused) {
     *broken = 1; /* and the pool backs off (give_back) */
     if ((*reply)->type != REDIS_REPLY_ERROR)
       return DLOCK_OK; /* it ran all the same: that is the call's outcome */
@@ -558,47 +575,65 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   return DLOCK_OK;
 }
 
-int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
-                       int *status, int64_t *sent_ms) {
+/* A connection for one call when the direct path takes calls now (counted
+ * as under way until end()), or NULL. */
+static dlock__dconn *begin(dlock_client *c) {
   dlock__direct *d = &c->direct;
-  if (req->script < 0 || req->task || c->opts.direct_conns == 0)
-    return 0;
+  if (c->opts.direct_conns == 0)
+    return NULL;
   /* Many calls under way at once: the engine's pipeline serves them with
    * fewer writes and reads on both sides than as many connections would
    * (measured in docs/performance.md). The engine's connection down: the
    * server is in trouble, and the engine knows how to wait for it. */
-  if (atomic_load(&d->piped) + atomic_load(&d->active) >=
-          c->opts.direct_conns ||
-      !atomic_load(&d->engine_ready)) {
-    atomic_fetch_add(&d->fallbacks, 1);
-    return 0;
-  }
-  dlock__dconn *dc = take(c);
+  dlock__dconn *dc = NULL;
+  if (atomic_load(&d->piped) + atomic_load(&d->active) < c->opts.direct_conns &&
+      atomic_load(&d->engine_ready))
+    dc = take(c);
   if (dc == NULL) {
     atomic_fetch_add(&d->fallbacks, 1);
-    return 0;
+    return NULL;
   }
   atomic_fetch_add(&d->active, 1);
+  return dc;
+}
+
+static void end(dlock_client *c, dlock__dconn *dc, int broken) {
+  atomic_fetch_sub(&c->direct.active, 1);
+  give_back(c, dc, broken);
+  if (broken) /* the server is in trouble: the engine knows how to wait */
+    back_off(&c->direct);
+}
+
+/* A failed call's status: DLOCK_ECLOSED once the client closed (its close
+ * shut the socket down), else rc. */
+static int closed_or(dlock_client *c, dlock__req *req, int rc) {
+  if (rc != DLOCK_OK && rc != ROUND_TRIP_UNSENT && atomic_load(&c->closed)) {
+    snprintf(req->errmsg, sizeof req->errmsg, "client closed");
+    return DLOCK_ECLOSED;
+  }
+  return rc;
+}
+
+int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
+                       int *status, int64_t *sent_ms) {
+  if (req->script < 0 || req->task)
+    return 0;
+  dlock__dconn *dc = begin(c);
+  if (dc == NULL)
+    return 0;
   *sent_ms = dlock__now_ms();
   *reply = NULL;
   int broken = 0;
   int rc = round_trip(c, dc, req, reply, &broken);
-  atomic_fetch_sub(&d->active, 1);
-  give_back(c, dc, broken);
-  if (broken) /* the server is in trouble: the engine knows how to wait */
-    back_off(d);
+  end(c, dc, broken);
   if (rc == ROUND_TRIP_UNSENT) {
-    atomic_fetch_add(&d->fallbacks, 1);
+    atomic_fetch_add(&c->direct.fallbacks, 1);
     return 0;
   }
-  atomic_fetch_add(&d->calls, 1);
+  atomic_fetch_add(&c->direct.calls, 1);
   dlock__buf_free(&req->cmd);
   dlock__buf_free(&req->drop);
-  if (rc != DLOCK_OK && atomic_load(&c->closed)) {
-    rc = DLOCK_ECLOSED; /* dlock__direct_close shut the socket down */
-    snprintf(req->errmsg, sizeof req->errmsg, "client closed");
-  }
-  *status = rc;
+  *status = closed_or(c, req, rc);
   return 1;
 }
 

@@ -151,6 +151,8 @@ typedef struct dlock__dconn {
   dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
                        in one write with its first call */
   unsigned hello_replies; /* their answers, read before that call's */
+  int refused;      /* one of them was an error: the server's configuration
+                       changed since the engine connected */
 } dlock__dconn;
 
 typedef struct dlock__direct {
