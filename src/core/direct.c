@@ -44,12 +44,14 @@
 #define BACKOFF_MAX_MS 1000
 
 static int online_cpus(void) {
-  static int n; /* racy but idempotent */
-  if (n == 0) {
-    long v = sysconf(_SC_NPROCESSORS_ONLN);
-    n = v > 0 ? (int)v : 1;
+  static atomic_int n; /* 0 until asked once */
+  int v = atomic_load_explicit(&n, memory_order_relaxed);
+  if (v == 0) {
+    long k = sysconf(_SC_NPROCESSORS_ONLN);
+    v = k > 0 ? (int)k : 1;
+    atomic_store_explicit(&n, v, memory_order_relaxed);
   }
-  return n;
+  return v;
 }
 
 void dlock__direct_init(dlock_client *c) {
@@ -428,15 +430,15 @@ static void back_off(dlock__direct *d) {
   pthread_mutex_unlock(&d->mu);
 }
 
-/* A connection for one call, or NULL: all busy and the pool full, the
- * server unreachable lately, or the client closed. */
+/* A connection for one call, or NULL: all busy and the pool full, a
+ * connection failed lately (the backoff), or the client closed. */
 static dlock__dconn *take(dlock_client *c) {
   dlock__direct *d = &c->direct;
   for (int i = 0; i <= DLOCK__DIRECT_MAX; i++) {
     pthread_mutex_lock(&d->mu);
     dlock__dconn *dc = d->idle;
-    if (d->closed || (dc == NULL && (d->open >= c->opts.direct_conns ||
-                                     dlock__now_ms() < d->down_until_ms))) {
+    if (d->closed || dlock__now_ms() < d->down_until_ms ||
+        (dc == NULL && d->open >= c->opts.direct_conns)) {
       pthread_mutex_unlock(&d->mu);
       return NULL;
     }
