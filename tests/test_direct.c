@@ -339,6 +339,53 @@ static void test_refused_handshake(void) {
   th_server_stop(&s2);
 }
 
+typedef struct waiter_arg {
+  dlock_lock *lock;
+  int rc;
+} waiter_arg;
+
+static void *wait_for_lock(void *p) {
+  waiter_arg *a = p;
+  a->rc = dlock_acquire(a->lock, 10000, 10000);
+  if (a->rc == DLOCK_OK)
+    a->rc = dlock_release(a->lock);
+  return NULL;
+}
+
+/* While a thread of the client waits on a contended object, the client's
+ * calls keep to the engine's pipeline, where the waiters' early tries are:
+ * new tries on faster connections would overtake them (a waiting writer
+ * starved behind new readers). Once nobody waits, calls go direct again. */
+static void test_waiters_keep_to_the_pipeline(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_client *other = th_client(&srv, NULL);
+  const char *name = th_name("contended");
+  dlock_lock *held = NULL;
+  waiter_arg a = {NULL, -1};
+  TH_ASSERT_RC(dlock_reentrant_lock_new(other, name, NULL, &held), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &a.lock), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(held, 0, 30000), DLOCK_OK);
+  pthread_t t;
+  pthread_create(&t, NULL, wait_for_lock, &a);
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
+  uint64_t direct = direct_calls(c), piped = fallbacks(c);
+  TH_ASSERT_RC(lock_unlock(c, th_name("meanwhile")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), direct); /* through the engine */
+  CU_ASSERT_EQUAL(fallbacks(c), piped + 2);
+  TH_ASSERT_RC(dlock_release(held), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  direct = direct_calls(c);
+  TH_ASSERT_RC(lock_unlock(c, th_name("after")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), direct + 2); /* nobody waits: direct */
+  dlock_lock_free(a.lock);
+  dlock_lock_free(held);
+  dlock_client_close(other);
+  dlock_client_close(c);
+}
+
 /* A grant made on the direct path is renewed by the watchdog like any. */
 static void test_watchdog_renews_direct_grant(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
@@ -381,6 +428,8 @@ static void add_tests(void) {
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "auth_and_db", test_auth_and_db);
   CU_add_test(s, "refused_handshake", test_refused_handshake);
+  CU_add_test(s, "waiters_keep_to_the_pipeline",
+              test_waiters_keep_to_the_pipeline);
   CU_add_test(s, "watchdog_renews_direct_grant",
               test_watchdog_renews_direct_grant);
 }

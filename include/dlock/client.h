@@ -84,7 +84,9 @@ typedef struct dlock_client_opts {
   /* version 4: */
   int direct_conns;            /* the direct path (docs/threading.md): while
                                   fewer than this many calls of the client
-                                  are under way, a call that needs no waiting
+                                  are under way and none of its threads
+                                  waits for a lock, a call that needs no
+                                  waiting
                                   is written and read by the calling thread
                                   itself on a connection of its own (up to
                                   this many, opened on first use), with no

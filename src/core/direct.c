@@ -1,4 +1,4 @@
-/* The direct path (docs/performance.md, "The direct path"): a call that needs
+/* The direct path (docs/threading.md, "The direct path"): a call that needs
  * no waiting is written and read by the calling thread itself, on a
  * connection it takes from the client's pool for that one round trip.
  *
@@ -6,23 +6,24 @@
  * engine -> caller), each a context switch on a small machine. Here the
  * caller sends its own EVALSHA and reads its own reply: what a plain hiredis
  * program does, plus a short poll for the reply before sleeping while the
- * caller is the client's only direct call (the reply of a loopback round
- * trip often arrives before a sleeping thread would be woken).
+ * call is the client's only one (the reply of a loopback round trip often
+ * arrives before a sleeping thread would be woken).
  *
  * The engine is still the only place for pub/sub, the watchdog and the
  * early tries of a wait, and it takes every call while the client already
- * has direct_conns calls under way (direct or pipelined): many concurrent
- * callers are served better by its pipeline (one write and one read for
- * many calls, on both sides) than by as many connections. Grants made here are recorded by the backend exactly
- * as before (dlock__hold_add after the reply), so the watchdog and lost
- * reports do not know the difference.
+ * has direct_conns calls under way (direct or pipelined: many concurrent
+ * callers are served better by its pipeline, one write and one read for
+ * many calls on both sides, than by as many connections) or a thread of
+ * the client waits (contention: see begin()). Grants made here are recorded
+ * by the backend exactly as before (dlock__hold_add after the reply), so
+ * the watchdog and lost reports do not know the difference.
  *
  * Failures keep the engine's meaning: a connection that breaks or stays
  * silent past the command timeout fails the call with DLOCK_EIO (a release
- * is retried with the same request id by release.c), a connection that
- * cannot be opened sends calls to the engine for a backoff period (so a
- * dead server gives the engine's errors and reconnect waits), and a closed
- * client fails calls with DLOCK_ECLOSED. */
+ * is retried with the same request id by release.c) and sends calls to the
+ * engine for a backoff period, as does a connection that cannot be opened
+ * (so a dead server gives the engine's errors and reconnect waits), and a
+ * closed client fails calls with DLOCK_ECLOSED. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -60,6 +61,7 @@ void dlock__direct_init(dlock_client *c) {
   pthread_mutex_init(&d->mu, NULL);
   atomic_init(&d->active, 0);
   atomic_init(&d->piped, 0);
+  atomic_init(&d->waiting, 0);
   atomic_init(&d->engine_ready, 0);
   atomic_init(&d->rtt_us, 0);
   atomic_init(&d->calls, 0);
@@ -585,11 +587,15 @@ static dlock__dconn *begin(dlock_client *c) {
     return NULL;
   /* Many calls under way at once: the engine's pipeline serves them with
    * fewer writes and reads on both sides than as many connections would
-   * (measured in docs/performance.md). The engine's connection down: the
-   * server is in trouble, and the engine knows how to wait for it. */
+   * (measured in docs/performance.md). A thread of the client waiting: the
+   * object is contended, and its waiters' tries (sent early by the engine
+   * on a wake-up) must not be overtaken by new tries on faster connections
+   * (a waiting writer would starve behind new readers; measured). The
+   * engine's connection down: the server is in trouble, and the engine
+   * knows how to wait for it. */
   dlock__dconn *dc = NULL;
   if (atomic_load(&d->piped) + atomic_load(&d->active) < c->opts.direct_conns &&
-      atomic_load(&d->engine_ready))
+      atomic_load(&d->waiting) == 0 && atomic_load(&d->engine_ready))
     dc = take(c);
   if (dc == NULL) {
     atomic_fetch_add(&d->fallbacks, 1);

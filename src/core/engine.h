@@ -168,6 +168,9 @@ typedef struct dlock__direct {
   atomic_int active;       /* direct calls under way (a poll for a reply
                               stops when a second one starts) */
   atomic_int piped;        /* blocking calls in the engine's pipeline now */
+  atomic_int waiting;      /* threads in a wait loop of this client (after a
+                              failed first try): while any waits, calls keep
+                              to the engine's pipeline (see direct.c) */
   atomic_int engine_ready; /* the engine's command connection is up: while
                               it is not, calls wait for it there, as they
                               always did (the server is in trouble) */
