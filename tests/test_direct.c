@@ -386,6 +386,41 @@ static void test_waiters_keep_to_the_pipeline(void) {
   dlock_client_close(c);
 }
 
+typedef struct latch_arg {
+  dlock_latch *latch;
+  int rc;
+} latch_arg;
+
+static void *await_latch(void *p) {
+  latch_arg *a = p;
+  a->rc = dlock_latch_await(a->latch, 10000);
+  return NULL;
+}
+
+/* A thread waiting for a latch waits for an event, not for a contended
+ * object: the client's other calls keep the direct path. */
+static void test_latch_waiter_keeps_direct_path(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("event");
+  latch_arg a = {NULL, -1};
+  TH_ASSERT_RC(dlock_latch_new(c, name, NULL, &a.latch), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(a.latch, 1, &th_flag), 1);
+  pthread_t t;
+  pthread_create(&t, NULL, await_latch, &a);
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}",
+           name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
+  uint64_t direct = direct_calls(c);
+  TH_ASSERT_RC(lock_unlock(c, th_name("meanwhile")), DLOCK_OK);
+  CU_ASSERT_EQUAL(direct_calls(c), direct + 2);
+  TH_ASSERT_RC(dlock_latch_count_down(a.latch, NULL), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  dlock_latch_free(a.latch);
+  dlock_client_close(c);
+}
+
 /* A grant made on the direct path is renewed by the watchdog like any. */
 static void test_watchdog_renews_direct_grant(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
@@ -430,6 +465,8 @@ static void add_tests(void) {
   CU_add_test(s, "refused_handshake", test_refused_handshake);
   CU_add_test(s, "waiters_keep_to_the_pipeline",
               test_waiters_keep_to_the_pipeline);
+  CU_add_test(s, "latch_waiter_keeps_direct_path",
+              test_latch_waiter_keeps_direct_path);
   CU_add_test(s, "watchdog_renews_direct_grant",
               test_watchdog_renews_direct_grant);
 }

@@ -85,10 +85,10 @@ typedef struct dlock_client_opts {
   int direct_conns;            /* the direct path (docs/threading.md): while
                                   fewer than this many calls of the client
                                   are under way and none of its threads
-                                  waits for a lock, a call that needs no
-                                  waiting
-                                  is written and read by the calling thread
-                                  itself on a connection of its own (up to
+                                  waits for a lock or permits, a call that
+                                  needs no waiting is written and read by the
+                                  calling thread itself on a connection of
+                                  its own (up to
                                   this many, opened on first use), with no
                                   hop through the engine thread; beyond that,
                                   calls share the engine's pipeline. 0: every

@@ -244,6 +244,10 @@ typedef struct dlock__wait_spec {
    * for locks whose waiters in many processes race for each release: the
    * first subscriber, told first, would win every race. */
   int early;
+  /* 1: the wait is for an event, not for a contended object (a latch to
+   * reach zero): the client's other calls keep the direct path meanwhile
+   * (otherwise they keep to the engine's pipeline while anyone waits). */
+  int event;
   /* Who waits, for interrupts (dlock_interrupt): the handle and owner. */
   const void *handle;
   uint64_t owner;

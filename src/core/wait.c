@@ -143,7 +143,9 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                        " ms)", spec->what, hint);
   /* the object is contended: the client's calls keep to the engine's
    * pipeline until this wait ends (direct.c) */
-  atomic_fetch_add(&c->direct.waiting, 1);
+  int contended = !spec->event;
+  if (contended)
+    atomic_fetch_add(&c->direct.waiting, 1);
   /* from here on the wait can be interrupted: registered before it
    * subscribes, so a waiter seen subscribed is an interruptible one */
   dlock__waiter w;
@@ -156,7 +158,8 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                         spec->fifo, spec->lease_hints, &w, deadline);
   if (rc != DLOCK_OK) {
     reg_del(&reg);
-    atomic_fetch_sub(&c->direct.waiting, 1);
+    if (contended)
+      atomic_fetch_sub(&c->direct.waiting, 1);
     return rc;
   }
   int early = spec->early && !spec->fifo;
@@ -193,6 +196,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
     spec->give_up(ctx);
   dlock__unsubscribe(c, &w);
   dlock__buf_free(&w.early_cmd);
-  atomic_fetch_sub(&c->direct.waiting, 1);
+  if (contended)
+    atomic_fetch_sub(&c->direct.waiting, 1);
   return rc;
 }

@@ -103,7 +103,8 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
                            .channel_len = l->o.channel.len,
                            .wake = dlock__wake_all, .attempt = at_zero,
-                           .handle = l, .owner = dlock_thread_id()};
+                           .event = 1, .handle = l,
+                           .owner = dlock_thread_id()};
   rc = dlock__wait_loop(l->o.h.client, &spec, wait_ms, l);
   return rc == 1 ? DLOCK_OK : rc;
 }
