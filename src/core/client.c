@@ -167,16 +167,21 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   }
 
   /* The first PING waits for the connection (up to connect_timeout_ms), so a
-   * wrong address or password fails here, not at the first lock. */
-  dlock__req ping;
-  const char *argv[] = {"PING"};
-  size_t lens[] = {4};
-  redisReply *reply = NULL;
-  rc = dlock__req_command(&ping, 1, argv, lens);
-  if (rc == DLOCK_OK)
-    rc = dlock__call(c, &ping, &reply);
-  if (reply)
-    freeReplyObject(reply);
+   * wrong address or password fails here, not at the first lock. A
+   * connection dropped under it (a CLIENT KILL, a restart) is re-opened by
+   * the engine: asked again while connect_timeout_ms lasts. */
+  int64_t until = dlock__now_ms() + opts->connect_timeout_ms;
+  do {
+    dlock__req ping;
+    const char *argv[] = {"PING"};
+    size_t lens[] = {4};
+    redisReply *reply = NULL;
+    rc = dlock__req_command(&ping, 1, argv, lens);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(c, &ping, &reply);
+    if (reply)
+      freeReplyObject(reply);
+  } while (rc == DLOCK_EIO && dlock__now_ms() < until);
   if (rc != DLOCK_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlock_errmsg());
