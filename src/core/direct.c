@@ -380,7 +380,6 @@ static int still_open(dlock__dconn *dc) {
 /* ---- the pool ------------------------------------------------------------- */
 
 static void busy_add(dlock__direct *d, dlock__dconn *dc) {
-  dc->busy = 1;
   dc->prev = NULL;
   dc->next = d->busy;
   if (d->busy)
@@ -396,7 +395,6 @@ static void busy_del(dlock__direct *d, dlock__dconn *dc) {
   if (dc->next)
     dc->next->prev = dc->prev;
   dc->next = dc->prev = NULL;
-  dc->busy = 0;
 }
 
 /* Hand dc back: to the idle stack (the most recently used is taken first:
@@ -612,16 +610,6 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
     back_off(&c->direct);
 }
 
-/* A failed call's status: DLOCK_ECLOSED once the client closed (its close
- * shut the socket down), else rc. */
-static int closed_or(dlock_client *c, dlock__req *req, int rc) {
-  if (rc != DLOCK_OK && rc != ROUND_TRIP_UNSENT && atomic_load(&c->closed)) {
-    snprintf(req->errmsg, sizeof req->errmsg, "client closed");
-    return DLOCK_ECLOSED;
-  }
-  return rc;
-}
-
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
   if (req->script < 0 || req->task)
@@ -641,7 +629,11 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   atomic_fetch_add(&c->direct.calls, 1);
   dlock__buf_free(&req->cmd);
   dlock__buf_free(&req->drop);
-  *status = closed_or(c, req, rc);
+  if (rc != DLOCK_OK && atomic_load(&c->closed)) {
+    rc = DLOCK_ECLOSED; /* dlock__direct_close shut the socket down */
+    snprintf(req->errmsg, sizeof req->errmsg, "client closed");
+  }
+  *status = rc;
   return 1;
 }
 

@@ -145,7 +145,6 @@ typedef struct dlock__dconn {
   struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
   struct dlock__dconn *prev; /* busy list only */
   int fd;
-  int busy;
   redisReader *reader;
   unsigned discard; /* replies still to skip: DELs sent behind a release */
   dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
