@@ -396,6 +396,63 @@ static void test_semaphore_release_serves_oldest(void) {
   dlock_semaphore_free(s);
 }
 
+/* Threads of one client churning on 2 permits: waiters keep joining and
+ * leaving the client's live subscription (each by itself, docs/threading.md
+ * "Waiting"); the line's bookkeeping must come out even: never more than 2
+ * inside, every permit back, nobody left in line, the channel unsubscribed. */
+typedef struct churn {
+  dlock_semaphore *sem;
+  atomic_int inside, max_inside, errors, waited;
+} churn;
+
+static void *churn_thread(void *arg) {
+  churn *ch = arg;
+  for (int i = 0; i < 150; i++) {
+    int64_t t0 = th_now_us();
+    if (dlock_semaphore_acquire(ch->sem, 1, 10000) != DLOCK_OK) {
+      atomic_fetch_add(&ch->errors, 1);
+      continue;
+    }
+    if (th_now_us() - t0 > 2000)
+      atomic_fetch_add(&ch->waited, 1);
+    int in = atomic_fetch_add(&ch->inside, 1) + 1;
+    int max = atomic_load(&ch->max_inside);
+    while (in > max && !atomic_compare_exchange_weak(&ch->max_inside, &max, in))
+      ;
+    usleep(200);
+    atomic_fetch_sub(&ch->inside, 1);
+    if (dlock_semaphore_release(ch->sem, 1) != DLOCK_OK)
+      atomic_fetch_add(&ch->errors, 1);
+  }
+  return NULL;
+}
+
+static void test_semaphore_churn_one_client(void) {
+  const char *name = th_name("churn");
+  dlock_client *c2 = th_client(&srv, NULL);
+  churn ch = {.sem = new_sem(c2, name)};
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(ch.sem, 2, 0, &th_flag), 1);
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++)
+    pthread_create(&t[i], NULL, churn_thread, &ch);
+  for (int i = 0; i < 8; i++)
+    pthread_join(t[i], NULL);
+  CU_ASSERT_EQUAL(atomic_load(&ch.errors), 0);
+  CU_ASSERT(atomic_load(&ch.max_inside) <= 2);
+  CU_ASSERT(atomic_load(&ch.waited) > 0); /* the line did form */
+  CU_ASSERT_EQUAL(available(ch.sem), 2);
+  CU_ASSERT_EQUAL(dlock__fifo_waiters(c2), 0);
+  char channel[300];
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  long long subs = -1;
+  for (int64_t end = th_now_ms() + 3000; th_now_ms() < end; usleep(1000))
+    if ((subs = subscribers(channel)) == 0)
+      break;
+  CU_ASSERT_EQUAL(subs, 0);
+  dlock_semaphore_free(ch.sem);
+  dlock_client_close(c2);
+}
+
 /* worker semaphore: URL NAME COUNTER PERMITS THREADS STEPS */
 typedef struct semwork {
   const char *url, *name, *counter;
@@ -808,6 +865,7 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_fifo_policy", test_semaphore_fifo_policy);
   CU_add_test(s, "semaphore_release_serves_oldest",
               test_semaphore_release_serves_oldest);
+  CU_add_test(s, "semaphore_churn_one_client", test_semaphore_churn_one_client);
   CU_add_test(s, "semaphore_mutex_processes", test_semaphore_mutex_processes);
   CU_add_test(s, "semaphore_4_permits_processes", test_semaphore_4_permits_processes);
   CU_add_test(s, "permits_expire_and_release", test_permits_expire_and_release);

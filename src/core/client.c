@@ -34,6 +34,7 @@ static void client_free(dlock_client *c) {
   free(c->client_name);
   pthread_mutex_destroy(&c->qmu);
   pthread_mutex_destroy(&c->hmu);
+  pthread_mutex_destroy(&c->cmu);
   free(c);
 }
 
@@ -135,6 +136,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   atomic_init(&c->fifo_waiters, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
+  pthread_mutex_init(&c->cmu, NULL);
   dlock__direct_init(c);
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=

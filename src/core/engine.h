@@ -32,8 +32,8 @@ int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms);
 /* ---- pub/sub waiters (pubsub.c) -------------------------------------------- */
 
 typedef struct dlock__waiter {
-  struct dlock__waiter *prev, *next; /* channel's list: engine only */
-  void *chan;                        /* engine only */
+  struct dlock__waiter *prev, *next; /* channel's list: client's cmu */
+  void *chan;                        /* client's cmu */
   dlock__sync *sync;                 /* the waiting thread's */
   uint64_t wakes;                    /* under sync->mu */
   uint64_t seen;                     /* waiting thread only */
@@ -231,7 +231,10 @@ struct dlock_client {
   dlock__conn cmd, sub;
   dlock__direct direct;
 
-  dlock__map channels; /* engine only: pubsub.c */
+  pthread_mutex_t cmu;  /* guards channels, their waiter lists and the
+                          waiters' prev/next/chan (pubsub.c): the engine
+                          and a waiter joining or leaving a live channel */
+  dlock__map channels; /* pubsub.c, under cmu */
   dlock__buf sub_fifo; /* engine only: the channels of unanswered (UN)SUBSCRIBEs */
   size_t sub_fifo_head;
   char sub_error[160]; /* engine only: the last SUBSCRIBE refusal */

@@ -195,7 +195,7 @@ static void on_confirmed(chan *ch) {
   ch->recheck = 0;
 }
 
-void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
+static void on_reply(dlock_client *c, redisReply *r) {
   const char *kind = r->element[0]->str;
   redisReply *name = r->element[1];
   if (name->type != REDIS_REPLY_STRING)
@@ -228,7 +228,13 @@ void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
   }
 }
 
-int dlock__pubsub_on_error(dlock_client *c, const redisReply *r) {
+void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
+  pthread_mutex_lock(&c->cmu);
+  on_reply(c, r);
+  pthread_mutex_unlock(&c->cmu);
+}
+
+static int on_error(dlock_client *c, const redisReply *r) {
   chan *ch = fifo_pop(c);
   if (ch == NULL)
     return 0; /* not an answer to a (UN)SUBSCRIBE */
@@ -250,7 +256,15 @@ int dlock__pubsub_on_error(dlock_client *c, const redisReply *r) {
   return 1;
 }
 
+int dlock__pubsub_on_error(dlock_client *c, const redisReply *r) {
+  pthread_mutex_lock(&c->cmu);
+  int mine = on_error(c, r);
+  pthread_mutex_unlock(&c->cmu);
+  return mine;
+}
+
 void dlock__pubsub_on_ready(dlock_client *c) {
+  pthread_mutex_lock(&c->cmu);
   size_t slot;
   dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
   while (n) {
@@ -264,9 +278,11 @@ void dlock__pubsub_on_ready(dlock_client *c) {
     }
     n = next;
   }
+  pthread_mutex_unlock(&c->cmu);
 }
 
 void dlock__pubsub_on_down(dlock_client *c) {
+  pthread_mutex_lock(&c->cmu);
   size_t slot;
   for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
        n = dlock__map_next(&c->channels, n, &slot)) {
@@ -276,9 +292,11 @@ void dlock__pubsub_on_down(dlock_client *c) {
     ch->denied = 0; /* the ACL may have changed: asked again on reconnect */
   }
   c->sub_fifo.len = c->sub_fifo_head = 0;
+  pthread_mutex_unlock(&c->cmu);
 }
 
 void dlock__pubsub_shutdown(dlock_client *c) {
+  pthread_mutex_lock(&c->cmu);
   size_t slot;
   dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
   while (n) {
@@ -295,6 +313,7 @@ void dlock__pubsub_shutdown(dlock_client *c) {
     n = next;
   }
   dlock__map_free(&c->channels);
+  pthread_mutex_unlock(&c->cmu);
 }
 
 typedef struct sub_args {
@@ -304,32 +323,8 @@ typedef struct sub_args {
   dlock__waiter *w;
 } sub_args;
 
-static void subscribe_task(dlock_client *c, dlock__req *req) {
-  sub_args *a = req->arg;
-  dlock__map_node *n = dlock__map_get(&c->channels, a->name, a->len);
-  chan *ch;
-  if (n) {
-    ch = DLOCK__CONTAINER(n, chan, node);
-  } else {
-    ch = calloc(1, sizeof *ch + a->len);
-    if (ch == NULL) {
-      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
-      return;
-    }
-    memcpy(ch->name, a->name, a->len);
-    ch->len = a->len;
-    ch->node.key = ch->name;
-    ch->node.klen = a->len;
-    ch->wake = a->wake;
-    ch->fifo = a->w->fifo;
-    ch->lease_hints = a->w->lease_hints;
-    if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
-      free(ch);
-      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
-      return;
-    }
-  }
-  dlock__waiter *w = a->w;
+/* Put w at the end of ch's line (cmu held). */
+static void link_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
   if (w->fifo) {
     atomic_fetch_add(&c->fifo_waiters, 1);
     if (ch->head == NULL) {
@@ -346,23 +341,77 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
   else
     ch->head = w;
   ch->tail = w;
+  ch->refs++;
+}
+
+static void subscribe_task(dlock_client *c, dlock__req *req) {
+  sub_args *a = req->arg;
+  pthread_mutex_lock(&c->cmu);
+  dlock__map_node *n = dlock__map_get(&c->channels, a->name, a->len);
+  chan *ch;
+  if (n) {
+    ch = DLOCK__CONTAINER(n, chan, node);
+  } else {
+    ch = calloc(1, sizeof *ch + a->len);
+    if (ch == NULL) {
+      pthread_mutex_unlock(&c->cmu);
+      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+      return;
+    }
+    memcpy(ch->name, a->name, a->len);
+    ch->len = a->len;
+    ch->node.key = ch->name;
+    ch->node.klen = a->len;
+    ch->wake = a->wake;
+    ch->fifo = a->w->fifo;
+    ch->lease_hints = a->w->lease_hints;
+    if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
+      free(ch);
+      pthread_mutex_unlock(&c->cmu);
+      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+      return;
+    }
+  }
+  dlock__waiter *w = a->w;
+  link_waiter(c, ch, w);
   if (ch->denied) { /* refused before: ask again, the ACL may be fixed */
     ch->denied = 0;
     send_op(c, ch, 1);
   }
-  if (ch->refs++ == 0 && !(ch->last_sub && (ch->ops > 0 || ch->confirmed)))
+  if (ch->refs == 1 && !(ch->last_sub && (ch->ops > 0 || ch->confirmed)))
     send_op(c, ch, 1);
   if (ch->confirmed) {
     pthread_mutex_lock(&w->sync->mu);
     w->confirmed = 1;
     pthread_mutex_unlock(&w->sync->mu);
   }
+  pthread_mutex_unlock(&c->cmu);
   dlock__req_finish(req, NULL, DLOCK_OK, NULL);
 }
 
-static void unsubscribe_task(dlock_client *c, dlock__req *req) {
-  dlock__waiter *w = req->arg;
-  chan *ch = w->chan;
+/* A waiter joining a channel its client is subscribed to already needs
+ * nothing from the engine: it joins the line itself (no round trip to the
+ * engine thread and back). 1 when it did. */
+static int subscribe_here(dlock_client *c, const sub_args *a) {
+  dlock__waiter *w = a->w;
+  int done = 0;
+  pthread_mutex_lock(&c->cmu);
+  dlock__map_node *n = dlock__map_get(&c->channels, a->name, a->len);
+  chan *ch = n ? DLOCK__CONTAINER(n, chan, node) : NULL;
+  if (ch && ch->refs > 0 && ch->confirmed && ch->last_sub && ch->ops == 0 &&
+      !ch->denied && ch->fifo == w->fifo) {
+    link_waiter(c, ch, w);
+    pthread_mutex_lock(&w->sync->mu);
+    w->confirmed = 1;
+    pthread_mutex_unlock(&w->sync->mu);
+    done = 1;
+  }
+  pthread_mutex_unlock(&c->cmu);
+  return done;
+}
+
+/* Take w out of ch's line (cmu held); the next in a FIFO line takes over. */
+static void unlink_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
   if (w->fifo) {
     atomic_fetch_sub(&c->fifo_waiters, 1);
     if (w->prev == NULL && w->next) { /* the next in line's turn */
@@ -382,11 +431,19 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
     w->next->prev = w->prev;
   else
     ch->tail = w->prev;
+  ch->refs--;
+}
+
+static void unsubscribe_task(dlock_client *c, dlock__req *req) {
+  dlock__waiter *w = req->arg;
+  pthread_mutex_lock(&c->cmu);
+  chan *ch = w->chan;
+  unlink_waiter(c, ch, w);
   /* A wake-up this waiter never used (it gave up, or took the lock on its
    * own) may be the one another waiter needs: pass it on. */
   if (w->unconsumed > 0 && ch->head && !ch->fifo)
     wake_some(c, ch, 1);
-  if (--ch->refs == 0) {
+  if (ch->refs == 0) {
     if (c->sub.state == CONN_READY && ch->last_sub &&
         (ch->ops > 0 || ch->confirmed)) {
       ch->confirmed = 0;
@@ -395,7 +452,28 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
       chan_free(c, ch);
     }
   }
+  pthread_mutex_unlock(&c->cmu);
   dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+/* A waiter leaving a channel others of its client still wait on needs
+ * nothing from the engine either, unless it must pass on a wake-up (which
+ * may send an early try: the engine's to send). 1 when it left here. */
+static int unsubscribe_here(dlock_client *c, dlock__waiter *w) {
+  int done = 0;
+  pthread_mutex_lock(&c->cmu);
+  chan *ch = w->chan;
+  pthread_mutex_lock(&w->sync->mu);
+  int closed = w->closed; /* set under cmu too: stable here */
+  pthread_mutex_unlock(&w->sync->mu);
+  if (closed)
+    done = 1; /* the engine has already let go of it */
+  else if (ch->refs > 1 && (ch->fifo || w->unconsumed == 0)) {
+    unlink_waiter(c, ch, w);
+    done = 1;
+  }
+  pthread_mutex_unlock(&c->cmu);
+  return done;
 }
 
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
@@ -406,6 +484,12 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   w->fifo = fifo;
   w->lease_hints = lease_hints;
   sub_args a = {channel, len, wake_fn, w};
+  if (subscribe_here(c, &a)) {
+    pthread_mutex_lock(&w->sync->mu);
+    w->seen = w->wakes;
+    pthread_mutex_unlock(&w->sync->mu);
+    return DLOCK_OK;
+  }
   dlock__req req;
   redisReply *reply;
   dlock__req_task(&req, subscribe_task, &a);
@@ -464,8 +548,8 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
   w->unconsumed = w->wakes - w->seen;
   int closed = w->closed;
   pthread_mutex_unlock(&w->sync->mu);
-  if (closed)
-    return; /* the engine has already let go of it */
+  if (closed || unsubscribe_here(c, w))
+    return; /* the engine has already let go of it, or did not need to */
   dlock__req req;
   redisReply *reply;
   dlock__req_task(&req, unsubscribe_task, w);
