@@ -19,7 +19,7 @@
 
 _Thread_local int th_flag;
 
-#define MAX_SERVERS 16
+#define MAX_SERVERS 32
 static th_server *live[MAX_SERVERS];
 static char self_exe[4096];
 
@@ -149,6 +149,15 @@ void th_server_kill(th_server *s) {
 }
 
 void th_server_stop(th_server *s) {
+  if (s->nnodes) {
+    for (int i = 0; i < s->nnodes; i++)
+      th_server_stop(&s->node[i]);
+    free(s->node);
+    s->node = NULL;
+    s->nnodes = 0;
+    s->pid = 0;
+    return;
+  }
   th_server_kill(s);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
@@ -161,9 +170,9 @@ void th_server_pause(th_server *s, int paused) {
     kill(s->pid, paused ? SIGSTOP : SIGCONT);
 }
 
-static redisReply *vcmd(th_server *s, const char *fmt, va_list ap) {
+static redisReply *vcmd_port(int port, const char *fmt, va_list ap) {
   struct timeval tv = {2, 0};
-  redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+  redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (ctx == NULL || ctx->err) {
     if (ctx)
       redisFree(ctx);
@@ -172,6 +181,27 @@ static redisReply *vcmd(th_server *s, const char *fmt, va_list ap) {
   redisSetTimeout(ctx, tv);
   redisReply *r = redisvCommand(ctx, fmt, ap);
   redisFree(ctx);
+  return r;
+}
+
+/* "MOVED 1234 127.0.0.1:PORT" -> PORT, else 0 */
+static int moved_port(const redisReply *r) {
+  if (r == NULL || r->type != REDIS_REPLY_ERROR || strncmp(r->str, "MOVED ", 6))
+    return 0;
+  const char *colon = strrchr(r->str, ':');
+  return colon ? atoi(colon + 1) : 0;
+}
+
+static redisReply *vcmd(th_server *s, const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  redisReply *r = vcmd_port(s->port, fmt, ap);
+  int port = moved_port(r);
+  if (port > 0) {
+    freeReplyObject(r);
+    r = vcmd_port(port, fmt, again);
+  }
+  va_end(again);
   return r;
 }
 
@@ -419,8 +449,10 @@ void th_acquirer_start(th_acquirer *a) {
 void th_acquirer_join(th_acquirer *a) { pthread_join(a->thread, NULL); }
 
 int th_suite_open(th_server *s, dlock_client **c) {
-  if (th_server_start(s, NULL) != 0)
+  if (th_main_server_start(s) != 0)
     return 1;
+  if (s->nnodes)
+    printf("\n(on a cluster: %s)\n", s->url);
   return dlock_client_open(s->url, NULL, c) == DLOCK_OK ? 0 : 1;
 }
 
@@ -430,7 +462,7 @@ int th_suite_close(th_server *s, dlock_client *c) {
   return 0;
 }
 
-long long th_numsub(th_server *s, const char *channel) {
+static long long numsub_one(th_server *s, const char *channel) {
   redisReply *r = th_cmd(s, "PUBSUB NUMSUB %s", channel);
   long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
                     ? r->element[1]->integer
@@ -438,6 +470,146 @@ long long th_numsub(th_server *s, const char *channel) {
   if (r)
     freeReplyObject(r);
   return n;
+}
+
+long long th_numsub(th_server *s, const char *channel) {
+  if (s->nnodes == 0)
+    return numsub_one(s, channel);
+  long long sum = 0;
+  for (int i = 0; i < s->nnodes; i++) {
+    long long n = numsub_one(&s->node[i], channel);
+    if (n < 0)
+      return -1;
+    sum += n;
+  }
+  return sum;
+}
+
+int th_cluster_mode(void) {
+  const char *v = getenv("DLOCK_TEST_CLUSTER");
+  return v && strcmp(v, "1") == 0;
+}
+
+static int cluster_ok(th_server *n) {
+  redisReply *r = th_cmd(n, "CLUSTER INFO");
+  int ok = r && r->type == REDIS_REPLY_STRING &&
+           strstr(r->str, "cluster_state:ok") != NULL;
+  if (r)
+    freeReplyObject(r);
+  return ok;
+}
+
+int th_cluster_start(th_server *s, int masters, int replicas) {
+  int n = masters * (1 + replicas);
+  memset(s, 0, sizeof *s);
+  s->node = calloc((size_t)n, sizeof *s->node);
+  if (s->node == NULL)
+    return -1;
+  char create[2048] = "redis-cli --cluster create";
+  for (int i = 0; i < n; i++) {
+    /* the cluster bus on a free port of its own (the default, port +
+     * 10000, may be taken or past 65535) */
+    char extra[160];
+    snprintf(extra, sizeof extra, "--cluster-enabled yes --cluster-config-file "
+             "nodes.conf --cluster-node-timeout 1000 --cluster-port %d",
+             dlock_tool_free_port());
+    if (th_server_start(&s->node[i], extra) != 0) {
+      s->nnodes = i;
+      th_server_stop(s);
+      return -1;
+    }
+    s->nnodes = i + 1;
+    size_t len = strlen(create);
+    snprintf(create + len, sizeof create - len, " 127.0.0.1:%d",
+             s->node[i].port);
+  }
+  size_t len = strlen(create);
+  snprintf(create + len, sizeof create - len,
+           " --cluster-replicas %d --cluster-yes >/dev/null 2>&1", replicas);
+  int ok = system(create) == 0;
+  /* every node agrees the cluster is up (bounded: 20 s) */
+  for (int64_t end = th_now_ms() + 20000; ok;) {
+    int all = 1;
+    for (int i = 0; i < n && all; i++)
+      all = cluster_ok(&s->node[i]);
+    if (all)
+      break;
+    if (th_now_ms() >= end)
+      ok = 0;
+    usleep(20000);
+  }
+  if (!ok) {
+    fprintf(stderr, "the test cluster did not come up (%s)\n", create);
+    th_server_stop(s);
+    return -1;
+  }
+  s->port = s->node[0].port;
+  s->pid = s->node[0].pid;
+  snprintf(s->dir, sizeof s->dir, "%s", s->node[0].dir);
+  len = (size_t)snprintf(s->url, sizeof s->url, "redis+cluster://");
+  for (int i = 0; i < masters; i++)
+    len += (size_t)snprintf(s->url + len, sizeof s->url - len, "%s127.0.0.1:%d",
+                            i ? "," : "", s->node[i].port);
+  return 0;
+}
+
+int th_main_server_start(th_server *s) {
+  return th_cluster_mode() ? th_cluster_start(s, 3, 1) : th_server_start(s, NULL);
+}
+
+th_server *th_node_of(th_server *s, const char *key) {
+  if (s->nnodes == 0)
+    return s;
+  redisReply *r = th_cmd(s, "CLUSTER KEYSLOT %s", key);
+  long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  if (r)
+    freeReplyObject(r);
+  redisReply *m = th_cmd(s, "CLUSTER SLOTS");
+  th_server *owner = NULL;
+  for (size_t i = 0; m && m->type == REDIS_REPLY_ARRAY && i < m->elements; i++) {
+    redisReply *e = m->element[i];
+    if (slot < e->element[0]->integer || slot > e->element[1]->integer)
+      continue;
+    int port = (int)e->element[2]->element[1]->integer;
+    for (int j = 0; j < s->nnodes; j++)
+      if (s->node[j].port == port)
+        owner = &s->node[j];
+  }
+  if (m)
+    freeReplyObject(m);
+  return owner ? owner : s;
+}
+
+/* The port of the master that owns key's slot, asked of ctx (0 unknown). */
+static int owner_port(redisContext *ctx, const char *key) {
+  redisReply *r = redisCommand(ctx, "CLUSTER KEYSLOT %s", key);
+  long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  if (r)
+    freeReplyObject(r);
+  redisReply *m = redisCommand(ctx, "CLUSTER SLOTS");
+  int port = 0;
+  for (size_t i = 0; m && m->type == REDIS_REPLY_ARRAY && i < m->elements; i++) {
+    redisReply *e = m->element[i];
+    if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+      port = (int)e->element[2]->element[1]->integer;
+  }
+  if (m)
+    freeReplyObject(m);
+  return port;
+}
+
+redisContext *th_connect_key(const char *url, const char *key) {
+  int cluster = strncmp(url, "redis+cluster://", 16) == 0;
+  const char *p = strstr(url, "127.0.0.1:");
+  int port = p ? atoi(p + 10) : 0;
+  redisContext *ctx = redisConnect("127.0.0.1", port);
+  if (!cluster || ctx == NULL || ctx->err)
+    return ctx;
+  int owner = owner_port(ctx, key);
+  if (owner == 0 || owner == port)
+    return ctx;
+  redisFree(ctx);
+  return redisConnect("127.0.0.1", owner);
 }
 
 int th_wait_numsub(th_server *s, const char *channel, long long want,

@@ -16,9 +16,28 @@ typedef struct th_server {
   pid_t pid;
   int port;
   char dir[64];
-  char url[64];
+  char url[256];
   char extra[256]; /* extra redis-server arguments, space separated */
+  int nnodes;               /* a cluster's servers (0: standalone) */
+  struct th_server *node;   /* masters first; port/pid above are node[0]'s */
 } th_server;
+
+/* The topology the suites run on: DLOCK_TEST_CLUSTER=1 in the environment
+ * makes th_suite_open (and th_main_server_start) start a Redis Cluster of 3
+ * masters and 3 replicas instead of one server, so every primitive suite
+ * runs on both with one switch (tests/meson.build's "-cluster" tests). */
+int th_cluster_mode(void);
+/* Start a cluster of masters masters with replicas replicas each, on free
+ * loopback ports; s->url is its redis+cluster:// URL. 0 on success. */
+int th_cluster_start(th_server *s, int masters, int replicas);
+/* th_cluster_start(s, 3, 1) in cluster mode, else th_server_start(s, NULL). */
+int th_main_server_start(th_server *s);
+/* A plain hiredis connection for a worker process given a test's URL: to
+ * its server, or on a cluster to the master that owns key's slot (keep a
+ * worker's keys in one slot with a {hash tag}). */
+redisContext *th_connect_key(const char *url, const char *key);
+/* The node of cluster s that owns key's slot now (s itself standalone). */
+th_server *th_node_of(th_server *s, const char *key);
 
 /* Start a redis-server on a free 127.0.0.1 port (extra: more arguments, may
  * be NULL) and wait until it answers PING. 0 on success. */
@@ -33,11 +52,13 @@ void th_server_stop(th_server *s);
 void th_server_pause(th_server *s, int paused);
 
 /* Run a command on s through a fresh synchronous hiredis connection; returns
- * the reply (free with freeReplyObject) or NULL. */
+ * the reply (free with freeReplyObject) or NULL. On a cluster the command
+ * goes to node[0] and follows a MOVED answer once. */
 redisReply *th_cmd(th_server *s, const char *fmt, ...);
 long long th_int(th_server *s, const char *fmt, ...);
 
-/* Subscribers of channel on s (PUBSUB NUMSUB), -1 on error. */
+/* Subscribers of channel on s (PUBSUB NUMSUB; on a cluster the sum over
+ * its nodes), -1 on error. */
 long long th_numsub(th_server *s, const char *channel);
 /* Poll (every ms, at most ms_max) until channel has exactly want
  * subscribers on s: the event "the waiter is subscribed" (want 1) or "it

@@ -194,7 +194,7 @@ static void test_open_bad_uri_and_options(void) {
 static void test_open_dead_server(void) {
   th_server s;
   CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
-  char url[64];
+  char url[256];
   snprintf(url, sizeof url, "%s", s.url);
   th_server_stop(&s); /* nobody listens there now */
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;

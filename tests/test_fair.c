@@ -226,7 +226,7 @@ static void *proc_thread(void *arg) {
   if (dlock_client_open(s->url, NULL, &c) != DLOCK_OK ||
       dlock_fair_lock_new(c, s->name, NULL, &l) != DLOCK_OK)
     goto out;
-  ctx = redisConnect("127.0.0.1", atoi(strrchr(s->url, ':') + 1));
+  ctx = th_connect_key(s->url, s->result);
   while (th_now_ms() < s->at_ms) /* the scenario: staggered arrivals */
     usleep(500);
   if (dlock_acquire(l, 30000, 10000) != DLOCK_OK)
@@ -416,7 +416,7 @@ static void test_timed_out_client_leaves_no_entry(void) {
   waiter b = {.lock = new_fair(cb, name, 5000), .wait_ms = 30000};
   pthread_create(&b.t, NULL, waiter_run, &b);
   CU_ASSERT(wait_qlen(name, 2));
-  redisReply *r = th_cmd(&srv, "DEBUG SLEEP 1");
+  redisReply *r = th_cmd(th_node_of(&srv, name), "DEBUG SLEEP 1");
   freeReplyObject(r);
   pthread_join(w.t, NULL);
   TH_ASSERT_RC(w.rc, DLOCK_EIO);

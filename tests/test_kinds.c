@@ -12,8 +12,10 @@ static th_server srv;
 static dlock_client *cl, *other; /* the second object is another owner's */
 
 static int suite_init(void) {
-  if (th_server_start(&srv, NULL) != 0)
+  if (th_main_server_start(&srv) != 0)
     return 1;
+  if (srv.nnodes)
+    printf("\n(on a cluster: %s)\n", srv.url);
   return dlock_client_open(srv.url, NULL, &cl) == DLOCK_OK &&
                  dlock_client_open(srv.url, NULL, &other) == DLOCK_OK
              ? 0

@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 
 /* ---- owner ids -------------------------------------------------------------- */
 
@@ -26,6 +27,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 /* ---- the client ------------------------------------------------------------- */
 
 static void client_free(dlock_client *c) {
+  dlock__cluster_free(c);
   dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
@@ -140,7 +142,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   dlock__direct_init(c);
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
-          DLOCK_OK) {
+          DLOCK_OK ||
+      (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK)) {
     client_free(c);
     return rc;
   }
@@ -175,10 +178,11 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   int64_t until = dlock__now_ms() + opts->connect_timeout_ms;
   do {
     dlock__req ping;
-    const char *argv[] = {"PING"};
-    size_t lens[] = {4};
+    /* on a cluster URI, a node that is not in cluster mode says so here */
+    const char *argv[] = {c->cluster ? "CLUSTER" : "PING", "MYID"};
+    size_t lens[] = {c->cluster ? 7u : 4u, 4};
     redisReply *reply = NULL;
-    rc = dlock__req_command(&ping, 1, argv, lens);
+    rc = dlock__req_command(&ping, c->cluster ? 2 : 1, argv, lens);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &ping, &reply);
     if (reply)
@@ -187,7 +191,11 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   if (rc != DLOCK_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    int cluster = c->cluster != NULL;
     dlock_client_close(c);
+    if (cluster && rc == DLOCK_EREDIS)
+      return dlock__fail(DLOCK_EIO, "not a cluster node (a redis+cluster:// "
+                         "URI needs servers with cluster-enabled yes): %s", msg);
     return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg);
   }
   *out = c;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 #include "core/scripts.h"
 
 #define BACKOFF_FIRST_MS 25
@@ -73,6 +74,10 @@ static dlock__req *pop(dlock__req **head, dlock__req **tail) {
 }
 
 static const char *where(dlock__conn *conn, char *buf, size_t n) {
+  if (conn->host) {
+    snprintf(buf, n, "%s:%d", conn->host, conn->port);
+    return buf;
+  }
   return dlock__client_where(conn->client, buf, n);
 }
 
@@ -176,7 +181,7 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
   va_end(ap);
   conn->state = CONN_CLOSING;
-  if (!conn->is_sub)
+  if (conn == &conn->client->cmd)
     atomic_store(&conn->client->direct.engine_ready, 0);
   conn->out.len = 0;
   redisReaderFree(conn->reader);
@@ -186,6 +191,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   fail_list(&conn->inflight, &conn->inflight_tail, DLOCK_EIO, why);
   if (conn->is_sub)
     dlock__pubsub_on_down(conn->client);
+  else
+    dlock__cluster_conn_down(conn);
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
@@ -284,6 +291,9 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     conn_fail(conn, "reply without a request (protocol out of step)");
     return;
   }
+  if (reply->type == REDIS_REPLY_ERROR &&
+      dlock__cluster_on_error(conn, req, reply))
+    return; /* redirected, parked or failed by the topology */
   if (req->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
       strncmp(reply->str, "NOSCRIPT", 8) == 0) {
     freeReplyObject(reply);
@@ -337,7 +347,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
-  if (!conn->is_sub)
+  if (conn == &conn->client->cmd)
     atomic_store(&conn->client->direct.engine_ready, 1);
   conn->backoff_ms = 0;
   conn->last_error[0] = '\0';
@@ -400,7 +410,7 @@ static void on_connect(uv_connect_t *creq, int status) {
     conn_fail(conn, "connect failed: %s", uv_strerror(status));
     return;
   }
-  if (!conn->client->uri.path)
+  if (conn->host || !conn->client->uri.path)
     uv_tcp_nodelay(&conn->u.tcp, 1);
   int rc = uv_read_start(&conn->u.stream, on_alloc, on_read);
   if (rc < 0) {
@@ -482,21 +492,22 @@ void dlock__conn_start(dlock__conn *conn) {
   conn->connect_started_ms = dlock__now_ms();
   conn->u.handle.data = NULL;
   conn->connect_req.data = conn;
-  if (c->uri.path) {
+  dlock__cluster_pick(conn);
+  if (c->uri.path && !conn->host) {
     uv_pipe_init(c->loop, &conn->u.pipe, 0);
     c->live++;
     conn->u.handle.data = conn;
     uv_pipe_connect(&conn->connect_req, &conn->u.pipe, c->uri.path, on_connect);
   } else {
     char port[16];
-    snprintf(port, sizeof port, "%d", c->uri.port);
+    snprintf(port, sizeof port, "%d", conn->host ? conn->port : c->uri.port);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     conn->gai_req.data = conn;
-    int rc = uv_getaddrinfo(c->loop, &conn->gai_req, on_resolved, c->uri.host,
-                            port, &hints);
+    int rc = uv_getaddrinfo(c->loop, &conn->gai_req, on_resolved,
+                            conn->host ? conn->host : c->uri.host, port, &hints);
     if (rc < 0) {
       conn_fail(conn, "cannot resolve host: %s", uv_strerror(rc));
       return;

@@ -127,6 +127,11 @@ struct dlock__req {
                  and they spare the servers a lease's wait) */
   dlock__buf drop; /* a key the engine DELs once a non-error reply is in,
                       after handing the reply over (a release's latch) */
+  /* Routing on a cluster (src/net/cluster.c): the hash slot of the keys,
+   * DLOCK__SLOT_ANY (no key) or DLOCK__SLOT_CROSS (keys in two slots). */
+  int slot;
+  int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
+  int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN: resent then */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
 };
 
@@ -140,9 +145,17 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
  * wait for it; the key's own expiry covers a client that dies first.
  * Call after building req. DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__req_drop_after(dlock__req *req, const char *key, size_t len);
-/* Build a plain command. */
+/* Build a plain command (routed to any node on a cluster: give it a key
+ * with dlock__req_route). */
 int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
                        const size_t *lens);
+/* Route req by key's slot on a cluster. */
+void dlock__req_route(dlock__req *req, const char *key, size_t len);
+
+#define DLOCK__SLOT_ANY (-1)
+#define DLOCK__SLOT_CROSS (-2)
+/* Redis Cluster's hash slot of a key (CRC16 of its {hash tag} or of it). */
+int dlock__key_slot(const char *key, size_t len);
 
 /* Make req a task: run on the engine thread, which finishes it. */
 void dlock__req_task(dlock__req *req,
@@ -162,8 +175,10 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply);
 extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
 #endif
 
-/* dlock__req_command + dlock__call. */
-int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
+/* dlock__req_command (routed by route on a cluster, NULL: any node) +
+ * dlock__call. */
+int dlock__command_call(dlock_client *c, const char *route, size_t route_len,
+                        size_t argc, const char *const *argv,
                         const size_t *lens, redisReply **reply);
 
 /* dlock__req_script + dlock__call. */

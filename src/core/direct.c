@@ -612,8 +612,8 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task)
-    return 0;
+  if (req->script < 0 || req->task || c->cluster)
+    return 0; /* a cluster's calls go through the engine (routing) */
   dlock__dconn *dc = begin(c);
   if (dc == NULL)
     return 0;

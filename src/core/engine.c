@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 #include "core/scripts.h"
 
 static _Thread_local dlock__sync tls_sync;
@@ -56,6 +57,13 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->linger = 0;
   req->drop = (dlock__buf){0};
   req->errmsg[0] = '\0';
+  req->slot = DLOCK__SLOT_ANY;
+  req->redirects = 0;
+  req->retry_at = 0;
+}
+
+void dlock__req_route(dlock__req *req, const char *key, size_t len) {
+  req->slot = dlock__key_slot(key, len);
 }
 
 void dlock__req_task(dlock__req *req,
@@ -104,8 +112,14 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   req->script_tail = req->cmd.len;
   if (rc == DLOCK_OK)
     rc = dlock__resp_bulk(&req->cmd, num, (size_t)n);
-  for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++)
+  for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++) {
     rc = dlock__resp_bulk(&req->cmd, keys[i], klens[i]);
+    int slot = dlock__key_slot(keys[i], klens[i]);
+    if (i == 0)
+      req->slot = slot;
+    else if (slot != req->slot)
+      req->slot = DLOCK__SLOT_CROSS;
+  }
   for (size_t i = 0; rc == DLOCK_OK && i < nargs; i++)
     rc = dlock__resp_bulk(&req->cmd, args[i], alens[i]);
   if (rc != DLOCK_OK) {
@@ -191,6 +205,7 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
   w->early_script = req->script;
   w->early_tail = req->script_tail;
   w->early_argc = req->argc;
+  w->early_slot = req->slot;
 }
 
 /* Submit req (unless w's early try answered it) and wait for its outcome;
@@ -260,12 +275,15 @@ int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
   return call_sent(c, t->early, req, reply, &t->sent_ms);
 }
 
-int dlock__command_call(dlock_client *c, size_t argc, const char *const *argv,
+int dlock__command_call(dlock_client *c, const char *route, size_t route_len,
+                        size_t argc, const char *const *argv,
                         const size_t *lens, redisReply **reply) {
   dlock__req req;
   int rc = dlock__req_command(&req, argc, argv, lens);
   if (rc != DLOCK_OK)
     return rc;
+  if (route)
+    dlock__req_route(&req, route, route_len);
   return dlock__call(c, &req, reply);
 }
 
@@ -305,6 +323,8 @@ static void engine_shutdown(dlock_client *c) {
   dlock__pubsub_shutdown(c);
   dlock__conn_shutdown(&c->cmd, DLOCK_ECLOSED);
   dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
+  if (c->cluster)
+    dlock__cluster_shutdown(c, DLOCK_ECLOSED);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
   uv_close((uv_handle_t *)&c->wake, on_handle_closed);
@@ -319,14 +339,15 @@ static void on_wake(uv_async_t *a) {
   pthread_mutex_unlock(&c->qmu);
   while (req) {
     dlock__req *next = req->next;
-    if (closing && (req->task || !req->linger || c->cmd.state != CONN_READY))
+    if (closing && (req->task || !req->linger ||
+                    (!c->cluster && c->cmd.state != CONN_READY)))
       dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     else if (closing)
-      dlock__conn_send(&c->cmd, req); /* written below, failed by the close */
+      dlock__send(c, req); /* written below, failed by the close */
     else if (req->task)
       req->task(c, req);
     else
-      dlock__conn_send(&c->cmd, req);
+      dlock__send(c, req);
     req = next;
   }
   if (closing) {
@@ -334,6 +355,8 @@ static void on_wake(uv_async_t *a) {
      * releases that did not wait for every member, say) reach the server
      * even when the client is closed right after. */
     dlock__conn_flush(&c->cmd);
+    if (c->cluster)
+      dlock__cluster_flush(c);
     engine_shutdown(c);
   }
 }
@@ -342,6 +365,8 @@ static void on_prepare(uv_prepare_t *p) {
   dlock_client *c = p->data;
   dlock__conn_flush(&c->cmd);
   dlock__conn_flush(&c->sub);
+  if (c->cluster)
+    dlock__cluster_flush(c);
 }
 
 /* c's handles on its engine's loop: on the engine thread, or before it
@@ -357,11 +382,16 @@ static void client_attach(dlock_client *c) {
   c->live = 3;
   dlock__conn_init(c, &c->cmd, 0);
   dlock__conn_init(c, &c->sub, 1);
+  if (c->cluster)
+    dlock__cluster_attach(c);
 }
 
 /* c's connections and watchdog start (engine thread). */
 static void client_start(dlock_client *c) {
-  dlock__conn_start(&c->cmd);
+  if (c->cluster)
+    dlock__cluster_start(c); /* its nodes' connections start on first use */
+  else
+    dlock__conn_start(&c->cmd);
   dlock__conn_start(&c->sub);
   dlock__watchdog_start(c);
 }

@@ -60,6 +60,7 @@ typedef struct dlock__waiter {
   int armed;                         /* under sync->mu */
   int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
   int64_t early_sent_ms;
+  int early_slot;                    /* its route on a cluster */
   redisReply *early_reply;           /* under sync->mu */
   int early_status;
   char early_err[256];
@@ -107,6 +108,8 @@ typedef struct dlock__conn {
   dlock_client *client;
   int is_sub; /* the pub/sub connection */
   const char *role;
+  const char *host; /* where it connects; NULL: the client's URI */
+  int port;
   union {
     uv_handle_t handle;
     uv_stream_t stream;
@@ -203,6 +206,8 @@ typedef struct dlock__engine {
   atomic_int users;    /* clients on this loop */
 } dlock__engine;
 
+typedef struct dlock__cluster dlock__cluster; /* net/cluster.h */
+
 struct dlock_client {
   atomic_int refs;     /* the open client + one per lock handle */
   atomic_int closed;   /* set by dlock_client_close */
@@ -229,6 +234,7 @@ struct dlock_client {
   int *closer_done;
 
   dlock__conn cmd, sub;
+  dlock__cluster *cluster; /* a cluster URI's topology; NULL standalone */
   dlock__direct direct;
 
   pthread_mutex_t cmu;  /* guards channels, their waiter lists and the

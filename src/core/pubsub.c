@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 
 typedef struct chan {
   dlock__map_node node;
@@ -87,6 +88,7 @@ static dlock__req *early_req(dlock__waiter *w) {
   req->script = w->early_script;
   req->script_tail = w->early_tail;
   req->argc = w->early_argc;
+  req->slot = w->early_slot;
   req->queued_ms = w->early_sent_ms = dlock__now_ms();
   req->done = early_done;
   req->data = w;
@@ -108,7 +110,7 @@ static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
   pthread_cond_signal(&w->sync->cv);
   pthread_mutex_unlock(&w->sync->mu);
   if (early)
-    dlock__conn_send(&c->cmd, early);
+    dlock__send(c, early);
 }
 
 static int has_pending_wake(dlock__waiter *w) {

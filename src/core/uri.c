@@ -1,5 +1,6 @@
 /* redis://[[user]:password@]host[:port][/db]
- * unix://[[user]:password@]/path/to/socket[?db=N] */
+ * unix://[[user]:password@]/path/to/socket[?db=N]
+ * redis+cluster://[[user]:password@]host[:port][,host[:port]...][/0] */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -78,6 +79,10 @@ void dlock__uri_free(dlock__uri *u) {
   free(u->path);
   free(u->user);
   free(u->password);
+  for (int i = 0; i < u->nseeds; i++)
+    free(u->seed_hosts[i]);
+  free(u->seed_hosts);
+  free(u->seed_ports);
   memset(u, 0, sizeof *u);
 }
 
@@ -154,8 +159,12 @@ static int parse_socket(const char *p, dlock__uri *u) {
   return DLOCK_OK;
 }
 
+static int parse_seeds(const char *p, dlock__uri *u);
+
 /* redis://...: host[:port][/db], host possibly [bracketed] */
 static int parse_server(const char *p, dlock__uri *u) {
+  if (u->cluster)
+    return parse_seeds(p, u);
   const char *host = p, *host_end;
   if (*p == '[') {
     host = p + 1;
@@ -191,6 +200,67 @@ static int parse_server(const char *p, dlock__uri *u) {
   return DLOCK_OK;
 }
 
+/* One seed "host[:port]" of [s, end) into u's lists. */
+static int add_seed(const char *s, const char *end, dlock__uri *u) {
+  const char *host = s, *host_end;
+  if (*s == '[') {
+    host = s + 1;
+    host_end = memchr(host, ']', (size_t)(end - host));
+    if (host_end == NULL)
+      return dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
+    s = host_end + 1;
+  } else {
+    host_end = memchr(s, ':', (size_t)(end - s));
+    if (host_end == NULL)
+      host_end = end;
+    s = host_end;
+  }
+  if (host_end == host)
+    return dlock__fail(DLOCK_EINVAL, "cluster URI has an empty node (hosts "
+                       "are separated by commas: h1:p1,h2:p2)");
+  long port = 6379;
+  if (s < end && (*s != ':' ||
+                  parse_long(s + 1, (size_t)(end - s - 1), 1, 65535, &port) != 0))
+    return dlock__fail(DLOCK_EINVAL, "bad port in cluster URI (1..65535)");
+  if (u->nseeds == DLOCK__MAX_SEEDS)
+    return dlock__fail(DLOCK_EINVAL, "more than %d seed nodes in cluster URI",
+                       DLOCK__MAX_SEEDS);
+  char *h;
+  int rc = decode(host, (size_t)(host_end - host), &h, "host");
+  if (rc != DLOCK_OK)
+    return rc;
+  u->seed_hosts[u->nseeds] = h;
+  u->seed_ports[u->nseeds++] = (int)port;
+  return DLOCK_OK;
+}
+
+/* redis+cluster://...: host[:port][,host[:port]...][/0] */
+static int parse_seeds(const char *p, dlock__uri *u) {
+  u->seed_hosts = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_hosts);
+  u->seed_ports = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_ports);
+  if (u->seed_hosts == NULL || u->seed_ports == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  const char *end = p + strcspn(p, "/");
+  if (end == p)
+    return dlock__fail(DLOCK_EINVAL, "cluster URI has no node");
+  while (p < end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    const char *e = comma ? comma : end;
+    int rc = add_seed(p, e, u);
+    if (rc != DLOCK_OK)
+      return rc;
+    p = comma ? comma + 1 : end;
+    if (comma && p == end)
+      return dlock__fail(DLOCK_EINVAL, "cluster URI ends with a comma");
+  }
+  if (*end == '/' && end[1] && strcmp(end + 1, "0") != 0)
+    return dlock__fail(DLOCK_EINVAL, "a cluster has only database 0 (URI "
+                       "ends in \"%s\")", end);
+  u->host = strdup(u->seed_hosts[0]);
+  u->port = u->seed_ports[0];
+  return u->host ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
 int dlock__uri_parse(const char *text, dlock__uri *u) {
   memset(u, 0, sizeof *u);
   u->port = 6379;
@@ -201,6 +271,10 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
   if (strncmp(text, "redis://", 8) == 0) {
     is_unix = 0;
     p = text + 8;
+  } else if (strncmp(text, "redis+cluster://", 16) == 0) {
+    is_unix = 0;
+    u->cluster = 1;
+    p = text + 16;
   } else if (strncmp(text, "unix://", 7) == 0) {
     is_unix = 1;
     p = text + 7;
@@ -210,7 +284,8 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
     char shown[64];
     dlock_uri_redact(text, shown, sizeof shown);
     return dlock__fail(DLOCK_EINVAL,
-                       "URI must start with redis:// or unix:// (got \"%.40s\")",
+                       "URI must start with redis://, redis+cluster:// or unix:// "
+                       "(got \"%.40s\")",
                        shown);
   }
   int rc = parse_userinfo(&p, is_unix, u);

@@ -1,4 +1,4 @@
-/* Parsing of connection URIs (redis:// and unix://). */
+/* Parsing of connection URIs (redis://, unix:// and redis+cluster://). */
 #ifndef DLOCK_URI_H
 #define DLOCK_URI_H
 
@@ -9,7 +9,15 @@ typedef struct dlock__uri {
   char *user;     /* ACL user or NULL */
   char *password; /* or NULL */
   long db;
+  /* redis+cluster://h1:p1,h2:p2: the seed nodes (host/port above are the
+   * first); 0 for a standalone URI */
+  int cluster;
+  int nseeds;
+  char **seed_hosts;
+  int *seed_ports;
 } dlock__uri;
+
+#define DLOCK__MAX_SEEDS 64
 
 /* Parse text into u (all strings owned by u). DLOCK_EINVAL with a message
  * naming the bad part. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 #include "core/scripts.h"
 
 #define BATCH 100
@@ -406,7 +407,7 @@ static void tick(uv_timer_t *t) {
       keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
   pthread_mutex_unlock(&c->hmu);
   for (size_t i = 0; i < ready.n; i++)
-    dlock__conn_send(&c->cmd, &ready.v[i]->req);
+    dlock__send(c, &ready.v[i]->req);
   free(ready.v);
   free(p);
   tell_lost(c, &lost);

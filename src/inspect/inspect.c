@@ -179,7 +179,8 @@ int dlock_inspect(dlock_client *client, const char *name,
       strcmp(r->element[0]->str, "hash") == 0) {
     const char *argv[] = {"CLIENT", "LIST"};
     size_t lens[] = {6, 4};
-    if (dlock__command_call(client, 2, argv, lens, &cl) != DLOCK_OK)
+    if (dlock__command_call(client, h->name, h->name_len, 2, argv, lens, &cl) !=
+        DLOCK_OK)
       cl = NULL;
     dlock__clear_error();
   }

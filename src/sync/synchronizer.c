@@ -108,7 +108,8 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
   const char *argv[] = {"GET", o->h.name};
   size_t lens[] = {3, o->h.name_len};
   redisReply *r;
-  int rc = dlock__command_call(o->h.client, 2, argv, lens, &r);
+  int rc = dlock__command_call(o->h.client, o->h.name, o->h.name_len, 2, argv,
+                               lens, &r);
   if (rc != DLOCK_OK)
     return rc;
   rc = dlock__reply_int(r, out, what);

@@ -1,0 +1,505 @@
+/* The cluster topology: slot map, routing, redirects (net/cluster.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/cluster.h"
+
+#define REFRESH_PERIOD_MS 10000 /* a map older than this is read again */
+#define REFRESH_MIN_GAP_MS 100  /* MOVED storms: at most one read per gap */
+#define MAX_REDIRECTS 16        /* MOVED/ASK/TRYAGAIN followed per request */
+#define RETRY_FIRST_MS 10       /* TRYAGAIN/CLUSTERDOWN: first pause */
+#define RETRY_MAX_MS 200
+
+static void refresh(dlock_client *c);
+static void tick(uv_timer_t *t);
+
+static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
+  req->next = NULL;
+  if (*tail)
+    (*tail)->next = req;
+  else
+    *head = req;
+  *tail = req;
+}
+
+int dlock__cluster_new(dlock_client *c) {
+  dlock__cluster *k = calloc(1, sizeof *k);
+  if (k == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  for (int i = 0; i < DLOCK__SLOTS; i++)
+    k->slots[i] = -1;
+  c->cluster = k;
+  return DLOCK_OK;
+}
+
+void dlock__cluster_free(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  if (k == NULL)
+    return;
+  for (int i = 0; i < k->nnodes; i++)
+    free(k->nodes[i]);
+  free(k);
+  c->cluster = NULL;
+}
+
+/* The node at host:port, added when new (-1: the table is full). */
+static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
+  dlock__cluster *k = c->cluster;
+  if (hlen >= sizeof k->nodes[0]->host)
+    return -1;
+  for (int i = 0; i < k->nnodes; i++)
+    if (k->nodes[i]->port == port && strlen(k->nodes[i]->host) == hlen &&
+        memcmp(k->nodes[i]->host, host, hlen) == 0)
+      return i;
+  if (k->nnodes == DLOCK__MAX_NODES)
+    return -1;
+  dlock__node *n = calloc(1, sizeof *n);
+  if (n == NULL)
+    return -1;
+  memcpy(n->host, host, hlen);
+  n->port = port;
+  dlock__conn_init(c, &n->cmd, 0);
+  n->cmd.host = n->host;
+  n->cmd.port = n->port;
+  k->nodes[k->nnodes] = n;
+  return k->nnodes++;
+}
+
+static dlock__conn *node_cmd(dlock_client *c, int i) {
+  dlock__node *n = c->cluster->nodes[i];
+  if (!n->started && !c->stopping) {
+    n->started = 1;
+    dlock__conn_start(&n->cmd);
+  }
+  return &n->cmd;
+}
+
+/* A node for a request without a key (or a slot nobody owns yet): one whose
+ * connection is up, else the next one to ask. */
+static int any_node(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  for (int i = 0; i < k->nnodes; i++)
+    if (k->nodes[i]->started && k->nodes[i]->cmd.state == CONN_READY)
+      return i;
+  return k->next_ask % k->nnodes;
+}
+
+void dlock__cluster_attach(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  uv_timer_init(c->loop, &k->timer);
+  k->timer.data = c;
+  c->live++;
+  for (int i = 0; i < c->uri.nseeds; i++)
+    node_at(c, c->uri.seed_hosts[i], strlen(c->uri.seed_hosts[i]),
+            c->uri.seed_ports[i]);
+}
+
+/* ---- sending --------------------------------------------------------------- */
+
+void dlock__send(dlock_client *c, dlock__req *req) {
+  dlock__cluster *k = c->cluster;
+  if (k == NULL) {
+    dlock__conn_send(&c->cmd, req);
+    return;
+  }
+  if (req->slot == DLOCK__SLOT_CROSS) {
+    dlock__req_finish(req, NULL, DLOCK_EINVAL,
+                      "the keys of this call hash to different cluster slots: "
+                      "a name with a {hash tag} that Redisson's key layout "
+                      "leaves unwrapped (docs/cluster.md, \"Names\")");
+    return;
+  }
+  int i = req->slot >= 0 ? k->slots[req->slot] : -1;
+  if (i < 0)
+    i = any_node(c);
+  if (i < 0 || i >= k->nnodes) {
+    dlock__req_finish(req, NULL, DLOCK_EIO, "cluster: no node known");
+    return;
+  }
+  dlock__conn_send(node_cmd(c, i), req);
+}
+
+void dlock__cluster_flush(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  for (int i = 0; i < k->nnodes; i++)
+    if (k->nodes[i]->started)
+      dlock__conn_flush(&k->nodes[i]->cmd);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  dlock__client_live_done(h->data);
+}
+
+void dlock__cluster_shutdown(dlock_client *c, int status) {
+  dlock__cluster *k = c->cluster;
+  dlock__req *req;
+  while ((req = k->parked) != NULL) {
+    k->parked = req->next;
+    dlock__req_finish(req, NULL, status, "client closed");
+  }
+  k->parked_tail = NULL;
+  for (int i = 0; i < k->nnodes; i++)
+    dlock__conn_shutdown(&k->nodes[i]->cmd, status);
+  uv_close((uv_handle_t *)&k->timer, on_timer_closed);
+}
+
+/* ---- parked requests and the timer ------------------------------------------ */
+
+static void arm(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  if (c->stopping)
+    return;
+  int64_t now = dlock__now_ms();
+  int64_t due = k->last_refresh_ms + REFRESH_PERIOD_MS;
+  for (dlock__req *r = k->parked; r; r = r->next)
+    if (r->retry_at < due)
+      due = r->retry_at;
+  uv_timer_start(&k->timer, tick, due > now ? (uint64_t)(due - now) : 0, 0);
+}
+
+static void tick(uv_timer_t *t) {
+  dlock_client *c = t->data;
+  dlock__cluster *k = c->cluster;
+  if (c->stopping)
+    return;
+  int64_t now = dlock__now_ms();
+  dlock__req *due = NULL, *due_tail = NULL, *keep = NULL, *keep_tail = NULL;
+  for (dlock__req *r = k->parked, *next; r; r = next) {
+    next = r->next;
+    if (r->retry_at <= now)
+      push(&due, &due_tail, r);
+    else
+      push(&keep, &keep_tail, r);
+  }
+  k->parked = keep;
+  k->parked_tail = keep_tail;
+  for (dlock__req *r = due, *next; r; r = next) {
+    next = r->next;
+    r->next = NULL;
+    dlock__send(c, r);
+  }
+  if (now >= k->last_refresh_ms + REFRESH_PERIOD_MS)
+    refresh(c);
+  arm(c);
+}
+
+void dlock__cluster_start(dlock_client *c) { refresh(c); }
+
+/* ---- the slot map -------------------------------------------------------------- */
+
+static const redisReply *field(const redisReply *map, const char *name) {
+  if (map->type != REDIS_REPLY_ARRAY)
+    return NULL;
+  for (size_t i = 0; i + 1 < map->elements; i += 2)
+    if (map->element[i]->type == REDIS_REPLY_STRING &&
+        strcmp(map->element[i]->str, name) == 0)
+      return map->element[i + 1];
+  return NULL;
+}
+
+static int is_str(const redisReply *r, const char *s) {
+  return r && r->type == REDIS_REPLY_STRING && strcmp(r->str, s) == 0;
+}
+
+/* A node's address from its reply fields; an empty or unknown ("?")
+ * endpoint means "the address you asked" (asked). */
+static int addr_node(dlock_client *c, const redisReply *host, long long port,
+                     int asked) {
+  const char *h = NULL;
+  size_t hl = 0;
+  if (host && host->type == REDIS_REPLY_STRING && host->len > 0 &&
+      strcmp(host->str, "?") != 0) {
+    h = host->str;
+    hl = host->len;
+  } else {
+    h = c->cluster->nodes[asked]->host;
+    hl = strlen(h);
+  }
+  if (port <= 0 || port > 65535)
+    return -1;
+  return node_at(c, h, hl, (int)port);
+}
+
+/* CLUSTER SHARDS: [ [ "slots", [s, e, ...], "nodes", [ {id, port, ip,
+ * endpoint, role, health, ...}, ... ] ], ... ] (maps as flat arrays). */
+static int read_shards(dlock_client *c, const redisReply *r, int asked,
+                       int16_t *slots) {
+  if (r->type != REDIS_REPLY_ARRAY)
+    return 0;
+  for (size_t s = 0; s < r->elements; s++) {
+    const redisReply *range = field(r->element[s], "slots");
+    const redisReply *nodes = field(r->element[s], "nodes");
+    if (!range || !nodes || range->type != REDIS_REPLY_ARRAY ||
+        nodes->type != REDIS_REPLY_ARRAY)
+      return 0;
+    int owner = -1;
+    for (size_t n = 0; n < nodes->elements && owner < 0; n++) {
+      const redisReply *node = nodes->element[n];
+      const redisReply *port = field(node, "port");
+      if (!is_str(field(node, "role"), "master") || !port ||
+          port->type != REDIS_REPLY_INTEGER)
+        continue;
+      const redisReply *ep = field(node, "endpoint");
+      if (!ep || ep->type != REDIS_REPLY_STRING || ep->len == 0 ||
+          strcmp(ep->str, "?") == 0)
+        ep = field(node, "ip");
+      owner = addr_node(c, ep, port->integer, asked);
+    }
+    if (owner < 0)
+      continue; /* a shard without a master now (failover under way) */
+    for (size_t i = 0; i + 1 < range->elements; i += 2) {
+      long long a = range->element[i]->integer, b = range->element[i + 1]->integer;
+      for (long long x = a; x <= b && x < DLOCK__SLOTS; x++)
+        if (x >= 0)
+          slots[x] = (int16_t)owner;
+    }
+  }
+  return 1;
+}
+
+/* CLUSTER SLOTS: [ [start, end, [ip, port, id, ...], replicas...], ... ] */
+static int read_slots(dlock_client *c, const redisReply *r, int asked,
+                      int16_t *slots) {
+  if (r->type != REDIS_REPLY_ARRAY)
+    return 0;
+  for (size_t s = 0; s < r->elements; s++) {
+    const redisReply *e = r->element[s];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+        e->element[2]->type != REDIS_REPLY_ARRAY ||
+        e->element[2]->elements < 2)
+      return 0;
+    const redisReply *m = e->element[2];
+    int owner = addr_node(c, m->element[0], m->element[1]->integer, asked);
+    if (owner < 0)
+      continue;
+    for (long long x = e->element[0]->integer;
+         x <= e->element[1]->integer && x < DLOCK__SLOTS; x++)
+      if (x >= 0)
+        slots[x] = (int16_t)owner;
+  }
+  return 1;
+}
+
+typedef struct map_req {
+  dlock__req req;
+  dlock_client *client;
+  int asked;
+  int shards;
+} map_req;
+
+static void map_done(dlock__req *req, redisReply *reply, int status) {
+  map_req *m = (map_req *)req;
+  dlock_client *c = m->client;
+  dlock__cluster *k = c->cluster;
+  k->refreshing = 0;
+  int ok = 0;
+  if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
+    if (m->shards && (strstr(reply->str, "unknown subcommand") ||
+                      strstr(reply->str, "Unknown subcommand"))) {
+      k->no_shards = 1; /* before Redis 7: ask again with CLUSTER SLOTS */
+      k->refresh_again = 1;
+    }
+    snprintf(k->last_error, sizeof k->last_error, "%.199s", reply->str);
+  } else if (status == DLOCK_OK) {
+    int16_t *slots = malloc(sizeof k->slots);
+    if (slots) {
+      for (int i = 0; i < DLOCK__SLOTS; i++)
+        slots[i] = -1;
+      ok = m->shards ? read_shards(c, reply, m->asked, slots)
+                     : read_slots(c, reply, m->asked, slots);
+      if (ok) {
+        /* a slot the reply left without a master keeps its old owner:
+         * requests there get MOVED or fail over as the cluster decides */
+        for (int i = 0; i < DLOCK__SLOTS; i++)
+          if (slots[i] >= 0)
+            k->slots[i] = slots[i];
+        k->map_known = 1;
+        k->last_error[0] = '\0';
+      }
+      free(slots);
+    }
+  } else {
+    snprintf(k->last_error, sizeof k->last_error, "%.199s", req->errmsg);
+  }
+  if (reply)
+    freeReplyObject(reply);
+  if (!ok)
+    k->next_ask++; /* the next map request asks another node */
+  free(m);
+  if (!c->stopping && k->refresh_again) {
+    k->refresh_again = 0;
+    refresh(c);
+  }
+}
+
+/* Ask a node for the slot map (one request at a time). */
+static void refresh(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  if (c->stopping)
+    return;
+  if (k->refreshing) {
+    k->refresh_again = 1;
+    return;
+  }
+  map_req *m = calloc(1, sizeof *m);
+  if (m == NULL)
+    return; /* the next tick tries again */
+  const char *argv[] = {"CLUSTER", k->no_shards ? "SLOTS" : "SHARDS"};
+  size_t lens[] = {7, k->no_shards ? 5u : 6u};
+  if (dlock__req_command(&m->req, 2, argv, lens) != DLOCK_OK) {
+    free(m);
+    return;
+  }
+  m->client = c;
+  m->shards = !k->no_shards;
+  m->asked = any_node(c);
+  m->req.done = map_done;
+  m->req.queued_ms = dlock__now_ms();
+  k->refreshing = 1;
+  k->last_refresh_ms = m->req.queued_ms;
+  dlock__conn_send(node_cmd(c, m->asked), &m->req);
+  arm(c);
+}
+
+/* A refresh soon, but not more than one per REFRESH_MIN_GAP_MS. */
+static void refresh_soon(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  int64_t now = dlock__now_ms();
+  if (now >= k->last_refresh_ms + REFRESH_MIN_GAP_MS)
+    refresh(c);
+  else if (k->last_refresh_ms + REFRESH_PERIOD_MS > now + REFRESH_MIN_GAP_MS) {
+    k->last_refresh_ms = now + REFRESH_MIN_GAP_MS - REFRESH_PERIOD_MS;
+    arm(c);
+  }
+}
+
+/* ---- redirects ----------------------------------------------------------------- */
+
+static void asking_done(dlock__req *req, redisReply *reply, int status) {
+  (void)status;
+  if (reply)
+    freeReplyObject(reply);
+  free(req);
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the slot and
+ * the target node's index, or -1. */
+static int target(dlock_client *c, const char *err, int *slot) {
+  const char *p = strchr(err, ' ');
+  if (p == NULL)
+    return -1;
+  char *end;
+  long s = strtol(p + 1, &end, 10);
+  if (end == p + 1 || *end != ' ' || s < 0 || s >= DLOCK__SLOTS)
+    return -1;
+  const char *addr = end + 1;
+  const char *colon = strrchr(addr, ':');
+  if (colon == NULL)
+    return -1;
+  long port = strtol(colon + 1, NULL, 10);
+  *slot = (int)s;
+  const char *h = addr;
+  size_t hl = (size_t)(colon - addr);
+  if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+    h++;
+    hl -= 2;
+  }
+  if (hl == 0) { /* an unknown endpoint: the node that answered */
+    return -1;
+  }
+  if (port <= 0 || port > 65535)
+    return -1;
+  return node_at(c, h, hl, (int)port);
+}
+
+int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
+                            redisReply *reply) {
+  dlock_client *c = conn->client;
+  dlock__cluster *k = c->cluster;
+  if (k == NULL || req->task)
+    return 0;
+  const char *e = reply->str;
+  int moved = strncmp(e, "MOVED ", 6) == 0, ask = strncmp(e, "ASK ", 4) == 0;
+  int again = strncmp(e, "TRYAGAIN", 8) == 0 ||
+              strncmp(e, "CLUSTERDOWN", 11) == 0;
+  if (!moved && !ask && !again)
+    return 0;
+  if (++req->redirects > MAX_REDIRECTS ||
+      (again && dlock__now_ms() - req->queued_ms >= c->opts.command_timeout_ms)) {
+    char why[256];
+    snprintf(why, sizeof why, "cluster: %s%.160s (after %d tries)",
+             again ? "still " : "", e, req->redirects);
+    freeReplyObject(reply);
+    dlock__req_finish(req, NULL, DLOCK_EIO, why);
+    return 1;
+  }
+  if (again) {
+    /* a multi-key call meets a slot being migrated, or the cluster has
+     * lost a shard: pause (doubling) and send again, within the budget */
+    int64_t pause = RETRY_FIRST_MS << (req->redirects < 6 ? req->redirects - 1 : 5);
+    req->retry_at = dlock__now_ms() + (pause < RETRY_MAX_MS ? pause : RETRY_MAX_MS);
+    freeReplyObject(reply);
+    push(&k->parked, &k->parked_tail, req);
+    refresh_soon(c);
+    arm(c);
+    return 1;
+  }
+  int slot = -1;
+  int to = target(c, e, &slot);
+  freeReplyObject(reply);
+  if (to < 0) {
+    dlock__req_finish(req, NULL, DLOCK_EIO, "cluster: a redirect to an "
+                      "unknown address");
+    return 1;
+  }
+  if (moved) {
+    k->slots[slot] = (int16_t)to;
+    req->slot = slot; /* a request without a route has one now */
+    refresh_soon(c);
+    dlock__send(c, req);
+    return 1;
+  }
+  /* ASK: this one request goes to the importing node, right after ASKING */
+  dlock__req *asking = calloc(1, sizeof *asking);
+  const char *argv[] = {"ASKING"};
+  size_t lens[] = {6};
+  if (asking == NULL || dlock__req_command(asking, 1, argv, lens) != DLOCK_OK) {
+    free(asking);
+    dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
+    return 1;
+  }
+  asking->done = asking_done;
+  asking->linger = 1;
+  dlock__conn *to_conn = node_cmd(c, to);
+  dlock__conn_send(to_conn, asking);
+  dlock__conn_send(to_conn, req);
+  return 1;
+}
+
+void dlock__cluster_conn_down(dlock__conn *conn) {
+  dlock_client *c = conn->client;
+  if (c->cluster == NULL || c->stopping)
+    return;
+  c->cluster->next_ask++;
+  refresh_soon(c);
+}
+
+void dlock__cluster_pick(dlock__conn *conn) {
+  dlock_client *c = conn->client;
+  dlock__cluster *k = c->cluster;
+  if (k == NULL || conn != &c->sub || k->nnodes == 0)
+    return;
+  /* after a failure, the next node; a node that answers commands first */
+  int i = conn->backoff_ms > 0 ? (k->sub_node + 1) % k->nnodes : k->sub_node;
+  for (int j = 0; j < k->nnodes; j++) {
+    int n = (i + j) % k->nnodes;
+    if (k->nodes[n]->started && k->nodes[n]->cmd.state == CONN_READY) {
+      i = n;
+      break;
+    }
+  }
+  k->sub_node = i;
+  conn->host = k->nodes[i]->host;
+  conn->port = k->nodes[i]->port;
+}

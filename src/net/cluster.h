@@ -1,0 +1,68 @@
+/* The cluster topology (docs/cluster.md): which node serves a request.
+ *
+ * A client opened on a redis+cluster:// URI learns the slot map from its
+ * seed nodes (CLUSTER SHARDS, or CLUSTER SLOTS on servers without it), keeps
+ * one command connection per master it talks to, routes every request by
+ * the hash slot of its keys, follows MOVED and ASK, parks a request that
+ * met TRYAGAIN or CLUSTERDOWN and sends it again within its budget, and
+ * refreshes the map on MOVED, on a connection that fails, and periodically.
+ * A standalone client has no topology: every request goes to its one
+ * command connection. Engine thread only, except where said. */
+#ifndef DLOCK_NET_CLUSTER_H
+#define DLOCK_NET_CLUSTER_H
+
+#include "core/engine.h"
+
+#define DLOCK__SLOTS 16384
+#define DLOCK__MAX_NODES 128
+
+typedef struct dlock__node {
+  char host[256];
+  int port;
+  dlock__conn cmd;
+  int started; /* cmd has been started (connections start on first use) */
+} dlock__node;
+
+struct dlock__cluster {
+  dlock__node *nodes[DLOCK__MAX_NODES]; /* never moved or freed before the
+                                          client: connections live inside */
+  int nnodes;
+  int16_t slots[DLOCK__SLOTS]; /* node index, -1 unknown */
+  int map_known;               /* a map has been read */
+  int refreshing;              /* a map request is in flight */
+  int refresh_again;           /* another was asked for meanwhile */
+  int no_shards;               /* the servers lack CLUSTER SHARDS */
+  int next_ask;                /* the node the next map request goes to */
+  int sub_node;                /* the node the pub/sub connection uses */
+  int64_t last_refresh_ms;
+  uv_timer_t timer;            /* periodic refresh and parked requests */
+  dlock__req *parked, *parked_tail;
+  char last_error[200];        /* why the last map request failed */
+};
+
+/* client.c: allocate c->cluster for a cluster URI. DLOCK_OK/ENOMEM. */
+int dlock__cluster_new(dlock_client *c);
+void dlock__cluster_free(dlock_client *c);
+/* engine.c: handles on the loop (attach), first map request (start), the
+ * write of every connection (flush), close (shutdown). */
+void dlock__cluster_attach(dlock_client *c);
+void dlock__cluster_start(dlock_client *c);
+void dlock__cluster_flush(dlock_client *c);
+void dlock__cluster_shutdown(dlock_client *c, int status);
+
+/* Send req to the node that serves it (the command connection on a
+ * standalone client). */
+void dlock__send(dlock_client *c, dlock__req *req);
+
+/* conn.c: reply is an error reply to req from conn. 1 when it was a
+ * cluster redirect or a transient cluster state and req was taken (sent
+ * elsewhere, parked, or finished with a clear error); 0 otherwise. */
+int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
+                            redisReply *reply);
+/* conn.c: a command connection failed: the map may have changed. */
+void dlock__cluster_conn_down(dlock__conn *conn);
+/* conn.c: where a connection goes, before each connect (the pub/sub
+ * connection follows the map: a node that answers). */
+void dlock__cluster_pick(dlock__conn *conn);
+
+#endif /* DLOCK_NET_CLUSTER_H */
