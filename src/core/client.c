@@ -40,6 +40,8 @@ static void client_free(dlock_client *c) {
   free(c);
 }
 
+int dlock__client_is_cluster(const dlock_client *c) { return c->cluster != NULL; }
+
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {
   const dlock__uri *u = &c->uri;
   if (u->path)

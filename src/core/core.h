@@ -195,6 +195,8 @@ int dlock__client_closed(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 /* The server c talks to, for messages: "host:port" or the socket's path
  * (never a password). Returns buf. */
+/* The client was opened on a redis+cluster:// URI. */
+int dlock__client_is_cluster(const dlock_client *c);
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n);
 /* Owner string "U:T" for owner id into out (at least 64 bytes). */
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);

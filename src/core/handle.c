@@ -5,6 +5,15 @@
 
 #include "core/core.h"
 
+/* The cluster's hash-tag rule finds a tag: a '}' after the first '{', with
+ * something between. */
+static int has_tag(const char *name, size_t len) {
+  const char *open = memchr(name, '{', len);
+  const char *close =
+      open ? memchr(open + 1, '}', len - (size_t)(open + 1 - name)) : NULL;
+  return close && close > open + 1;
+}
+
 int dlock__handle_new(size_t size, dlock_client *client, const char *name,
                       const dlock_lock_opts *opts, void **out) {
   dlock__clear_error();
@@ -26,6 +35,13 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
     return rc;
   if (dlock__client_closed(client))
     return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  if (dlock__client_is_cluster(client) && memchr(name, '{', len) &&
+      !has_tag(name, len))
+    return dlock__fail(DLOCK_EINVAL,
+                       "on a cluster a name with a '{' needs a whole hash tag "
+                       "(\"{tag}\", not empty): Redisson's layout keeps such a "
+                       "name as it is, and its keys would hash to different "
+                       "slots (docs/cluster.md, \"Names\")");
   dlock__handle *h = calloc(1, size);
   char *copy = malloc(len + 1);
   if (h == NULL || copy == NULL) {

@@ -358,6 +358,36 @@ typedef struct pending {
   hold *hs[BATCH];
 } pending;
 
+/* On a cluster one call may only name keys of one slot: holds are sorted
+ * by (script, slot) and cut into batches of one slot each. */
+typedef struct slotted {
+  int script, slot;
+  hold *h;
+} slotted;
+
+static int by_script_slot(const void *a, const void *b) {
+  const slotted *x = a, *y = b;
+  if (x->script != y->script)
+    return x->script < y->script ? -1 : 1;
+  return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static void batch_slotted(dlock_client *c, slotted *v, size_t n, int64_t now,
+                          batch_list *ready) {
+  qsort(v, n, sizeof *v, by_script_slot);
+  hold *hs[BATCH];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    hs[k++] = v[i].h;
+    int last = i + 1 == n || v[i + 1].script != v[i].script ||
+               v[i + 1].slot != v[i].slot;
+    if (last || k == BATCH) {
+      keep(ready, make_batch(c, v[i].script, hs, k, now));
+      k = 0;
+    }
+  }
+}
+
 static void tick(uv_timer_t *t) {
   dlock_client *c = t->data;
   int64_t now = dlock__now_ms();
@@ -369,9 +399,16 @@ static void tick(uv_timer_t *t) {
   if (p == NULL)
     return; /* out of memory: the next tick tries again */
   pthread_mutex_lock(&c->hmu);
-  ready.v = calloc(c->holds.count / BATCH + MAX_SCRIPTS + 1, sizeof *ready.v);
-  if (ready.v == NULL) {
+  /* a cluster's batches: at worst one per hold */
+  size_t most = c->cluster ? c->holds.count + 1
+                           : c->holds.count / BATCH + MAX_SCRIPTS + 1;
+  ready.v = calloc(most, sizeof *ready.v);
+  slotted *sv = c->cluster ? calloc(c->holds.count + 1, sizeof *sv) : NULL;
+  size_t ns = 0;
+  if (ready.v == NULL || (c->cluster && sv == NULL)) {
     pthread_mutex_unlock(&c->hmu);
+    free(ready.v);
+    free(sv);
     free(p);
     return; /* out of memory: the next tick tries again */
   }
@@ -388,6 +425,11 @@ static void tick(uv_timer_t *t) {
     }
     if (h->renewing || too_long)
       continue;
+    if (sv) {
+      sv[ns++] = (slotted){h->script, dlock__key_slot(hold_name(h), h->name_len),
+                           h};
+      continue;
+    }
     size_t i = 0;
     while (i < np && p[i].script != h->script)
       i++;
@@ -405,7 +447,10 @@ static void tick(uv_timer_t *t) {
   for (size_t i = 0; i < np; i++)
     if (p[i].n)
       keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
+  if (sv)
+    batch_slotted(c, sv, ns, now, &ready);
   pthread_mutex_unlock(&c->hmu);
+  free(sv);
   for (size_t i = 0; i < ready.n; i++)
     dlock__send(c, &ready.v[i]->req);
   free(ready.v);

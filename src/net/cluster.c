@@ -12,6 +12,7 @@
 #define RETRY_MAX_MS 200
 
 static void refresh(dlock_client *c);
+static void refresh_soon(dlock_client *c);
 static void tick(uv_timer_t *t);
 
 static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
@@ -151,10 +152,15 @@ static void arm(dlock_client *c) {
   if (c->stopping)
     return;
   int64_t now = dlock__now_ms();
-  int64_t due = k->last_refresh_ms + REFRESH_PERIOD_MS;
+  /* the next map read is armed when the one in flight ends (map_done) */
+  int64_t due = k->refreshing ? INT64_MAX : k->last_refresh_ms + REFRESH_PERIOD_MS;
   for (dlock__req *r = k->parked; r; r = r->next)
     if (r->retry_at < due)
       due = r->retry_at;
+  if (due == INT64_MAX) {
+    uv_timer_stop(&k->timer);
+    return;
+  }
   uv_timer_start(&k->timer, tick, due > now ? (uint64_t)(due - now) : 0, 0);
 }
 
@@ -329,8 +335,9 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
   free(m);
   if (!c->stopping && k->refresh_again) {
     k->refresh_again = 0;
-    refresh(c);
+    refresh_soon(c);
   }
+  arm(c);
 }
 
 /* Ask a node for the slot map (one request at a time). */
@@ -479,9 +486,32 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
 
 void dlock__cluster_conn_down(dlock__conn *conn) {
   dlock_client *c = conn->client;
-  if (c->cluster == NULL || c->stopping)
+  dlock__cluster *k = c->cluster;
+  if (k == NULL || c->stopping)
     return;
-  c->cluster->next_ask++;
+  k->next_ask++;
+  /* requests that could go anywhere (the map request, one without a key,
+   * a slot nobody is known to own) try another node instead of waiting for
+   * this one to come back; the others wait for it or for a new map */
+  dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
+  conn->waiting = conn->waiting_tail = NULL;
+  while (req) {
+    dlock__req *next = req->next;
+    if (req->slot < 0 || k->slots[req->slot] < 0) {
+      req->next = NULL;
+      int i = any_node(c);
+      if (&k->nodes[i]->cmd == conn)
+        i = (i + 1) % k->nnodes;
+      dlock__conn_send(node_cmd(c, i), req);
+    } else {
+      push(&keep, &keep_tail, req);
+    }
+    req = next;
+  }
+  for (req = keep; req; req = keep) {
+    keep = req->next;
+    push(&conn->waiting, &conn->waiting_tail, req);
+  }
   refresh_soon(c);
 }
 
