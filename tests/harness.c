@@ -184,6 +184,15 @@ static redisReply *vcmd_port(int port, const char *fmt, va_list ap) {
   return r;
 }
 
+/* A command on one server, whatever it answers (no MOVED followed). */
+static redisReply *cmd_at(int port, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = vcmd_port(port, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
 /* "MOVED 1234 127.0.0.1:PORT" -> PORT, else 0 */
 static int moved_port(const redisReply *r) {
   if (r == NULL || r->type != REDIS_REPLY_ERROR || strncmp(r->str, "MOVED ", 6))
@@ -475,12 +484,19 @@ static long long numsub_one(th_server *s, const char *channel) {
 long long th_numsub(th_server *s, const char *channel) {
   if (s->nnodes == 0)
     return numsub_one(s, channel);
+  /* classic subscribers anywhere, and shard subscribers at the owner of
+   * the channel's slot (other nodes answer MOVED) */
   long long sum = 0;
   for (int i = 0; i < s->nnodes; i++) {
     long long n = numsub_one(&s->node[i], channel);
     if (n < 0)
       return -1;
     sum += n;
+    redisReply *r = cmd_at(s->node[i].port, "PUBSUB SHARDNUMSUB %s", channel);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+      sum += r->element[1]->integer;
+    if (r)
+      freeReplyObject(r);
   }
   return sum;
 }

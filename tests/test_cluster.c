@@ -148,6 +148,58 @@ static void test_seeds(void) {
                DLOCK_OK);
 }
 
+/* Moving the slot of a key from its master to another, in the steps of
+ * a resharding (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE). */
+typedef struct slot_move {
+  long long slot;
+  th_server *from, *to;
+  char from_id[64], to_id[64];
+} slot_move;
+
+static void node_id(th_server *n, char out[64]) {
+  redisReply *r = th_cmd(n, "CLUSTER MYID");
+  snprintf(out, 64, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+  if (r)
+    freeReplyObject(r);
+}
+
+/* The slot of key starts moving to another master. */
+static void move_begin(slot_move *m, const char *key) {
+  m->from = th_node_of(&srv, key);
+  m->to = NULL;
+  for (int i = 0; i < 3 && m->to == NULL; i++)
+    if (&srv.node[i] != m->from)
+      m->to = &srv.node[i];
+  m->slot = th_int(&srv, "CLUSTER KEYSLOT %s", key);
+  node_id(m->from, m->from_id);
+  node_id(m->to, m->to_id);
+  freeReplyObject(th_cmd(m->to, "CLUSTER SETSLOT %lld IMPORTING %s", m->slot,
+                         m->from_id));
+  freeReplyObject(th_cmd(m->from, "CLUSTER SETSLOT %lld MIGRATING %s", m->slot,
+                         m->to_id));
+}
+
+/* key itself moves (1 when MIGRATE said OK). */
+static int move_key(slot_move *m, const char *key) {
+  redisReply *r = th_cmd(m->from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
+                         m->to->port, "", key);
+  int ok = r && r->type == REDIS_REPLY_STATUS;
+  if (r)
+    freeReplyObject(r);
+  return ok;
+}
+
+/* The slot belongs to the new master (both ends first, then the third). */
+static void move_end(slot_move *m) {
+  th_server *order[3] = {m->to, m->from, NULL};
+  for (int i = 0; i < 3; i++)
+    if (&srv.node[i] != m->to && &srv.node[i] != m->from)
+      order[2] = &srv.node[i];
+  for (int i = 0; i < 3; i++)
+    freeReplyObject(th_cmd(order[i], "CLUSTER SETSLOT %lld NODE %s", m->slot,
+                           m->to_id));
+}
+
 /* The master that owns a held lock's slot hands the slot (and the key) to
  * another master. The client's map is stale: its next calls meet MOVED
  * (and ASK while the key is moving) and follow; the release finds the hold
@@ -157,40 +209,102 @@ static void test_slot_moves_under_lock(void) {
   snprintf(name, sizeof name, "%s", th_name("moving"));
   dlock_lock *l = new_lock(cl, name);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  th_server *from = th_node_of(&srv, name), *to = NULL;
-  for (int m = 0; m < 3 && to == NULL; m++)
-    if (&srv.node[m] != from)
-      to = &srv.node[m];
-  long long slot = th_int(&srv, "CLUSTER KEYSLOT %s", name);
-  redisReply *r = th_cmd(from, "CLUSTER MYID");
-  char from_id[64], to_id[64];
-  snprintf(from_id, sizeof from_id, "%s", r ? r->str : "");
-  freeReplyObject(r);
-  r = th_cmd(to, "CLUSTER MYID");
-  snprintf(to_id, sizeof to_id, "%s", r ? r->str : "");
-  freeReplyObject(r);
-  freeReplyObject(th_cmd(to, "CLUSTER SETSLOT %lld IMPORTING %s", slot, from_id));
-  freeReplyObject(th_cmd(from, "CLUSTER SETSLOT %lld MIGRATING %s", slot, to_id));
+  slot_move m;
+  move_begin(&m, name);
   /* mid-migration, the key still on the old owner: state is read there */
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
-  r = th_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s", to->port, "", name);
-  CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
-  freeReplyObject(r);
+  CU_ASSERT(move_key(&m, name));
   /* the key has moved, the slot not yet: ASK */
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
-  for (int i = 0; i < 3; i++)
-    freeReplyObject(th_cmd(&srv.node[i], "CLUSTER SETSLOT %lld NODE %s", slot,
-                           to_id));
+  move_end(&m);
   /* done: MOVED, then the new map */
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_int(to, "EXISTS %s", name), 0);
+  CU_ASSERT_EQUAL(th_int(m.to, "EXISTS %s", name), 0);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_int(to, "EXISTS %s", name), 1);
+  CU_ASSERT_EQUAL(th_int(m.to, "EXISTS %s", name), 1);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
+}
+
+/* The slot of a lock with a waiter moves to another master: the old owner
+ * ends the waiter's shard subscription, the client subscribes again on the
+ * new owner, and the release there (SPUBLISH on the new owner) wakes the
+ * waiter at once, not at the end of the 30 s lease. */
+static void test_shard_channel_follows_slot(void) {
+  char name[64], channel[128];
+  snprintf(name, sizeof name, "%s", th_name("shardmove"));
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_lock *holder = new_lock(cl, name);
+  TH_ASSERT_RC(dlock_acquire(holder, 0, 30000), DLOCK_OK);
+  th_acquirer w = {.lock = new_lock(c2, name), .wait_ms = 20000,
+                   .lease_ms = 30000};
+  th_acquirer_start(&w);
+  CU_ASSERT_FATAL(th_wait_numsub(&srv, channel, 1, 3000));
+  slot_move m;
+  th_server *from = th_node_of(&srv, name);
+  redisReply *r = th_cmd(from, "PUBSUB SHARDNUMSUB %s", channel);
+  CU_ASSERT(r && r->elements == 2 && r->element[1]->integer == 1);
+  freeReplyObject(r);
+  move_begin(&m, name);
+  CU_ASSERT(move_key(&m, name));
+  move_end(&m);
+  /* the event: the waiter's subscription is on the new owner */
+  long long subs = 0;
+  for (int64_t end = th_now_ms() + 5000; subs != 1 && th_now_ms() < end;
+       usleep(2000)) {
+    r = th_cmd(m.to, "PUBSUB SHARDNUMSUB %s", channel);
+    subs = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+               ? r->element[1]->integer
+               : 0;
+    if (r)
+      freeReplyObject(r);
+  }
+  CU_ASSERT_EQUAL(subs, 1);
+  CU_ASSERT_EQUAL(w.got_ms, 0); /* still waiting: the lock is held */
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  int64_t after = w.got_ms - t0, bound = th_scaled_us(&srv, 200000) / 1000;
+  printf("\n    woken %lld ms after the release on the new owner [bound %lld "
+         "ms] ", (long long)after, (long long)bound);
+  CU_ASSERT(after <= bound);
+  dlock_lock_free(w.lock);
+  dlock_lock_free(holder);
+  dlock_client_close(c2);
+}
+
+/* ?pubsub=classic: PUBLISH/SUBSCRIBE on any node (a cluster before Redis 7,
+ * or Java clients configured so): a waiter is woken by the release. */
+static void test_classic_pubsub(void) {
+  char url[300], name[64];
+  snprintf(url, sizeof url, "%s?pubsub=classic", srv.url);
+  snprintf(name, sizeof name, "%s", th_name("classic"));
+  dlock_client *c1 = NULL, *c2 = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c1), DLOCK_OK);
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &c2), DLOCK_OK);
+  CU_ASSERT_FATAL(c1 && c2);
+  dlock_lock *holder = new_lock(c1, name);
+  TH_ASSERT_RC(dlock_acquire(holder, 0, 30000), DLOCK_OK);
+  th_acquirer w = {.lock = new_lock(c2, name), .wait_ms = 20000,
+                   .lease_ms = 30000};
+  th_acquirer_start(&w);
+  char channel[128];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT_FATAL(th_wait_numsub(&srv, channel, 1, 3000));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(w.got_ms - t0 <= th_scaled_us(&srv, 200000) / 1000);
+  dlock_lock_free(w.lock);
+  dlock_lock_free(holder);
+  dlock_client_close(c1);
+  dlock_client_close(c2);
 }
 
 static void add(void) {
@@ -199,6 +313,8 @@ static void add(void) {
   CU_add_test(s, "cross_slot_name", test_cross_slot_name);
   CU_add_test(s, "seeds", test_seeds);
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);
+  CU_add_test(s, "shard_channel_follows_slot", test_shard_channel_follows_slot);
+  CU_add_test(s, "classic_pubsub", test_classic_pubsub);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }

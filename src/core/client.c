@@ -31,7 +31,6 @@ static void client_free(dlock_client *c) {
   dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
-  dlock__buf_free(&c->sub_fifo);
   dlock__uri_free(&c->uri);
   free(c->client_name);
   pthread_mutex_destroy(&c->qmu);
@@ -41,6 +40,10 @@ static void client_free(dlock_client *c) {
 }
 
 int dlock__client_is_cluster(const dlock_client *c) { return c->cluster != NULL; }
+
+const char *dlock__publish_cmd(const dlock_client *c) {
+  return atomic_load(&((dlock_client *)c)->sharded) ? "SPUBLISH" : "PUBLISH";
+}
 
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {
   const dlock__uri *u = &c->uri;
@@ -138,6 +141,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   atomic_init(&c->refs, 1);
   atomic_init(&c->closed, 0);
   atomic_init(&c->fifo_waiters, 0);
+  atomic_init(&c->sharded, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
   pthread_mutex_init(&c->cmu, NULL);
@@ -169,6 +173,10 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return dlock__fail(rc, "%s", msg);
   }
   if (opts->lazy_connect) {
+    /* a cluster's pub/sub mode is not asked for: sharded unless the URI
+     * says ?pubsub=classic (docs/cluster.md) */
+    if (c->cluster)
+      atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
     *out = c;
     return DLOCK_OK;
   }
@@ -180,16 +188,23 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   int64_t until = dlock__now_ms() + opts->connect_timeout_ms;
   do {
     dlock__req ping;
-    /* on a cluster URI, a node that is not in cluster mode says so here */
-    const char *argv[] = {c->cluster ? "CLUSTER" : "PING", "MYID"};
-    size_t lens[] = {c->cluster ? 7u : 4u, 4};
+    /* on a cluster URI: CLUSTER SHARDS, which a server that is not in
+     * cluster mode refuses, and one before Redis 7 does not know */
+    const char *argv[] = {c->cluster ? "CLUSTER" : "PING", "SHARDS"};
+    size_t lens[] = {c->cluster ? 7u : 4u, 6};
     redisReply *reply = NULL;
     rc = dlock__req_command(&ping, c->cluster ? 2 : 1, argv, lens);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &ping, &reply);
     if (reply)
       freeReplyObject(reply);
+    if (c->cluster && rc == DLOCK_EREDIS && strstr(dlock_errmsg(), "ubcommand")) {
+      rc = DLOCK_OK; /* a cluster before Redis 7: no sharded pub/sub */
+      c->uri.pubsub = DLOCK__PUBSUB_CLASSIC;
+    }
   } while (rc == DLOCK_EIO && dlock__now_ms() < until);
+  if (rc == DLOCK_OK && c->cluster)
+    atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
   if (rc != DLOCK_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlock_errmsg());

@@ -190,7 +190,7 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   snprintf(why, sizeof why, "%s", conn->last_error);
   fail_list(&conn->inflight, &conn->inflight_tail, DLOCK_EIO, why);
   if (conn->is_sub)
-    dlock__pubsub_on_down(conn->client);
+    dlock__pubsub_on_down(conn);
   else
     dlock__cluster_conn_down(conn);
   if (conn->resolving)
@@ -251,7 +251,7 @@ static int is_push(const redisReply *r) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
       r->element[0]->type != REDIS_REPLY_STRING)
     return 0;
-  const char *k = r->element[0]->str;
+  const char *k = dlock__push_kind(r->element[0]->str);
   return strcmp(k, "message") == 0 || strcmp(k, "subscribe") == 0 ||
          strcmp(k, "unsubscribe") == 0;
 }
@@ -276,12 +276,12 @@ int dlock__req_to_eval(dlock__req *req) {
 
 static void dispatch(dlock__conn *conn, redisReply *reply) {
   if (conn->is_sub && is_push(reply)) {
-    dlock__pubsub_on_reply(conn->client, reply);
+    dlock__pubsub_on_reply(conn, reply);
     freeReplyObject(reply);
     return;
   }
   if (conn->is_sub && conn->state == CONN_READY && reply->type == REDIS_REPLY_ERROR &&
-      conn->inflight == NULL && dlock__pubsub_on_error(conn->client, reply)) {
+      conn->inflight == NULL && dlock__pubsub_on_error(conn, reply)) {
     freeReplyObject(reply);
     return;
   }
@@ -355,7 +355,7 @@ static void conn_ready(dlock__conn *conn) {
   while ((req = pop(&conn->waiting, &conn->waiting_tail)) != NULL)
     conn_put(conn, req);
   if (conn->is_sub)
-    dlock__pubsub_on_ready(conn->client);
+    dlock__pubsub_on_ready(conn);
   conn_arm(conn);
 }
 
@@ -486,8 +486,14 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   dlock__client_live_done(c); /* the request has ended */
 }
 
+void dlock__conn_use(dlock__conn *conn) {
+  if (!conn->started && !conn->client->stopping)
+    dlock__conn_start(conn);
+}
+
 void dlock__conn_start(dlock__conn *conn) {
   dlock_client *c = conn->client;
+  conn->started = 1;
   conn->state = CONN_CONNECTING;
   conn->connect_started_ms = dlock__now_ms();
   conn->u.handle.data = NULL;
@@ -571,4 +577,5 @@ void dlock__conn_shutdown(dlock__conn *conn, int status) {
   redisReaderFree(conn->reader);
   conn->reader = NULL;
   dlock__buf_free(&conn->out);
+  dlock__buf_free(&conn->sub_fifo);
 }

@@ -197,6 +197,9 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c);
  * (never a password). Returns buf. */
 /* The client was opened on a redis+cluster:// URI. */
 int dlock__client_is_cluster(const dlock_client *c);
+/* The command the scripts announce with: "SPUBLISH" on a cluster that uses
+ * sharded pub/sub (docs/cluster.md), else "PUBLISH". */
+const char *dlock__publish_cmd(const dlock_client *c);
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n);
 /* Owner string "U:T" for owner id into out (at least 64 bytes). */
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);

@@ -388,11 +388,12 @@ static void client_attach(dlock_client *c) {
 
 /* c's connections and watchdog start (engine thread). */
 static void client_start(dlock_client *c) {
-  if (c->cluster)
-    dlock__cluster_start(c); /* its nodes' connections start on first use */
-  else
+  if (c->cluster) {
+    dlock__cluster_start(c); /* its connections start on first use */
+  } else {
     dlock__conn_start(&c->cmd);
-  dlock__conn_start(&c->sub);
+    dlock__conn_start(&c->sub);
+  }
   dlock__watchdog_start(c);
 }
 

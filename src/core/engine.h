@@ -131,6 +131,11 @@ typedef struct dlock__conn {
   int64_t backoff_ms;
   int handshake_left;
   int writes_pending;
+  int started;                          /* a cluster's connections start on
+                                           first use (dlock__conn_use) */
+  dlock__buf sub_fifo; /* a pub/sub connection: the channels of its
+                          unanswered (UN)SUBSCRIBEs, in order (pubsub.c) */
+  size_t sub_fifo_head;
   char last_error[200];
   char readbuf[65536];
 } dlock__conn;
@@ -235,14 +240,15 @@ struct dlock_client {
 
   dlock__conn cmd, sub;
   dlock__cluster *cluster; /* a cluster URI's topology; NULL standalone */
+  atomic_int sharded;      /* a cluster's waiters use sharded pub/sub
+                              (SSUBSCRIBE on the channel's node; scripts
+                              SPUBLISH): set once, when the client opens */
   dlock__direct direct;
 
   pthread_mutex_t cmu;  /* guards channels, their waiter lists and the
                           waiters' prev/next/chan (pubsub.c): the engine
                           and a waiter joining or leaving a live channel */
   dlock__map channels; /* pubsub.c, under cmu */
-  dlock__buf sub_fifo; /* engine only: the channels of unanswered (UN)SUBSCRIBEs */
-  size_t sub_fifo_head;
   char sub_error[160]; /* engine only: the last SUBSCRIBE refusal */
   atomic_int fifo_waiters;
 
@@ -265,6 +271,8 @@ void dlock__client_live_done(dlock_client *c);
 /* conn.c */
 void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub);
 void dlock__conn_start(dlock__conn *conn);
+/* Start conn unless it has been started before (or the client stops). */
+void dlock__conn_use(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
 /* Write what is buffered: called once per loop turn. */
@@ -276,13 +284,19 @@ void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
                        const char *why);
 
 /* pubsub.c (engine thread) */
-void dlock__pubsub_on_reply(dlock_client *c, redisReply *reply);
+void dlock__pubsub_on_reply(dlock__conn *conn, redisReply *reply);
+/* A push's kind with sharded pub/sub's "s" taken off ("smessage" ->
+ * "message", "ssubscribe", "sunsubscribe"): both modes read alike. */
+const char *dlock__push_kind(const char *kind);
 /* An error reply on the pub/sub connection: 1 when it answered a
  * (UN)SUBSCRIBE (an ACL refusal: that channel's waiters are told), 0 when
  * it is not pub/sub's. */
-int dlock__pubsub_on_error(dlock_client *c, const redisReply *reply);
-void dlock__pubsub_on_ready(dlock_client *c);
-void dlock__pubsub_on_down(dlock_client *c);
+int dlock__pubsub_on_error(dlock__conn *conn, const redisReply *reply);
+void dlock__pubsub_on_ready(dlock__conn *conn);
+void dlock__pubsub_on_down(dlock__conn *conn);
+/* net/cluster.c, after a new slot map: channels whose node lost their slot
+ * subscribe again on the new owner. */
+void dlock__pubsub_rehome(dlock_client *c);
 void dlock__pubsub_shutdown(dlock_client *c);
 
 /* watchdog.c (engine thread) */

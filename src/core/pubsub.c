@@ -25,19 +25,40 @@ typedef struct chan {
   int fifo;        /* only the head waiter tries (dlock__waiter.head) */
   int lease_hints; /* "-MS" messages say a new lease began */
   int denied;      /* the server's ACL refused its last SUBSCRIBE */
+  int homeless;    /* a cluster moved its slot away: subscribe again on
+                      the new owner once the new map is read */
+  dlock__conn *conn; /* the pub/sub connection it is subscribed on */
   dlock__wake_fn *wake;
   size_t len;
   char name[];
 } chan;
 
+const char *dlock__push_kind(const char *k) {
+  if (strcmp(k, "smessage") == 0 || strcmp(k, "ssubscribe") == 0 ||
+      strcmp(k, "sunsubscribe") == 0)
+    return k + 1;
+  return k;
+}
+
 uint32_t dlock__wake_one(const char *msg, size_t len) { return 1; }
 uint32_t dlock__wake_all(const char *msg, size_t len) { return UINT32_MAX; }
 
+/* An (UN)SUBSCRIBE sent and not answered yet, in a connection's sub_fifo. */
+typedef struct fifo_op {
+  chan *ch;
+  int subscribe;
+} fifo_op;
+
 static void send_op(dlock_client *c, chan *ch, int subscribe) {
-  if (c->sub.state != CONN_READY)
+  dlock__conn *conn = ch->conn;
+  if (conn->state != CONN_READY) {
+    dlock__conn_use(conn);
     return; /* pubsub_on_ready subscribes every live channel */
-  dlock__buf *b = &c->sub.out;
-  const char *cmd = subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
+  }
+  dlock__buf *b = &conn->out;
+  int sharded = atomic_load(&c->sharded);
+  const char *cmd = subscribe ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
+                              : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
   if (dlock__resp_array(b, 2) != DLOCK_OK ||
       dlock__resp_bulk(b, cmd, strlen(cmd)) != DLOCK_OK ||
       dlock__resp_bulk(b, ch->name, ch->len) != DLOCK_OK)
@@ -45,19 +66,28 @@ static void send_op(dlock_client *c, chan *ch, int subscribe) {
   ch->ops++;
   ch->last_sub = subscribe;
   /* replies come in order: remember whose this one will be */
-  dlock__buf_add(&c->sub_fifo, &ch, sizeof ch);
+  fifo_op op = {ch, subscribe};
+  dlock__buf_add(&conn->sub_fifo, &op, sizeof op);
+}
+
+/* The oldest unanswered (UN)SUBSCRIBE on conn ({NULL} when none), left
+ * there. */
+static fifo_op fifo_head(dlock__conn *conn) {
+  fifo_op op = {NULL, 0};
+  if (conn->sub_fifo_head + sizeof op <= conn->sub_fifo.len)
+    memcpy(&op, conn->sub_fifo.p + conn->sub_fifo_head, sizeof op);
+  return op;
 }
 
 /* The channel the oldest unanswered (UN)SUBSCRIBE was for, or NULL. */
-static chan *fifo_pop(dlock_client *c) {
-  if (c->sub_fifo_head + sizeof(chan *) > c->sub_fifo.len)
+static chan *fifo_pop(dlock__conn *conn) {
+  fifo_op op = fifo_head(conn);
+  if (op.ch == NULL)
     return NULL;
-  chan *ch;
-  memcpy(&ch, c->sub_fifo.p + c->sub_fifo_head, sizeof ch);
-  c->sub_fifo_head += sizeof ch;
-  if (c->sub_fifo_head == c->sub_fifo.len)
-    c->sub_fifo.len = c->sub_fifo_head = 0;
-  return ch;
+  conn->sub_fifo_head += sizeof op;
+  if (conn->sub_fifo_head == conn->sub_fifo.len)
+    conn->sub_fifo.len = conn->sub_fifo_head = 0;
+  return op.ch;
 }
 
 static void chan_free(dlock_client *c, chan *ch) {
@@ -197,8 +227,33 @@ static void on_confirmed(chan *ch) {
   ch->recheck = 0;
 }
 
-static void on_reply(dlock_client *c, redisReply *r) {
-  const char *kind = r->element[0]->str;
+/* Subscribe a homeless channel again, on the node the map says owns its
+ * slot now (a stale map earns a MOVED, followed in on_error). */
+static void rehome(dlock_client *c, chan *ch) {
+  ch->homeless = 0;
+  ch->conn = dlock__sub_conn(c, ch->name, ch->len);
+  send_op(c, ch, 1);
+}
+
+/* A cluster moved ch's slot to another node, which ended the shard
+ * subscription (an "sunsubscribe" nobody asked for): its waiters keep to
+ * their hints until it is subscribed again on the new owner. */
+static void moved_away(dlock_client *c, chan *ch) {
+  ch->confirmed = 0;
+  if (ch->refs == 0) {
+    if (ch->ops == 0)
+      chan_free(c, ch);
+    return;
+  }
+  ch->homeless = 1;
+  ch->recheck = 1; /* once subscribed again, everyone re-tries */
+  dlock__cluster_refresh_soon(c);
+  rehome(c, ch);
+}
+
+static void on_reply(dlock__conn *conn, redisReply *r) {
+  dlock_client *c = conn->client;
+  const char *kind = dlock__push_kind(r->element[0]->str);
   redisReply *name = r->element[1];
   if (name->type != REDIS_REPLY_STRING)
     return;
@@ -217,7 +272,12 @@ static void on_reply(dlock_client *c, redisReply *r) {
       wake_some(c, ch, ch->wake(text, len));
     return;
   }
-  fifo_pop(c);
+  fifo_op head = fifo_head(conn);
+  if (kind[0] == 'u' && (head.ch != ch || head.subscribe)) {
+    moved_away(c, ch); /* not the answer to an unsubscribe of ours */
+    return;
+  }
+  fifo_pop(conn);
   if (ch->ops > 0)
     ch->ops--;
   if (ch->ops != 0)
@@ -230,18 +290,32 @@ static void on_reply(dlock_client *c, redisReply *r) {
   }
 }
 
-void dlock__pubsub_on_reply(dlock_client *c, redisReply *r) {
+void dlock__pubsub_on_reply(dlock__conn *conn, redisReply *r) {
+  dlock_client *c = conn->client;
   pthread_mutex_lock(&c->cmu);
-  on_reply(c, r);
+  on_reply(conn, r);
   pthread_mutex_unlock(&c->cmu);
 }
 
-static int on_error(dlock_client *c, const redisReply *r) {
-  chan *ch = fifo_pop(c);
+static int on_error(dlock__conn *conn, const redisReply *r) {
+  dlock_client *c = conn->client;
+  chan *ch = fifo_pop(conn);
   if (ch == NULL)
     return 0; /* not an answer to a (UN)SUBSCRIBE */
   if (ch->ops > 0)
     ch->ops--;
+  dlock__conn *to;
+  if (strncmp(r->str, "MOVED ", 6) == 0 &&
+      (to = dlock__cluster_moved_sub(c, r->str)) != NULL) {
+    /* a shard channel asked of a node that does not own its slot (the
+     * map was stale): ask its owner */
+    ch->conn = to;
+    if (ch->refs > 0 && ch->last_sub)
+      send_op(c, ch, 1);
+    else if (ch->ops == 0 && ch->refs == 0)
+      chan_free(c, ch);
+    return 1;
+  }
   snprintf(c->sub_error, sizeof c->sub_error, "%.*s", (int)r->len, r->str);
   if (ch->last_sub && !ch->confirmed) {
     ch->denied = 1;
@@ -258,21 +332,25 @@ static int on_error(dlock_client *c, const redisReply *r) {
   return 1;
 }
 
-int dlock__pubsub_on_error(dlock_client *c, const redisReply *r) {
+int dlock__pubsub_on_error(dlock__conn *conn, const redisReply *r) {
+  dlock_client *c = conn->client;
   pthread_mutex_lock(&c->cmu);
-  int mine = on_error(c, r);
+  int mine = on_error(conn, r);
   pthread_mutex_unlock(&c->cmu);
   return mine;
 }
 
-void dlock__pubsub_on_ready(dlock_client *c) {
+void dlock__pubsub_on_ready(dlock__conn *conn) {
+  dlock_client *c = conn->client;
   pthread_mutex_lock(&c->cmu);
   size_t slot;
   dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
   while (n) {
     dlock__map_node *next = dlock__map_next(&c->channels, n, &slot);
     chan *ch = DLOCK__CONTAINER(n, chan, node);
-    if (ch->refs == 0) {
+    if (ch->conn != conn) {
+      /* another connection's */
+    } else if (ch->refs == 0) {
       chan_free(c, ch);
     } else {
       ch->recheck = 1;
@@ -283,17 +361,38 @@ void dlock__pubsub_on_ready(dlock_client *c) {
   pthread_mutex_unlock(&c->cmu);
 }
 
-void dlock__pubsub_on_down(dlock_client *c) {
+void dlock__pubsub_on_down(dlock__conn *conn) {
+  dlock_client *c = conn->client;
   pthread_mutex_lock(&c->cmu);
   size_t slot;
   for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
        n = dlock__map_next(&c->channels, n, &slot)) {
     chan *ch = DLOCK__CONTAINER(n, chan, node);
-    ch->ops = 0;
+    if (ch->conn != conn)
+      continue;
     ch->confirmed = 0;
     ch->denied = 0; /* the ACL may have changed: asked again on reconnect */
   }
-  c->sub_fifo.len = c->sub_fifo_head = 0;
+  /* the answers this connection owed will never come (a channel that moved
+   * may still wait for answers on another connection: count exactly) */
+  chan *ch;
+  while ((ch = fifo_pop(conn)) != NULL)
+    if (ch->ops > 0)
+      ch->ops--;
+  pthread_mutex_unlock(&c->cmu);
+  /* a cluster node that went down may have handed its slots over */
+  dlock__cluster_refresh_soon(c);
+}
+
+void dlock__pubsub_rehome(dlock_client *c) {
+  pthread_mutex_lock(&c->cmu);
+  size_t slot;
+  for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
+       n = dlock__map_next(&c->channels, n, &slot)) {
+    chan *ch = DLOCK__CONTAINER(n, chan, node);
+    if (ch->homeless)
+      rehome(c, ch);
+  }
   pthread_mutex_unlock(&c->cmu);
 }
 
@@ -367,6 +466,7 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     ch->wake = a->wake;
     ch->fifo = a->w->fifo;
     ch->lease_hints = a->w->lease_hints;
+    ch->conn = dlock__sub_conn(c, a->name, a->len);
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       pthread_mutex_unlock(&c->cmu);
@@ -446,7 +546,7 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
   if (w->unconsumed > 0 && ch->head && !ch->fifo)
     wake_some(c, ch, 1);
   if (ch->refs == 0) {
-    if (c->sub.state == CONN_READY && ch->last_sub &&
+    if (ch->conn->state == CONN_READY && ch->last_sub &&
         (ch->ops > 0 || ch->confirmed)) {
       ch->confirmed = 0;
       send_op(c, ch, 0);

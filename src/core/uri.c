@@ -1,6 +1,7 @@
 /* redis://[[user]:password@]host[:port][/db]
  * unix://[[user]:password@]/path/to/socket[?db=N]
- * redis+cluster://[[user]:password@]host[:port][,host[:port]...][/0] */
+ * redis+cluster://[[user]:password@]host[:port][,host[:port]...][/0]
+ *   [?pubsub=auto|sharded|classic] */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -234,13 +235,29 @@ static int add_seed(const char *s, const char *end, dlock__uri *u) {
   return DLOCK_OK;
 }
 
-/* redis+cluster://...: host[:port][,host[:port]...][/0] */
+/* redis+cluster://...: host[:port][,host[:port]...][/0][?pubsub=MODE] */
 static int parse_seeds(const char *p, dlock__uri *u) {
+  const char *query = strchr(p, '?');
+  if (query) {
+    static const char *const modes[] = {"auto", "sharded", "classic"};
+    int found = 0;
+    for (int i = 0; i < 3 && !found; i++) {
+      char want[32];
+      snprintf(want, sizeof want, "?pubsub=%s", modes[i]);
+      if (strcmp(query, want) == 0) {
+        u->pubsub = i;
+        found = 1;
+      }
+    }
+    if (!found)
+      return dlock__fail(DLOCK_EINVAL, "bad cluster URI query \"%.40s\" "
+                         "(only ?pubsub=auto|sharded|classic)", query);
+  }
   u->seed_hosts = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_hosts);
   u->seed_ports = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_ports);
   if (u->seed_hosts == NULL || u->seed_ports == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  const char *end = p + strcspn(p, "/");
+  const char *end = p + strcspn(p, "/?");
   if (end == p)
     return dlock__fail(DLOCK_EINVAL, "cluster URI has no node");
   while (p < end) {
@@ -253,9 +270,12 @@ static int parse_seeds(const char *p, dlock__uri *u) {
     if (comma && p == end)
       return dlock__fail(DLOCK_EINVAL, "cluster URI ends with a comma");
   }
-  if (*end == '/' && end[1] && strcmp(end + 1, "0") != 0)
-    return dlock__fail(DLOCK_EINVAL, "a cluster has only database 0 (URI "
-                       "ends in \"%s\")", end);
+  if (*end == '/') {
+    size_t db = strcspn(end + 1, "?");
+    if (db > 1 || (db == 1 && end[1] != '0'))
+      return dlock__fail(DLOCK_EINVAL, "a cluster has only database 0 (URI "
+                         "ends in \"%.40s\")", end);
+  }
   u->host = strdup(u->seed_hosts[0]);
   u->port = u->seed_ports[0];
   return u->host ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");

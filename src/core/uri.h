@@ -12,12 +12,16 @@ typedef struct dlock__uri {
   /* redis+cluster://h1:p1,h2:p2: the seed nodes (host/port above are the
    * first); 0 for a standalone URI */
   int cluster;
+  int pubsub; /* ?pubsub=: DLOCK__PUBSUB_AUTO, _SHARDED or _CLASSIC */
   int nseeds;
   char **seed_hosts;
   int *seed_ports;
 } dlock__uri;
 
 #define DLOCK__MAX_SEEDS 64
+#define DLOCK__PUBSUB_AUTO 0
+#define DLOCK__PUBSUB_SHARDED 1
+#define DLOCK__PUBSUB_CLASSIC 2
 
 /* Parse text into u (all strings owned by u). DLOCK_EINVAL with a message
  * naming the bad part. */

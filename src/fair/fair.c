@@ -52,12 +52,12 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {lease, a->owner, tw, slot, join, "PUBLISH", f->channel.p};
+  const char *args[] = {lease, a->owner, tw, slot, join, dlock__publish_cmd(l->h.client), f->channel.p};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
                     a->olen,
                     (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms),
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1,
-                    7, f->channel.len};
+                    strlen(dlock__publish_cmd(l->h.client)), f->channel.len};
   dlock__req req;
   redisReply *r;
   int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 7,
@@ -89,8 +89,8 @@ static void give_up(void *ctx) {
   char tw[24];
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {a->owner, "PUBLISH", f->channel.p, tw};
-  size_t alens[] = {a->olen, 7, f->channel.len,
+  const char *args[] = {a->owner, dlock__publish_cmd(l->h.client), f->channel.p, tw};
+  size_t alens[] = {a->olen, strlen(dlock__publish_cmd(l->h.client)), f->channel.len,
                     (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms)};
   char saved[512];
   snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
@@ -153,10 +153,10 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
   const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {lease, owner, px, "PUBLISH", f->channel.p};
+  const char *args[] = {lease, owner, px, dlock__publish_cmd(l->h.client), f->channel.p};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), strlen(dlock__publish_cmd(l->h.client)),
       f->channel.len};
   redisReply *r = NULL;
   int rc = dlock__release_call(c, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
@@ -176,8 +176,8 @@ static int force_release(dlock_lock *l) {
   fair *f = (fair *)l;
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {"PUBLISH", f->channel.p};
-  size_t alens[] = {7, f->channel.len};
+  const char *args[] = {dlock__publish_cmd(l->h.client), f->channel.p};
+  size_t alens[] = {strlen(dlock__publish_cmd(l->h.client)), f->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 4, keys,
                                    klens, 2, args, alens);
 }

@@ -90,10 +90,10 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   }
   const char *keys[] = {l->h.name, latch.p};
   size_t klens[] = {l->h.name_len, latch.len};
-  const char *args[] = {lease, owner, px, "PUBLISH", rl->channel.p, "0"};
+  const char *args[] = {lease, owner, px, dlock__publish_cmd(l->h.client), rl->channel.p, "0"};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), 7,
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), strlen(dlock__publish_cmd(l->h.client)),
       rl->channel.len, 1};
   int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
                              args, alens);
@@ -190,8 +190,8 @@ static int force_release(dlock_lock *l) {
   reentrant *rl = (reentrant *)l;
   const char *keys[] = {l->h.name};
   size_t klens[] = {l->h.name_len};
-  const char *args[] = {"PUBLISH", rl->channel.p, "0"};
-  size_t alens[] = {7, rl->channel.len, 1};
+  const char *args[] = {dlock__publish_cmd(l->h.client), rl->channel.p, "0"};
+  size_t alens[] = {strlen(dlock__publish_cmd(l->h.client)), rl->channel.len, 1};
   return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
                                    klens, 3, args, alens);
 }

@@ -63,17 +63,17 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
   dlock__conn_init(c, &n->cmd, 0);
   n->cmd.host = n->host;
   n->cmd.port = n->port;
+  dlock__conn_init(c, &n->sub, 1);
+  n->sub.host = n->host;
+  n->sub.port = n->port;
   k->nodes[k->nnodes] = n;
   return k->nnodes++;
 }
 
 static dlock__conn *node_cmd(dlock_client *c, int i) {
-  dlock__node *n = c->cluster->nodes[i];
-  if (!n->started && !c->stopping) {
-    n->started = 1;
-    dlock__conn_start(&n->cmd);
-  }
-  return &n->cmd;
+  dlock__conn *conn = &c->cluster->nodes[i]->cmd;
+  dlock__conn_use(conn);
+  return conn;
 }
 
 /* A node for a request without a key (or a slot nobody owns yet): one whose
@@ -81,7 +81,7 @@ static dlock__conn *node_cmd(dlock_client *c, int i) {
 static int any_node(dlock_client *c) {
   dlock__cluster *k = c->cluster;
   for (int i = 0; i < k->nnodes; i++)
-    if (k->nodes[i]->started && k->nodes[i]->cmd.state == CONN_READY)
+    if (k->nodes[i]->cmd.started && k->nodes[i]->cmd.state == CONN_READY)
       return i;
   return k->next_ask % k->nnodes;
 }
@@ -123,9 +123,12 @@ void dlock__send(dlock_client *c, dlock__req *req) {
 
 void dlock__cluster_flush(dlock_client *c) {
   dlock__cluster *k = c->cluster;
-  for (int i = 0; i < k->nnodes; i++)
-    if (k->nodes[i]->started)
+  for (int i = 0; i < k->nnodes; i++) {
+    if (k->nodes[i]->cmd.started)
       dlock__conn_flush(&k->nodes[i]->cmd);
+    if (k->nodes[i]->sub.started)
+      dlock__conn_flush(&k->nodes[i]->sub);
+  }
 }
 
 static void on_timer_closed(uv_handle_t *h) {
@@ -140,8 +143,10 @@ void dlock__cluster_shutdown(dlock_client *c, int status) {
     dlock__req_finish(req, NULL, status, "client closed");
   }
   k->parked_tail = NULL;
-  for (int i = 0; i < k->nnodes; i++)
+  for (int i = 0; i < k->nnodes; i++) {
     dlock__conn_shutdown(&k->nodes[i]->cmd, status);
+    dlock__conn_shutdown(&k->nodes[i]->sub, status);
+  }
   uv_close((uv_handle_t *)&k->timer, on_timer_closed);
 }
 
@@ -322,6 +327,8 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
             k->slots[i] = slots[i];
         k->map_known = 1;
         k->last_error[0] = '\0';
+        if (atomic_load(&c->sharded))
+          dlock__pubsub_rehome(c);
       }
       free(slots);
     }
@@ -524,7 +531,7 @@ void dlock__cluster_pick(dlock__conn *conn) {
   int i = conn->backoff_ms > 0 ? (k->sub_node + 1) % k->nnodes : k->sub_node;
   for (int j = 0; j < k->nnodes; j++) {
     int n = (i + j) % k->nnodes;
-    if (k->nodes[n]->started && k->nodes[n]->cmd.state == CONN_READY) {
+    if (k->nodes[n]->cmd.started && k->nodes[n]->cmd.state == CONN_READY) {
       i = n;
       break;
     }
@@ -532,4 +539,36 @@ void dlock__cluster_pick(dlock__conn *conn) {
   k->sub_node = i;
   conn->host = k->nodes[i]->host;
   conn->port = k->nodes[i]->port;
+}
+
+dlock__conn *dlock__sub_conn(dlock_client *c, const char *channel, size_t len) {
+  dlock__cluster *k = c->cluster;
+  if (k == NULL || !atomic_load(&c->sharded)) {
+    dlock__conn_use(&c->sub);
+    return &c->sub;
+  }
+  int i = k->slots[dlock__key_slot(channel, len)];
+  if (i < 0)
+    i = any_node(c);
+  dlock__conn *conn = &k->nodes[i]->sub;
+  dlock__conn_use(conn);
+  return conn;
+}
+
+dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err) {
+  dlock__cluster *k = c->cluster;
+  int slot = -1;
+  int to = k ? target(c, err, &slot) : -1;
+  if (to < 0)
+    return NULL;
+  k->slots[slot] = (int16_t)to;
+  refresh_soon(c);
+  dlock__conn *conn = &k->nodes[to]->sub;
+  dlock__conn_use(conn);
+  return conn;
+}
+
+void dlock__cluster_refresh_soon(dlock_client *c) {
+  if (c->cluster && !c->stopping)
+    refresh_soon(c);
 }

@@ -19,8 +19,8 @@
 typedef struct dlock__node {
   char host[256];
   int port;
-  dlock__conn cmd;
-  int started; /* cmd has been started (connections start on first use) */
+  dlock__conn cmd; /* both start on first use */
+  dlock__conn sub; /* sharded pub/sub: the channels of its slots */
 } dlock__node;
 
 struct dlock__cluster {
@@ -59,6 +59,15 @@ void dlock__send(dlock_client *c, dlock__req *req);
  * elsewhere, parked, or finished with a clear error); 0 otherwise. */
 int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
                             redisReply *reply);
+/* pubsub.c: the pub/sub connection for channel (started when new): on a
+ * cluster with sharded pub/sub the one of the node that owns the channel's
+ * slot, else the client's one. */
+dlock__conn *dlock__sub_conn(dlock_client *c, const char *channel, size_t len);
+/* pubsub.c: an SSUBSCRIBE was answered "MOVED slot host:port": that node's
+ * pub/sub connection (the map learns the slot's owner), or NULL. */
+dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err);
+/* Read the slot map again soon (nothing on a standalone client). */
+void dlock__cluster_refresh_soon(dlock_client *c);
 /* conn.c: a command connection failed: the map may have changed. */
 void dlock__cluster_conn_down(dlock__conn *conn);
 /* conn.c: where a connection goes, before each connect (the pub/sub

@@ -170,18 +170,18 @@ static int release(dlock_lock *l, uint64_t owner_id) {
   if (h->is_write) {
     const char *keys[] = {l->h.name, NULL};
     size_t klens[] = {l->h.name_len, 0};
-    const char *args[] = {lease, w.writer, px, "PUBLISH", h->channel.p};
+    const char *args[] = {lease, w.writer, px, dlock__publish_cmd(l->h.client), h->channel.p};
     size_t alens[] = {
         (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-        w.writer_len, px_len, 7, h->channel.len};
+        w.writer_len, px_len, strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
     rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
                              &h->latch_prefix, 2, keys, klens, 5, args, alens, &r);
   } else {
     dlock__hold_releasing(c, &id);
     const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
     size_t klens[] = {l->h.name_len, 0, w.timeout_prefix.len, h->tag.len};
-    const char *args[] = {w.reader, px, "PUBLISH", h->channel.p};
-    size_t alens[] = {w.reader_len, px_len, 7, h->channel.len};
+    const char *args[] = {w.reader, px, dlock__publish_cmd(l->h.client), h->channel.p};
+    size_t alens[] = {w.reader_len, px_len, strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
     rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
                              &h->latch_prefix, 4, keys, klens, 4, args, alens, &r);
   }
@@ -218,8 +218,8 @@ static int force_release(dlock_lock *l) {
   const char *mode = h->is_write ? "write" : "read";
   const char *keys[] = {l->h.name};
   size_t klens[] = {l->h.name_len};
-  const char *args[] = {mode, "PUBLISH", h->channel.p};
-  size_t alens[] = {strlen(mode), 7, h->channel.len};
+  const char *args[] = {mode, dlock__publish_cmd(l->h.client), h->channel.p};
+  size_t alens[] = {strlen(mode), strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_RWLOCK_FORCE_RELEASE, 1, keys,
                                    klens, 3, args, alens);
 }

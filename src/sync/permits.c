@@ -125,8 +125,8 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   alens[0] = (size_t)snprintf(n, sizeof n, "%zu", a->n);
   args[1] = lease;
   alens[1] = (size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms);
-  args[2] = "PUBLISH";
-  alens[2] = 7;
+  args[2] = dlock__publish_cmd(p->o.h.client);
+  alens[2] = strlen(dlock__publish_cmd(p->o.h.client));
   args[3] = p->o.channel.p;
   alens[3] = p->o.channel.len;
   for (size_t i = 0; i < a->n; i++) {
@@ -221,9 +221,9 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   const char *keys[] = {p->o.h.name, NULL, p->timeouts.p};
   size_t klens[] = {p->o.h.name_len, 0, p->timeouts.len};
   char latch_ms[24];
-  const char *args[3 + MAX_PERMITS] = {"PUBLISH", p->o.channel.p, latch_ms};
+  const char *args[3 + MAX_PERMITS] = {dlock__publish_cmd(p->o.h.client), p->o.channel.p, latch_ms};
   size_t alens[3 + MAX_PERMITS] = {
-      7, p->o.channel.len,
+      strlen(dlock__publish_cmd(p->o.h.client)), p->o.channel.len,
       (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__latch_ms(c))};
   for (size_t i = 0; i < n; i++) {
     args[3 + i] = raw[i];
@@ -317,8 +317,8 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
 static int state(dlock_permits *p, const char *raw, int64_t out[3]) {
   const char *keys[] = {p->o.h.name, p->timeouts.p};
   size_t klens[] = {p->o.h.name_len, p->timeouts.len};
-  const char *args[] = {"PUBLISH", p->o.channel.p, raw ? raw : ""};
-  size_t alens[] = {7, p->o.channel.len, raw ? 16 : 0};
+  const char *args[] = {dlock__publish_cmd(p->o.h.client), p->o.channel.p, raw ? raw : ""};
+  size_t alens[] = {strlen(dlock__publish_cmd(p->o.h.client)), p->o.channel.len, raw ? 16 : 0};
   redisReply *r;
   int rc = dlock__script_call(p->o.h.client, DLOCK__SCRIPT_PERMITS_STATE, 2, keys,
                               klens, 3, args, alens, &r);

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/scripts.h"
 #include "sync/synchronizer.h"
@@ -75,8 +76,9 @@ int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
     args[n++] = buf[i];
   }
   if (publish) {
-    args[n] = "PUBLISH";
-    alens[n++] = 7;
+    args[n] = dlock__publish_cmd(o->h.client);
+    alens[n] = strlen(args[n]);
+    n++;
     args[n] = o->channel.p;
     alens[n++] = o->channel.len;
   }
