@@ -307,6 +307,89 @@ static void test_classic_pubsub(void) {
   dlock_client_close(c2);
 }
 
+/* The replica of master (by port), or NULL. */
+static th_server *replica_of(th_server *master) {
+  char id[64];
+  node_id(master, id);
+  redisReply *r = th_cmd(master, "CLUSTER REPLICAS %s", id);
+  th_server *found = NULL;
+  for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+    const char *colon = strchr(r->element[i]->str, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    for (int n = 0; n < srv.nnodes; n++)
+      if (srv.node[n].port == port)
+        found = &srv.node[n];
+  }
+  if (r)
+    freeReplyObject(r);
+  return found;
+}
+
+/* A master dies (kill -9) and its replica takes over. A hold the replica
+ * had is kept (its renewals go to the new master), a hold the new master
+ * does not have is reported lost (callback, DLOCK_ELOST on release), and a
+ * call made while the master is gone goes to the new master within its
+ * budget. (Replication cannot be held back from outside on one machine:
+ * even a stopped replica reads what its socket already got, so the hold
+ * that "did not reach the replica" is deleted there after the takeover;
+ * the client cannot tell the two apart.) Last in the suite: the cluster is
+ * left with a master killed. */
+static void test_failover(void) {
+  th_lost_log log;
+  th_lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.connect_timeout_ms = 10000;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  /* two names on one master: one replicated, one not */
+  char kept[64], lost[64], later[64];
+  snprintf(kept, sizeof kept, "%s{fo}", th_name("kept"));
+  snprintf(lost, sizeof lost, "%s{fo}", th_name("lost"));
+  snprintf(later, sizeof later, "%s{fo}", th_name("later"));
+  th_server *master = th_node_of(&srv, kept);
+  th_server *replica = replica_of(master);
+  CU_ASSERT_FATAL(replica != NULL);
+  dlock_lock *lk = new_lock(c, kept), *ll = new_lock(c, lost),
+             *lt = new_lock(c, later);
+  TH_ASSERT_RC(dlock_acquire(lk, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(ll, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(master, "WAIT 1 2000"), 1); /* on the replica */
+  th_server_kill(master);
+  freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(5000)) {
+    redisReply *r = th_cmd(replica, "ROLE");
+    int is_master = r && r->type == REDIS_REPLY_ARRAY &&
+                    strcmp(r->element[0]->str, "master") == 0;
+    if (r)
+      freeReplyObject(r);
+    if (is_master)
+      break;
+  }
+  CU_ASSERT_EQUAL(th_int(replica, "DEL %s", lost), 1);
+  /* a new call waits for the new master, within its budget */
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire(lt, 5000, 30000), DLOCK_OK);
+  printf("\n    a call during the failover: %lld ms ",
+         (long long)(th_now_ms() - t0));
+  CU_ASSERT_EQUAL(th_int(replica, "EXISTS %s", later), 1);
+  /* the hold the replica never had is reported, once */
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 5000), 1);
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_EXPIRED);
+  TH_ASSERT_RC(dlock_release(ll), DLOCK_ELOST);
+  /* the other is still renewed, on the new master */
+  usleep(1300 * 1000);
+  CU_ASSERT(th_int(replica, "PTTL %s", kept) > 0);
+  CU_ASSERT_EQUAL(log.count, 1);
+  TH_ASSERT_RC(dlock_release(lk), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(lt), DLOCK_OK);
+  dlock_lock_free(lk);
+  dlock_lock_free(ll);
+  dlock_lock_free(lt);
+  dlock_client_close(c);
+}
+
 static void add(void) {
   CU_pSuite s = CU_add_suite("cluster", suite_init, suite_clean);
   CU_add_test(s, "locks_on_every_master", test_locks_on_every_master);
@@ -315,6 +398,7 @@ static void add(void) {
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);
   CU_add_test(s, "shard_channel_follows_slot", test_shard_channel_follows_slot);
   CU_add_test(s, "classic_pubsub", test_classic_pubsub);
+  CU_add_test(s, "failover", test_failover); /* last: changes the cluster */
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }

@@ -292,6 +292,31 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
   return 1;
 }
 
+/* After a new map: requests still waiting for a node that is down (a
+ * failed master) whose slot has another owner now (its promoted replica)
+ * go there, within their budget, instead of waiting for the dead node. */
+static void reroute_waiting(dlock_client *c) {
+  dlock__cluster *k = c->cluster;
+  for (int i = 0; i < k->nnodes; i++) {
+    dlock__conn *conn = &k->nodes[i]->cmd;
+    if (conn->state == CONN_READY || conn->waiting == NULL)
+      continue;
+    dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
+    conn->waiting = conn->waiting_tail = NULL;
+    while (req) {
+      dlock__req *next = req->next;
+      req->next = NULL;
+      if (req->slot >= 0 && k->slots[req->slot] >= 0 && k->slots[req->slot] != i)
+        dlock__conn_send(node_cmd(c, k->slots[req->slot]), req);
+      else
+        push(&keep, &keep_tail, req);
+      req = next;
+    }
+    conn->waiting = keep;
+    conn->waiting_tail = keep_tail;
+  }
+}
+
 typedef struct map_req {
   dlock__req req;
   dlock_client *client;
@@ -327,6 +352,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
             k->slots[i] = slots[i];
         k->map_known = 1;
         k->last_error[0] = '\0';
+        reroute_waiting(c);
         if (atomic_load(&c->sharded))
           dlock__pubsub_rehome(c);
       }
