@@ -68,6 +68,68 @@ static void test_locks_on_every_master(void) {
   dlock_client_close(c);
 }
 
+/* Script calls a node has run (EVALSHA and EVAL), from INFO commandstats. */
+static long long script_calls(th_server *n) {
+  redisReply *r = th_cmd(n, "INFO commandstats");
+  long long sum = 0;
+  const char *keys[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+  for (int i = 0; i < 2 && r && r->type == REDIS_REPLY_STRING; i++) {
+    const char *p = strstr(r->str, keys[i]);
+    if (p)
+      sum += atoll(p + strlen(keys[i]));
+  }
+  if (r)
+    freeReplyObject(r);
+  return sum;
+}
+
+#define MANY 300
+
+/* 300 watchdog locks over three masters: each master renews its ~100 in
+ * one or two calls per tick (a node's batch spans the slots of its keys),
+ * not one call per lock; every lock stays held. */
+static void test_renewals_per_node(void) {
+  th_lost_log log;
+  th_lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600; /* a tick every 200 ms */
+  o.on_lost = th_on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  static dlock_lock *l[MANY];
+  static char names[MANY][64];
+  int per_master[3] = {0};
+  for (int i = 0; i < MANY; i++) {
+    snprintf(names[i], sizeof names[i], "%s", th_name("w4"));
+    th_server *owner = th_node_of(&srv, names[i]);
+    for (int m = 0; m < 3; m++)
+      per_master[m] += owner == &srv.node[m];
+    l[i] = new_lock(c, names[i]);
+    TH_ASSERT_RC(dlock_acquire(l[i], 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  }
+  long long before[3], calls[3];
+  for (int m = 0; m < 3; m++)
+    before[m] = script_calls(&srv.node[m]);
+  int64_t t0 = th_now_ms();
+  usleep(1200 * 1000);
+  int64_t ticks = (th_now_ms() - t0) / 200 + 1;
+  printf("\n    over %lld ticks: ", (long long)ticks);
+  for (int m = 0; m < 3; m++) {
+    calls[m] = script_calls(&srv.node[m]) - before[m];
+    long long bound = ticks * (per_master[m] / 100 + 2);
+    printf("master %d: %d locks, %lld renewal calls (bound %lld); ", m,
+           per_master[m], calls[m], bound);
+    CU_ASSERT(calls[m] <= bound);
+  }
+  for (int i = 0; i < MANY; i++) {
+    CU_ASSERT(th_int(&srv, "PTTL %s", names[i]) > 0);
+    TH_ASSERT_RC(dlock_release(l[i]), DLOCK_OK);
+    dlock_lock_free(l[i]);
+  }
+  CU_ASSERT_EQUAL(log.count, 0);
+  dlock_client_close(c);
+}
+
 /* A name with a '{' but no hash tag: Redisson's layout leaves such a name
  * unwrapped (redisson_lock__channel:odd{name, not ...:{odd{name}), so its
  * keys hash to different slots and a lock could be taken but never
@@ -393,6 +455,7 @@ static void test_failover(void) {
 static void add(void) {
   CU_pSuite s = CU_add_suite("cluster", suite_init, suite_clean);
   CU_add_test(s, "locks_on_every_master", test_locks_on_every_master);
+  CU_add_test(s, "renewals_per_node", test_renewals_per_node);
   CU_add_test(s, "cross_slot_name", test_cross_slot_name);
   CU_add_test(s, "seeds", test_seeds);
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);

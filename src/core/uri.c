@@ -219,6 +219,9 @@ static int add_seed(const char *s, const char *end, dlock__uri *u) {
   if (host_end == host)
     return dlock__fail(DLOCK_EINVAL, "cluster URI has an empty node (hosts "
                        "are separated by commas: h1:p1,h2:p2)");
+  if (host_end - host > 255)
+    return dlock__fail(DLOCK_EINVAL, "a host in the cluster URI is longer "
+                       "than 255 bytes");
   long port = 6379;
   if (s < end && (*s != ':' ||
                   parse_long(s + 1, (size_t)(end - s - 1), 1, 65535, &port) != 0))

@@ -32,6 +32,8 @@ typedef struct hold {
   uint64_t epoch;
   int script;
   unsigned watchdog : 1, lost : 1, renewing : 1;
+  unsigned verify : 1; /* a cluster node's batch found it gone: ask again in
+                          a call of its own slot before calling it lost */
   dlock__listener *ln;
   char *extra;
   size_t extra_len;
@@ -207,6 +209,8 @@ typedef struct batch {
   dlock_client *client;
   int64_t t0_ms;
   size_t n;
+  int node; /* a cluster node's batch (keys of several slots): a 0 it
+               reports is checked again before it counts as a loss */
   uint64_t epochs[BATCH];
   size_t offs[BATCH + 1]; /* hold keys, back to back in keys */
   dlock__buf keys;
@@ -280,9 +284,15 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
     h->renewing = 0;
     if (!ok)
       continue; /* transient: the next tick retries */
-    if (reply->element[i]->integer == 1)
+    if (reply->element[i]->integer == 1) {
       h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
-    else if (h->releasing_ms + c->opts.command_timeout_ms <= b->t0_ms)
+      h->verify = 0;
+    } else if (b->node) {
+      /* absent from the node that served its slot when the batch was cut:
+       * maybe moved (a slot migration), maybe lost; a call of its own slot
+       * follows MOVED and ASK and tells (next tick) */
+      h->verify = 1;
+    } else if (h->releasing_ms + c->opts.command_timeout_ms <= b->t0_ms)
       mark_lost(h, DLOCK_LOST_EXPIRED, &lost);
     /* else a release of it may have run first on the server (its reply
      * and ours race to the caller): the release's own reply tells a lost
@@ -299,37 +309,72 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
 /* Build one renewal call for the n holds in hs (hmu held). It is sent after
  * hmu is released: a send that fails completes the batch at once, and its
  * completion takes hmu. */
+/* The variant of a renewal script for a cluster node's keys of several
+ * slots (tools/embed_lua.py), or -1. */
+static int node_script(int script) {
+  switch (script) {
+  case DLOCK__SCRIPT_LOCK_RENEW:
+    return DLOCK__SCRIPT_LOCK_RENEW_NODE;
+  case DLOCK__SCRIPT_RWLOCK_READ_RENEW:
+    return DLOCK__SCRIPT_RWLOCK_READ_RENEW_NODE;
+  case DLOCK__SCRIPT_PERMITS_RENEW:
+    return DLOCK__SCRIPT_PERMITS_RENEW_NODE;
+  default:
+    return -1;
+  }
+}
+
+/* Build one renewal call for the n holds in hs (hmu held); node: as one
+ * cluster node's batch, its keys passed as arguments (they may lie in
+ * several slots of that node). */
 static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
-                         int64_t now) {
+                         int64_t now, int node) {
   batch *b = calloc(1, sizeof *b);
-  const char *keys[BATCH], *args[1 + 2 * BATCH];
-  size_t klens[BATCH], alens[1 + 2 * BATCH];
-  char lease[24];
+  /* a node batch: ARGV = n, the n keys, then the script's own arguments */
+  const char *keys[BATCH], *args[2 + 3 * BATCH];
+  size_t klens[BATCH], alens[2 + 3 * BATCH];
+  char lease[24], count[24];
   if (b == NULL)
     return NULL;
   b->client = c;
   b->t0_ms = now;
   b->n = n;
-  alens[0] = (size_t)snprintf(lease, sizeof lease, "%lld",
-                              (long long)c->opts.watchdog_timeout_ms);
-  args[0] = lease;
+  b->node = node;
+  size_t a0 = 0;
+  if (node) {
+    alens[0] = (size_t)snprintf(count, sizeof count, "%zu", n);
+    args[0] = count;
+    for (size_t i = 0; i < n; i++) {
+      args[1 + i] = hold_name(hs[i]);
+      alens[1 + i] = hs[i]->name_len;
+    }
+    a0 = 1 + n;
+  }
+  alens[a0] = (size_t)snprintf(lease, sizeof lease, "%lld",
+                               (long long)c->opts.watchdog_timeout_ms);
+  args[a0] = lease;
   for (size_t i = 0; i < n; i++) {
     hold *h = hs[i];
     keys[i] = hold_name(h);
     klens[i] = h->name_len;
-    args[1 + 2 * i] = hold_field(h);
-    alens[1 + 2 * i] = h->field_len;
-    args[2 + 2 * i] = h->extra ? h->extra : "";
-    alens[2 + 2 * i] = h->extra_len;
+    args[a0 + 1 + 2 * i] = hold_field(h);
+    alens[a0 + 1 + 2 * i] = h->field_len;
+    args[a0 + 2 + 2 * i] = h->extra ? h->extra : "";
+    alens[a0 + 2 + 2 * i] = h->extra_len;
     b->epochs[i] = h->epoch;
     b->offs[i] = b->keys.len;
     if (dlock__buf_add(&b->keys, h->key, h->node.klen) != DLOCK_OK)
       goto fail;
   }
   b->offs[n] = b->keys.len;
-  if (dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n, args,
-                        alens) != DLOCK_OK)
+  int rc = node ? dlock__req_script(&b->req, node_script(script), 0, NULL, NULL,
+                                    a0 + 1 + 2 * n, args, alens)
+                : dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n,
+                                    args, alens);
+  if (rc != DLOCK_OK)
     goto fail;
+  if (node) /* to the node of its first key's slot (all share that node) */
+    dlock__req_route(&b->req, keys[0], klens[0]);
   b->req.done = batch_done;
   b->req.data = b;
   b->req.queued_ms = now;
@@ -358,31 +403,44 @@ typedef struct pending {
   hold *hs[BATCH];
 } pending;
 
-/* On a cluster one call may only name keys of one slot: holds are sorted
- * by (script, slot) and cut into batches of one slot each. */
+/* On a cluster one call may declare keys of one slot only. Holds are
+ * grouped by script and by the node that owns their slot, and each group
+ * renewed in node batches (keys as arguments, Redis 7); a hold whose node
+ * is unknown, or that a node batch found gone, is renewed in a call of its
+ * own slot, which follows MOVED and ASK. */
 typedef struct slotted {
-  int script, slot;
+  int script;
+  int group; /* the node's index, or DLOCK__SLOTS + slot for a slot's call */
   hold *h;
 } slotted;
 
-static int by_script_slot(const void *a, const void *b) {
+static int by_script_group(const void *a, const void *b) {
   const slotted *x = a, *y = b;
   if (x->script != y->script)
     return x->script < y->script ? -1 : 1;
-  return x->slot < y->slot ? -1 : x->slot > y->slot;
+  return x->group < y->group ? -1 : x->group > y->group;
+}
+
+static slotted group_of(dlock_client *c, hold *h) {
+  int slot = dlock__key_slot(hold_name(h), h->name_len);
+  int node = h->verify || node_script(h->script) < 0
+                 ? -1
+                 : dlock__cluster_batch_node(c, slot);
+  return (slotted){h->script, node >= 0 ? node : DLOCK__SLOTS + slot, h};
 }
 
 static void batch_slotted(dlock_client *c, slotted *v, size_t n, int64_t now,
                           batch_list *ready) {
-  qsort(v, n, sizeof *v, by_script_slot);
+  qsort(v, n, sizeof *v, by_script_group);
   hold *hs[BATCH];
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     hs[k++] = v[i].h;
     int last = i + 1 == n || v[i + 1].script != v[i].script ||
-               v[i + 1].slot != v[i].slot;
+               v[i + 1].group != v[i].group;
     if (last || k == BATCH) {
-      keep(ready, make_batch(c, v[i].script, hs, k, now));
+      keep(ready, make_batch(c, v[i].script, hs, k, now,
+                             v[i].group < DLOCK__SLOTS));
       k = 0;
     }
   }
@@ -426,8 +484,7 @@ static void tick(uv_timer_t *t) {
     if (h->renewing || too_long)
       continue;
     if (sv) {
-      sv[ns++] = (slotted){h->script, dlock__key_slot(hold_name(h), h->name_len),
-                           h};
+      sv[ns++] = group_of(c, h);
       continue;
     }
     size_t i = 0;
@@ -440,13 +497,13 @@ static void tick(uv_timer_t *t) {
     }
     p[i].hs[p[i].n++] = h;
     if (p[i].n == BATCH) {
-      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now, 0));
       p[i].n = 0;
     }
   }
   for (size_t i = 0; i < np; i++)
     if (p[i].n)
-      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now));
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now, 0));
   if (sv)
     batch_slotted(c, sv, ns, now, &ready);
   pthread_mutex_unlock(&c->hmu);

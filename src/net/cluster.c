@@ -77,9 +77,11 @@ static dlock__conn *node_cmd(dlock_client *c, int i) {
 }
 
 /* A node for a request without a key (or a slot nobody owns yet): one whose
- * connection is up, else the next one to ask. */
+ * connection is up, else the next one to ask; -1 when none is known. */
 static int any_node(dlock_client *c) {
   dlock__cluster *k = c->cluster;
+  if (k->nnodes == 0)
+    return -1;
   for (int i = 0; i < k->nnodes; i++)
     if (k->nodes[i]->cmd.started && k->nodes[i]->cmd.state == CONN_READY)
       return i;
@@ -394,6 +396,11 @@ static void refresh(dlock_client *c) {
   m->client = c;
   m->shards = !k->no_shards;
   m->asked = any_node(c);
+  if (m->asked < 0) {
+    dlock__buf_free(&m->req.cmd);
+    free(m);
+    return;
+  }
   m->req.done = map_done;
   m->req.queued_ms = dlock__now_ms();
   k->refreshing = 1;
@@ -534,7 +541,7 @@ void dlock__cluster_conn_down(dlock__conn *conn) {
       req->next = NULL;
       int i = any_node(c);
       if (&k->nodes[i]->cmd == conn)
-        i = (i + 1) % k->nnodes;
+        i = (i + 1) % k->nnodes; /* any_node found one: nnodes > 0 */
       dlock__conn_send(node_cmd(c, i), req);
     } else {
       push(&keep, &keep_tail, req);
@@ -576,6 +583,10 @@ dlock__conn *dlock__sub_conn(dlock_client *c, const char *channel, size_t len) {
   int i = k->slots[dlock__key_slot(channel, len)];
   if (i < 0)
     i = any_node(c);
+  if (i < 0) {
+    dlock__conn_use(&c->sub);
+    return &c->sub;
+  }
   dlock__conn *conn = &k->nodes[i]->sub;
   dlock__conn_use(conn);
   return conn;
@@ -597,4 +608,11 @@ dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err) {
 void dlock__cluster_refresh_soon(dlock_client *c) {
   if (c->cluster && !c->stopping)
     refresh_soon(c);
+}
+
+int dlock__cluster_batch_node(dlock_client *c, int slot) {
+  dlock__cluster *k = c->cluster;
+  if (k == NULL || k->no_shards || slot < 0 || slot >= DLOCK__SLOTS)
+    return -1; /* before Redis 7 (no CLUSTER SHARDS): no cross-slot scripts */
+  return k->slots[slot];
 }

@@ -66,6 +66,10 @@ dlock__conn *dlock__sub_conn(dlock_client *c, const char *channel, size_t len);
 /* pubsub.c: an SSUBSCRIBE was answered "MOVED slot host:port": that node's
  * pub/sub connection (the map learns the slot's owner), or NULL. */
 dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err);
+/* watchdog.c: the node whose renewals of slot's holds may share one call
+ * with other slots of that node (a cluster on Redis 7 or later, the owner
+ * known), or -1: renew them in calls of their own slot. */
+int dlock__cluster_batch_node(dlock_client *c, int slot);
 /* Read the slot map again soon (nothing on a standalone client). */
 void dlock__cluster_refresh_soon(dlock_client *c);
 /* conn.c: a command connection failed: the map may have changed. */
