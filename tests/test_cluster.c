@@ -30,6 +30,18 @@ static dlock_lock *new_lock(dlock_client *c, const char *name) {
   return l;
 }
 
+/* A client with a 600 ms watchdog (a tick every 200 ms) whose losses go to
+ * log (initialised here); connect_ms: its connect timeout. */
+static dlock_client *watchdog_client(th_lost_log *log, int64_t connect_ms) {
+  th_lost_init(log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.connect_timeout_ms = connect_ms;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = log;
+  return th_client(&srv, &o);
+}
+
 #define SPREAD 24
 
 /* 24 watchdog locks, some on every master, held over three lease lengths:
@@ -37,12 +49,7 @@ static dlock_lock *new_lock(dlock_client *c, const char *name) {
  * and each release too. */
 static void test_locks_on_every_master(void) {
   th_lost_log log;
-  th_lost_init(&log);
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.watchdog_timeout_ms = 600;
-  o.on_lost = th_on_lost;
-  o.on_lost_data = &log;
-  dlock_client *c = th_client(&srv, &o);
+  dlock_client *c = watchdog_client(&log, 2000);
   dlock_lock *l[SPREAD];
   char names[SPREAD][64];
   int per_master[3] = {0};
@@ -90,12 +97,7 @@ static long long script_calls(th_server *n) {
  * not one call per lock; every lock stays held. */
 static void test_renewals_per_node(void) {
   th_lost_log log;
-  th_lost_init(&log);
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.watchdog_timeout_ms = 600; /* a tick every 200 ms */
-  o.on_lost = th_on_lost;
-  o.on_lost_data = &log;
-  dlock_client *c = th_client(&srv, &o);
+  dlock_client *c = watchdog_client(&log, 2000);
   static dlock_lock *l[MANY];
   static char names[MANY][64];
   int per_master[3] = {0};
@@ -398,13 +400,7 @@ static th_server *replica_of(th_server *master) {
  * left with a master killed. */
 static void test_failover(void) {
   th_lost_log log;
-  th_lost_init(&log);
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.watchdog_timeout_ms = 600;
-  o.connect_timeout_ms = 10000;
-  o.on_lost = th_on_lost;
-  o.on_lost_data = &log;
-  dlock_client *c = th_client(&srv, &o);
+  dlock_client *c = watchdog_client(&log, 10000);
   /* two names on one master: one replicated, one not */
   char kept[64], lost[64], later[64];
   snprintf(kept, sizeof kept, "%s{fo}", th_name("kept"));
