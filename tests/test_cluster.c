@@ -203,6 +203,23 @@ static void test_seeds(void) {
   TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_EIO);
   CU_ASSERT(strstr(dlock_errmsg(), "not a cluster node") != NULL);
   th_server_stop(&plain);
+  /* a redis:// client on a cluster node: told to use redis+cluster:// */
+  char plain_url[64], elsewhere[64] = "";
+  snprintf(plain_url, sizeof plain_url, "redis://127.0.0.1:%d", srv.node[0].port);
+  for (int i = 0; i < 50 && !elsewhere[0]; i++) {
+    const char *n = th_name("elsewhere");
+    if (th_node_of(&srv, n) != &srv.node[0])
+      snprintf(elsewhere, sizeof elsewhere, "%s", n);
+  }
+  TH_ASSERT_RC(dlock_client_open(plain_url, &o, &c), DLOCK_OK);
+  if (c) {
+    dlock_lock *l = new_lock(c, elsewhere);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_EIO);
+    CU_ASSERT(strstr(dlock_errmsg(), "redis+cluster://") != NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    c = NULL;
+  }
   const char *bad[] = {"redis+cluster://", "redis+cluster://h:1,",
                        "redis+cluster://h:1,,h:2", "redis+cluster://h:0",
                        "redis+cluster://h:1/3"};

@@ -52,6 +52,12 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
   if (reply->type == REDIS_REPLY_ERROR) {
     /* one name, two kinds: the scripts refuse (WRONGKIND) or Redis does
      * (WRONGTYPE); either way nothing was changed */
+    /* a redis:// client on a cluster node (a cluster client follows
+     * these itself) */
+    if (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)
+      return dlock__fail(DLOCK_EIO, "%s: %.*s: the server is a Redis Cluster "
+                         "node; open the client with redis+cluster://host:port "
+                         "(docs/cluster.md)", what, (int)reply->len, reply->str);
     if (strncmp(reply->str, "WRONGKIND ", 10) == 0)
       return dlock__fail(DLOCK_EKIND, "%.*s", (int)reply->len - 10,
                          reply->str + 10);
