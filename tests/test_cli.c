@@ -23,7 +23,7 @@ static int suite_init(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/dlock-cli-XXXXXX");
   if (dlock_bin == NULL || mkdtemp(tmpdir) == NULL)
     return 1;
-  if (th_server_start(&srv, NULL) != 0)
+  if (th_main_server_start(&srv) != 0)
     return 1;
   setenv("DLOCK_REDIS_URL", srv.url, 1);
   return 0;
