@@ -388,6 +388,70 @@ static void test_classic_pubsub(void) {
   dlock_client_close(c2);
 }
 
+/* A multi-lock over members on every master of the cluster (all or
+ * nothing: one member taken by another client fails the whole, nothing
+ * left behind), and a RedLock whose members are the cluster and two
+ * standalone servers. */
+static void test_multi_and_redlock(void) {
+  dlock_lock *m[3], *multi = NULL;
+  char names[3][64];
+  th_server *seen[3] = {NULL, NULL, NULL};
+  for (int i = 0, tries = 0; i < 3 && tries < 200; tries++) {
+    const char *n = th_name("multi");
+    th_server *owner = th_node_of(&srv, n);
+    int dup = 0;
+    for (int j = 0; j < i; j++)
+      dup |= seen[j] == owner;
+    if (dup)
+      continue;
+    seen[i] = owner;
+    snprintf(names[i], sizeof names[i], "%s", n);
+    m[i] = new_lock(cl, names[i]);
+    i++;
+  }
+  TH_ASSERT_RC(dlock_multi_new(m, 3, &multi), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(multi, 0, 30000), DLOCK_OK);
+  for (int i = 0; i < 3; i++)
+    CU_ASSERT_EQUAL(th_int(seen[i], "EXISTS %s", names[i]), 1);
+  TH_ASSERT_RC(dlock_release(multi), DLOCK_OK);
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_lock *other = new_lock(c2, names[2]);
+  TH_ASSERT_RC(dlock_acquire(other, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(multi, 0, 30000), DLOCK_EBUSY);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL(th_int(seen[i], "EXISTS %s", names[i]), 0);
+  TH_ASSERT_RC(dlock_release(other), DLOCK_OK);
+  dlock_lock_free(other);
+  dlock_client_close(c2);
+  dlock_lock_free(multi);
+  for (int i = 0; i < 3; i++)
+    dlock_lock_free(m[i]);
+
+  th_server s[2];
+  dlock_client *sc[2];
+  dlock_lock *member[3], *rl = NULL;
+  const char *name = th_name("redlock");
+  member[0] = new_lock(cl, name);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_FATAL(th_server_start(&s[i], NULL) == 0);
+    sc[i] = th_client(&s[i], NULL);
+    member[i + 1] = new_lock(sc[i], name);
+  }
+  TH_ASSERT_RC(dlock_redlock_new(member, 3, NULL, &rl), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(rl, 1000, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+  CU_ASSERT_EQUAL(th_int(&s[0], "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(rl), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(rl);
+  for (int i = 0; i < 3; i++)
+    dlock_lock_free(member[i]);
+  for (int i = 0; i < 2; i++) {
+    dlock_client_close(sc[i]);
+    th_server_stop(&s[i]);
+  }
+}
+
 /* The replica of master (by port), or NULL. */
 static th_server *replica_of(th_server *master) {
   char id[64];
@@ -474,6 +538,7 @@ static void add(void) {
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);
   CU_add_test(s, "shard_channel_follows_slot", test_shard_channel_follows_slot);
   CU_add_test(s, "classic_pubsub", test_classic_pubsub);
+  CU_add_test(s, "multi_and_redlock", test_multi_and_redlock);
   CU_add_test(s, "failover", test_failover); /* last: changes the cluster */
 }
 
