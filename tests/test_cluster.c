@@ -3,6 +3,8 @@
  * are not cluster nodes; a slot that moves under a held lock. Against a real
  * cluster of 3 masters and 3 replicas (tests/harness.c). The primitive
  * suites also run on a cluster (tests/meson.build, "-cluster"). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,6 +454,82 @@ static void test_multi_and_redlock(void) {
   }
 }
 
+typedef struct contender {
+  dlock_lock *lock;
+  atomic_int *inside, *overlaps, *errors, *stop;
+  int64_t longest_ms; /* the longest acquire */
+  int count;
+} contender;
+
+static void *contend(void *arg) {
+  contender *t = arg;
+  while (!atomic_load(t->stop) && t->count < 2000) {
+    int64_t t0 = th_now_ms();
+    int rc = dlock_acquire(t->lock, 10000, 30000);
+    if (th_now_ms() - t0 > t->longest_ms)
+      t->longest_ms = th_now_ms() - t0;
+    if (rc != DLOCK_OK) {
+      atomic_fetch_add(t->errors, 1);
+      continue;
+    }
+    if (atomic_fetch_add(t->inside, 1) != 0)
+      atomic_fetch_add(t->overlaps, 1);
+    atomic_fetch_sub(t->inside, 1);
+    if (dlock_release(t->lock) != DLOCK_OK)
+      atomic_fetch_add(t->errors, 1);
+    t->count++;
+  }
+  return NULL;
+}
+
+#define CONTENDERS 16
+
+/* 16 threads (two clients) contend on one lock while its slot is migrated
+ * to another master: no two ever hold it at once, every call returns OK
+ * well within its budget (a lost wake-up would cost the 30 s lease), and
+ * the hand-offs go on after the move. */
+static void test_reshard_under_load(void) {
+  char name[64];
+  snprintf(name, sizeof name, "%s", th_name("reshard"));
+  dlock_client *c2 = th_client(&srv, NULL);
+  atomic_int inside = 0, overlaps = 0, errors = 0, stop = 0;
+  contender t[CONTENDERS];
+  pthread_t th[CONTENDERS];
+  for (int i = 0; i < CONTENDERS; i++) {
+    t[i] = (contender){new_lock(i % 2 ? c2 : cl, name), &inside, &overlaps,
+                       &errors, &stop, 0, 0};
+    pthread_create(&th[i], NULL, contend, &t[i]);
+  }
+  usleep(300 * 1000);
+  slot_move m;
+  move_begin(&m, name);
+  usleep(100 * 1000);
+  CU_ASSERT(move_key(&m, name) || th_int(m.to, "EXISTS %s", name) == 0);
+  usleep(100 * 1000);
+  move_end(&m);
+  int before = 0;
+  for (int i = 0; i < CONTENDERS; i++)
+    before += t[i].count;
+  usleep(500 * 1000);
+  atomic_store(&stop, 1);
+  int total = 0;
+  int64_t longest = 0;
+  for (int i = 0; i < CONTENDERS; i++) {
+    pthread_join(th[i], NULL);
+    total += t[i].count;
+    if (t[i].longest_ms > longest)
+      longest = t[i].longest_ms;
+    dlock_lock_free(t[i].lock);
+  }
+  printf("\n    %d hand-offs (%d after the move), longest acquire %lld ms ",
+         total, total - before, (long long)longest);
+  CU_ASSERT_EQUAL(atomic_load(&overlaps), 0);
+  CU_ASSERT_EQUAL(atomic_load(&errors), 0);
+  CU_ASSERT(total - before > 0);
+  CU_ASSERT(longest < 5000);
+  dlock_client_close(c2);
+}
+
 /* The replica of master (by port), or NULL. */
 static th_server *replica_of(th_server *master) {
   char id[64];
@@ -539,6 +617,7 @@ static void add(void) {
   CU_add_test(s, "shard_channel_follows_slot", test_shard_channel_follows_slot);
   CU_add_test(s, "classic_pubsub", test_classic_pubsub);
   CU_add_test(s, "multi_and_redlock", test_multi_and_redlock);
+  CU_add_test(s, "reshard_under_load", test_reshard_under_load);
   CU_add_test(s, "failover", test_failover); /* last: changes the cluster */
 }
 
