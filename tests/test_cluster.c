@@ -454,6 +454,25 @@ static void test_multi_and_redlock(void) {
   }
 }
 
+static th_server *replica_of(th_server *master);
+typedef struct crowd crowd;
+static crowd *crowd_start(const char *name);
+static void crowd_finish(crowd *cr, int64_t run_ms, const char *event);
+
+/* Wait (bounded) until n says it is a master. 1 when it did. */
+static int becomes_master(th_server *n, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(5000)) {
+    redisReply *r = th_cmd(n, "ROLE");
+    int is_master = r && r->type == REDIS_REPLY_ARRAY &&
+                    strcmp(r->element[0]->str, "master") == 0;
+    if (r)
+      freeReplyObject(r);
+    if (is_master)
+      return 1;
+  }
+  return 0;
+}
+
 typedef struct contender {
   dlock_lock *lock;
   atomic_int *inside, *overlaps, *errors, *stop;
@@ -491,15 +510,7 @@ static void *contend(void *arg) {
 static void test_reshard_under_load(void) {
   char name[64];
   snprintf(name, sizeof name, "%s", th_name("reshard"));
-  dlock_client *c2 = th_client(&srv, NULL);
-  atomic_int inside = 0, overlaps = 0, errors = 0, stop = 0;
-  contender t[CONTENDERS];
-  pthread_t th[CONTENDERS];
-  for (int i = 0; i < CONTENDERS; i++) {
-    t[i] = (contender){new_lock(i % 2 ? c2 : cl, name), &inside, &overlaps,
-                       &errors, &stop, 0, 0};
-    pthread_create(&th[i], NULL, contend, &t[i]);
-  }
+  crowd *cr = crowd_start(name);
   usleep(300 * 1000);
   slot_move m;
   move_begin(&m, name);
@@ -507,27 +518,73 @@ static void test_reshard_under_load(void) {
   CU_ASSERT(move_key(&m, name) || th_int(m.to, "EXISTS %s", name) == 0);
   usleep(100 * 1000);
   move_end(&m);
+  crowd_finish(cr, 500, "move");
+}
+
+/* 16 threads of two clients taking turns on one lock (the second client,
+ * the threads and their shared counters). */
+struct crowd {
+  dlock_client *c2;
+  atomic_int inside, overlaps, errors, stop;
+  contender t[CONTENDERS];
+  pthread_t th[CONTENDERS];
+};
+
+static crowd *crowd_start(const char *name) {
+  crowd *cr = calloc(1, sizeof *cr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cr);
+  cr->c2 = th_client(&srv, NULL);
+  for (int i = 0; i < CONTENDERS; i++) {
+    cr->t[i] = (contender){new_lock(i % 2 ? cr->c2 : cl, name), &cr->inside,
+                           &cr->overlaps, &cr->errors, &cr->stop, 0, 0};
+    pthread_create(&cr->th[i], NULL, contend, &cr->t[i]);
+  }
+  return cr;
+}
+
+/* Let them run run_ms more after the event, stop them, and check: no
+ * overlap, no error, hand-offs after the event, no acquire near its
+ * budget (a lost wake-up would cost the 30 s lease). Frees cr. */
+static void crowd_finish(crowd *cr, int64_t run_ms, const char *event) {
   int before = 0;
   for (int i = 0; i < CONTENDERS; i++)
-    before += t[i].count;
-  usleep(500 * 1000);
-  atomic_store(&stop, 1);
+    before += cr->t[i].count;
+  usleep((useconds_t)run_ms * 1000);
+  atomic_store(&cr->stop, 1);
   int total = 0;
   int64_t longest = 0;
   for (int i = 0; i < CONTENDERS; i++) {
-    pthread_join(th[i], NULL);
-    total += t[i].count;
-    if (t[i].longest_ms > longest)
-      longest = t[i].longest_ms;
-    dlock_lock_free(t[i].lock);
+    pthread_join(cr->th[i], NULL);
+    total += cr->t[i].count;
+    if (cr->t[i].longest_ms > longest)
+      longest = cr->t[i].longest_ms;
+    dlock_lock_free(cr->t[i].lock);
   }
-  printf("\n    %d hand-offs (%d after the move), longest acquire %lld ms ",
-         total, total - before, (long long)longest);
-  CU_ASSERT_EQUAL(atomic_load(&overlaps), 0);
-  CU_ASSERT_EQUAL(atomic_load(&errors), 0);
+  printf("\n    %d hand-offs (%d after the %s), longest acquire %lld ms ", total,
+         total - before, event, (long long)longest);
+  CU_ASSERT_EQUAL(atomic_load(&cr->overlaps), 0);
+  CU_ASSERT_EQUAL(atomic_load(&cr->errors), 0);
   CU_ASSERT(total - before > 0);
   CU_ASSERT(longest < 5000);
-  dlock_client_close(c2);
+  dlock_client_close(cr->c2);
+  free(cr);
+}
+
+/* A graceful failover (CLUSTER FAILOVER on the replica) of the master of a
+ * lock that 16 threads contend on: writes meet MOVED and follow, waiters'
+ * shard subscriptions move to the new master; no overlap, no error, and the
+ * hand-offs go on. */
+static void test_failover_under_load(void) {
+  char name[64];
+  snprintf(name, sizeof name, "%s", th_name("graceful"));
+  th_server *master = th_node_of(&srv, name), *replica = replica_of(master);
+  CU_ASSERT_FATAL(replica != NULL);
+  crowd *cr = crowd_start(name);
+  usleep(300 * 1000);
+  freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER"));
+  CU_ASSERT(becomes_master(replica, 10000));
+  crowd_finish(cr, 700, "failover");
+  CU_ASSERT(th_node_of(&srv, name) == replica); /* the cluster agrees */
 }
 
 /* The replica of master (by port), or NULL. */
@@ -575,15 +632,7 @@ static void test_failover(void) {
   CU_ASSERT_EQUAL(th_int(master, "WAIT 1 2000"), 1); /* on the replica */
   th_server_kill(master);
   freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
-  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(5000)) {
-    redisReply *r = th_cmd(replica, "ROLE");
-    int is_master = r && r->type == REDIS_REPLY_ARRAY &&
-                    strcmp(r->element[0]->str, "master") == 0;
-    if (r)
-      freeReplyObject(r);
-    if (is_master)
-      break;
-  }
+  CU_ASSERT(becomes_master(replica, 5000));
   CU_ASSERT_EQUAL(th_int(replica, "DEL %s", lost), 1);
   /* a new call waits for the new master, within its budget */
   int64_t t0 = th_now_ms();
@@ -618,6 +667,7 @@ static void add(void) {
   CU_add_test(s, "classic_pubsub", test_classic_pubsub);
   CU_add_test(s, "multi_and_redlock", test_multi_and_redlock);
   CU_add_test(s, "reshard_under_load", test_reshard_under_load);
+  CU_add_test(s, "failover_under_load", test_failover_under_load);
   CU_add_test(s, "failover", test_failover); /* last: changes the cluster */
 }
 
