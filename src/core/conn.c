@@ -488,7 +488,13 @@ static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
 
 void dlock__conn_use(dlock__conn *conn) {
   if (!conn->started && !conn->client->stopping)
+    conn->start_wanted = 1; /* started by dlock__conn_start_wanted */
+}
+
+void dlock__conn_start_wanted(dlock__conn *conn) {
+  if (conn->start_wanted && !conn->started && !conn->client->stopping)
     dlock__conn_start(conn);
+  conn->start_wanted = 0;
 }
 
 void dlock__conn_start(dlock__conn *conn) {

@@ -133,6 +133,7 @@ typedef struct dlock__conn {
   int writes_pending;
   int started;                          /* a cluster's connections start on
                                            first use (dlock__conn_use) */
+  int start_wanted;
   dlock__buf sub_fifo; /* a pub/sub connection: the channels of its
                           unanswered (UN)SUBSCRIBEs, in order (pubsub.c) */
   size_t sub_fifo_head;
@@ -271,8 +272,12 @@ void dlock__client_live_done(dlock_client *c);
 /* conn.c */
 void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub);
 void dlock__conn_start(dlock__conn *conn);
-/* Start conn unless it has been started before (or the client stops). */
+/* Ask for conn to be started unless it has been before (or the client
+ * stops). It starts in the loop's prepare step (dlock__conn_start_wanted),
+ * never inside the caller: a start that fails at once would report the
+ * failure to the pub/sub waiter while it holds the channel mutex. */
 void dlock__conn_use(dlock__conn *conn);
+void dlock__conn_start_wanted(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
 /* Write what is buffered: called once per loop turn. */

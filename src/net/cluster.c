@@ -125,7 +125,10 @@ void dlock__send(dlock_client *c, dlock__req *req) {
 
 void dlock__cluster_flush(dlock_client *c) {
   dlock__cluster *k = c->cluster;
+  dlock__conn_start_wanted(&c->sub);
   for (int i = 0; i < k->nnodes; i++) {
+    dlock__conn_start_wanted(&k->nodes[i]->cmd);
+    dlock__conn_start_wanted(&k->nodes[i]->sub);
     if (k->nodes[i]->cmd.started)
       dlock__conn_flush(&k->nodes[i]->cmd);
     if (k->nodes[i]->sub.started)
