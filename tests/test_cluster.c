@@ -476,13 +476,13 @@ static int becomes_master(th_server *n, int64_t ms) {
 typedef struct contender {
   dlock_lock *lock;
   atomic_int *inside, *overlaps, *errors, *stop;
-  int64_t longest_ms; /* the longest acquire */
-  int count;
+  int64_t longest_ms; /* the longest acquire (read after the join) */
+  atomic_int count;    /* hand-offs: read while it runs */
 } contender;
 
 static void *contend(void *arg) {
   contender *t = arg;
-  while (!atomic_load(t->stop) && t->count < 2000) {
+  while (!atomic_load(t->stop) && atomic_load(&t->count) < 2000) {
     int64_t t0 = th_now_ms();
     int rc = dlock_acquire(t->lock, 10000, 30000);
     if (th_now_ms() - t0 > t->longest_ms)
@@ -496,7 +496,7 @@ static void *contend(void *arg) {
     atomic_fetch_sub(t->inside, 1);
     if (dlock_release(t->lock) != DLOCK_OK)
       atomic_fetch_add(t->errors, 1);
-    t->count++;
+    atomic_fetch_add(&t->count, 1);
   }
   return NULL;
 }
@@ -548,14 +548,14 @@ static crowd *crowd_start(const char *name) {
 static void crowd_finish(crowd *cr, int64_t run_ms, const char *event) {
   int before = 0;
   for (int i = 0; i < CONTENDERS; i++)
-    before += cr->t[i].count;
+    before += atomic_load(&cr->t[i].count);
   usleep((useconds_t)run_ms * 1000);
   atomic_store(&cr->stop, 1);
   int total = 0;
   int64_t longest = 0;
   for (int i = 0; i < CONTENDERS; i++) {
     pthread_join(cr->th[i], NULL);
-    total += cr->t[i].count;
+    total += atomic_load(&cr->t[i].count);
     if (cr->t[i].longest_ms > longest)
       longest = cr->t[i].longest_ms;
     dlock_lock_free(cr->t[i].lock);
