@@ -947,6 +947,45 @@ static void m1(void) {
   dlock_client_close(c);
 }
 
+/* ---- C1: W1 and W3 on a Redis Cluster, beside one server ----------------------
+ * A throwaway cluster of 3 masters on this machine; each figure's bound is
+ * the same workload on the single server, in the same run. */
+
+/* W3's hand-off p50 on url: 8 threads, one lock, 1 ms holds. */
+static double handoff_p50(const char *url) {
+  dlock_client *c = open_client(url, 0);
+  dlock_lock *l;
+  dlock_reentrant_lock_new(c, "bench:c1", NULL, &l);
+  reset();
+  handoff_arg args[8];
+  for (int i = 0; i < 8; i++)
+    args[i] = (handoff_arg){i, l, 0};
+  run_threads(8, handoff_thread, args, sizeof args[0], duration);
+  double p50 = pct(sh->samples, nsamples(), 50);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  return p50;
+}
+
+static void c1(void) {
+  dlock_tool_cluster k;
+  if (dlock_tool_cluster_start(&k, 3) != 0) {
+    na("C1", "no cluster (redis-server and redis-cli are needed)");
+    return;
+  }
+  dlock_client *one = open_client(urls[0], 0), *cl = open_client(k.url, 0);
+  double r1, p1, q1, rc, pc, qc;
+  pairs(1, 0, one, &r1, &p1, &q1);
+  pairs(1, 0, cl, &rc, &pc, &qc);
+  emit("C1", "W1 pairs/s on a cluster", rc, "1/s", r1);
+  emit("C1", "W1 lock p50 on a cluster", pc, "us", p1);
+  dlock_client_close(one);
+  dlock_client_close(cl);
+  double h1 = handoff_p50(urls[0]), hc = handoff_p50(k.url);
+  emit("C1", "W3 hand-off p50 on a cluster", hc, "us", h1);
+  dlock_tool_cluster_stop(&k);
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 /* The workloads in the order they run. */
@@ -966,6 +1005,7 @@ static const struct {
     {"W7", w7, 0},
     {"W8", w8, 0},
     {"M1", m1, 0},
+    {"C1", c1, 0},
 };
 
 static void usage(void) {
@@ -973,7 +1013,8 @@ static void usage(void) {
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US]\n"
-          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 (default: all)\n");
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 C1 (default: all;\n"
+          "  C1: W1 and W3 on a throwaway 3-master cluster beside one server)\n");
   exit(2);
 }
 

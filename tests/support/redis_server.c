@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -37,7 +38,8 @@ static int accepts(int port) {
   return ok;
 }
 
-int dlock_tool_server_start(dlock_tool_server *s) {
+/* Start s with more arguments (NULL-terminated, at most 12). */
+static int start_with(dlock_tool_server *s, const char *const *extra) {
   s->pid = -1;
   s->port = dlock_tool_free_port();
   if (s->port < 0) {
@@ -54,8 +56,13 @@ int dlock_tool_server_start(dlock_tool_server *s) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the tool */
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
-    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", (char *)NULL);
+    const char *argv[24] = {"redis-server", "--port", port, "--bind",
+                            "127.0.0.1", "--save", "", "--appendonly", "no"};
+    int argc = 9;
+    for (int i = 0; extra && extra[i] && argc < 22; i++)
+      argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    execvp("redis-server", (char *const *)argv);
     fprintf(stderr, "cannot run redis-server: %s (install redis-server, or "
             "set DLOCK_REDIS_URL)\n", strerror(errno));
     _exit(127);
@@ -74,6 +81,72 @@ int dlock_tool_server_start(dlock_tool_server *s) {
   fprintf(stderr, "redis-server on port %d did not start\n", s->port);
   dlock_tool_server_stop(s);
   return -1;
+}
+
+int dlock_tool_server_start(dlock_tool_server *s) { return start_with(s, NULL); }
+
+void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
+  for (int i = 0; i < k->n; i++) {
+    dlock_tool_server_stop(&k->node[i]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", k->dir[i]);
+    if (system(cmd) != 0)
+      fprintf(stderr, "could not remove %s\n", k->dir[i]);
+  }
+  k->n = 0;
+}
+
+int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters) {
+  memset(k, 0, sizeof *k);
+  if (masters < 3 || masters > DLOCK_TOOL_CLUSTER_MAX)
+    return -1;
+  char create[1024] = "redis-cli --cluster create";
+  for (int i = 0; i < masters; i++) {
+    snprintf(k->dir[i], sizeof k->dir[i], "/tmp/dlock-cluster-XXXXXX");
+    if (mkdtemp(k->dir[i]) == NULL) {
+      dlock_tool_cluster_stop(k);
+      return -1;
+    }
+    char bus[16];
+    snprintf(bus, sizeof bus, "%d", dlock_tool_free_port());
+    const char *extra[] = {"--cluster-enabled", "yes", "--cluster-config-file",
+                           "nodes.conf", "--cluster-port", bus, "--dir",
+                           k->dir[i], NULL};
+    k->n = i + 1;
+    if (start_with(&k->node[i], extra) != 0) {
+      dlock_tool_cluster_stop(k);
+      return -1;
+    }
+    size_t len = strlen(create);
+    snprintf(create + len, sizeof create - len, " 127.0.0.1:%d", k->node[i].port);
+  }
+  size_t len = strlen(create);
+  snprintf(create + len, sizeof create - len, " --cluster-yes >/dev/null 2>&1");
+  int ok = system(create) == 0;
+  for (int tries = 0; ok && tries < 1000; tries++) { /* 20 s at most */
+    int all = 1;
+    for (int i = 0; i < k->n && all; i++) {
+      char cmd[128];
+      snprintf(cmd, sizeof cmd, "redis-cli -p %d cluster info 2>/dev/null | "
+               "grep -q cluster_state:ok", k->node[i].port);
+      all = system(cmd) == 0;
+    }
+    if (all)
+      break;
+    if (tries == 999)
+      ok = 0;
+    usleep(20000);
+  }
+  if (!ok) {
+    fprintf(stderr, "the cluster did not come up (%s)\n", create);
+    dlock_tool_cluster_stop(k);
+    return -1;
+  }
+  len = (size_t)snprintf(k->url, sizeof k->url, "redis+cluster://");
+  for (int i = 0; i < k->n; i++)
+    len += (size_t)snprintf(k->url + len, sizeof k->url - len, "%s127.0.0.1:%d",
+                            i ? "," : "", k->node[i].port);
+  return 0;
 }
 
 void dlock_tool_server_stop(dlock_tool_server *s) {
