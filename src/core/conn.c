@@ -386,10 +386,44 @@ static void handshake_done(dlock__req *req, redisReply *reply, int status) {
   free(req);
 }
 
-static int handshake_send(dlock__conn *conn, size_t argc, const char **argv) {
-  size_t lens[4];
-  for (size_t i = 0; i < argc; i++)
-    lens[i] = strlen(argv[i]);
+int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn,
+                     void *ctx) {
+  char db[24];
+  const char *argv[3];
+  size_t lens[3];
+  int rc = DLOCK_OK;
+  if (c->uri.password) {
+    size_t n = 0;
+    argv[n++] = "AUTH";
+    if (c->uri.user)
+      argv[n++] = c->uri.user;
+    argv[n++] = c->uri.password;
+    for (size_t i = 0; i < n; i++)
+      lens[i] = strlen(argv[i]);
+    rc = fn(ctx, n, argv, lens);
+  }
+  if (rc == DLOCK_OK && c->uri.db != 0) {
+    argv[0] = "SELECT";
+    argv[1] = db;
+    lens[0] = 6;
+    lens[1] = (size_t)snprintf(db, sizeof db, "%ld", c->uri.db);
+    rc = fn(ctx, 2, argv, lens);
+  }
+  if (rc == DLOCK_OK) {
+    argv[0] = "CLIENT";
+    argv[1] = "SETNAME";
+    argv[2] = c->client_name;
+    lens[0] = 6;
+    lens[1] = 7;
+    lens[2] = strlen(c->client_name);
+    rc = fn(ctx, 3, argv, lens);
+  }
+  return rc;
+}
+
+static int handshake_send(void *ctx, size_t argc, const char *const *argv,
+                          const size_t *lens) {
+  dlock__conn *conn = ctx;
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__req_command(req, argc, argv, lens) != DLOCK_OK) {
     free(req);
@@ -419,34 +453,7 @@ static void on_connect(uv_connect_t *creq, int status) {
   }
   conn->state = CONN_HANDSHAKE;
   conn->handshake_left = 0;
-  dlock_client *c = conn->client;
-  char db[24];
-  const char *argv[4];
-  rc = DLOCK_OK;
-  if (c->uri.password) {
-    argv[0] = "AUTH";
-    if (c->uri.user) {
-      argv[1] = c->uri.user;
-      argv[2] = c->uri.password;
-      rc = handshake_send(conn, 3, argv);
-    } else {
-      argv[1] = c->uri.password;
-      rc = handshake_send(conn, 2, argv);
-    }
-  }
-  if (rc == DLOCK_OK && c->uri.db != 0) {
-    snprintf(db, sizeof db, "%ld", c->uri.db);
-    argv[0] = "SELECT";
-    argv[1] = db;
-    rc = handshake_send(conn, 2, argv);
-  }
-  if (rc == DLOCK_OK) {
-    argv[0] = "CLIENT";
-    argv[1] = "SETNAME";
-    argv[2] = c->client_name;
-    rc = handshake_send(conn, 3, argv);
-  }
-  if (rc != DLOCK_OK)
+  if (dlock__handshake(conn->client, handshake_send, conn) != DLOCK_OK)
     conn_fail(conn, "out of memory in the handshake");
 }
 

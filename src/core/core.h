@@ -50,6 +50,9 @@ void dlock__buf_shrink(dlock__buf *b);
 /* Append one RESP bulk string / array header. */
 int dlock__resp_array(dlock__buf *b, size_t n);
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
+/* Append a whole command: the array header and argc bulk strings. */
+int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
+                        const size_t *lens);
 
 /* ---- keys (keys.c, docs/wire.md "Hash tags") ------------------------------ */
 

@@ -273,43 +273,19 @@ static int resolve(dlock_client *c, struct sockaddr_storage *ss,
   return 0;
 }
 
+/* One handshake command, kept in dc->hello (dlock__handshake). */
+static int hello_add(void *ctx, size_t argc, const char *const *argv,
+                     const size_t *lens) {
+  dlock__dconn *dc = ctx;
+  dc->hello_replies++;
+  return dlock__resp_command(&dc->hello, argc, argv, lens);
+}
+
 /* AUTH, SELECT and CLIENT SETNAME as the engine's connections send them,
  * kept in dc->hello to go out in one write with the first call: a new
  * connection costs its first call no extra round trip. */
 static int hello(dlock_client *c, dlock__dconn *dc) {
-  dlock__buf *b = &dc->hello;
-  int rc = DLOCK_OK;
-  char db[24];
-  if (c->uri.password) {
-    int with_user = c->uri.user != NULL;
-    rc = dlock__resp_array(b, with_user ? 3 : 2);
-    if (rc == DLOCK_OK)
-      rc = dlock__resp_bulk(b, "AUTH", 4);
-    if (rc == DLOCK_OK && with_user)
-      rc = dlock__resp_bulk(b, c->uri.user, strlen(c->uri.user));
-    if (rc == DLOCK_OK)
-      rc = dlock__resp_bulk(b, c->uri.password, strlen(c->uri.password));
-    dc->hello_replies++;
-  }
-  if (rc == DLOCK_OK && c->uri.db != 0) {
-    int k = snprintf(db, sizeof db, "%ld", c->uri.db);
-    rc = dlock__resp_array(b, 2);
-    if (rc == DLOCK_OK)
-      rc = dlock__resp_bulk(b, "SELECT", 6);
-    if (rc == DLOCK_OK)
-      rc = dlock__resp_bulk(b, db, (size_t)k);
-    dc->hello_replies++;
-  }
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_array(b, 3);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(b, "CLIENT", 6);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(b, "SETNAME", 7);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(b, c->client_name, strlen(c->client_name));
-  dc->hello_replies++;
-  return rc;
+  return dlock__handshake(c, hello_add, dc);
 }
 
 /* Forget the handshake's bytes (the password among them). */
@@ -497,11 +473,9 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
                     int64_t deadline_us) {
   dlock__buf b = {0};
   char why[256];
-  int rc = dlock__resp_array(&b, 2);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&b, "DEL", 3);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&b, key->p, key->len);
+  const char *argv[] = {"DEL", key->p};
+  size_t lens[] = {3, key->len};
+  int rc = dlock__resp_command(&b, 2, argv, lens);
   if (rc == DLOCK_OK)
     rc = send_all(c, dc, b.p, b.len, deadline_us, why, sizeof why);
   dlock__buf_free(&b);

@@ -84,10 +84,7 @@ int dlock__req_drop_after(dlock__req *req, const char *key, size_t len) {
 int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
                        const size_t *lens) {
   req_reset(req, argc);
-  int rc = dlock__resp_array(&req->cmd, argc);
-  for (size_t i = 0; rc == DLOCK_OK && i < argc; i++)
-    rc = dlock__resp_bulk(&req->cmd, argv[i], lens[i]);
-  if (rc != DLOCK_OK) {
+  if (dlock__resp_command(&req->cmd, argc, argv, lens) != DLOCK_OK) {
     dlock__buf_free(&req->cmd);
     return dlock__fail(DLOCK_ENOMEM, "out of memory building a command");
   }

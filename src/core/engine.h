@@ -199,6 +199,13 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
 void dlock__direct_close(dlock_client *c);
 void dlock__direct_free(dlock_client *c);
 
+/* conn.c: the commands every new connection of c sends first (AUTH,
+ * SELECT, CLIENT SETNAME, as c's URI and name ask), each handed to fn; the
+ * first error fn returns ends it. Engine and direct connections alike. */
+typedef int dlock__handshake_fn(void *ctx, size_t argc, const char *const *argv,
+                                const size_t *lens);
+int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn, void *ctx);
+
 /* conn.c: turn req's EVALSHA into an EVAL of the script's body (a NOSCRIPT
  * answer). DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__req_to_eval(dlock__req *req);

@@ -59,9 +59,9 @@ static void send_op(dlock_client *c, chan *ch, int subscribe) {
   int sharded = atomic_load(&c->sharded);
   const char *cmd = subscribe ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
                               : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
-  if (dlock__resp_array(b, 2) != DLOCK_OK ||
-      dlock__resp_bulk(b, cmd, strlen(cmd)) != DLOCK_OK ||
-      dlock__resp_bulk(b, ch->name, ch->len) != DLOCK_OK)
+  const char *argv[] = {cmd, ch->name};
+  size_t lens[] = {strlen(cmd), ch->len};
+  if (dlock__resp_command(b, 2, argv, lens) != DLOCK_OK)
     return; /* out of memory: waiters fall back on their hints */
   ch->ops++;
   ch->last_sub = subscribe;

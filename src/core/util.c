@@ -92,6 +92,14 @@ int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len) {
   return DLOCK_OK;
 }
 
+int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
+                        const size_t *lens) {
+  int rc = dlock__resp_array(b, argc);
+  for (size_t i = 0; rc == DLOCK_OK && i < argc; i++)
+    rc = dlock__resp_bulk(b, argv[i], lens[i]);
+  return rc;
+}
+
 int dlock__check_name(const char *name, size_t len) {
   if (name == NULL)
     return dlock__fail(DLOCK_EINVAL, "name is NULL");
