@@ -53,7 +53,7 @@ static void drop_key(dlock__conn *conn, const dlock__buf *key) {
   dlock__conn_send(conn, req);
 }
 
-static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
+void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req) {
   req->next = NULL;
   if (*tail)
     (*tail)->next = req;
@@ -115,7 +115,7 @@ static void conn_arm(dlock__conn *conn) {
 static void conn_put(dlock__conn *conn, dlock__req *req) {
   int was_empty = conn->inflight == NULL;
   req->sent_ms = dlock__now_ms();
-  push(&conn->inflight, &conn->inflight_tail, req);
+  dlock__req_push(&conn->inflight, &conn->inflight_tail, req);
   if (dlock__buf_add(&conn->out, req->cmd.p, req->cmd.len) != DLOCK_OK) {
     conn_fail(conn, "out of memory for the write buffer");
     return;
@@ -130,7 +130,7 @@ void dlock__conn_send(dlock__conn *conn, dlock__req *req) {
     return;
   }
   int was_empty = conn->waiting == NULL;
-  push(&conn->waiting, &conn->waiting_tail, req);
+  dlock__req_push(&conn->waiting, &conn->waiting_tail, req);
   if (was_empty)
     conn_arm(conn);
 }

@@ -287,6 +287,9 @@ void dlock__conn_use(dlock__conn *conn);
 void dlock__conn_start_wanted(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
+/* Append req to the list head..tail (a connection's queues, the cluster's
+ * parked requests). */
+void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req);
 /* Write what is buffered: called once per loop turn. */
 void dlock__conn_flush(dlock__conn *conn);
 /* Fail everything with status and close the socket for good. */

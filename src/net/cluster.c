@@ -15,15 +15,6 @@ static void refresh(dlock_client *c);
 static void refresh_soon(dlock_client *c);
 static void tick(uv_timer_t *t);
 
-static void push(dlock__req **head, dlock__req **tail, dlock__req *req) {
-  req->next = NULL;
-  if (*tail)
-    (*tail)->next = req;
-  else
-    *head = req;
-  *tail = req;
-}
-
 int dlock__cluster_new(dlock_client *c) {
   dlock__cluster *k = calloc(1, sizeof *k);
   if (k == NULL)
@@ -184,9 +175,9 @@ static void tick(uv_timer_t *t) {
   for (dlock__req *r = k->parked, *next; r; r = next) {
     next = r->next;
     if (r->retry_at <= now)
-      push(&due, &due_tail, r);
+      dlock__req_push(&due, &due_tail, r);
     else
-      push(&keep, &keep_tail, r);
+      dlock__req_push(&keep, &keep_tail, r);
   }
   k->parked = keep;
   k->parked_tail = keep_tail;
@@ -297,29 +288,41 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
   return 1;
 }
 
-/* After a new map: requests still waiting for a node that is down (a
- * failed master) whose slot has another owner now (its promoted replica)
- * go there, within their budget, instead of waiting for the dead node. */
+/* Requests waiting for node from's command connection (not up) that can be
+ * served elsewhere now go there: one whose slot has another owner in the
+ * map (a promoted replica) to it, one that could go anywhere (the map
+ * request, a keyless call, a slot nobody is known to own) to another node;
+ * the others wait for this node or for a new map. */
+static void move_waiting(dlock_client *c, int from) {
+  dlock__cluster *k = c->cluster;
+  dlock__conn *conn = &k->nodes[from]->cmd;
+  dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
+  conn->waiting = conn->waiting_tail = NULL;
+  while (req) {
+    dlock__req *next = req->next;
+    int to = req->slot >= 0 ? k->slots[req->slot] : -1;
+    if (to < 0) {
+      to = any_node(c);
+      if (to == from)
+        to = (to + 1) % k->nnodes;
+    }
+    if (to != from)
+      dlock__conn_send(node_cmd(c, to), req);
+    else
+      dlock__req_push(&keep, &keep_tail, req);
+    req = next;
+  }
+  conn->waiting = keep;
+  conn->waiting_tail = keep_tail;
+}
+
+/* After a new map: what waits for a node that is down (a failed master)
+ * goes where it can be served, within its budget. */
 static void reroute_waiting(dlock_client *c) {
   dlock__cluster *k = c->cluster;
-  for (int i = 0; i < k->nnodes; i++) {
-    dlock__conn *conn = &k->nodes[i]->cmd;
-    if (conn->state == CONN_READY || conn->waiting == NULL)
-      continue;
-    dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
-    conn->waiting = conn->waiting_tail = NULL;
-    while (req) {
-      dlock__req *next = req->next;
-      req->next = NULL;
-      if (req->slot >= 0 && k->slots[req->slot] >= 0 && k->slots[req->slot] != i)
-        dlock__conn_send(node_cmd(c, k->slots[req->slot]), req);
-      else
-        push(&keep, &keep_tail, req);
-      req = next;
-    }
-    conn->waiting = keep;
-    conn->waiting_tail = keep_tail;
-  }
+  for (int i = 0; i < k->nnodes; i++)
+    if (k->nodes[i]->cmd.state != CONN_READY && k->nodes[i]->cmd.waiting)
+      move_waiting(c, i);
 }
 
 typedef struct map_req {
@@ -490,7 +493,7 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
     int64_t pause = RETRY_FIRST_MS << (req->redirects < 6 ? req->redirects - 1 : 5);
     req->retry_at = dlock__now_ms() + (pause < RETRY_MAX_MS ? pause : RETRY_MAX_MS);
     freeReplyObject(reply);
-    push(&k->parked, &k->parked_tail, req);
+    dlock__req_push(&k->parked, &k->parked_tail, req);
     refresh_soon(c);
     arm(c);
     return 1;
@@ -533,28 +536,9 @@ void dlock__cluster_conn_down(dlock__conn *conn) {
   if (k == NULL || c->stopping)
     return;
   k->next_ask++;
-  /* requests that could go anywhere (the map request, one without a key,
-   * a slot nobody is known to own) try another node instead of waiting for
-   * this one to come back; the others wait for it or for a new map */
-  dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
-  conn->waiting = conn->waiting_tail = NULL;
-  while (req) {
-    dlock__req *next = req->next;
-    if (req->slot < 0 || k->slots[req->slot] < 0) {
-      req->next = NULL;
-      int i = any_node(c);
-      if (&k->nodes[i]->cmd == conn)
-        i = (i + 1) % k->nnodes; /* any_node found one: nnodes > 0 */
-      dlock__conn_send(node_cmd(c, i), req);
-    } else {
-      push(&keep, &keep_tail, req);
-    }
-    req = next;
-  }
-  for (req = keep; req; req = keep) {
-    keep = req->next;
-    push(&conn->waiting, &conn->waiting_tail, req);
-  }
+  for (int i = 0; i < k->nnodes; i++)
+    if (&k->nodes[i]->cmd == conn)
+      move_waiting(c, i);
   refresh_soon(c);
 }
 
