@@ -573,29 +573,6 @@ int th_main_server_start(th_server *s) {
   return th_cluster_mode() ? th_cluster_start(s, 3, 1) : th_server_start(s, NULL);
 }
 
-th_server *th_node_of(th_server *s, const char *key) {
-  if (s->nnodes == 0)
-    return s;
-  redisReply *r = th_cmd(s, "CLUSTER KEYSLOT %s", key);
-  long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-  if (r)
-    freeReplyObject(r);
-  redisReply *m = th_cmd(s, "CLUSTER SLOTS");
-  th_server *owner = NULL;
-  for (size_t i = 0; m && m->type == REDIS_REPLY_ARRAY && i < m->elements; i++) {
-    redisReply *e = m->element[i];
-    if (slot < e->element[0]->integer || slot > e->element[1]->integer)
-      continue;
-    int port = (int)e->element[2]->element[1]->integer;
-    for (int j = 0; j < s->nnodes; j++)
-      if (s->node[j].port == port)
-        owner = &s->node[j];
-  }
-  if (m)
-    freeReplyObject(m);
-  return owner ? owner : s;
-}
-
 /* The port of the master that owns key's slot, asked of ctx (0 unknown). */
 static int owner_port(redisContext *ctx, const char *key) {
   redisReply *r = redisCommand(ctx, "CLUSTER KEYSLOT %s", key);
@@ -612,6 +589,20 @@ static int owner_port(redisContext *ctx, const char *key) {
   if (m)
     freeReplyObject(m);
   return port;
+}
+
+th_server *th_node_of(th_server *s, const char *key) {
+  if (s->nnodes == 0)
+    return s;
+  struct timeval tv = {2, 0};
+  redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+  int port = ctx && !ctx->err ? owner_port(ctx, key) : 0;
+  if (ctx)
+    redisFree(ctx);
+  for (int j = 0; j < s->nnodes; j++)
+    if (s->node[j].port == port)
+      return &s->node[j];
+  return s;
 }
 
 redisContext *th_connect_key(const char *url, const char *key) {
