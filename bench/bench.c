@@ -439,19 +439,27 @@ static void handoff_report(const char *w, double secs, int nthreads) {
        "index", 1.0);
 }
 
-static void w3(void) {
-  dlock_client *c = open_client(urls[0], 0);
+/* 8 threads taking turns on lock name on url (1 ms holds): the hand-off
+ * p50, and W3's whole report when report_as is given. */
+static double handoff_run(const char *url, const char *name,
+                          const char *report_as) {
+  dlock_client *c = open_client(url, 0);
   dlock_lock *l;
-  dlock_reentrant_lock_new(c, "bench:w3", NULL, &l);
+  dlock_reentrant_lock_new(c, name, NULL, &l);
   reset();
   handoff_arg args[8];
   for (int i = 0; i < 8; i++)
     args[i] = (handoff_arg){i, l, 0};
   double secs = run_threads(8, handoff_thread, args, sizeof args[0], duration);
-  handoff_report("W3", secs, 8);
+  if (report_as)
+    handoff_report(report_as, secs, 8);
+  double p50 = pct(sh->samples, nsamples(), 50);
   dlock_lock_free(l);
   dlock_client_close(c);
+  return p50;
 }
+
+static void w3(void) { handoff_run(urls[0], "bench:w3", "W3"); }
 
 /* W3p forks its workers, so it runs before this process starts any thread
  * (forking a threaded process is fragile, and ThreadSanitizer refuses it);
@@ -951,22 +959,6 @@ static void m1(void) {
  * A throwaway cluster of 3 masters on this machine; each figure's bound is
  * the same workload on the single server, in the same run. */
 
-/* W3's hand-off p50 on url: 8 threads, one lock, 1 ms holds. */
-static double handoff_p50(const char *url) {
-  dlock_client *c = open_client(url, 0);
-  dlock_lock *l;
-  dlock_reentrant_lock_new(c, "bench:c1", NULL, &l);
-  reset();
-  handoff_arg args[8];
-  for (int i = 0; i < 8; i++)
-    args[i] = (handoff_arg){i, l, 0};
-  run_threads(8, handoff_thread, args, sizeof args[0], duration);
-  double p50 = pct(sh->samples, nsamples(), 50);
-  dlock_lock_free(l);
-  dlock_client_close(c);
-  return p50;
-}
-
 static void c1(void) {
   dlock_tool_cluster k;
   if (dlock_tool_cluster_start(&k, 3) != 0) {
@@ -981,7 +973,8 @@ static void c1(void) {
   emit("C1", "W1 lock p50 on a cluster", pc, "us", p1);
   dlock_client_close(one);
   dlock_client_close(cl);
-  double h1 = handoff_p50(urls[0]), hc = handoff_p50(k.url);
+  double h1 = handoff_run(urls[0], "bench:c1", NULL);
+  double hc = handoff_run(k.url, "bench:c1", NULL);
   emit("C1", "W3 hand-off p50 on a cluster", hc, "us", h1);
   dlock_tool_cluster_stop(&k);
 }
