@@ -162,79 +162,70 @@ static int parse_socket(const char *p, dlock__uri *u) {
 
 static int parse_seeds(const char *p, dlock__uri *u);
 
+/* "host[:port]" in [s, end), host possibly [bracketed]: a decoded copy of
+ * the host into *host, the port (when given) into *port. what names the
+ * URI in messages; empty is the message for a missing host. */
+static int host_port(const char *s, const char *end, char **host, int *port,
+                     const char *what, const char *empty) {
+  const char *h = s, *h_end;
+  if (*s == '[') {
+    h = s + 1;
+    h_end = memchr(h, ']', (size_t)(end - h));
+    if (h_end == NULL)
+      return dlock__fail(DLOCK_EINVAL, "unclosed [ in %s host", what);
+    s = h_end + 1;
+  } else {
+    h_end = memchr(s, ':', (size_t)(end - s));
+    if (h_end == NULL)
+      h_end = end;
+    s = h_end;
+  }
+  if (h_end == h)
+    return dlock__fail(DLOCK_EINVAL, "%s", empty);
+  long p = *port;
+  if (s < end && (*s != ':' ||
+                  parse_long(s + 1, (size_t)(end - s - 1), 1, 65535, &p) != 0))
+    return dlock__fail(DLOCK_EINVAL, "bad port in %s (1..65535)", what);
+  *port = (int)p;
+  return decode(h, (size_t)(h_end - h), host, "host");
+}
+
 /* redis://...: host[:port][/db], host possibly [bracketed] */
 static int parse_server(const char *p, dlock__uri *u) {
   if (u->cluster)
     return parse_seeds(p, u);
-  const char *host = p, *host_end;
-  if (*p == '[') {
-    host = p + 1;
-    host_end = strchr(host, ']');
-    if (host_end == NULL)
-      return dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
-    p = host_end + 1;
-  } else {
-    host_end = p + strcspn(p, ":/");
-    p = host_end;
-  }
-  if (host_end == host)
-    return dlock__fail(DLOCK_EINVAL, "URI has no host");
-  int rc = decode(host, (size_t)(host_end - host), &u->host, "host");
+  const char *end = p + strcspn(p, "/");
+  int rc = host_port(p, end, &u->host, &u->port, "URI", "URI has no host");
   if (rc != DLOCK_OK)
     return rc;
-  if (*p == ':') {
-    p++;
-    size_t n = strcspn(p, "/");
-    long port;
-    if (parse_long(p, n, 1, 65535, &port) != 0)
-      return dlock__fail(DLOCK_EINVAL, "bad port in URI (1..65535)");
-    u->port = (int)port;
-    p += n;
-  }
+  p = end;
   if (*p == '/') {
     p++;
     if (*p && parse_long(p, strlen(p), 0, 1000000, &u->db) != 0)
       return dlock__fail(DLOCK_EINVAL, "bad database number \"%s\" in URI", p);
-  } else if (*p) {
-    return dlock__fail(DLOCK_EINVAL, "unexpected \"%s\" in URI", p);
   }
   return DLOCK_OK;
 }
 
 /* One seed "host[:port]" of [s, end) into u's lists. */
 static int add_seed(const char *s, const char *end, dlock__uri *u) {
-  const char *host = s, *host_end;
-  if (*s == '[') {
-    host = s + 1;
-    host_end = memchr(host, ']', (size_t)(end - host));
-    if (host_end == NULL)
-      return dlock__fail(DLOCK_EINVAL, "unclosed [ in URI host");
-    s = host_end + 1;
-  } else {
-    host_end = memchr(s, ':', (size_t)(end - s));
-    if (host_end == NULL)
-      host_end = end;
-    s = host_end;
-  }
-  if (host_end == host)
-    return dlock__fail(DLOCK_EINVAL, "cluster URI has an empty node (hosts "
-                       "are separated by commas: h1:p1,h2:p2)");
-  if (host_end - host > 255)
-    return dlock__fail(DLOCK_EINVAL, "a host in the cluster URI is longer "
-                       "than 255 bytes");
-  long port = 6379;
-  if (s < end && (*s != ':' ||
-                  parse_long(s + 1, (size_t)(end - s - 1), 1, 65535, &port) != 0))
-    return dlock__fail(DLOCK_EINVAL, "bad port in cluster URI (1..65535)");
   if (u->nseeds == DLOCK__MAX_SEEDS)
     return dlock__fail(DLOCK_EINVAL, "more than %d seed nodes in cluster URI",
                        DLOCK__MAX_SEEDS);
-  char *h;
-  int rc = decode(host, (size_t)(host_end - host), &h, "host");
+  char *h = NULL;
+  int port = 6379;
+  int rc = host_port(s, end, &h, &port, "cluster URI",
+                     "cluster URI has an empty node (hosts are separated by "
+                     "commas: h1:p1,h2:p2)");
   if (rc != DLOCK_OK)
     return rc;
+  if (strlen(h) > 255) {
+    free(h);
+    return dlock__fail(DLOCK_EINVAL, "a host in the cluster URI is longer "
+                       "than 255 bytes");
+  }
   u->seed_hosts[u->nseeds] = h;
-  u->seed_ports[u->nseeds++] = (int)port;
+  u->seed_ports[u->nseeds++] = port;
   return DLOCK_OK;
 }
 
