@@ -312,6 +312,39 @@ static void test_slot_moves_under_lock(void) {
   dlock_lock_free(l);
 }
 
+/* A watchdog hold whose key has moved while its slot is still migrating:
+ * the old master's node batch no longer finds it, which is not a loss (the
+ * renewal asks again in a call of its own slot, which follows ASK to the
+ * new master). No loss is reported over several ticks, during and after
+ * the move, and the release finds the hold. */
+static void test_watchdog_through_migration(void) {
+  th_lost_log log;
+  dlock_client *c = watchdog_client(&log, 2000);
+  char name[64];
+  snprintf(name, sizeof name, "%s", th_name("wdmove"));
+  dlock_lock *l = new_lock(c, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  slot_move m;
+  move_begin(&m, name);
+  CU_ASSERT(move_key(&m, name));
+  /* the event: three renewal ticks have asked the old master (a node
+   * batch each) while the key was gone from it */
+  long long start = script_calls(m.from), calls = start;
+  for (int64_t end = th_now_ms() + 5000; calls < start + 3 && th_now_ms() < end;
+       usleep(5000))
+    calls = script_calls(m.from);
+  CU_ASSERT(calls >= start + 3);
+  move_end(&m);
+  usleep(700 * 1000); /* one lease more, on the new master */
+  /* renewed all along (through ASK, then on the new master): a 600 ms
+   * lease would have run out otherwise */
+  CU_ASSERT(th_int(m.to, "PTTL %s", name) > 0);
+  CU_ASSERT_EQUAL(log.count, 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* The slot of a lock with a waiter moves to another master: the old owner
  * ends the waiter's shard subscription, the client subscribes again on the
  * new owner, and the release there (SPUBLISH on the new owner) wakes the
@@ -663,6 +696,7 @@ static void add(void) {
   CU_add_test(s, "cross_slot_name", test_cross_slot_name);
   CU_add_test(s, "seeds", test_seeds);
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);
+  CU_add_test(s, "watchdog_through_migration", test_watchdog_through_migration);
   CU_add_test(s, "shard_channel_follows_slot", test_shard_channel_follows_slot);
   CU_add_test(s, "classic_pubsub", test_classic_pubsub);
   CU_add_test(s, "multi_and_redlock", test_multi_and_redlock);
