@@ -314,8 +314,9 @@ static void subsets(int n) {
     int want = n - held >= n / 2 + 1 ? DLOCK_OK : DLOCK_EQUORUM;
     int rc = dlock_try_acquire(rl, 10000);
     if (rc != want) {
-      printf("\n    N=%d held elsewhere %#x: %s, want %s\n", n, mask,
-             dlock_errname(rc), dlock_errname(want));
+      printf("\n    N=%d held elsewhere %#x: %s, want %s (%s)\n", n, mask,
+             dlock_errname(rc), dlock_errname(want),
+             rc == DLOCK_OK ? "" : dlock_errmsg());
       mismatches++;
     }
     if (rc == DLOCK_OK)

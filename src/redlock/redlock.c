@@ -428,12 +428,14 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   int64_t lease = round_lease(rl, lease_ms);
   int64_t start = dlock__now_ms();
   int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
-  for (;;) {
+  for (int first = 1;; first = 0) {
     int64_t t0 = dlock__now_ms();
-    /* the first round gets the whole member timeout; later ones end with
-     * the wait budget, so a failing acquire returns within budget + 50 ms */
+    /* the first round gets the whole member timeout (even when the clock
+     * ticked since start: a wait of 0 must still ask every member); later
+     * ones end with the wait budget, so a failing acquire returns within
+     * budget + 50 ms */
     int64_t round_end = t0 + rl->member_timeout_ms;
-    if (t0 > start && deadline >= 0 && deadline < round_end)
+    if (!first && deadline >= 0 && deadline < round_end)
       round_end = deadline;
     tally t = {.ngranted = 0};
     int rc = try_round(rl, owner, lease, t0, round_end, &t);
