@@ -591,6 +591,17 @@ static int owner_port(redisContext *ctx, const char *key) {
   return port;
 }
 
+int th_connections_of(th_server *s, dlock_client *c) {
+  redisReply *r = th_cmd(s, "CLIENT LIST");
+  int n = 0;
+  if (r && r->type == REDIS_REPLY_STRING)
+    for (const char *p = r->str; (p = strstr(p, dlock_client_id(c))); p++)
+      n++;
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
 th_server *th_node_of(th_server *s, const char *key) {
   if (s->nnodes == 0)
     return s;

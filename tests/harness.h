@@ -38,6 +38,9 @@ int th_main_server_start(th_server *s);
 redisContext *th_connect_key(const char *url, const char *key);
 /* The node of cluster s that owns key's slot now (s itself standalone). */
 th_server *th_node_of(th_server *s, const char *key);
+/* Connections on s (one server, or one node) whose name carries c's id:
+ * the engine's and the direct path's. */
+int th_connections_of(th_server *s, dlock_client *c);
 
 /* Start a redis-server on a free 127.0.0.1 port (extra: more arguments, may
  * be NULL) and wait until it answers PING. 0 on success. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/engine.h"
 #include "core/scripts.h"
 #include "harness.h"
 
@@ -74,6 +75,33 @@ static void test_locks_on_every_master(void) {
     dlock_lock_free(l[i]);
   }
   CU_ASSERT_EQUAL(log.count, 0);
+  dlock_client_close(c);
+}
+
+/* The direct path on a cluster: after the first call to each master (the
+ * engine's, which connects there), lock and unlock calls are made by the
+ * calling thread on a connection of its own to the name's master, on every
+ * master; the engine's pipeline takes none of them. */
+static void test_direct_per_master(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l[SPREAD];
+  for (int i = 0; i < SPREAD; i++) {
+    l[i] = new_lock(c, th_name("direct"));
+    TH_ASSERT_RC(dlock_acquire(l[i], 0, 30000), DLOCK_OK); /* warm up */
+    TH_ASSERT_RC(dlock_release(l[i]), DLOCK_OK);
+  }
+  uint64_t calls = atomic_load(&c->direct.calls);
+  uint64_t fallbacks = atomic_load(&c->direct.fallbacks);
+  for (int i = 0; i < SPREAD; i++) {
+    TH_ASSERT_RC(dlock_acquire(l[i], 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l[i]), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.calls) - calls, 2 * SPREAD);
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.fallbacks), fallbacks);
+  for (int m = 0; m < 3; m++) /* the engine's and a direct one on each */
+    CU_ASSERT(th_connections_of(&srv.node[m], c) >= 2);
+  for (int i = 0; i < SPREAD; i++)
+    dlock_lock_free(l[i]);
   dlock_client_close(c);
 }
 
@@ -303,10 +331,16 @@ static void test_slot_moves_under_lock(void) {
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
   move_end(&m);
-  /* done: MOVED, then the new map */
+  /* done: MOVED (to the direct path's call on the old master, which hands
+   * the call to the engine), then the new map */
+  uint64_t fallbacks = atomic_load(&cl->direct.fallbacks);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT(atomic_load(&cl->direct.fallbacks) > fallbacks);
   CU_ASSERT_EQUAL(th_int(m.to, "EXISTS %s", name), 0);
+  /* the direct path knows the new owner now: a call goes there directly */
+  uint64_t calls = atomic_load(&cl->direct.calls);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(atomic_load(&cl->direct.calls), calls + 1);
   CU_ASSERT_EQUAL(th_int(m.to, "EXISTS %s", name), 1);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
@@ -693,6 +727,7 @@ static void add(void) {
   CU_pSuite s = CU_add_suite("cluster", suite_init, suite_clean);
   CU_add_test(s, "locks_on_every_master", test_locks_on_every_master);
   CU_add_test(s, "renewals_per_node", test_renewals_per_node);
+  CU_add_test(s, "direct_per_master", test_direct_per_master);
   CU_add_test(s, "cross_slot_name", test_cross_slot_name);
   CU_add_test(s, "seeds", test_seeds);
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);

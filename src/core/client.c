@@ -149,7 +149,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
           DLOCK_OK ||
-      (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK)) {
+      (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK) ||
+      (rc = dlock__direct_pools(c)) != DLOCK_OK) {
     client_free(c);
     return rc;
   }

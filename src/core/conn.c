@@ -181,8 +181,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
   va_end(ap);
   conn->state = CONN_CLOSING;
-  if (conn == &conn->client->cmd)
-    atomic_store(&conn->client->direct.engine_ready, 0);
+  if (conn->ready)
+    atomic_store(conn->ready, 0);
   conn->out.len = 0;
   redisReaderFree(conn->reader);
   conn->reader = redisReaderCreate();
@@ -347,8 +347,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
-  if (conn == &conn->client->cmd)
-    atomic_store(&conn->client->direct.engine_ready, 1);
+  if (conn->ready)
+    atomic_store(conn->ready, 1);
   conn->backoff_ms = 0;
   conn->last_error[0] = '\0';
   dlock__req *req;

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "net/cluster.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
@@ -62,21 +63,61 @@ void dlock__direct_init(dlock_client *c) {
   atomic_init(&d->active, 0);
   atomic_init(&d->piped, 0);
   atomic_init(&d->waiting, 0);
-  atomic_init(&d->engine_ready, 0);
   atomic_init(&d->rtt_us, 0);
   atomic_init(&d->calls, 0);
   atomic_init(&d->fallbacks, 0);
 }
 
+int dlock__direct_pools(dlock_client *c) {
+  dlock__direct *d = &c->direct;
+  int n = c->cluster ? DLOCK__MAX_NODES : 1;
+  d->pools = calloc((size_t)n, sizeof *d->pools);
+  if (c->cluster)
+    d->slots = malloc(DLOCK__SLOTS * sizeof *d->slots);
+  if (d->pools == NULL || (c->cluster && d->slots == NULL))
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  d->npools = n;
+  for (int i = 0; i < n; i++)
+    atomic_init(&d->pools[i].ready, 0);
+  for (int i = 0; c->cluster && i < DLOCK__SLOTS; i++)
+    d->slots[i] = -1;
+  return DLOCK_OK;
+}
+
+atomic_int *dlock__direct_node(dlock_client *c, int i, const char *host,
+                               int port) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  d->pools[i].host = host;
+  d->pools[i].port = port;
+  pthread_mutex_unlock(&d->mu);
+  return &d->pools[i].ready;
+}
+
+void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  if (slot >= 0)
+    d->slots[slot] = (int16_t)i;
+  else
+    memcpy(d->slots, slots, DLOCK__SLOTS * sizeof *d->slots);
+  pthread_mutex_unlock(&d->mu);
+}
+
 /* ---- one connection ------------------------------------------------------- */
 
-/* A failed round trip: "HOST:PORT (direct connection): what" into why. */
-static void say(dlock_client *c, char *why, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void say(dlock_client *c, char *why, size_t n, const char *fmt, ...) {
-  char addr[128];
-  int k = snprintf(why, n, "%s (direct connection): ",
-                   dlock__client_where(c, addr, sizeof addr));
+/* A failed round trip on dc: "HOST:PORT (direct connection): what" into
+ * why. */
+static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
+                const char *fmt, ...) {
+  char addr[300];
+  if (dc->pool->host) /* a cluster node (the pool's host outlives calls) */
+    snprintf(addr, sizeof addr, "%s:%d", dc->pool->host, dc->pool->port);
+  else
+    dlock__client_where(c, addr, sizeof addr);
+  int k = snprintf(why, n, "%s (direct connection): ", addr);
   if (k < 0 || (size_t)k >= n)
     return;
   va_list ap;
@@ -132,11 +173,11 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
       if (r > 0)
         continue;
       if (r == 0) {
-        say(c, why, n, "write did not complete within the command timeout");
+        say(c, dc, why, n, "write did not complete within the command timeout");
         return DLOCK_EIO;
       }
     }
-    say(c, why, n, "write failed: %s", strerror(errno));
+    say(c, dc, why, n, "write failed: %s", strerror(errno));
     return DLOCK_EIO;
   }
   return DLOCK_OK;
@@ -152,7 +193,7 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
   for (;;) {
     void *r = NULL;
     if (redisReaderGetReply(dc->reader, &r) != REDIS_OK) {
-      say(c, why, n, "reply parse error: %s", dc->reader->errstr);
+      say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
       return DLOCK_EIO;
     }
     if (r != NULL) {
@@ -174,20 +215,20 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
     ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
     if (k > 0) {
       if (redisReaderFeed(dc->reader, buf, (size_t)k) != REDIS_OK) {
-        say(c, why, n, "reply parse error: %s", dc->reader->errstr);
+        say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
         return DLOCK_EIO;
       }
       continue;
     }
     if (k == 0) {
-      say(c, why, n, "connection closed by the server");
+      say(c, dc, why, n, "connection closed by the server");
       return DLOCK_EIO;
     }
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return DLOCK_OK;
-    say(c, why, n, "read failed: %s", strerror(errno));
+    say(c, dc, why, n, "read failed: %s", strerror(errno));
     return DLOCK_EIO;
   }
 }
@@ -217,29 +258,29 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
     }
     int w = wait_fd(dc->fd, POLLIN, deadline_us);
     if (w == 0) {
-      say(c, why, n, "no reply within the command timeout (%lld ms)",
+      say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
           (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     if (w < 0) {
-      say(c, why, n, "read failed: %s", strerror(errno));
+      say(c, dc, why, n, "read failed: %s", strerror(errno));
       return DLOCK_EIO;
     }
   }
 }
 
-/* Where the server is: the address of the last successful open, else
+/* Where p's server is: the address of the last successful open, else
  * resolved now (IPv4 first, as the engine connects). */
-static int resolve(dlock_client *c, struct sockaddr_storage *ss,
+static int resolve(dlock_client *c, dlock__dpool *p, struct sockaddr_storage *ss,
                    socklen_t *len) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
-  *ss = d->addr;
-  *len = d->addr_len;
+  *ss = p->addr;
+  *len = p->addr_len;
   pthread_mutex_unlock(&d->mu);
   if (*len > 0)
     return 0;
-  if (c->uri.path) {
+  if (p->host == NULL && c->uri.path) {
     struct sockaddr_un *un = (struct sockaddr_un *)ss;
     if (strlen(c->uri.path) >= sizeof un->sun_path)
       return -1;
@@ -250,12 +291,13 @@ static int resolve(dlock_client *c, struct sockaddr_storage *ss,
     return 0;
   }
   char port[16];
-  snprintf(port, sizeof port, "%d", c->uri.port);
+  snprintf(port, sizeof port, "%d", p->host ? p->port : c->uri.port);
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(c->uri.host, port, &hints, &res) != 0 || res == NULL)
+  if (getaddrinfo(p->host ? p->host : c->uri.host, port, &hints, &res) != 0 ||
+      res == NULL)
     return -1;
   const struct addrinfo *ai = res;
   for (const struct addrinfo *a = res; a; a = a->ai_next)
@@ -297,15 +339,16 @@ static void hello_wipe(dlock__dconn *dc) {
 
 /* A new connection (its handshake not sent yet), or NULL: the engine then
  * serves the call and reports whatever is wrong with the server. */
-static dlock__dconn *dconn_open(dlock_client *c) {
+static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
   int64_t deadline = dlock__now_us() + c->opts.connect_timeout_ms * 1000;
   struct sockaddr_storage ss;
   socklen_t len = 0;
-  if (resolve(c, &ss, &len) != 0)
+  if (resolve(c, p, &ss, &len) != 0)
     return NULL;
   dlock__dconn *dc = calloc(1, sizeof *dc);
   if (dc == NULL)
     return NULL;
+  dc->pool = p;
   dc->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   dc->reader = redisReaderCreate();
   if (dc->fd < 0 || dc->reader == NULL || hello(c, dc) != DLOCK_OK) {
@@ -328,8 +371,8 @@ static dlock__dconn *dconn_open(dlock_client *c) {
   }
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
-  d->addr = ss;
-  d->addr_len = len;
+  p->addr = ss;
+  p->addr_len = len;
   pthread_mutex_unlock(&d->mu);
   return dc;
 }
@@ -355,19 +398,19 @@ static int still_open(dlock__dconn *dc) {
 
 /* ---- the pool ------------------------------------------------------------- */
 
-static void busy_add(dlock__direct *d, dlock__dconn *dc) {
+static void busy_add(dlock__dpool *p, dlock__dconn *dc) {
   dc->prev = NULL;
-  dc->next = d->busy;
-  if (d->busy)
-    d->busy->prev = dc;
-  d->busy = dc;
+  dc->next = p->busy;
+  if (p->busy)
+    p->busy->prev = dc;
+  p->busy = dc;
 }
 
-static void busy_del(dlock__direct *d, dlock__dconn *dc) {
+static void busy_del(dlock__dpool *p, dlock__dconn *dc) {
   if (dc->prev)
     dc->prev->next = dc->next;
   else
-    d->busy = dc->next;
+    p->busy = dc->next;
   if (dc->next)
     dc->next->prev = dc->prev;
   dc->next = dc->prev = NULL;
@@ -377,69 +420,83 @@ static void busy_del(dlock__direct *d, dlock__dconn *dc) {
  * its buffers are warm), or closed when broken or the client is closing. */
 static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   dlock__direct *d = &c->direct;
+  dlock__dpool *p = dc->pool;
   pthread_mutex_lock(&d->mu);
-  busy_del(d, dc);
+  busy_del(p, dc);
   if (broken || d->closed) {
-    d->open--;
+    p->open--;
     pthread_mutex_unlock(&d->mu);
     dconn_close(dc);
     return;
   }
-  dc->next = d->idle;
-  d->idle = dc;
-  d->backoff_ms = 0; /* a round trip went well */
+  dc->next = p->idle;
+  p->idle = dc;
+  p->backoff_ms = 0; /* a round trip went well */
   pthread_mutex_unlock(&d->mu);
 }
 
-/* Calls go to the engine for a while: the server could not be reached or
- * refused the handshake (d->mu held). */
-static void back_off_locked(dlock__direct *d) {
-  d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : BACKOFF_FIRST_MS;
-  if (d->backoff_ms > BACKOFF_MAX_MS)
-    d->backoff_ms = BACKOFF_MAX_MS;
-  d->down_until_ms = dlock__now_ms() + d->backoff_ms;
+/* Calls to p's server go to the engine for a while: it could not be
+ * reached or refused the handshake (d->mu held). */
+static void back_off_locked(dlock__dpool *p) {
+  p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_FIRST_MS;
+  if (p->backoff_ms > BACKOFF_MAX_MS)
+    p->backoff_ms = BACKOFF_MAX_MS;
+  p->down_until_ms = dlock__now_ms() + p->backoff_ms;
 }
 
-static void back_off(dlock__direct *d) {
-  pthread_mutex_lock(&d->mu);
-  back_off_locked(d);
-  pthread_mutex_unlock(&d->mu);
+static void back_off(dlock_client *c, dlock__dpool *p) {
+  pthread_mutex_lock(&c->direct.mu);
+  back_off_locked(p);
+  pthread_mutex_unlock(&c->direct.mu);
 }
 
-/* A connection for one call, or NULL: all busy and the pool full, a
- * connection failed lately (the backoff), or the client closed. */
-static dlock__dconn *take(dlock_client *c) {
+/* The pool of the server that serves slot (d->mu held), or NULL: on a
+ * cluster, a slot whose master is not known yet. */
+static dlock__dpool *pool_for(dlock_client *c, int slot) {
+  dlock__direct *d = &c->direct;
+  if (d->slots == NULL)
+    return &d->pools[0];
+  int i = slot >= 0 && slot < DLOCK__SLOTS ? d->slots[slot] : -1;
+  return i >= 0 && i < d->npools ? &d->pools[i] : NULL;
+}
+
+/* A connection for one call on slot's server, or NULL: all busy and the
+ * pool full, the engine's connection there not up, a connection failed
+ * lately (the backoff), or the client closed. */
+static dlock__dconn *take(dlock_client *c, int slot) {
   dlock__direct *d = &c->direct;
   for (int i = 0; i <= DLOCK__DIRECT_MAX; i++) {
     pthread_mutex_lock(&d->mu);
-    dlock__dconn *dc = d->idle;
-    if (d->closed || dlock__now_ms() < d->down_until_ms ||
-        (dc == NULL && d->open >= c->opts.direct_conns)) {
+    dlock__dpool *p = pool_for(c, slot);
+    dlock__dconn *dc = p ? p->idle : NULL;
+    if (p == NULL || d->closed || !atomic_load(&p->ready) ||
+        dlock__now_ms() < p->down_until_ms ||
+        (dc == NULL && p->open >= c->opts.direct_conns)) {
       pthread_mutex_unlock(&d->mu);
       return NULL;
     }
     if (dc) {
-      d->idle = dc->next;
-      busy_add(d, dc);
+      p->idle = dc->next;
+      busy_add(p, dc);
       pthread_mutex_unlock(&d->mu);
       if (still_open(dc))
         return dc;
       give_back(c, dc, 1);
       continue;
     }
-    d->open++;
+    p->open++;
     pthread_mutex_unlock(&d->mu);
-    dc = dconn_open(c);
+    dc = dconn_open(c, p);
     pthread_mutex_lock(&d->mu);
     if (dc == NULL || d->closed) {
-      d->open--;
+      p->open--;
       if (dc == NULL)
-        back_off_locked(d);
+        back_off_locked(p);
       pthread_mutex_unlock(&d->mu);
       dconn_close(dc);
       return NULL;
     }
-    busy_add(d, dc);
+    busy_add(p, dc);
     pthread_mutex_unlock(&d->mu);
     return dc;
   }
@@ -502,6 +559,21 @@ static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
 /* The outcomes of a round trip beside DLOCK_OK and the errors. */
 #define ROUND_TRIP_UNSENT 1 /* not done: the engine is to make the call */
 
+/* A cluster's answer that the call did not run on that node: a slot that
+ * moved (MOVED, ASK) or a transient state (TRYAGAIN, CLUSTERDOWN). The
+ * engine knows how to follow it (net/cluster.c) and to refresh the map the
+ * direct path reads. */
+static int redirected(const redisReply *r) {
+  static const char *const codes[] = {"MOVED ", "ASK ", "TRYAGAIN",
+                                      "CLUSTERDOWN"};
+  if (r->type != REDIS_REPLY_ERROR)
+    return 0;
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    if (strncmp(r->str, codes[i], strlen(codes[i])) == 0)
+      return 1;
+  return 0;
+}
+
 /* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
  * engine does). DLOCK_OK with *reply (an error reply included), an error
  * with req->errmsg, or ROUND_TRIP_UNSENT. */
@@ -524,6 +596,12 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     if ((*reply)->type != REDIS_REPLY_ERROR)
       return DLOCK_OK; /* it ran all the same: that is the call's outcome */
     freeReplyObject(*reply); /* refused too: the engine says why */
+    *reply = NULL;
+    why[0] = '\0';
+    return ROUND_TRIP_UNSENT;
+  }
+  if (rc == DLOCK_OK && c->cluster && redirected(*reply)) {
+    freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     why[0] = '\0';
     return ROUND_TRIP_UNSENT;
@@ -553,7 +631,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
 
 /* A connection for one call when the direct path takes calls now (counted
  * as under way until end()), or NULL. */
-static dlock__dconn *begin(dlock_client *c) {
+static dlock__dconn *begin(dlock_client *c, int slot) {
   dlock__direct *d = &c->direct;
   if (c->opts.direct_conns == 0)
     return NULL;
@@ -563,12 +641,14 @@ static dlock__dconn *begin(dlock_client *c) {
    * object is contended, and its waiters' tries (sent early by the engine
    * on a wake-up) must not be overtaken by new tries on faster connections
    * (a waiting writer would starve behind new readers; measured). The
-   * engine's connection down: the server is in trouble, and the engine
-   * knows how to wait for it. */
+   * engine's connection to the server down (take): the server is in
+   * trouble, and the engine knows how to wait for it; or, on a cluster, not
+   * connected yet: the first call to each master goes through the engine,
+   * which connects. */
   dlock__dconn *dc = NULL;
   if (atomic_load(&d->piped) + atomic_load(&d->active) < c->opts.direct_conns &&
-      atomic_load(&d->waiting) == 0 && atomic_load(&d->engine_ready))
-    dc = take(c);
+      atomic_load(&d->waiting) == 0)
+    dc = take(c, slot);
   if (dc == NULL) {
     atomic_fetch_add(&d->fallbacks, 1);
     return NULL;
@@ -578,17 +658,18 @@ static dlock__dconn *begin(dlock_client *c) {
 }
 
 static void end(dlock_client *c, dlock__dconn *dc, int broken) {
+  dlock__dpool *p = dc->pool;
   atomic_fetch_sub(&c->direct.active, 1);
   give_back(c, dc, broken);
   if (broken) /* the server is in trouble: the engine knows how to wait */
-    back_off(&c->direct);
+    back_off(c, p);
 }
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task || c->cluster)
-    return 0; /* a cluster's calls go through the engine (routing) */
-  dlock__dconn *dc = begin(c);
+  if (req->script < 0 || req->task || (c->cluster && req->slot < 0))
+    return 0; /* a cluster's keyless calls: the engine picks a node */
+  dlock__dconn *dc = begin(c, req->slot);
   if (dc == NULL)
     return 0;
   *sent_ms = dlock__now_ms();
@@ -615,15 +696,18 @@ void dlock__direct_close(dlock_client *c) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
   d->closed = 1;
-  dlock__dconn *idle = d->idle;
-  d->idle = NULL;
-  for (dlock__dconn *dc = d->busy; dc; dc = dc->next)
-    shutdown(dc->fd, SHUT_RDWR); /* its call fails; its thread closes it */
-  while (idle) {
-    dlock__dconn *next = idle->next;
-    d->open--;
-    dconn_close(idle);
-    idle = next;
+  for (int i = 0; i < d->npools; i++) {
+    dlock__dpool *p = &d->pools[i];
+    dlock__dconn *idle = p->idle;
+    p->idle = NULL;
+    for (dlock__dconn *dc = p->busy; dc; dc = dc->next)
+      shutdown(dc->fd, SHUT_RDWR); /* its call fails; its thread closes it */
+    while (idle) {
+      dlock__dconn *next = idle->next;
+      p->open--;
+      dconn_close(idle);
+      idle = next;
+    }
   }
   pthread_mutex_unlock(&d->mu);
 }
@@ -631,4 +715,6 @@ void dlock__direct_close(dlock_client *c) {
 void dlock__direct_free(dlock_client *c) {
   dlock__direct_close(c); /* a client that never got as far as closing */
   pthread_mutex_destroy(&c->direct.mu);
+  free(c->direct.pools);
+  free(c->direct.slots);
 }

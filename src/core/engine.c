@@ -378,6 +378,8 @@ static void client_attach(dlock_client *c) {
   c->watchdog_timer.data = c;
   c->live = 3;
   dlock__conn_init(c, &c->cmd, 0);
+  if (c->cluster == NULL) /* a cluster's pools follow its nodes */
+    c->cmd.ready = &c->direct.pools[0].ready;
   dlock__conn_init(c, &c->sub, 1);
   if (c->cluster)
     dlock__cluster_attach(c);

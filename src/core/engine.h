@@ -110,6 +110,8 @@ typedef struct dlock__conn {
   const char *role;
   const char *host; /* where it connects; NULL: the client's URI */
   int port;
+  atomic_int *ready; /* a command connection: its server's direct pool's
+                        flag, set while it is ready (NULL: none) */
   union {
     uv_handle_t handle;
     uv_stream_t stream;
@@ -150,9 +152,12 @@ typedef struct dlock__conn {
 
 #define DLOCK__DIRECT_MAX 64
 
+typedef struct dlock__dpool dlock__dpool;
+
 typedef struct dlock__dconn {
   struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
   struct dlock__dconn *prev; /* busy list only */
+  dlock__dpool *pool;        /* the server's pool it belongs to */
   int fd;
   redisReader *reader;
   unsigned discard; /* replies still to skip: DELs sent behind a release */
@@ -163,31 +168,53 @@ typedef struct dlock__dconn {
                        changed since the engine connected */
 } dlock__dconn;
 
-typedef struct dlock__direct {
-  pthread_mutex_t mu;      /* guards everything below but the atomics */
+/* The connections to one server: a standalone client's one, or one cluster
+ * master (the same index as its node in net/cluster.h). */
+struct dlock__dpool {
   dlock__dconn *idle;      /* ready for a call */
   dlock__dconn *busy;      /* taken by a call (the close shuts them down) */
   int open;                /* connections open or being opened */
-  int closed;              /* the client closed: no new call goes direct */
   int64_t down_until_ms;   /* after a failed open: calls use the engine */
   int64_t backoff_ms;
+  const char *host;        /* a cluster node's address; NULL: the URI's */
+  int port;
   struct sockaddr_storage addr; /* where the last open succeeded */
   socklen_t addr_len;      /* 0: not resolved yet */
+  atomic_int ready;        /* the engine's command connection to this server
+                              is up: while it is not, calls wait for it
+                              there, as they always did (the server is in
+                              trouble, or not connected yet) */
+};
+
+typedef struct dlock__direct {
+  pthread_mutex_t mu;      /* guards everything below but the atomics */
+  dlock__dpool *pools;     /* 1, or DLOCK__MAX_NODES on a cluster */
+  int npools;
+  int16_t *slots;          /* a cluster's map as the engine knows it: the
+                              pool of each slot's master, -1 unknown */
+  int closed;              /* the client closed: no new call goes direct */
   atomic_int active;       /* direct calls under way (a poll for a reply
                               stops when a second one starts) */
   atomic_int piped;        /* blocking calls in the engine's pipeline now */
   atomic_int waiting;      /* threads in a wait loop of this client (after a
                               failed first try): while any waits, calls keep
                               to the engine's pipeline (see direct.c) */
-  atomic_int engine_ready; /* the engine's command connection is up: while
-                              it is not, calls wait for it there, as they
-                              always did (the server is in trouble) */
   atomic_int_fast64_t rtt_us; /* moving average of direct round trips */
   atomic_uint_fast64_t calls, fallbacks; /* direct calls; calls the pool
                                             could not take (busy, down) */
 } dlock__direct;
 
 void dlock__direct_init(dlock_client *c);
+/* After the URI is parsed: the pools (one per cluster node, or one).
+ * DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__direct_pools(dlock_client *c);
+/* Engine thread, a cluster's topology: node i is at host:port (host lives
+ * as long as c); its command connection's ready flag is returned. */
+atomic_int *dlock__direct_node(dlock_client *c, int i, const char *host,
+                               int port);
+/* Engine thread: the owner of slot is node i now (-1 unknown); or, with
+ * slot -1, the whole map is slots[]. */
+void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots);
 /* Make req's round trip on the calling thread. Returns 0 when the direct
  * path cannot take req (then req is untouched: use the engine), or 1 with
  * *rc the call's outcome (req's buffers freed, *reply set on DLOCK_OK, error

@@ -54,11 +54,18 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
   dlock__conn_init(c, &n->cmd, 0);
   n->cmd.host = n->host;
   n->cmd.port = n->port;
+  n->cmd.ready = dlock__direct_node(c, k->nnodes, n->host, n->port);
   dlock__conn_init(c, &n->sub, 1);
   n->sub.host = n->host;
   n->sub.port = n->port;
   k->nodes[k->nnodes] = n;
   return k->nnodes++;
+}
+
+/* A MOVED answer: slot is served by node to now (the direct path too). */
+static void set_owner(dlock_client *c, int slot, int to) {
+  c->cluster->slots[slot] = (int16_t)to;
+  dlock__direct_map(c, slot, to, NULL);
 }
 
 static dlock__conn *node_cmd(dlock_client *c, int i) {
@@ -358,6 +365,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
         for (int i = 0; i < DLOCK__SLOTS; i++)
           if (slots[i] >= 0)
             k->slots[i] = slots[i];
+        dlock__direct_map(c, -1, -1, k->slots);
         k->map_known = 1;
         k->last_error[0] = '\0';
         reroute_waiting(c);
@@ -507,7 +515,7 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
     return 1;
   }
   if (moved) {
-    k->slots[slot] = (int16_t)to;
+    set_owner(c, slot, to);
     req->slot = slot; /* a request without a route has one now */
     refresh_soon(c);
     dlock__send(c, req);
@@ -585,7 +593,7 @@ dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err) {
   int to = k ? target(c, err, &slot) : -1;
   if (to < 0)
     return NULL;
-  k->slots[slot] = (int16_t)to;
+  set_owner(c, slot, to);
   refresh_soon(c);
   dlock__conn *conn = &k->nodes[to]->sub;
   dlock__conn_use(conn);
