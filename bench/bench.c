@@ -996,7 +996,7 @@ static void m1(void) {
 
 static void c1(void) {
   dlock_tool_cluster k;
-  if (dlock_tool_cluster_start(&k, 3) != 0) {
+  if (dlock_tool_cluster_start(&k, 3, 0) != 0) {
     na("C1", "no cluster (redis-server and redis-cli are needed)");
     return;
   }
@@ -1021,6 +1021,34 @@ static void c1(void) {
   dlock_tool_cluster_stop(&k);
 }
 
+/* ---- C2: the replica guard's cost --------------------------------------------
+ * A throwaway cluster of 3 masters with a replica each: W1 (one thread) by
+ * a client with replica_sync_ms set (each acquire and release waits for the
+ * master's replica) against one without, in the same run. */
+
+static void c2(void) {
+  dlock_tool_cluster k;
+  if (dlock_tool_cluster_start(&k, 3, 1) != 0) {
+    na("C2", "no cluster (redis-server and redis-cli are needed)");
+    return;
+  }
+  dlock_client_opts o = client_opts();
+  o.replica_sync_ms = 1000;
+  dlock_client *plain = open_client(k.url, 0), *guarded = NULL;
+  int rc = dlock_client_open(k.url, &o, &guarded);
+  if (rc != DLOCK_OK)
+    die(shown(k.url), rc);
+  double r0, p0, q0, r1, p1, q1;
+  pairs(1, 0, plain, &r0, &p0, &q0);
+  pairs(1, 0, guarded, &r1, &p1, &q1);
+  emit("C2", "W1 pairs/s, replica guard on", r1, "1/s", r0);
+  emit("C2", "W1 lock p50, replica guard on", p1, "us", p0);
+  emit("C2", "W1 lock p99, replica guard on", q1, "us", q0);
+  dlock_client_close(plain);
+  dlock_client_close(guarded);
+  dlock_tool_cluster_stop(&k);
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 /* The workloads in the order they run. */
@@ -1041,6 +1069,7 @@ static const struct {
     {"W8", w8, 0},
     {"M1", m1, 0},
     {"C1", c1, 0},
+    {"C2", c2, 0},
 };
 
 static void usage(void) {
@@ -1048,8 +1077,9 @@ static void usage(void) {
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US]\n"
-          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 C1 (default: all;\n"
-          "  C1: W1 and W3 on a throwaway 3-master cluster beside one server)\n");
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 C1 C2 (default: all;\n"
+          "  C1: W1 and W3 on a throwaway 3-master cluster beside one server;\n"
+          "  C2: W1 with the replica guard on a cluster with replicas)\n");
   exit(2);
 }
 

@@ -506,10 +506,18 @@ int th_cluster_mode(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* n says the cluster is up, and, a replica, that it has its master's data
+ * (so the map lists it online: the replica guard counts on it). */
 static int cluster_ok(th_server *n) {
   redisReply *r = th_cmd(n, "CLUSTER INFO");
   int ok = r && r->type == REDIS_REPLY_STRING &&
            strstr(r->str, "cluster_state:ok") != NULL;
+  if (r)
+    freeReplyObject(r);
+  r = ok ? th_cmd(n, "INFO replication") : NULL;
+  if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:slave"))
+    ok = strstr(r->str, "master_link_status:up") != NULL &&
+         strstr(r->str, "master_sync_in_progress:0") != NULL;
   if (r)
     freeReplyObject(r);
   return ok;

@@ -105,12 +105,12 @@ static void test_direct_per_master(void) {
   dlock_client_close(c);
 }
 
-/* Script calls a node has run (EVALSHA and EVAL), from INFO commandstats. */
-static long long script_calls(th_server *n) {
+/* Calls a node has run of the commands in keys ("cmdstat_NAME:calls="),
+ * from INFO commandstats. */
+static long long calls_of(th_server *n, const char *const *keys, int nkeys) {
   redisReply *r = th_cmd(n, "INFO commandstats");
   long long sum = 0;
-  const char *keys[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-  for (int i = 0; i < 2 && r && r->type == REDIS_REPLY_STRING; i++) {
+  for (int i = 0; i < nkeys && r && r->type == REDIS_REPLY_STRING; i++) {
     const char *p = strstr(r->str, keys[i]);
     if (p)
       sum += atoll(p + strlen(keys[i]));
@@ -118,6 +118,86 @@ static long long script_calls(th_server *n) {
   if (r)
     freeReplyObject(r);
   return sum;
+}
+
+/* Script calls a node has run (EVALSHA and EVAL). */
+static long long script_calls(th_server *n) {
+  const char *keys[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+  return calls_of(n, keys, 2);
+}
+
+static long long wait_calls(th_server *n) {
+  const char *keys[] = {"cmdstat_wait:calls="};
+  return calls_of(n, keys, 1);
+}
+
+static th_server *replica_of(th_server *master);
+
+/* The replica guard (replica_sync_ms): each write of an acquire or a
+ * release is followed by a WAIT on its master, on the direct path and
+ * through the engine alike, and none without the guard. With the master's
+ * replica stopped (it cannot acknowledge), an acquire's grant reaches no
+ * replica: it fails with DLOCK_EIO naming the guard after the guard's
+ * time, and the lock is not left held; once the replica is back, acquires
+ * succeed again. */
+static void test_replica_guard(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  dlock_client *bad = NULL;
+  o.replica_sync_ms = o.command_timeout_ms; /* WAIT must end before it */
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &bad), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica_sync_ms"));
+  o.replica_sync_ms = -1;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &bad), DLOCK_EINVAL);
+  o.version = 4; /* before the guard: off */
+  bad = th_client(&srv, &o);
+  CU_ASSERT_EQUAL(bad->opts.replica_sync_ms, 0);
+  dlock_client_close(bad);
+  o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 300;
+  dlock_client *direct = th_client(&srv, &o);
+  o.direct_conns = 0;
+  dlock_client *engine = th_client(&srv, &o);
+  dlock_client *plain = th_client(&srv, NULL);
+  char name[64];
+  snprintf(name, sizeof name, "%s", th_name("guard"));
+  th_server *master = th_node_of(&srv, name), *replica = replica_of(master);
+  CU_ASSERT_FATAL(replica != NULL);
+  dlock_lock *ld = new_lock(direct, name), *le = new_lock(engine, name),
+             *lp = new_lock(plain, name);
+  TH_ASSERT_RC(dlock_acquire(lp, 0, 30000), DLOCK_OK); /* connect them all */
+  TH_ASSERT_RC(dlock_release(lp), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  long long w0 = wait_calls(master);
+  uint64_t direct0 = atomic_load(&direct->direct.calls);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  CU_ASSERT_EQUAL(atomic_load(&direct->direct.calls), direct0 + 2);
+  TH_ASSERT_RC(dlock_acquire(le, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(le), DLOCK_OK);
+  CU_ASSERT_EQUAL(wait_calls(master) - w0, 4);
+  TH_ASSERT_RC(dlock_acquire(lp, 0, 30000), DLOCK_OK); /* no guard */
+  TH_ASSERT_RC(dlock_release(lp), DLOCK_OK);
+  CU_ASSERT_EQUAL(wait_calls(master) - w0, 4);
+  th_server_pause(replica, 1);
+  dlock_lock *both[] = {ld, le};
+  for (int i = 0; i < 2; i++) {
+    int64_t t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_acquire(both[i], 0, 30000), DLOCK_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica guard"));
+    CU_ASSERT(th_now_ms() - t0 >= 300); /* the guard's time, not less */
+    CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 0);
+  }
+  th_server_pause(replica, 0);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  dlock_lock_free(ld);
+  dlock_lock_free(le);
+  dlock_lock_free(lp);
+  dlock_client_close(direct);
+  dlock_client_close(engine);
+  dlock_client_close(plain);
 }
 
 #define MANY 300
@@ -728,6 +808,7 @@ static void add(void) {
   CU_add_test(s, "locks_on_every_master", test_locks_on_every_master);
   CU_add_test(s, "renewals_per_node", test_renewals_per_node);
   CU_add_test(s, "direct_per_master", test_direct_per_master);
+  CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "cross_slot_name", test_cross_slot_name);
   CU_add_test(s, "seeds", test_seeds);
   CU_add_test(s, "slot_moves_under_lock", test_slot_moves_under_lock);

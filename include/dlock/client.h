@@ -100,12 +100,24 @@ typedef struct dlock_client_opts {
                                   one spinning thread per client at a time;
                                   the default), 0 never, N at most N us
                                   (at most 10000) */
+  /* version 5: */
+  int64_t replica_sync_ms;     /* the replica guard (docs/cluster.md): > 0:
+                                  after each write of a lock's acquire or
+                                  release, wait up to this long (WAIT) until
+                                  the master's online replicas have it, so a
+                                  failover does not lose it; an acquire whose
+                                  grant reached none of them is released
+                                  again and fails with DLOCK_EIO. Costs a
+                                  round trip plus the replicas' ack per call.
+                                  Applies where dlock knows the replicas (a
+                                  cluster's masters). 0: off (default); must
+                                  be below command_timeout_ms */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 4u /* 1 to 3 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 5u /* 1 to 4 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1 }
+    NULL, NULL, 4, -1, 0 }
 
 /* Open a client and connect to Redis.
  *

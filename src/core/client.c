@@ -101,6 +101,9 @@ static int check_opts(const dlock_client_opts *o) {
   if (o->spin_us < -1 || o->spin_us > 10000)
     return dlock__fail(DLOCK_EINVAL, "spin_us must be -1 (adaptive), 0 (never) "
                        "or up to 10000");
+  if (o->replica_sync_ms < 0 || o->replica_sync_ms >= o->command_timeout_ms)
+    return dlock__fail(DLOCK_EINVAL, "replica_sync_ms must be 0 (off) or "
+                       "between 1 and command_timeout_ms - 1");
   if (o->max_hold_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
   if (o->client_name && (strlen(o->client_name) == 0 ||
@@ -124,7 +127,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   static const size_t version_size[] = {
       0, offsetof(dlock_client_opts, share_engine),
       offsetof(dlock_client_opts, username),
-      offsetof(dlock_client_opts, direct_conns), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, direct_conns),
+      offsetof(dlock_client_opts, replica_sync_ms), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "

@@ -53,6 +53,46 @@ static void drop_key(dlock__conn *conn, const dlock__buf *key) {
   dlock__conn_send(conn, req);
 }
 
+/* The replica guard's WAIT answered (or failed): req, whose script ran,
+ * is finished with the script's reply and the count. */
+static void waited(dlock__req *wait, redisReply *reply, int status) {
+  dlock__req *req = wait->data;
+  redisReply *script_reply = wait->arg;
+  if (status == DLOCK_OK && reply && reply->type == REDIS_REPLY_INTEGER)
+    req->synced = (int)reply->integer;
+  if (reply)
+    freeReplyObject(reply);
+  free(wait);
+  dlock__req_finish(req, script_reply, DLOCK_OK, NULL);
+}
+
+/* req's script wrote (reply in hand) and the replica guard is on: WAIT
+ * until conn's server's replicas have it, on the same connection (WAIT
+ * counts the connection's own writes), and finish req then. 0 when there
+ * is nothing to wait for (no replicas known): finish req now. */
+static int wait_replicas(dlock__conn *conn, dlock__req *req, redisReply *reply) {
+  int n = conn->pool ? atomic_load(&conn->pool->replicas) : 0;
+  if (n <= 0)
+    return 0;
+  req->sync_asked = n;
+  char nbuf[16], tbuf[24];
+  const char *argv[] = {"WAIT", nbuf, tbuf};
+  size_t lens[] = {4, (size_t)snprintf(nbuf, sizeof nbuf, "%d", n),
+                   (size_t)snprintf(tbuf, sizeof tbuf, "%lld",
+                                    (long long)conn->client->opts.replica_sync_ms)};
+  dlock__req *wait = calloc(1, sizeof *wait);
+  if (wait == NULL || dlock__req_command(wait, 3, argv, lens) != DLOCK_OK) {
+    free(wait);
+    return 0; /* out of memory: counted as not acknowledged */
+  }
+  wait->done = waited;
+  wait->data = req;
+  wait->arg = reply;
+  wait->linger = 1;
+  dlock__conn_send(conn, wait);
+  return 1;
+}
+
 void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req) {
   req->next = NULL;
   if (*tail)
@@ -181,8 +221,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
   va_end(ap);
   conn->state = CONN_CLOSING;
-  if (conn->ready)
-    atomic_store(conn->ready, 0);
+  if (conn->pool)
+    atomic_store(&conn->pool->ready, 0);
   conn->out.len = 0;
   redisReaderFree(conn->reader);
   conn->reader = redisReaderCreate();
@@ -307,7 +347,9 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   dlock__buf drop = req->drop; /* req may be gone once finished */
   req->drop = (dlock__buf){0};
   int drop_it = drop.len > 0 && reply->type != REDIS_REPLY_ERROR;
-  dlock__req_finish(req, reply, DLOCK_OK, NULL);
+  if (!(req->sync && reply->type != REDIS_REPLY_ERROR &&
+        wait_replicas(conn, req, reply)))
+    dlock__req_finish(req, reply, DLOCK_OK, NULL);
   if (drop_it)
     drop_key(conn, &drop);
   dlock__buf_free(&drop);
@@ -347,8 +389,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
-  if (conn->ready)
-    atomic_store(conn->ready, 1);
+  if (conn->pool)
+    atomic_store(&conn->pool->ready, 1);
   conn->backoff_ms = 0;
   conn->last_error[0] = '\0';
   dlock__req *req;

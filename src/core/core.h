@@ -135,6 +135,11 @@ struct dlock__req {
   int slot;
   int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
   int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN: resent then */
+  /* The replica guard (dlock__guard_begin): a WAIT for the master's replicas
+   * follows the script's reply on the same connection. */
+  int sync;         /* wanted (set by dlock__call inside a guard) */
+  int sync_asked;   /* replicas the WAIT asked for (0: none sent) */
+  int synced;       /* replicas that acknowledged within the time */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
 };
 
@@ -177,6 +182,14 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply);
  * reply (or a failure status) from here instead of a server. */
 extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
 #endif
+
+/* The replica guard (opts.replica_sync_ms, docs/cluster.md): the script
+ * calls this thread makes between begin and end are each followed by a
+ * WAIT until the master's replicas have the write (a cluster's masters;
+ * none on a standalone server). end returns 1 when one of them reached
+ * none of the replicas it asked for, with why. */
+void dlock__guard_begin(void);
+int dlock__guard_end(char *why, size_t n);
 
 /* dlock__req_command (routed by route on a cluster, NULL: any node) +
  * dlock__call. */

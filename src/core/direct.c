@@ -77,21 +77,23 @@ int dlock__direct_pools(dlock_client *c) {
   if (d->pools == NULL || (c->cluster && d->slots == NULL))
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   d->npools = n;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].ready, 0);
+    atomic_init(&d->pools[i].replicas, 0);
+  }
   for (int i = 0; c->cluster && i < DLOCK__SLOTS; i++)
     d->slots[i] = -1;
   return DLOCK_OK;
 }
 
-atomic_int *dlock__direct_node(dlock_client *c, int i, const char *host,
-                               int port) {
+dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
+                                 int port) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
   d->pools[i].host = host;
   d->pools[i].port = port;
   pthread_mutex_unlock(&d->mu);
-  return &d->pools[i].ready;
+  return &d->pools[i];
 }
 
 void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots) {
@@ -541,6 +543,36 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
   return rc;
 }
 
+/* The replica guard (engine.h, dlock__req.sync): after req's write, WAIT
+ * on the same connection until its master's online replicas have it;
+ * req->synced says how many did. DLOCK_OK, or DLOCK_EIO (the connection is
+ * broken; the script's reply is in hand all the same). */
+static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
+  int n = atomic_load(&dc->pool->replicas);
+  if (n <= 0)
+    return DLOCK_OK;
+  req->sync_asked = n;
+  char nbuf[16], tbuf[24], why[256];
+  const char *argv[] = {"WAIT", nbuf, tbuf};
+  size_t lens[] = {4, (size_t)snprintf(nbuf, sizeof nbuf, "%d", n),
+                   (size_t)snprintf(tbuf, sizeof tbuf, "%lld",
+                                    (long long)c->opts.replica_sync_ms)};
+  int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
+  dlock__buf b = {0};
+  redisReply *r = NULL;
+  int rc = dlock__resp_command(&b, 3, argv, lens);
+  if (rc == DLOCK_OK)
+    rc = send_all(c, dc, b.p, b.len, deadline, why, sizeof why);
+  dlock__buf_free(&b);
+  if (rc == DLOCK_OK)
+    rc = read_reply(c, dc, deadline, 0, &r, why, sizeof why);
+  if (rc == DLOCK_OK && r->type == REDIS_REPLY_INTEGER)
+    req->synced = (int)r->integer;
+  if (r)
+    freeReplyObject(r);
+  return rc == DLOCK_ENOMEM ? DLOCK_OK : rc;
+}
+
 /* A new connection's first write: its handshake and the call together.
  * The handshake's answers are read (and checked: dc->refused) before the
  * call's, by pump(). */
@@ -623,6 +655,9 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     return rc;
   }
   note_rtt(&c->direct, dlock__now_us() - start);
+  if (req->sync && (*reply)->type != REDIS_REPLY_ERROR &&
+      wait_replicas(c, dc, req) != DLOCK_OK)
+    *broken = 1; /* the reply is in hand: the call itself succeeded */
   if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR &&
       drop_key(c, dc, &req->drop, deadline) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */

@@ -19,6 +19,22 @@
 
 static _Thread_local dlock__sync tls_sync;
 static _Thread_local int tls_on_engine;
+static _Thread_local struct {
+  int on, missed;
+  char why[200];
+} tls_guard;
+
+void dlock__guard_begin(void) {
+  tls_guard.on = 1;
+  tls_guard.missed = 0;
+}
+
+int dlock__guard_end(char *why, size_t n) {
+  tls_guard.on = 0;
+  if (tls_guard.missed)
+    snprintf(why, n, "%s", tls_guard.why);
+  return tls_guard.missed;
+}
 
 int dlock__on_engine_thread(void) { return tls_on_engine; }
 
@@ -60,6 +76,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->slot = DLOCK__SLOT_ANY;
   req->redirects = 0;
   req->retry_at = 0;
+  req->sync = req->sync_asked = req->synced = 0;
 }
 
 void dlock__req_route(dlock__req *req, const char *key, size_t len) {
@@ -184,6 +201,8 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
     dlock__sync_wait(w->sync, -1); /* bounded by the command timeout */
   cs->reply = w->early_reply;
   cs->status = w->early_status;
+  req->sync_asked = w->early_sync_asked;
+  req->synced = w->early_synced;
   snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early_err);
   w->early_reply = NULL;
   w->early_state = 0;
@@ -203,6 +222,7 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
   w->early_tail = req->script_tail;
   w->early_argc = req->argc;
   w->early_slot = req->slot;
+  w->early_sync = req->sync;
 }
 
 /* Submit req (unless w's early try answered it) and wait for its outcome;
@@ -218,6 +238,8 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
                        "lost-lock callback?)");
   }
   call_state cs = {.sync = dlock__sync_self()};
+  if (tls_guard.on && req->script >= 0 && c->opts.replica_sync_ms > 0)
+    req->sync = 1;
   if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
   } else
@@ -257,6 +279,13 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     int rc = dlock__fail_reply(cs.reply, "Redis");
     freeReplyObject(cs.reply);
     return rc;
+  }
+  if (req->sync_asked > 0 && req->synced == 0 && !tls_guard.missed) {
+    tls_guard.missed = 1;
+    snprintf(tls_guard.why, sizeof tls_guard.why,
+             "replica guard: the write reached none of the %d replicas of "
+             "its master (slot %d) within replica_sync_ms (%lld ms)",
+             req->sync_asked, req->slot, (long long)c->opts.replica_sync_ms);
   }
   *reply = cs.reply;
   return DLOCK_OK;
@@ -379,7 +408,7 @@ static void client_attach(dlock_client *c) {
   c->live = 3;
   dlock__conn_init(c, &c->cmd, 0);
   if (c->cluster == NULL) /* a cluster's pools follow its nodes */
-    c->cmd.ready = &c->direct.pools[0].ready;
+    c->cmd.pool = &c->direct.pools[0];
   dlock__conn_init(c, &c->sub, 1);
   if (c->cluster)
     dlock__cluster_attach(c);

@@ -61,6 +61,8 @@ typedef struct dlock__waiter {
   int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
   int64_t early_sent_ms;
   int early_slot;                    /* its route on a cluster */
+  int early_sync;                    /* followed by the replica guard's WAIT */
+  int early_sync_asked, early_synced; /* its outcome; under sync->mu */
   redisReply *early_reply;           /* under sync->mu */
   int early_status;
   char early_err[256];
@@ -104,14 +106,17 @@ enum dlock__conn_state {
   CONN_CLOSING     /* uv_close in progress */
 };
 
+typedef struct dlock__dpool dlock__dpool; /* direct.c's pool of a server */
+
 typedef struct dlock__conn {
   dlock_client *client;
   int is_sub; /* the pub/sub connection */
   const char *role;
   const char *host; /* where it connects; NULL: the client's URI */
   int port;
-  atomic_int *ready; /* a command connection: its server's direct pool's
-                        flag, set while it is ready (NULL: none) */
+  dlock__dpool *pool; /* a command connection: its server's direct
+                                pool (ready while it is; the replica count
+                                for the replica guard); NULL: none */
   union {
     uv_handle_t handle;
     uv_stream_t stream;
@@ -152,8 +157,6 @@ typedef struct dlock__conn {
 
 #define DLOCK__DIRECT_MAX 64
 
-typedef struct dlock__dpool dlock__dpool;
-
 typedef struct dlock__dconn {
   struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
   struct dlock__dconn *prev; /* busy list only */
@@ -184,6 +187,9 @@ struct dlock__dpool {
                               is up: while it is not, calls wait for it
                               there, as they always did (the server is in
                               trouble, or not connected yet) */
+  atomic_int replicas;     /* its replicas not failed, as the cluster's map says
+                              (the replica guard's WAIT asks for them all);
+                              0 on a standalone server */
 };
 
 typedef struct dlock__direct {
@@ -209,9 +215,9 @@ void dlock__direct_init(dlock_client *c);
  * DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__direct_pools(dlock_client *c);
 /* Engine thread, a cluster's topology: node i is at host:port (host lives
- * as long as c); its command connection's ready flag is returned. */
-atomic_int *dlock__direct_node(dlock_client *c, int i, const char *host,
-                               int port);
+ * as long as c); its pool (for its command connection) is returned. */
+dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
+                                 int port);
 /* Engine thread: the owner of slot is node i now (-1 unknown); or, with
  * slot -1, the whole map is slots[]. */
 void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots);

@@ -100,6 +100,8 @@ static void early_done(dlock__req *req, redisReply *reply, int status) {
   pthread_mutex_lock(&w->sync->mu);
   w->early_reply = reply;
   w->early_status = status;
+  w->early_sync_asked = req->sync_asked;
+  w->early_synced = req->synced;
   snprintf(w->early_err, sizeof w->early_err, "%s", req->errmsg);
   w->early_state = 2;
   pthread_cond_signal(&w->sync->cv);
@@ -119,6 +121,7 @@ static dlock__req *early_req(dlock__waiter *w) {
   req->script_tail = w->early_tail;
   req->argc = w->early_argc;
   req->slot = w->early_slot;
+  req->sync = w->early_sync;
   req->queued_ms = w->early_sent_ms = dlock__now_ms();
   req->done = early_done;
   req->data = w;

@@ -81,11 +81,22 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   if (lock->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
   dlock_grant g = {0, 0};
+  uint64_t owner = dlock__lock_owner_id(lock);
   if (wait_ms != 0) /* the waits below answer to this handle's interrupts */
     dlock__wait_top(lock);
-  rc = lock->m->acquire(lock, dlock__lock_owner_id(lock), wait_ms, lease_ms, &g);
+  dlock__guard_begin();
+  rc = lock->m->acquire(lock, owner, wait_ms, lease_ms, &g);
+  char why[200];
+  int missed = dlock__guard_end(why, sizeof why);
   if (wait_ms != 0)
     dlock__wait_top(NULL);
+  if (rc == DLOCK_OK && missed) {
+    /* a failover now would lose the grant: give it back, and say so */
+    if (lock->m->release(lock, owner) != DLOCK_OK)
+      return dlock__fail(DLOCK_EIO, "%s; releasing it failed too (%s): the "
+                         "lease ends it", why, dlock_errmsg());
+    return dlock__fail(DLOCK_EIO, "%s; the lock was released again", why);
+  }
   if (rc == DLOCK_OK && grant)
     *grant = g;
   return rc;
@@ -123,7 +134,14 @@ int dlock_release(dlock_lock *lock) {
     return rc;
   if (lock->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", lock->m->kind);
-  return lock->m->release(lock, dlock__lock_owner_id(lock));
+  /* the release's write waits for the replicas too (a failover that lost
+   * it would show the hold again until its lease ended); its outcome
+   * stands whatever they acknowledged */
+  char why[200];
+  dlock__guard_begin();
+  rc = lock->m->release(lock, dlock__lock_owner_id(lock));
+  dlock__guard_end(why, sizeof why);
+  return rc;
 }
 
 int dlock_force_release(dlock_lock *lock, int *released) {

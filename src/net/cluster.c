@@ -54,7 +54,7 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
   dlock__conn_init(c, &n->cmd, 0);
   n->cmd.host = n->host;
   n->cmd.port = n->port;
-  n->cmd.ready = dlock__direct_node(c, k->nnodes, n->host, n->port);
+  n->cmd.pool = dlock__direct_node(c, k->nnodes, n->host, n->port);
   dlock__conn_init(c, &n->sub, 1);
   n->sub.host = n->host;
   n->sub.port = n->port;
@@ -236,9 +236,11 @@ static int addr_node(dlock_client *c, const redisReply *host, long long port,
 }
 
 /* CLUSTER SHARDS: [ [ "slots", [s, e, ...], "nodes", [ {id, port, ip,
- * endpoint, role, health, ...}, ... ] ], ... ] (maps as flat arrays). */
+ * endpoint, role, health, ...}, ... ] ], ... ] (maps as flat arrays).
+ * replicas[master]: its replicas not "failed" (a replica that has had no
+ * write to copy yet says "loading", as CLUSTER SLOTS lists it). */
 static int read_shards(dlock_client *c, const redisReply *r, int asked,
-                       int16_t *slots) {
+                       int16_t *slots, int *replicas) {
   if (r->type != REDIS_REPLY_ARRAY)
     return 0;
   for (size_t s = 0; s < r->elements; s++) {
@@ -247,11 +249,14 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
     if (!range || !nodes || range->type != REDIS_REPLY_ARRAY ||
         nodes->type != REDIS_REPLY_ARRAY)
       return 0;
-    int owner = -1;
-    for (size_t n = 0; n < nodes->elements && owner < 0; n++) {
+    int owner = -1, up = 0;
+    for (size_t n = 0; n < nodes->elements; n++) {
       const redisReply *node = nodes->element[n];
       const redisReply *port = field(node, "port");
-      if (!is_str(field(node, "role"), "master") || !port ||
+      if (is_str(field(node, "role"), "replica") &&
+          !is_str(field(node, "health"), "failed"))
+        up++;
+      if (owner >= 0 || !is_str(field(node, "role"), "master") || !port ||
           port->type != REDIS_REPLY_INTEGER)
         continue;
       const redisReply *ep = field(node, "endpoint");
@@ -262,6 +267,7 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
     }
     if (owner < 0)
       continue; /* a shard without a master now (failover under way) */
+    replicas[owner] = up;
     for (size_t i = 0; i + 1 < range->elements; i += 2) {
       long long a = range->element[i]->integer, b = range->element[i + 1]->integer;
       for (long long x = a; x <= b && x < DLOCK__SLOTS; x++)
@@ -272,9 +278,10 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
   return 1;
 }
 
-/* CLUSTER SLOTS: [ [start, end, [ip, port, id, ...], replicas...], ... ] */
+/* CLUSTER SLOTS: [ [start, end, [ip, port, id, ...], replicas...], ... ]
+ * (the replicas it lists are the ones not failed) */
 static int read_slots(dlock_client *c, const redisReply *r, int asked,
-                      int16_t *slots) {
+                      int16_t *slots, int *replicas) {
   if (r->type != REDIS_REPLY_ARRAY)
     return 0;
   for (size_t s = 0; s < r->elements; s++) {
@@ -287,6 +294,7 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
     int owner = addr_node(c, m->element[0], m->element[1]->integer, asked);
     if (owner < 0)
       continue;
+    replicas[owner] = (int)e->elements - 3;
     for (long long x = e->element[0]->integer;
          x <= e->element[1]->integer && x < DLOCK__SLOTS; x++)
       if (x >= 0)
@@ -354,12 +362,18 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
     snprintf(k->last_error, sizeof k->last_error, "%.199s", reply->str);
   } else if (status == DLOCK_OK) {
     int16_t *slots = malloc(sizeof k->slots);
+    int replicas[DLOCK__MAX_NODES];
+    for (int i = 0; i < DLOCK__MAX_NODES; i++)
+      replicas[i] = -1;
     if (slots) {
       for (int i = 0; i < DLOCK__SLOTS; i++)
         slots[i] = -1;
-      ok = m->shards ? read_shards(c, reply, m->asked, slots)
-                     : read_slots(c, reply, m->asked, slots);
+      ok = m->shards ? read_shards(c, reply, m->asked, slots, replicas)
+                     : read_slots(c, reply, m->asked, slots, replicas);
       if (ok) {
+        for (int i = 0; i < k->nnodes; i++) /* the replica guard's counts */
+          if (replicas[i] >= 0)
+            atomic_store(&k->nodes[i]->cmd.pool->replicas, replicas[i]);
         /* a slot the reply left without a master keeps its old owner:
          * requests there get MOVED or fail over as the cluster decides */
         for (int i = 0; i < DLOCK__SLOTS; i++)

@@ -96,12 +96,13 @@ void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
   k->n = 0;
 }
 
-int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters) {
+int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas) {
   memset(k, 0, sizeof *k);
-  if (masters < 3 || masters > DLOCK_TOOL_CLUSTER_MAX)
+  int n = masters * (1 + replicas);
+  if (masters < 3 || replicas < 0 || n > DLOCK_TOOL_CLUSTER_MAX)
     return -1;
   char create[1024] = "redis-cli --cluster create";
-  for (int i = 0; i < masters; i++) {
+  for (int i = 0; i < n; i++) {
     snprintf(k->dir[i], sizeof k->dir[i], "/tmp/dlock-cluster-XXXXXX");
     if (mkdtemp(k->dir[i]) == NULL) {
       dlock_tool_cluster_stop(k);
@@ -121,7 +122,8 @@ int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters) {
     snprintf(create + len, sizeof create - len, " 127.0.0.1:%d", k->node[i].port);
   }
   size_t len = strlen(create);
-  snprintf(create + len, sizeof create - len, " --cluster-yes >/dev/null 2>&1");
+  snprintf(create + len, sizeof create - len,
+           " --cluster-replicas %d --cluster-yes >/dev/null 2>&1", replicas);
   int ok = system(create) == 0;
   for (int tries = 0; ok && tries < 1000; tries++) { /* 20 s at most */
     int all = 1;
@@ -130,6 +132,15 @@ int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters) {
       snprintf(cmd, sizeof cmd, "redis-cli -p %d cluster info 2>/dev/null | "
                "grep -q cluster_state:ok", k->node[i].port);
       all = system(cmd) == 0;
+      /* a replica: has its master's data (WAIT can count on it) */
+      snprintf(cmd, sizeof cmd, "redis-cli -p %d info replication 2>/dev/null"
+               " | grep -q role:slave", k->node[i].port);
+      if (all && system(cmd) == 0) {
+        snprintf(cmd, sizeof cmd, "redis-cli -p %d info replication "
+                 "2>/dev/null | grep -q master_link_status:up",
+                 k->node[i].port);
+        all = system(cmd) == 0;
+      }
     }
     if (all)
       break;

@@ -19,10 +19,11 @@ int dlock_tool_server_start(dlock_tool_server *s);
 /* Stop it (SIGTERM, then wait). */
 void dlock_tool_server_stop(dlock_tool_server *s);
 
-/* A throwaway Redis Cluster of masters masters (no replicas), each in a
- * directory of its own under /tmp, created with redis-cli --cluster create;
- * url is its redis+cluster:// URL. 0 when every node says cluster_state:ok
- * (bounded: 20 s), else -1 with a message on stderr (and nothing left). */
+/* A throwaway Redis Cluster of masters masters with replicas replicas each,
+ * each node in a directory of its own under /tmp, created with redis-cli
+ * --cluster create; url is its redis+cluster:// URL. 0 when every node says
+ * cluster_state:ok and every replica has its master's data (bounded: 20 s),
+ * else -1 with a message on stderr (and nothing left). */
 #define DLOCK_TOOL_CLUSTER_MAX 8
 typedef struct dlock_tool_cluster {
   int n;
@@ -30,7 +31,7 @@ typedef struct dlock_tool_cluster {
   char dir[DLOCK_TOOL_CLUSTER_MAX][64];
   char url[256];
 } dlock_tool_cluster;
-int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters);
+int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas);
 void dlock_tool_cluster_stop(dlock_tool_cluster *k);
 
 #endif
