@@ -599,6 +599,105 @@ static int owner_port(redisContext *ctx, const char *key) {
   return port;
 }
 
+int th_is_master(th_server *n) {
+  redisReply *r = th_cmd(n, "ROLE");
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "master") == 0;
+  if (r)
+    freeReplyObject(r);
+  return yes;
+}
+
+int th_becomes_master(th_server *n, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(5000))
+    if (th_is_master(n))
+      return 1;
+  return 0;
+}
+
+static void node_id(th_server *n, char out[64]) {
+  redisReply *r = th_cmd(n, "CLUSTER MYID");
+  snprintf(out, 64, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
+  if (r)
+    freeReplyObject(r);
+}
+
+th_server *th_replica_of(th_server *s, th_server *master) {
+  char id[64];
+  node_id(master, id);
+  redisReply *r = th_cmd(master, "CLUSTER REPLICAS %s", id);
+  th_server *found = NULL;
+  for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+    const char *colon = strchr(r->element[i]->str, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    for (int n = 0; n < s->nnodes; n++)
+      if (s->node[n].port == port)
+        found = &s->node[n];
+  }
+  if (r)
+    freeReplyObject(r);
+  return found;
+}
+
+void th_move_begin(th_server *s, th_slot_move *m, const char *key) {
+  m->from = th_node_of(s, key);
+  m->to = NULL;
+  for (int i = 0; i < s->nnodes && m->to == NULL; i++)
+    if (&s->node[i] != m->from && th_is_master(&s->node[i]))
+      m->to = &s->node[i];
+  m->slot = th_int(s, "CLUSTER KEYSLOT %s", key);
+  if (m->to == NULL)
+    m->to = m->from;
+  node_id(m->from, m->from_id);
+  node_id(m->to, m->to_id);
+  freeReplyObject(th_cmd(m->to, "CLUSTER SETSLOT %lld IMPORTING %s", m->slot,
+                         m->from_id));
+  freeReplyObject(th_cmd(m->from, "CLUSTER SETSLOT %lld MIGRATING %s", m->slot,
+                         m->to_id));
+}
+
+int th_move_key(th_slot_move *m, const char *key) {
+  redisReply *r = th_cmd(m->from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
+                         m->to->port, "", key);
+  int ok = r && r->type == REDIS_REPLY_STATUS;
+  if (r)
+    freeReplyObject(r);
+  return ok;
+}
+
+void th_move_end(th_server *s, th_slot_move *m) {
+  freeReplyObject(th_cmd(m->to, "CLUSTER SETSLOT %lld NODE %s", m->slot,
+                         m->to_id));
+  freeReplyObject(th_cmd(m->from, "CLUSTER SETSLOT %lld NODE %s", m->slot,
+                         m->to_id));
+  for (int i = 0; i < s->nnodes; i++)
+    if (&s->node[i] != m->to && &s->node[i] != m->from &&
+        th_is_master(&s->node[i]))
+      freeReplyObject(th_cmd(&s->node[i], "CLUSTER SETSLOT %lld NODE %s",
+                             m->slot, m->to_id));
+}
+
+int th_migrate_slot(th_server *s, const char *key) {
+  th_slot_move m;
+  th_move_begin(s, &m, key);
+  int rc = 0;
+  for (int round = 0; round < 100; round++) { /* the slot's keys, 100 a time */
+    redisReply *r = th_cmd(m.from, "CLUSTER GETKEYSINSLOT %lld 100", m.slot);
+    size_t n = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+    for (size_t i = 0; i < n; i++)
+      if (!th_move_key(&m, r->element[i]->str) &&
+          th_int(m.from, "EXISTS %s", r->element[i]->str) == 1)
+        rc = -1; /* not an expiry between the two: a failed MIGRATE */
+    if (r)
+      freeReplyObject(r);
+    if (n == 0 || rc != 0)
+      break;
+  }
+  th_move_end(s, &m);
+  return rc;
+}
+
 int th_connections_of(th_server *s, dlock_client *c) {
   redisReply *r = th_cmd(s, "CLIENT LIST");
   int n = 0;

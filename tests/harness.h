@@ -38,6 +38,27 @@ int th_main_server_start(th_server *s);
 redisContext *th_connect_key(const char *url, const char *key);
 /* The node of cluster s that owns key's slot now (s itself standalone). */
 th_server *th_node_of(th_server *s, const char *key);
+/* Cluster faults. n says it is a master now (ROLE); th_becomes_master
+ * polls (every 5 ms, at most ms) until it does: 1 when it did. */
+int th_is_master(th_server *n);
+int th_becomes_master(th_server *n, int64_t ms);
+/* A replica of master in cluster s (by port), or NULL. */
+th_server *th_replica_of(th_server *s, th_server *master);
+/* Moving the slot of a key from its master to another master of cluster s,
+ * in the steps of a resharding: begin (CLUSTER SETSLOT IMPORTING on the
+ * target, MIGRATING on the source), th_move_key (MIGRATE of one key: 1 when
+ * it said OK), end (SETSLOT NODE on both ends, then the other masters). */
+typedef struct th_slot_move {
+  long long slot;
+  th_server *from, *to;
+  char from_id[64], to_id[64];
+} th_slot_move;
+void th_move_begin(th_server *s, th_slot_move *m, const char *key);
+int th_move_key(th_slot_move *m, const char *key);
+void th_move_end(th_server *s, th_slot_move *m);
+/* All three steps, moving every key of the slot: 0, or -1 when a MIGRATE
+ * failed (the slot is handed over all the same). */
+int th_migrate_slot(th_server *s, const char *key);
 /* Connections on s (one server, or one node) whose name carries c's id:
  * the engine's and the direct path's. */
 int th_connections_of(th_server *s, dlock_client *c);

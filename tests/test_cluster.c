@@ -131,7 +131,6 @@ static long long wait_calls(th_server *n) {
   return calls_of(n, keys, 1);
 }
 
-static th_server *replica_of(th_server *master);
 
 /* The replica guard (replica_sync_ms): each write of an acquire or a
  * release is followed by a WAIT on its master, on the direct path and
@@ -160,7 +159,7 @@ static void test_replica_guard(void) {
   dlock_client *plain = th_client(&srv, NULL);
   char name[64];
   snprintf(name, sizeof name, "%s", th_name("guard"));
-  th_server *master = th_node_of(&srv, name), *replica = replica_of(master);
+  th_server *master = th_node_of(&srv, name), *replica = th_replica_of(&srv, master);
   CU_ASSERT_FATAL(replica != NULL);
   dlock_lock *ld = new_lock(direct, name), *le = new_lock(engine, name),
              *lp = new_lock(plain, name);
@@ -339,58 +338,6 @@ static void test_seeds(void) {
                DLOCK_OK);
 }
 
-/* Moving the slot of a key from its master to another, in the steps of
- * a resharding (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE). */
-typedef struct slot_move {
-  long long slot;
-  th_server *from, *to;
-  char from_id[64], to_id[64];
-} slot_move;
-
-static void node_id(th_server *n, char out[64]) {
-  redisReply *r = th_cmd(n, "CLUSTER MYID");
-  snprintf(out, 64, "%s", r && r->type == REDIS_REPLY_STRING ? r->str : "");
-  if (r)
-    freeReplyObject(r);
-}
-
-/* The slot of key starts moving to another master. */
-static void move_begin(slot_move *m, const char *key) {
-  m->from = th_node_of(&srv, key);
-  m->to = NULL;
-  for (int i = 0; i < 3 && m->to == NULL; i++)
-    if (&srv.node[i] != m->from)
-      m->to = &srv.node[i];
-  m->slot = th_int(&srv, "CLUSTER KEYSLOT %s", key);
-  node_id(m->from, m->from_id);
-  node_id(m->to, m->to_id);
-  freeReplyObject(th_cmd(m->to, "CLUSTER SETSLOT %lld IMPORTING %s", m->slot,
-                         m->from_id));
-  freeReplyObject(th_cmd(m->from, "CLUSTER SETSLOT %lld MIGRATING %s", m->slot,
-                         m->to_id));
-}
-
-/* key itself moves (1 when MIGRATE said OK). */
-static int move_key(slot_move *m, const char *key) {
-  redisReply *r = th_cmd(m->from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
-                         m->to->port, "", key);
-  int ok = r && r->type == REDIS_REPLY_STATUS;
-  if (r)
-    freeReplyObject(r);
-  return ok;
-}
-
-/* The slot belongs to the new master (both ends first, then the third). */
-static void move_end(slot_move *m) {
-  th_server *order[3] = {m->to, m->from, NULL};
-  for (int i = 0; i < 3; i++)
-    if (&srv.node[i] != m->to && &srv.node[i] != m->from)
-      order[2] = &srv.node[i];
-  for (int i = 0; i < 3; i++)
-    freeReplyObject(th_cmd(order[i], "CLUSTER SETSLOT %lld NODE %s", m->slot,
-                           m->to_id));
-}
-
 /* The master that owns a held lock's slot hands the slot (and the key) to
  * another master. The client's map is stale: its next calls meet MOVED
  * (and ASK while the key is moving) and follow; the release finds the hold
@@ -400,17 +347,17 @@ static void test_slot_moves_under_lock(void) {
   snprintf(name, sizeof name, "%s", th_name("moving"));
   dlock_lock *l = new_lock(cl, name);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  slot_move m;
-  move_begin(&m, name);
+  th_slot_move m;
+  th_move_begin(&srv, &m, name);
   /* mid-migration, the key still on the old owner: state is read there */
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
-  CU_ASSERT(move_key(&m, name));
+  CU_ASSERT(th_move_key(&m, name));
   /* the key has moved, the slot not yet: ASK */
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
-  move_end(&m);
+  th_move_end(&srv, &m);
   /* done: MOVED (to the direct path's call on the old master, which hands
    * the call to the engine), then the new map */
   uint64_t fallbacks = atomic_load(&cl->direct.fallbacks);
@@ -438,9 +385,9 @@ static void test_watchdog_through_migration(void) {
   snprintf(name, sizeof name, "%s", th_name("wdmove"));
   dlock_lock *l = new_lock(c, name);
   TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
-  slot_move m;
-  move_begin(&m, name);
-  CU_ASSERT(move_key(&m, name));
+  th_slot_move m;
+  th_move_begin(&srv, &m, name);
+  CU_ASSERT(th_move_key(&m, name));
   /* the event: three renewal ticks have asked the old master (a node
    * batch each) while the key was gone from it */
   long long start = script_calls(m.from), calls = start;
@@ -448,7 +395,7 @@ static void test_watchdog_through_migration(void) {
        usleep(5000))
     calls = script_calls(m.from);
   CU_ASSERT(calls >= start + 3);
-  move_end(&m);
+  th_move_end(&srv, &m);
   usleep(700 * 1000); /* one lease more, on the new master */
   /* renewed all along (through ASK, then on the new master): a 600 ms
    * lease would have run out otherwise */
@@ -474,14 +421,14 @@ static void test_shard_channel_follows_slot(void) {
                    .lease_ms = 30000};
   th_acquirer_start(&w);
   CU_ASSERT_FATAL(th_wait_numsub(&srv, channel, 1, 3000));
-  slot_move m;
+  th_slot_move m;
   th_server *from = th_node_of(&srv, name);
   redisReply *r = th_cmd(from, "PUBSUB SHARDNUMSUB %s", channel);
   CU_ASSERT(r && r->elements == 2 && r->element[1]->integer == 1);
   freeReplyObject(r);
-  move_begin(&m, name);
-  CU_ASSERT(move_key(&m, name));
-  move_end(&m);
+  th_move_begin(&srv, &m, name);
+  CU_ASSERT(th_move_key(&m, name));
+  th_move_end(&srv, &m);
   /* the event: the waiter's subscription is on the new owner */
   long long subs = 0;
   for (int64_t end = th_now_ms() + 5000; subs != 1 && th_now_ms() < end;
@@ -601,24 +548,9 @@ static void test_multi_and_redlock(void) {
   }
 }
 
-static th_server *replica_of(th_server *master);
 typedef struct crowd crowd;
 static crowd *crowd_start(const char *name);
 static void crowd_finish(crowd *cr, int64_t run_ms, const char *event);
-
-/* Wait (bounded) until n says it is a master. 1 when it did. */
-static int becomes_master(th_server *n, int64_t ms) {
-  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(5000)) {
-    redisReply *r = th_cmd(n, "ROLE");
-    int is_master = r && r->type == REDIS_REPLY_ARRAY &&
-                    strcmp(r->element[0]->str, "master") == 0;
-    if (r)
-      freeReplyObject(r);
-    if (is_master)
-      return 1;
-  }
-  return 0;
-}
 
 typedef struct contender {
   dlock_lock *lock;
@@ -659,12 +591,12 @@ static void test_reshard_under_load(void) {
   snprintf(name, sizeof name, "%s", th_name("reshard"));
   crowd *cr = crowd_start(name);
   usleep(300 * 1000);
-  slot_move m;
-  move_begin(&m, name);
+  th_slot_move m;
+  th_move_begin(&srv, &m, name);
   usleep(100 * 1000);
-  CU_ASSERT(move_key(&m, name) || th_int(m.to, "EXISTS %s", name) == 0);
+  CU_ASSERT(th_move_key(&m, name) || th_int(m.to, "EXISTS %s", name) == 0);
   usleep(100 * 1000);
-  move_end(&m);
+  th_move_end(&srv, &m);
   crowd_finish(cr, 500, "move");
 }
 
@@ -724,32 +656,14 @@ static void crowd_finish(crowd *cr, int64_t run_ms, const char *event) {
 static void test_failover_under_load(void) {
   char name[64];
   snprintf(name, sizeof name, "%s", th_name("graceful"));
-  th_server *master = th_node_of(&srv, name), *replica = replica_of(master);
+  th_server *master = th_node_of(&srv, name), *replica = th_replica_of(&srv, master);
   CU_ASSERT_FATAL(replica != NULL);
   crowd *cr = crowd_start(name);
   usleep(300 * 1000);
   freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER"));
-  CU_ASSERT(becomes_master(replica, 10000));
+  CU_ASSERT(th_becomes_master(replica, 10000));
   crowd_finish(cr, 700, "failover");
   CU_ASSERT(th_node_of(&srv, name) == replica); /* the cluster agrees */
-}
-
-/* The replica of master (by port), or NULL. */
-static th_server *replica_of(th_server *master) {
-  char id[64];
-  node_id(master, id);
-  redisReply *r = th_cmd(master, "CLUSTER REPLICAS %s", id);
-  th_server *found = NULL;
-  for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-    const char *colon = strchr(r->element[i]->str, ':');
-    int port = colon ? atoi(colon + 1) : 0;
-    for (int n = 0; n < srv.nnodes; n++)
-      if (srv.node[n].port == port)
-        found = &srv.node[n];
-  }
-  if (r)
-    freeReplyObject(r);
-  return found;
 }
 
 /* A master dies (kill -9) and its replica takes over. A hold the replica
@@ -770,7 +684,7 @@ static void test_failover(void) {
   snprintf(lost, sizeof lost, "%s{fo}", th_name("lost"));
   snprintf(later, sizeof later, "%s{fo}", th_name("later"));
   th_server *master = th_node_of(&srv, kept);
-  th_server *replica = replica_of(master);
+  th_server *replica = th_replica_of(&srv, master);
   CU_ASSERT_FATAL(replica != NULL);
   dlock_lock *lk = new_lock(c, kept), *ll = new_lock(c, lost),
              *lt = new_lock(c, later);
@@ -779,7 +693,7 @@ static void test_failover(void) {
   CU_ASSERT_EQUAL(th_int(master, "WAIT 1 2000"), 1); /* on the replica */
   th_server_kill(master);
   freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
-  CU_ASSERT(becomes_master(replica, 5000));
+  CU_ASSERT(th_becomes_master(replica, 5000));
   CU_ASSERT_EQUAL(th_int(replica, "DEL %s", lost), 1);
   /* a new call waits for the new master, within its budget */
   int64_t t0 = th_now_ms();

@@ -635,6 +635,40 @@ static void test_t15_no_sigpipe_under_kill_storms(void) {
    * every attempt met a killed connection may fail with DLOCK_EIO */
 }
 
+/* 20. On a Redis Cluster (3 masters, a replica each): the name's slot
+ * migrates to another master and its master fails over to its replica,
+ * every 300 ms (randomised), under load: no overlap, no error, no timeout,
+ * the fair lock's order kept; then the same beside the faults of the
+ * standalone runs (worker kills, killed connections). */
+static void test_t20_cluster_migrate_failover(void) {
+  static const char *runs[] = {
+      "--cluster --kind lock --procs 4 --threads 4 --duration 4000 "
+      "--nemesis migrate,failover --every 300",
+      "--cluster --kind fair --procs 6 --threads 2 --slot 1000 --duration 4000 "
+      "--nemesis migrate,failover --every 300",
+      "--cluster --kind rw --read-pct 50 --procs 4 --threads 4 --duration 4000 "
+      "--nemesis migrate,failover,kill,client-kill,pubsub-kill --every 300",
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    run r;
+    torture(&r, runs[i]);
+    clean(&r);
+    EXPECT(&r, "keys_left", ==, 0);
+    if (i == 2) { /* a killed connection may fail a call with DLOCK_EIO */
+      CU_ASSERT(field(&r, "f_migrate") + field(&r, "f_failover") > 0);
+      continue;
+    }
+    EXPECT(&r, "f_migrate", >, 0);
+    EXPECT(&r, "f_failover", >, 0);
+    EXPECT(&r, "errors", ==, 0);
+    EXPECT(&r, "timeouts", ==, 0);
+    if (i == 1) {
+      EXPECT(&r, "fifo_checked", >, 0);
+      EXPECT(&r, "fifo_violations", ==, 0);
+    }
+  }
+}
+
 static int suite_init(void) {
   for (int i = 0; i < 5; i++)
     if (th_server_start(&srv[i], NULL) != 0)
@@ -696,6 +730,8 @@ static void add(void) {
   CU_add_test(s, "t12_rwlock", test_t12_rwlock);
   CU_add_test(s, "t13_fair", test_t13_fair);
   CU_add_test(s, "t19_java_beside_dlock", test_t19_java_beside_dlock);
+  CU_add_test(s, "t20_cluster_migrate_failover",
+              test_t20_cluster_migrate_failover);
   CU_add_test(s, "t14_multi_orders", test_t14_multi_orders);
   CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
   CU_add_test(s, "t15_no_sigpipe_under_kill_storms",

@@ -10,7 +10,7 @@ static const char *kind_names[] = {"lock", "fenced", "fair", "rw",
                                    "multi", "redlock", "semaphore"};
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
-    "stop", "restart", "sleep", "flush"};
+    "stop", "restart", "sleep", "flush", "migrate", "failover"};
 
 static const tt_arena *A; /* for the qsort comparators */
 

@@ -47,7 +47,7 @@ static const char *kinds[] = {"lock", "fenced", "fair", "rw",
                               "multi", "redlock", "semaphore"};
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
-    "stop", "restart", "sleep", "flush"};
+    "stop", "restart", "sleep", "flush", "migrate", "failover"};
 
 static void usage(void) {
   fprintf(stderr,
@@ -59,7 +59,9 @@ static void usage(void) {
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
           "sleep,flush]\n"
-          "  [--every MS] [--seed N] [--json] [--broken]\n");
+          "  [--every MS] [--seed N] [--json] [--broken]\n"
+          "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
+          "migrate,failover]]\n");
   exit(2);
 }
 
@@ -82,6 +84,10 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     }
     if (strcmp(a, "--broken") == 0) {
       O.broken = 1;
+      continue;
+    }
+    if (strcmp(a, "--cluster") == 0) {
+      O.cluster = 1;
       continue;
     }
     if (v == NULL)
@@ -135,10 +141,17 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
   }
   if (O.servers == 0)
     O.servers = O.kind == TT_REDLOCK ? 3 : 1;
+  /* a cluster's faults act on the name's master and its replica; the
+   * one-server faults stay the standalone runs' */
+  unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
+                            TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER;
   if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
-      (O.kind != TT_REDLOCK && O.servers != 1))
+      (O.kind != TT_REDLOCK && O.servers != 1) ||
+      (O.cluster && (O.kind == TT_REDLOCK || O.java ||
+                     (O.nemesis & ~cluster_faults))) ||
+      (!O.cluster && (O.nemesis & (TT_F_MIGRATE | TT_F_FAILOVER))))
     usage();
 }
 
@@ -248,7 +261,61 @@ static void sleep_ms(int64_t ms) {
   }
 }
 
+/* The key whose slot the cluster faults act on: the name's (a multi-lock's
+ * first member). */
+static const char *fault_key(char *buf, size_t n) {
+  if (O.kind != TT_MULTI)
+    return A->name;
+  snprintf(buf, n, "%s:A", A->name);
+  return buf;
+}
+
+static int64_t last_failover_ms; /* the nemesis thread's */
+
+/* A cluster fault; 1 when it was made. */
+static int cluster_fault(int f) {
+  char buf[160];
+  const char *key = fault_key(buf, sizeof buf);
+  th_server *master = th_node_of(&servers[0], key), *replica;
+  redisReply *r = NULL;
+  switch (1 << f) {
+  case TT_F_CLIENT_KILL:
+    r = th_cmd(master, "CLIENT KILL TYPE normal SKIPME yes");
+    break;
+  case TT_F_PUBSUB_KILL:
+    r = th_cmd(master, "CLIENT KILL TYPE pubsub SKIPME yes");
+    break;
+  case TT_F_MIGRATE:
+    if (th_migrate_slot(&servers[0], key) != 0)
+      fprintf(stderr, "torture: a key of %s's slot did not migrate\n", key);
+    break;
+  case TT_F_FAILOVER:
+    /* A master votes for a replica of the same master once per two node
+     * timeouts (th_cluster_start: 1 s): a failover back sooner would get
+     * no votes, and its master would hold writes paused (the manual
+     * failover's 5 s) for nothing. */
+    if (last_failover_ms && th_now_ms() - last_failover_ms < 2500)
+      return 0;
+    replica = th_replica_of(&servers[0], master);
+    if (replica == NULL)
+      return 0;
+    last_failover_ms = th_now_ms();
+    r = th_cmd(replica, "CLUSTER FAILOVER");
+    if (!th_becomes_master(replica, 10000))
+      fprintf(stderr, "torture: the failover to port %d did not happen\n",
+              replica->port);
+    break;
+  }
+  if (r)
+    freeReplyObject(r);
+  return 1;
+}
+
 static void fault(int f) {
+  if (O.cluster && (1 << f) != TT_F_KILL && (1 << f) != TT_F_KILL_WAITER) {
+    R.faults[f] += cluster_fault(f);
+    return;
+  }
   int s = live_server();
   if (s < 0 && f != 0 && f != 1)
     return;
@@ -337,7 +404,9 @@ static void *queue_main(void *arg) {
     if (ctx == NULL || ctx->err) {
       if (ctx)
         redisFree(ctx);
-      ctx = redisConnectWithTimeout("127.0.0.1", servers[0].port, tv);
+      /* on a cluster, the master that owns the queue's slot now */
+      ctx = redisConnectWithTimeout(
+          "127.0.0.1", th_node_of(&servers[0], key)->port, tv);
       if (ctx && !ctx->err)
         redisSetTimeout(ctx, tv);
     }
@@ -353,6 +422,8 @@ static void *queue_main(void *arg) {
       }
       snaps[nsnaps++] = q;
     }
+    if (r && r->type == REDIS_REPLY_ERROR && ctx) /* MOVED: the slot moved */
+      ctx->err = REDIS_ERR_OTHER;
     if (r)
       freeReplyObject(r);
     sleep_ms(2);
@@ -382,8 +453,19 @@ static int blackhole(void) { /* listens, never accepts, never answers */
 static int64_t count_keys(int64_t *latches) {
   int64_t n = 0, nl = 0;
   struct timeval tv = {2, 0};
-  for (int i = O.paused + O.blackholed; i < O.servers; i++) {
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", servers[i].port, tv);
+  /* the servers that are up; on a cluster its masters now */
+  th_server *scan[TT_MAX_SERVERS + 16];
+  int nscan = 0;
+  if (O.cluster) {
+    for (int i = 0; i < servers[0].nnodes; i++)
+      if (th_is_master(&servers[0].node[i]))
+        scan[nscan++] = &servers[0].node[i];
+  } else {
+    for (int i = O.paused + O.blackholed; i < O.servers; i++)
+      scan[nscan++] = &servers[i];
+  }
+  for (int i = 0; i < nscan; i++) {
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", scan[i]->port, tv);
     char cursor[32] = "0";
     do {
       redisReply *r = ctx && !ctx->err
@@ -440,7 +522,8 @@ static int harness_main(void) {
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.1:%d", port);
       continue;
     }
-    if (th_server_start(&servers[i], NULL) != 0) {
+    if (O.cluster ? th_cluster_start(&servers[i], 3, 1) != 0
+                  : th_server_start(&servers[i], NULL) != 0) {
       fprintf(stderr, "torture: cannot start redis-server\n");
       return 2;
     }

@@ -48,6 +48,8 @@ typedef struct tt_opts {
   int json;
   int broken;          /* checker self-test: each thread locks a name of its
                           own, so nothing excludes (--broken) */
+  int cluster;         /* the server is a Redis Cluster of 3 masters with a
+                          replica each (--cluster) */
 } tt_opts;
 
 enum { /* faults */
@@ -59,7 +61,12 @@ enum { /* faults */
   TT_F_RESTART = 1 << 5,    /* kill -9 a server and start it again */
   TT_F_SLEEP = 1 << 6,      /* DEBUG SLEEP 0.05 .. 0.3 s */
   TT_F_FLUSH = 1 << 7,      /* SCRIPT FLUSH */
-  TT_F_COUNT = 8
+  TT_F_MIGRATE = 1 << 8,    /* --cluster: the name's slot (and its keys)
+                               moves to another master */
+  TT_F_FAILOVER = 1 << 9,   /* --cluster: CLUSTER FAILOVER on a replica of
+                               the name's master (no write is lost); at
+                               most one per 2.5 s (the cluster's votes) */
+  TT_F_COUNT = 10
 };
 
 enum { /* record flags */
@@ -106,7 +113,7 @@ typedef struct tt_arena {
   int64_t counter; /* deliberately not atomic: read, sleep, write + 1 */
   _Atomic int64_t commits;
   _Atomic int64_t java_sections; /* granted to Redisson-behaving clients */
-  char urls[TT_MAX_SERVERS][64];
+  char urls[TT_MAX_SERVERS][256];
   char name[64];
   tt_slot slots[TT_MAX_SLOTS];
   tt_rec recs[TT_MAX_RECS];
