@@ -117,6 +117,10 @@ static void test_run_exit_statuses(void) {
   CU_ASSERT_EQUAL(run_dlock(sig, NULL, 0), 128 + SIGUSR1);
   char *missing[] = {"run", (char *)name, "--", "/no/such/program", NULL};
   CU_ASSERT_EQUAL(run_dlock(missing, NULL, 0), 127);
+  /* the replica guard (a WAIT per lock write where there are replicas) */
+  char *synced[] = {"run", "--replica-sync", "500ms", (char *)name, "--", "sh",
+                    "-c", "exit 3", NULL};
+  CU_ASSERT_EQUAL(run_dlock(synced, NULL, 0), 3);
 
   /* timeout: someone else holds it */
   dlock_client *c = th_client(&srv, NULL);
@@ -428,6 +432,7 @@ static void test_bad_input(void) {
       {{"run", "--bogus", "x", "--", "true"}, "unknown option"},
       {{"run", "--wait", "5parsecs", "x", "--", "true"}, "bad duration"},
       {{"run", "--lease", "-1s", "x", "--", "true"}, "bad duration"},
+      {{"run", "--replica-sync", "3s", "x", "--", "true"}, "below the command"},
       {{"--redis", "http://nowhere", "run", "x", "--", "true"}, "bad --redis URL"},
       {{"--redis", "redis://h:99999", "run", "x", "--", "true"}, "port"},
       {{"run", "x", "--"}, "missing the command"},

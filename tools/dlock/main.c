@@ -55,7 +55,8 @@ static void usage_main(FILE *f) {
           "usage: dlock COMMAND ... [--redis URL]... [--password-file FILE]\n"
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
-          "      [--lease D] [--watchdog D] [--lost-signal SIG] [--orphan-signal SIG]\n"
+          "      [--lease D] [--watchdog D] [--replica-sync D]\n"
+          "      [--lost-signal SIG] [--orphan-signal SIG]\n"
           "      NAME [--] CMD...\n"
           "                      run CMD while holding the lock NAME\n"
           "  latch set NAME COUNT | count-down NAME | wait [--wait D] NAME |\n"
@@ -186,6 +187,8 @@ static const char *default_url(void) {
   return env && *env ? env : "redis://127.0.0.1:6379";
 }
 
+static int64_t replica_sync_ms; /* run --replica-sync */
+
 /* engine: NULL, or a client whose engine thread this one shares */
 static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                       dlock_client *engine, dlock_client **out) {
@@ -196,6 +199,7 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   if (watchdog_ms > 0)
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
+  o.replica_sync_ms = replica_sync_ms;
   o.password = have_password ? password : NULL;
   int rc = dlock_client_open(url, &o, out);
   if (rc != DLOCK_OK) {
@@ -278,6 +282,9 @@ static void run_help(void) {
          "  --wait D          give up after D (default: wait forever); 0 = try\n"
          "  --lease D         fixed lease; default: the watchdog renews it\n"
          "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
+         "  --replica-sync D  on a cluster, wait up to D (below 3s) for the\n"
+         "                    master's replicas to have each lock write; a\n"
+         "                    grant none of them got is given back (exit 69)\n"
          "  --lost-signal S   signal sent to COMMAND when the lease is lost\n"
          "                    (default TERM)\n"
          "  --orphan-signal S signal the kernel sends COMMAND if dlock itself\n"
@@ -318,6 +325,10 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
     return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
   if (is_wait)
     ro->wait_ms = d;
+  else if (!strcmp(o, "--replica-sync") && d >= 3000)
+    return usage_error("--replica-sync must be below the command timeout (3s)");
+  else if (!strcmp(o, "--replica-sync"))
+    replica_sync_ms = d;
   else if (!strcmp(o, "--lease"))
     ro->lease_ms = d;
   else if (d < 30)
@@ -349,7 +360,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       ro->sem = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
                !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
-               !strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
+               !strcmp(o, "--replica-sync") || !strcmp(o, "--lost-signal") ||
+               !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
       status = usage_error("run: unknown option %s", o);
