@@ -91,6 +91,12 @@ static int spawn(th_server *s) {
                     "--logfile", log, "--daemonize", "no",
                     "--enable-debug-command", "local"};
   int argc = 17;
+  if (s->conf[0]) { /* a sentinel: its config file first */
+    memmove(argv + 3, argv + 1, (size_t)(argc - 1) * sizeof *argv);
+    argv[1] = s->conf;
+    argv[2] = "--sentinel";
+    argc += 2;
+  }
   for (char *tok = strtok(extra, " "); tok && argc < 62; tok = strtok(NULL, " "))
     argv[argc++] = tok;
   argv[argc] = NULL;
@@ -575,6 +581,111 @@ int th_cluster_start(th_server *s, int masters, int replicas) {
     len += (size_t)snprintf(s->url + len, sizeof s->url - len, "%s127.0.0.1:%d",
                             i ? "," : "", s->node[i].port);
   return 0;
+}
+
+/* A sentinel watching the master at master_port, as "dlock-test". */
+static int sentinel_start(th_server *n, int master_port) {
+  memset(n, 0, sizeof *n);
+  snprintf(n->dir, sizeof n->dir, "/tmp/dlock-test-XXXXXX");
+  if (mkdtemp(n->dir) == NULL)
+    return -1;
+  snprintf(n->conf, sizeof n->conf, "%s/sentinel.conf", n->dir);
+  FILE *f = fopen(n->conf, "w");
+  if (f == NULL)
+    return -1;
+  fprintf(f, "sentinel monitor dlock-test 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds dlock-test 1000\n"
+             "sentinel failover-timeout dlock-test 3000\n", master_port);
+  fclose(f);
+  for (int attempt = 0; attempt < 5; attempt++) {
+    n->port = dlock_tool_free_port();
+    snprintf(n->url, sizeof n->url, "redis://127.0.0.1:%d", n->port);
+    track(n, 1);
+    if (n->port > 0 && spawn(n) == 0)
+      return 0;
+    track(n, 0);
+  }
+  return -1;
+}
+
+/* Every sentinel of s sees the master's replicas and the other sentinels,
+ * and every replica has the master's data. */
+static int sentinels_settled(th_server *s, int replicas) {
+  int first = s->nnodes - s->sentinels;
+  for (int i = 1; i < first; i++) {
+    redisReply *r = th_cmd(&s->node[i], "INFO replication");
+    int ok = r && r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "master_link_status:up") != NULL;
+    if (r)
+      freeReplyObject(r);
+    if (!ok)
+      return 0;
+  }
+  for (int i = first; i < s->nnodes; i++) {
+    redisReply *a = th_cmd(&s->node[i], "SENTINEL REPLICAS dlock-test");
+    redisReply *b = th_cmd(&s->node[i], "SENTINEL SENTINELS dlock-test");
+    int ok = a && a->type == REDIS_REPLY_ARRAY && (int)a->elements == replicas &&
+             b && b->type == REDIS_REPLY_ARRAY &&
+             (int)b->elements == s->sentinels - 1;
+    if (a)
+      freeReplyObject(a);
+    if (b)
+      freeReplyObject(b);
+    if (!ok)
+      return 0;
+  }
+  return 1;
+}
+
+int th_sentinel_start(th_server *s, int replicas, int sentinels) {
+  int n = 1 + replicas + sentinels;
+  memset(s, 0, sizeof *s);
+  s->node = calloc((size_t)n, sizeof *s->node);
+  if (s->node == NULL)
+    return -1;
+  s->sentinels = sentinels;
+  int ok = th_server_start(&s->node[0], NULL) == 0;
+  s->nnodes = 1;
+  char extra[64];
+  snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", s->node[0].port);
+  for (int i = 1; ok && i <= replicas; i++, s->nnodes++)
+    ok = th_server_start(&s->node[i], extra) == 0;
+  for (int i = 1 + replicas; ok && i < n; i++, s->nnodes++)
+    ok = sentinel_start(&s->node[i], s->node[0].port) == 0;
+  for (int64_t end = th_now_ms() + 20000; ok && !sentinels_settled(s, replicas);
+       usleep(50000))
+    if (th_now_ms() >= end)
+      ok = 0;
+  if (!ok) {
+    fprintf(stderr, "the test sentinel setup did not come up\n");
+    th_server_stop(s);
+    return -1;
+  }
+  s->port = s->node[0].port;
+  s->pid = s->node[0].pid;
+  snprintf(s->dir, sizeof s->dir, "%s", s->node[0].dir);
+  size_t len = (size_t)snprintf(s->url, sizeof s->url, "redis+sentinel://");
+  for (int i = 1 + replicas; i < n; i++)
+    len += (size_t)snprintf(s->url + len, sizeof s->url - len, "%s127.0.0.1:%d",
+                            i > 1 + replicas ? "," : "", s->node[i].port);
+  snprintf(s->url + len, sizeof s->url - len, "/dlock-test");
+  return 0;
+}
+
+th_server *th_sentinel_master(th_server *s) {
+  for (int i = s->nnodes - s->sentinels; i < s->nnodes; i++) {
+    redisReply *r =
+        th_cmd(&s->node[i], "SENTINEL GET-MASTER-ADDR-BY-NAME dlock-test");
+    int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                   ? atoi(r->element[1]->str)
+                   : 0;
+    if (r)
+      freeReplyObject(r);
+    for (int j = 0; port && j < s->nnodes - s->sentinels; j++)
+      if (s->node[j].port == port)
+        return &s->node[j];
+  }
+  return NULL;
 }
 
 int th_main_server_start(th_server *s) {

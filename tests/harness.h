@@ -20,6 +20,9 @@ typedef struct th_server {
   char extra[256]; /* extra redis-server arguments, space separated */
   int nnodes;               /* a cluster's servers (0: standalone) */
   struct th_server *node;   /* masters first; port/pid above are node[0]'s */
+  int sentinels;            /* a sentinel setup: its last nodes are sentinels
+                               (node[0] the first master) */
+  char conf[96];            /* a sentinel: its config file */
 } th_server;
 
 /* The topology the suites run on: DLOCK_TEST_CLUSTER=1 in the environment
@@ -30,6 +33,14 @@ int th_cluster_mode(void);
 /* Start a cluster of masters masters with replicas replicas each, on free
  * loopback ports; s->url is its redis+cluster:// URL. 0 on success. */
 int th_cluster_start(th_server *s, int masters, int replicas);
+/* A master with replicas replicas and sentinels sentinels watching it
+ * under the name "dlock-test" (down-after-milliseconds 1000,
+ * failover-timeout 3000), on free loopback ports; s->url is its
+ * redis+sentinel:// URL, s->port/pid the first master's. 0 when every
+ * replica has its data and every sentinel knows the others (bounded). */
+int th_sentinel_start(th_server *s, int replicas, int sentinels);
+/* The node that the sentinels name master now (NULL: none answers). */
+th_server *th_sentinel_master(th_server *s);
 /* th_cluster_start(s, 3, 1) in cluster mode, else th_server_start(s, NULL). */
 int th_main_server_start(th_server *s);
 /* A plain hiredis connection for a worker process given a test's URL: to

@@ -10,6 +10,7 @@
 
 #include "core/engine.h"
 #include "net/cluster.h"
+#include "net/sentinel.h"
 
 /* ---- owner ids -------------------------------------------------------------- */
 
@@ -28,6 +29,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 
 static void client_free(dlock_client *c) {
   dlock__cluster_free(c);
+  dlock__sentinel_free(c);
   dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
@@ -160,6 +162,12 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   }
   c->opts = *opts;
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
+  if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    client_free(c);
+    return dlock__fail(rc, "%s", msg);
+  }
   uuid_t u;
   uuid_generate_random(u);
   uuid_unparse_lower(u, c->id);

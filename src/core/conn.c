@@ -13,6 +13,7 @@
 
 #include "core/engine.h"
 #include "net/cluster.h"
+#include "net/sentinel.h"
 #include "core/scripts.h"
 
 #define BACKOFF_FIRST_MS 25
@@ -175,6 +176,11 @@ void dlock__conn_send(dlock__conn *conn, dlock__req *req) {
     conn_arm(conn);
 }
 
+void dlock__conn_hold(dlock__conn *conn, dlock__req *req) {
+  dlock__req_push(&conn->waiting, &conn->waiting_tail, req);
+  conn_arm(conn);
+}
+
 static void fail_list(dlock__req **head, dlock__req **tail, int status,
                       const char *why) {
   dlock__req *req;
@@ -229,16 +235,24 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   char why[256];
   snprintf(why, sizeof why, "%s", conn->last_error);
   fail_list(&conn->inflight, &conn->inflight_tail, DLOCK_EIO, why);
-  if (conn->is_sub)
+  if (conn->on_down)
+    conn->on_down(conn);
+  else if (conn->is_sub)
     dlock__pubsub_on_down(conn);
   else
     dlock__cluster_conn_down(conn);
+  if (!conn->on_down)
+    dlock__sentinel_conn_down(conn);
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
     uv_close(&conn->u.handle, on_closed);
   else if (!conn->resolving && conn->u.handle.data == NULL)
     conn_closed(conn);
+}
+
+void dlock__conn_drop(dlock__conn *conn, const char *why) {
+  conn_fail(conn, "%s", why);
 }
 
 static void on_write(uv_write_t *w, int status) {
@@ -316,11 +330,15 @@ int dlock__req_to_eval(dlock__req *req) {
 
 static void dispatch(dlock__conn *conn, redisReply *reply) {
   if (conn->is_sub && is_push(reply)) {
-    dlock__pubsub_on_reply(conn, reply);
+    if (conn->on_push)
+      conn->on_push(conn, reply);
+    else
+      dlock__pubsub_on_reply(conn, reply);
     freeReplyObject(reply);
     return;
   }
-  if (conn->is_sub && conn->state == CONN_READY && reply->type == REDIS_REPLY_ERROR &&
+  if (conn->is_sub && !conn->on_push && conn->state == CONN_READY &&
+      reply->type == REDIS_REPLY_ERROR &&
       conn->inflight == NULL && dlock__pubsub_on_error(conn, reply)) {
     freeReplyObject(reply);
     return;
@@ -332,7 +350,8 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR &&
-      dlock__cluster_on_error(conn, req, reply))
+      (dlock__cluster_on_error(conn, req, reply) ||
+       dlock__sentinel_on_error(conn, req, reply)))
     return; /* redirected, parked or failed by the topology */
   if (req->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
       strncmp(reply->str, "NOSCRIPT", 8) == 0) {
@@ -396,7 +415,9 @@ static void conn_ready(dlock__conn *conn) {
   dlock__req *req;
   while ((req = pop(&conn->waiting, &conn->waiting_tail)) != NULL)
     conn_put(conn, req);
-  if (conn->is_sub)
+  if (conn->on_ready)
+    conn->on_ready(conn);
+  else if (conn->is_sub)
     dlock__pubsub_on_ready(conn);
   conn_arm(conn);
 }
@@ -495,6 +516,10 @@ static void on_connect(uv_connect_t *creq, int status) {
   }
   conn->state = CONN_HANDSHAKE;
   conn->handshake_left = 0;
+  if (conn->bare) {
+    conn_ready(conn);
+    return;
+  }
   if (dlock__handshake(conn->client, handshake_send, conn) != DLOCK_OK)
     conn_fail(conn, "out of memory in the handshake");
 }

@@ -26,6 +26,10 @@ int dlock__fail(int code, const char *fmt, ...)
 void dlock__clear_error(void);
 /* Map a Redis error reply to DLOCK_EREDIS with its text as detail. */
 int dlock__fail_reply(const redisReply *reply, const char *what);
+/* Append printf-style text to the string in buf (size bytes; cut short
+ * when full). */
+void dlock__append(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- clock (util.c) ------------------------------------------------------ */
 

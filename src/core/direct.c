@@ -702,8 +702,10 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task || (c->cluster && req->slot < 0))
-    return 0; /* a cluster's keyless calls: the engine picks a node */
+  if (req->script < 0 || req->task || (c->cluster && req->slot < 0) ||
+      c->sentinel)
+    return 0; /* a cluster's keyless calls: the engine picks a node; a
+                 sentinel's master is the engine's to follow */
   dlock__dconn *dc = begin(c, req->slot);
   if (dc == NULL)
     return 0;

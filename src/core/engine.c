@@ -15,6 +15,7 @@
 
 #include "core/engine.h"
 #include "net/cluster.h"
+#include "net/sentinel.h"
 #include "core/scripts.h"
 
 static _Thread_local dlock__sync tls_sync;
@@ -351,6 +352,8 @@ static void engine_shutdown(dlock_client *c) {
   dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
   if (c->cluster)
     dlock__cluster_shutdown(c, DLOCK_ECLOSED);
+  if (c->sentinel)
+    dlock__sentinel_shutdown(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
   uv_close((uv_handle_t *)&c->wake, on_handle_closed);
@@ -393,6 +396,8 @@ static void on_prepare(uv_prepare_t *p) {
   dlock__conn_flush(&c->sub);
   if (c->cluster)
     dlock__cluster_flush(c);
+  if (c->sentinel)
+    dlock__sentinel_flush(c);
 }
 
 /* c's handles on its engine's loop: on the engine thread, or before it
@@ -412,6 +417,8 @@ static void client_attach(dlock_client *c) {
   dlock__conn_init(c, &c->sub, 1);
   if (c->cluster)
     dlock__cluster_attach(c);
+  if (c->sentinel)
+    dlock__sentinel_attach(c);
 }
 
 /* c's connections and watchdog start (engine thread). */
@@ -422,6 +429,8 @@ static void client_start(dlock_client *c) {
     dlock__conn_start(&c->cmd);
     dlock__conn_start(&c->sub);
   }
+  if (c->sentinel)
+    dlock__sentinel_start(c);
   dlock__watchdog_start(c);
 }
 

@@ -114,6 +114,13 @@ typedef struct dlock__conn {
   const char *role;
   const char *host; /* where it connects; NULL: the client's URI */
   int port;
+  /* A connection of a topology's own (a sentinel's +switch-master
+   * subscription): no AUTH or SELECT, and its pushes, its readiness and
+   * its failures go to these instead of pubsub.c (NULL: pubsub.c's). */
+  int bare;
+  void (*on_push)(struct dlock__conn *conn, redisReply *reply);
+  void (*on_ready)(struct dlock__conn *conn);
+  void (*on_down)(struct dlock__conn *conn);
   dlock__dpool *pool; /* a command connection: its server's direct
                                 pool (ready while it is; the replica count
                                 for the replica guard); NULL: none */
@@ -253,6 +260,7 @@ typedef struct dlock__engine {
 } dlock__engine;
 
 typedef struct dlock__cluster dlock__cluster; /* net/cluster.h */
+typedef struct dlock__sentinel dlock__sentinel; /* net/sentinel.h */
 
 struct dlock_client {
   atomic_int refs;     /* the open client + one per lock handle */
@@ -281,6 +289,7 @@ struct dlock_client {
 
   dlock__conn cmd, sub;
   dlock__cluster *cluster; /* a cluster URI's topology; NULL standalone */
+  dlock__sentinel *sentinel; /* a sentinel URI's master search; NULL else */
   atomic_int sharded;      /* a cluster's waiters use sharded pub/sub
                               (SSUBSCRIBE on the channel's node; scripts
                               SPUBLISH): set once, when the client opens */
@@ -320,6 +329,11 @@ void dlock__conn_use(dlock__conn *conn);
 void dlock__conn_start_wanted(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
+/* Keep req until conn is ready again (its connect timeout applies), even
+ * while it is ready now: a request its server refused as a replica. */
+void dlock__conn_hold(dlock__conn *conn, dlock__req *req);
+/* Drop conn (requests in flight fail with DLOCK_EIO, why) and reconnect. */
+void dlock__conn_drop(dlock__conn *conn, const char *why);
 /* Append req to the list head..tail (a connection's queues, the cluster's
  * parked requests). */
 void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req);

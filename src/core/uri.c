@@ -1,7 +1,9 @@
 /* redis://[[user]:password@]host[:port][/db]
  * unix://[[user]:password@]/path/to/socket[?db=N]
  * redis+cluster://[[user]:password@]host[:port][,host[:port]...][/0]
- *   [?pubsub=auto|sharded|classic] */
+ *   [?pubsub=auto|sharded|classic]
+ * redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/NAME[/db]
+ *   (the credentials are the master's; sentinels listen on 26379) */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -84,6 +86,7 @@ void dlock__uri_free(dlock__uri *u) {
     free(u->seed_hosts[i]);
   free(u->seed_hosts);
   free(u->seed_ports);
+  free(u->master_name);
   memset(u, 0, sizeof *u);
 }
 
@@ -192,7 +195,7 @@ static int host_port(const char *s, const char *end, char **host, int *port,
 
 /* redis://...: host[:port][/db], host possibly [bracketed] */
 static int parse_server(const char *p, dlock__uri *u) {
-  if (u->cluster)
+  if (u->cluster || u->sentinel)
     return parse_seeds(p, u);
   const char *end = p + strcspn(p, "/");
   int rc = host_port(p, end, &u->host, &u->port, "URI", "URI has no host");
@@ -207,31 +210,62 @@ static int parse_server(const char *p, dlock__uri *u) {
   return DLOCK_OK;
 }
 
+/* The kind of a URI with several hosts, for messages. */
+static const char *seeds_kind(const dlock__uri *u) {
+  return u->sentinel ? "sentinel URI" : "cluster URI";
+}
+
 /* One seed "host[:port]" of [s, end) into u's lists. */
 static int add_seed(const char *s, const char *end, dlock__uri *u) {
   if (u->nseeds == DLOCK__MAX_SEEDS)
-    return dlock__fail(DLOCK_EINVAL, "more than %d seed nodes in cluster URI",
-                       DLOCK__MAX_SEEDS);
+    return dlock__fail(DLOCK_EINVAL, "more than %d hosts in %s",
+                       DLOCK__MAX_SEEDS, seeds_kind(u));
   char *h = NULL;
-  int port = 6379;
-  int rc = host_port(s, end, &h, &port, "cluster URI",
-                     "cluster URI has an empty node (hosts are separated by "
-                     "commas: h1:p1,h2:p2)");
+  int port = u->sentinel ? 26379 : 6379;
+  char empty[128];
+  snprintf(empty, sizeof empty, "%s has an empty host (hosts are separated "
+           "by commas: h1:p1,h2:p2)", seeds_kind(u));
+  int rc = host_port(s, end, &h, &port, seeds_kind(u), empty);
   if (rc != DLOCK_OK)
     return rc;
   if (strlen(h) > 255) {
     free(h);
-    return dlock__fail(DLOCK_EINVAL, "a host in the cluster URI is longer "
-                       "than 255 bytes");
+    return dlock__fail(DLOCK_EINVAL, "a host in the %s is longer than 255 "
+                       "bytes", seeds_kind(u));
   }
   u->seed_hosts[u->nseeds] = h;
   u->seed_ports[u->nseeds++] = port;
   return DLOCK_OK;
 }
 
-/* redis+cluster://...: host[:port][,host[:port]...][/0][?pubsub=MODE] */
+/* redis+sentinel://...'s path: /NAME[/db] (NAME percent-decoded). */
+static int parse_master(const char *p, dlock__uri *u) {
+  if (*p != '/' || p[1] == '\0' || p[1] == '/')
+    return dlock__fail(DLOCK_EINVAL, "sentinel URI needs the master's name: "
+                       "redis+sentinel://s1:p1,s2:p2/NAME[/db]");
+  p++;
+  size_t n = strcspn(p, "/");
+  if (n > 255)
+    return dlock__fail(DLOCK_EINVAL, "master name in sentinel URI is longer "
+                       "than 255 bytes");
+  int rc = decode(p, n, &u->master_name, "master name");
+  if (rc != DLOCK_OK)
+    return rc;
+  p += n;
+  if (*p == '/' && (p[1] == '\0' ||
+                    parse_long(p + 1, strlen(p + 1), 0, 1000000, &u->db) != 0))
+    return dlock__fail(DLOCK_EINVAL, "bad database number \"%.40s\" in "
+                       "sentinel URI", p + 1);
+  return DLOCK_OK;
+}
+
+/* redis+cluster://...: host[:port][,host[:port]...][/0][?pubsub=MODE];
+ * redis+sentinel://...: host[:port][,host[:port]...]/NAME[/db] */
 static int parse_seeds(const char *p, dlock__uri *u) {
   const char *query = strchr(p, '?');
+  if (query && u->sentinel)
+    return dlock__fail(DLOCK_EINVAL, "sentinel URI takes no query (\"%.40s\")",
+                       query);
   if (query) {
     static const char *const modes[] = {"auto", "sharded", "classic"};
     int found = 0;
@@ -253,7 +287,7 @@ static int parse_seeds(const char *p, dlock__uri *u) {
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   const char *end = p + strcspn(p, "/?");
   if (end == p)
-    return dlock__fail(DLOCK_EINVAL, "cluster URI has no node");
+    return dlock__fail(DLOCK_EINVAL, "%s has no host", seeds_kind(u));
   while (p < end) {
     const char *comma = memchr(p, ',', (size_t)(end - p));
     const char *e = comma ? comma : end;
@@ -262,9 +296,13 @@ static int parse_seeds(const char *p, dlock__uri *u) {
       return rc;
     p = comma ? comma + 1 : end;
     if (comma && p == end)
-      return dlock__fail(DLOCK_EINVAL, "cluster URI ends with a comma");
+      return dlock__fail(DLOCK_EINVAL, "%s ends with a comma", seeds_kind(u));
   }
-  if (*end == '/') {
+  if (u->sentinel) {
+    int rc = parse_master(end, u);
+    if (rc != DLOCK_OK)
+      return rc;
+  } else if (*end == '/') {
     size_t db = strcspn(end + 1, "?");
     if (db > 1 || (db == 1 && end[1] != '0'))
       return dlock__fail(DLOCK_EINVAL, "a cluster has only database 0 (URI "
@@ -289,6 +327,10 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
     is_unix = 0;
     u->cluster = 1;
     p = text + 16;
+  } else if (strncmp(text, "redis+sentinel://", 17) == 0) {
+    is_unix = 0;
+    u->sentinel = 1;
+    p = text + 17;
   } else if (strncmp(text, "unix://", 7) == 0) {
     is_unix = 1;
     p = text + 7;
@@ -298,7 +340,8 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
     char shown[64];
     dlock_uri_redact(text, shown, sizeof shown);
     return dlock__fail(DLOCK_EINVAL,
-                       "URI must start with redis://, redis+cluster:// or unix:// "
+                       "URI must start with redis://, redis+cluster://, "
+                       "redis+sentinel:// or unix:// "
                        "(got \"%.40s\")",
                        shown);
   }

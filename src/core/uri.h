@@ -1,4 +1,5 @@
-/* Parsing of connection URIs (redis://, unix:// and redis+cluster://). */
+/* Parsing of connection URIs (redis://, unix://, redis+cluster:// and
+ * redis+sentinel://). */
 #ifndef DLOCK_URI_H
 #define DLOCK_URI_H
 
@@ -13,6 +14,11 @@ typedef struct dlock__uri {
    * first); 0 for a standalone URI */
   int cluster;
   int pubsub; /* ?pubsub=: DLOCK__PUBSUB_AUTO, _SHARDED or _CLASSIC */
+  /* redis+sentinel://s1:p1,s2:p2/NAME[/db]: the sentinels are the seeds,
+   * NAME the master's name they know (host/port above: the first
+   * sentinel's until the master is found) */
+  int sentinel;
+  char *master_name;
   int nseeds;
   char **seed_hosts;
   int *seed_ports;

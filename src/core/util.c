@@ -1,6 +1,7 @@
 /* Small shared helpers: clock, growable buffer, RESP encoding, name checks,
  * random ids. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,4 +123,14 @@ int dlock__random_hex(char *out, size_t nbytes) {
   }
   out[2 * nbytes] = '\0';
   return DLOCK_OK;
+}
+
+void dlock__append(char *buf, size_t size, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  if (len + 1 >= size)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, size - len, fmt, ap);
+  va_end(ap);
 }

@@ -283,18 +283,6 @@ static int64_t random_between(int64_t lo, int64_t hi) {
   return hi > lo ? lo + (int64_t)(seed % (uint64_t)(hi - lo + 1)) : lo;
 }
 
-static void append(char *buf, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t size, const char *fmt, ...) {
-  size_t len = strlen(buf);
-  if (len + 1 >= size)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf + len, size - len, fmt, ap);
-  va_end(ap);
-}
-
 /* What one try round got from the members. */
 typedef struct tally {
   int granted[DLOCK__MAX_MEMBERS], busy[DLOCK__MAX_MEMBERS];
@@ -346,17 +334,17 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
       t->silent++;
       t->unanswered[i] = 1;
       int64_t waited = round_end - t0;
-      append(t->why, sizeof t->why, "; member %zu (%s): no answer within %" PRId64
+      dlock__append(t->why, sizeof t->why, "; member %zu (%s): no answer within %" PRId64
              " ms%s", i, member_where(m, at, sizeof at), waited,
              waited < rl->member_timeout_ms ? " (the wait budget ended the round; "
                                               "it may just be slower)"
                                             : "");
     } else if (c->status != DLOCK_OK) {
-      append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+      dlock__append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
              c->errmsg);
     } else if (c->reply->type == REDIS_REPLY_ERROR) {
-      append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+      dlock__append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
              c->reply->str);
     } else {
@@ -367,7 +355,7 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
       } else {
         t->busy[i] = got == 0;
         t->nbusy += got == 0;
-        append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
+        dlock__append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
                got == 0 ? "held by another owner" : dlock_errmsg());
       }
@@ -452,7 +440,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       return DLOCK_OK;
     }
     if (t.ngranted >= rl->quorum)
-      append(t.why, sizeof t.why, "; validity spent (%" PRId64 " ms elapsed of "
+      dlock__append(t.why, sizeof t.why, "; validity spent (%" PRId64 " ms elapsed of "
              "a %" PRId64 " ms lease)", t.elapsed, lease);
     undo_round(rl, owner, round_end, &t);
     int64_t now = dlock__now_ms();
@@ -520,7 +508,7 @@ static int release(dlock_lock *l, uint64_t owner) {
     dlock_lock *m = rl->members[i];
     if (!c->done || c->status != DLOCK_OK) {
       dlock__lock_forget(m, owner); /* its lease ends it */
-      append(why, sizeof why, "; member %zu (%s): %s", i,
+      dlock__append(why, sizeof why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
              c->done ? c->errmsg : "no answer");
       continue;
@@ -529,7 +517,7 @@ static int release(dlock_lock *l, uint64_t owner) {
     released += rc == DLOCK_OK;
     lost += rc == DLOCK_ELOST;
     if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER)
-      append(why, sizeof why, "; member %zu (%s): %s", i,
+      dlock__append(why, sizeof why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
              dlock_errmsg());
   }

@@ -1,0 +1,328 @@
+/* Redis Sentinel: finding the master (net/sentinel.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "net/sentinel.h"
+
+#define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
+
+struct dlock__sentinel {
+  char host[256]; /* the master (engine thread once the client runs) */
+  int port;
+  int searching;  /* a search runs in the thread pool */
+  int again;      /* another was asked for meanwhile */
+  int demoted;    /* the master answered READONLY: reconnect after the
+                     search, wherever it points */
+  int64_t last_search_ms;
+  uv_work_t work;
+  uv_timer_t timer; /* a search asked for inside the gap */
+  dlock__conn watch; /* SUBSCRIBE +switch-master on one sentinel */
+  int watch_i;       /* which one (the next after a failure) */
+  int watch_was_up;  /* it has been up before: a reconnect may have missed
+                        an announcement, so a search follows it */
+  /* the search's results (thread pool, read after it by the engine) */
+  char found_host[256];
+  int found_port;
+  int found_rc;
+  char found_why[400];
+};
+
+/* Append "; what" to why (just "what" to an empty one). */
+#define note(why, n, ...)                                                     \
+  do {                                                                        \
+    if ((why)[0])                                                             \
+      dlock__append((why), (n), "; ");                                        \
+    dlock__append((why), (n), __VA_ARGS__);                                   \
+  } while (0)
+
+static redisContext *connect_to(const char *host, int port,
+                                const dlock_client_opts *o) {
+  struct timeval ct = {o->connect_timeout_ms / 1000,
+                       (o->connect_timeout_ms % 1000) * 1000};
+  struct timeval rt = {o->command_timeout_ms / 1000,
+                       (o->command_timeout_ms % 1000) * 1000};
+  redisContext *ctx = redisConnectWithTimeout(host, port, ct);
+  if (ctx && !ctx->err)
+    redisSetTimeout(ctx, rt);
+  return ctx;
+}
+
+/* Is host:port the master? 1 yes, 0 no (why says what it is). */
+static int is_master(const dlock__uri *u, const dlock_client_opts *o,
+                     const char *host, int port, char *why, size_t n) {
+  redisContext *ctx = connect_to(host, port, o);
+  if (ctx == NULL || ctx->err) {
+    note(why, n, "the master it names, %s:%d, cannot be reached (%s)", host,
+         port, ctx ? ctx->errstr : "out of memory");
+    redisFree(ctx);
+    return 0;
+  }
+  redisReply *r = NULL;
+  if (u->password) {
+    r = u->user ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
+                : redisCommand(ctx, "AUTH %s", u->password);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+      note(why, n, "%s:%d refused the credentials (%s)", host, port,
+           r ? r->str : ctx->errstr);
+      freeReplyObject(r);
+      redisFree(ctx);
+      return 0;
+    }
+    freeReplyObject(r);
+  }
+  r = redisCommand(ctx, "ROLE");
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "master") == 0;
+  if (!yes)
+    note(why, n, "%s:%d, which it names, is not a master (%s): a failover "
+         "is under way", host, port,
+         r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                 r->element[0]->type == REDIS_REPLY_STRING
+             ? r->element[0]->str
+             : r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+  freeReplyObject(r);
+  redisFree(ctx);
+  return yes;
+}
+
+/* Ask the sentinels in turn for the master of u's name, and check it:
+ * DLOCK_OK with host/port, or DLOCK_EIO with what each one said. Blocking:
+ * at most the connect and command timeouts per sentinel and master. */
+static int search(const dlock__uri *u, const dlock_client_opts *o,
+                  char *host, size_t hn, int *port, char *why, size_t n) {
+  why[0] = '\0';
+  int reached = 0;
+  for (int i = 0; i < u->nseeds; i++) {
+    const char *sh = u->seed_hosts[i];
+    int sp = u->seed_ports[i];
+    redisContext *ctx = connect_to(sh, sp, o);
+    if (ctx == NULL || ctx->err) {
+      note(why, n, "sentinel %s:%d: %s", sh, sp,
+           ctx ? ctx->errstr : "out of memory");
+      redisFree(ctx);
+      continue;
+    }
+    redisReply *r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
+                                 u->master_name);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_STRING &&
+             r->element[1]->type == REDIS_REPLY_STRING &&
+             r->element[0]->len < hn;
+    if (r && r->type != REDIS_REPLY_ERROR)
+      reached = 1;
+    if (ok) {
+      snprintf(host, hn, "%s", r->element[0]->str);
+      *port = atoi(r->element[1]->str);
+    } else if (r && r->type == REDIS_REPLY_NIL) {
+      note(why, n, "sentinel %s:%d knows no master named \"%s\"", sh, sp,
+           u->master_name);
+    } else {
+      note(why, n, "sentinel %s:%d: %s", sh, sp,
+           r && r->type == REDIS_REPLY_ERROR ? r->str
+           : r                               ? "unexpected answer"
+                                             : ctx->errstr);
+    }
+    freeReplyObject(r);
+    redisFree(ctx);
+    if (ok) {
+      char said[200] = "";
+      if (is_master(u, o, host, *port, said, sizeof said))
+        return DLOCK_OK;
+      note(why, n, "sentinel %s:%d: %s", sh, sp, said);
+    }
+  }
+  if (!reached) {
+    char all[400];
+    snprintf(all, sizeof all, "%s", why);
+    snprintf(why, n, "no sentinel reachable (%.360s)", all);
+  }
+  return DLOCK_EIO;
+}
+
+int dlock__sentinel_new(dlock_client *c) {
+  dlock__sentinel *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  c->sentinel = s;
+  char why[400];
+  if (search(&c->uri, &c->opts, s->host, sizeof s->host, &s->port, why,
+             sizeof why) != DLOCK_OK)
+    return dlock__fail(DLOCK_EIO, "sentinel: no master \"%s\" found: %s",
+                       c->uri.master_name, why);
+  return DLOCK_OK;
+}
+
+void dlock__sentinel_free(dlock_client *c) {
+  free(c->sentinel);
+  c->sentinel = NULL;
+}
+
+static void on_timer_closed(uv_handle_t *h) { dlock__client_live_done(h->data); }
+
+static void start_search(dlock_client *c);
+static void master_is(dlock_client *c, const char *host, int port,
+                      const char *why);
+
+/* +switch-master: "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT". */
+static void watch_push(dlock__conn *conn, redisReply *r) {
+  dlock_client *c = conn->client;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+      r->element[0]->type != REDIS_REPLY_STRING ||
+      strcmp(r->element[0]->str, "message") != 0 ||
+      r->element[2]->type != REDIS_REPLY_STRING)
+    return; /* the subscription's confirmation */
+  char name[256], oh[256], nh[256];
+  int op, np;
+  if (sscanf(r->element[2]->str, "%255s %255s %d %255s %d", name, oh, &op, nh,
+             &np) != 5 ||
+      strcmp(name, c->uri.master_name) != 0)
+    return;
+  master_is(c, nh, np, "the sentinels switched the master");
+}
+
+static void watch_ready(dlock__conn *conn) {
+  dlock__sentinel *s = conn->client->sentinel;
+  const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+  size_t lens[] = {9, 14};
+  dlock__resp_command(&conn->out, 2, argv, lens);
+  if (s->watch_was_up) /* an announcement may have come meanwhile */
+    start_search(conn->client);
+  s->watch_was_up = 1;
+}
+
+static void watch_down(dlock__conn *conn) {
+  dlock_client *c = conn->client;
+  dlock__sentinel *s = c->sentinel;
+  s->watch_i = (s->watch_i + 1) % c->uri.nseeds; /* the next one */
+  conn->host = c->uri.seed_hosts[s->watch_i];
+  conn->port = c->uri.seed_ports[s->watch_i];
+}
+
+void dlock__sentinel_attach(dlock_client *c) {
+  dlock__sentinel *s = c->sentinel;
+  c->cmd.host = c->sub.host = s->host;
+  c->cmd.port = c->sub.port = s->port;
+  uv_timer_init(c->loop, &s->timer);
+  s->timer.data = c;
+  c->live++;
+  dlock__conn_init(c, &s->watch, 1);
+  s->watch.role = "sentinel subscription";
+  s->watch.bare = 1;
+  s->watch.on_push = watch_push;
+  s->watch.on_ready = watch_ready;
+  s->watch.on_down = watch_down;
+  s->watch.host = c->uri.seed_hosts[0];
+  s->watch.port = c->uri.seed_ports[0];
+}
+
+void dlock__sentinel_start(dlock_client *c) {
+  dlock__conn_start(&c->sentinel->watch);
+}
+
+void dlock__sentinel_flush(dlock_client *c) {
+  dlock__conn_flush(&c->sentinel->watch);
+}
+
+static void search_work(uv_work_t *w) {
+  dlock_client *c = w->data;
+  dlock__sentinel *s = c->sentinel;
+  s->found_rc = search(&c->uri, &c->opts, s->found_host, sizeof s->found_host,
+                       &s->found_port, s->found_why, sizeof s->found_why);
+}
+
+
+/* The master is host:port now: the connections go there at once (their
+ * requests in flight fail with DLOCK_EIO: whether the old master ran them
+ * cannot be known), and after a demotion even when it did not change. */
+static void master_is(dlock_client *c, const char *host, int port,
+                      const char *why) {
+  dlock__sentinel *s = c->sentinel;
+  int moved = strcmp(host, s->host) != 0 || port != s->port;
+  if (moved) { /* the next connect goes there (conn->host points here) */
+    snprintf(s->host, sizeof s->host, "%s", host);
+    s->port = c->cmd.port = c->sub.port = port;
+  }
+  if (moved || s->demoted) {
+    s->demoted = 0;
+    dlock__conn_drop(&c->cmd, why);
+    dlock__conn_drop(&c->sub, why);
+  }
+}
+
+static void search_done(uv_work_t *w, int status) {
+  dlock_client *c = w->data;
+  dlock__sentinel *s = c->sentinel;
+  s->searching = 0;
+  if (status == 0 && !c->stopping && s->found_rc == DLOCK_OK) {
+    master_is(c, s->found_host, s->found_port,
+              "the sentinels name another master");
+  } else if (status == 0 && !c->stopping) {
+    snprintf(c->cmd.last_error, sizeof c->cmd.last_error,
+             "sentinel: no master \"%.40s\" found: %.110s", c->uri.master_name,
+             s->found_why);
+  }
+  if (!c->stopping && (s->again || s->demoted)) {
+    s->again = 0;
+    start_search(c);
+  }
+  dlock__client_live_done(c); /* the request has ended */
+}
+
+static void on_gap_over(uv_timer_t *t) { start_search(t->data); }
+
+/* Ask the sentinels again (at most one search at a time, one per gap). */
+static void start_search(dlock_client *c) {
+  dlock__sentinel *s = c->sentinel;
+  if (c->stopping)
+    return;
+  if (s->searching) {
+    s->again = 1;
+    return;
+  }
+  int64_t now = dlock__now_ms();
+  if (now < s->last_search_ms + SEARCH_MIN_GAP_MS) {
+    uv_timer_start(&s->timer, on_gap_over,
+                   (uint64_t)(s->last_search_ms + SEARCH_MIN_GAP_MS - now), 0);
+    return;
+  }
+  s->last_search_ms = now;
+  s->searching = 1;
+  s->work.data = c;
+  c->live++;
+  if (uv_queue_work(c->loop, &s->work, search_work, search_done) != 0) {
+    s->searching = 0;
+    c->live--;
+  }
+}
+
+void dlock__sentinel_shutdown(dlock_client *c) {
+  dlock__sentinel *s = c->sentinel;
+  if (s->searching) /* not started yet: ends with UV_ECANCELED */
+    uv_cancel((uv_req_t *)&s->work);
+  uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+  dlock__conn_shutdown(&s->watch, DLOCK_ECLOSED);
+}
+
+void dlock__sentinel_conn_down(dlock__conn *conn) {
+  dlock_client *c = conn->client;
+  if (c->sentinel && !c->stopping)
+    start_search(c);
+}
+
+int dlock__sentinel_on_error(dlock__conn *conn, dlock__req *req,
+                             redisReply *reply) {
+  dlock_client *c = conn->client;
+  if (c->sentinel == NULL || strncmp(reply->str, "READONLY", 8) != 0)
+    return 0;
+  /* the write did not run: it waits for the new master, within its
+   * connect timeout, as a call made while the master is down does */
+  freeReplyObject(reply);
+  dlock__conn_hold(conn, req);
+  c->sentinel->demoted = 1;
+  start_search(c);
+  return 1;
+}
