@@ -381,15 +381,13 @@ static void keep_grant(redlock *rl, uint64_t owner, int watchdog, int64_t lease,
                        watchdog && a ? &a->ln : NULL);
 }
 
-/* Undo a failed round that ran from t0 to round_end (ms): release every
- * member, also those that
+/* Undo a failed round started at t0: release every member, also those that
  * did not answer, but for the ones that answered "held by another owner"
  * (nothing of ours there). Wait (up to the member timeout) only for the
  * members that answered the try: they answer at once, and then nothing of
  * this round is left on them. A silent member's release travels on its
  * connection ahead of any later try there; no local hold was recorded. */
-static void undo_round(redlock *rl, uint64_t owner, int64_t round_end,
-                       const tally *t) {
+static void undo_round(redlock *rl, uint64_t owner, int64_t t0, const tally *t) {
   if (t->nbusy >= rl->n)
     return;
   round *rel = round_start(rl, RELEASE, owner, 0, t->busy);
@@ -400,16 +398,14 @@ static void undo_round(redlock *rl, uint64_t owner, int64_t round_end,
   pthread_mutex_lock(&rel->mu);
   round_wait_us(rel, SIZE_MAX, t->silent,
                 dlock__now_us() + rl->member_timeout_ms * 1000);
-  /* Members left silent that may just be slow: give those that are not
-   * stuck until the round's own end, so a try granted late is released
-   * before the call ends. Not past it: a round the wait budget cut short
-   * ends with the budget, and a failing acquire must return within budget
-   * + 50 ms (their releases are on their way, right behind the tries). */
+  /* A round the budget cut short left members silent that may just be
+   * slow: give those that are not stuck the rest of the round's member
+   * timeout, so a try granted late is released before the call ends. */
   size_t silent_stuck = 0;
   for (size_t i = 0; i < rl->n; i++)
     silent_stuck += stuck[i] && t->unanswered[i];
   if (rel->pending > silent_stuck)
-    round_wait_us(rel, SIZE_MAX, silent_stuck, round_end * 1000);
+    round_wait_us(rel, SIZE_MAX, silent_stuck, (t0 + rl->member_timeout_ms) * 1000);
   round_unref_locked(rel);
 }
 
@@ -442,7 +438,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (t.ngranted >= rl->quorum)
       dlock__append(t.why, sizeof t.why, "; validity spent (%" PRId64 " ms elapsed of "
              "a %" PRId64 " ms lease)", t.elapsed, lease);
-    undo_round(rl, owner, round_end, &t);
+    undo_round(rl, owner, t0, &t);
     int64_t now = dlock__now_ms();
     if (wait_ms == 0)
       return dlock__fail(DLOCK_EQUORUM, "redlock: %zu of %zu members granted "
