@@ -375,7 +375,13 @@ static void test_t05_redlock_three_down(void) {
   EXPECT(&r, "sections", ==, 0); /* 0 grants */
   EXPECT(&r, "timeouts", >, 0);
   EXPECT(&r, "errors", ==, 0);
-  EXPECT(&r, "max_fail_us", <=, 200000 + th_scaled_us(&srv[0], 50000));
+  /* budget + the member timeout (50 ms: a failed round's undo waits that
+   * long for a slow member's late grant to be released, so none outlives
+   * the call; test_multi's redlock_quorum checks it) + 50 ms of scheduling
+   * (scaled). Measured with two `yes > /dev/null` hogs: 205.1-206.8 ms
+   * (3 runs), 93 ms of headroom; once 261 ms in CI, when the bound was
+   * budget + 50 ms. */
+  EXPECT(&r, "max_fail_us", <=, 250000 + th_scaled_us(&srv[0], 50000));
 }
 
 /* 6. the watchdog under CPU starvation: lease 2 s, held 30 s */
