@@ -234,7 +234,6 @@ static void search_work(uv_work_t *w) {
                        &s->found_port, s->found_why, sizeof s->found_why);
 }
 
-
 /* The master is host:port now: the connections go there at once (their
  * requests in flight fail with DLOCK_EIO: whether the old master ran them
  * cannot be known), and after a demotion even when it did not change. */
