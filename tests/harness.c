@@ -122,12 +122,8 @@ static int spawn(th_server *s) {
   return 0;
 }
 
-int th_server_start(th_server *s, const char *extra) {
-  memset(s, 0, sizeof *s);
-  snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
-  snprintf(s->dir, sizeof s->dir, "/tmp/dlock-test-XXXXXX");
-  if (mkdtemp(s->dir) == NULL)
-    return -1;
+/* Spawn s (its dir made) on a free port, another one when taken. */
+static int spawn_on_free_port(th_server *s) {
   for (int attempt = 0; attempt < 5; attempt++) {
     s->port = dlock_tool_free_port();
     snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
@@ -137,6 +133,15 @@ int th_server_start(th_server *s, const char *extra) {
     track(s, 0);
   }
   return -1;
+}
+
+int th_server_start(th_server *s, const char *extra) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
+  snprintf(s->dir, sizeof s->dir, "/tmp/dlock-test-XXXXXX");
+  if (mkdtemp(s->dir) == NULL)
+    return -1;
+  return spawn_on_free_port(s);
 }
 
 int th_server_restart(th_server *s) {
@@ -597,15 +602,7 @@ static int sentinel_start(th_server *n, int master_port) {
              "sentinel down-after-milliseconds dlock-test 1000\n"
              "sentinel failover-timeout dlock-test 3000\n", master_port);
   fclose(f);
-  for (int attempt = 0; attempt < 5; attempt++) {
-    n->port = dlock_tool_free_port();
-    snprintf(n->url, sizeof n->url, "redis://127.0.0.1:%d", n->port);
-    track(n, 1);
-    if (n->port > 0 && spawn(n) == 0)
-      return 0;
-    track(n, 0);
-  }
-  return -1;
+  return spawn_on_free_port(n);
 }
 
 /* Every sentinel of s sees the master's replicas and the other sentinels,

@@ -54,6 +54,15 @@ static void drop_key(dlock__conn *conn, const dlock__buf *key) {
   dlock__conn_send(conn, req);
 }
 
+void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms) {
+  w->argv[0] = "WAIT";
+  w->argv[1] = w->n;
+  w->argv[2] = w->ms;
+  w->lens[0] = 4;
+  w->lens[1] = (size_t)snprintf(w->n, sizeof w->n, "%d", n);
+  w->lens[2] = (size_t)snprintf(w->ms, sizeof w->ms, "%lld", (long long)ms);
+}
+
 /* The replica guard's WAIT answered (or failed): req, whose script ran,
  * is finished with the script's reply and the count. */
 static void waited(dlock__req *wait, redisReply *reply, int status) {
@@ -76,13 +85,10 @@ static int wait_replicas(dlock__conn *conn, dlock__req *req, redisReply *reply) 
   if (n <= 0)
     return 0;
   req->sync_asked = n;
-  char nbuf[16], tbuf[24];
-  const char *argv[] = {"WAIT", nbuf, tbuf};
-  size_t lens[] = {4, (size_t)snprintf(nbuf, sizeof nbuf, "%d", n),
-                   (size_t)snprintf(tbuf, sizeof tbuf, "%lld",
-                                    (long long)conn->client->opts.replica_sync_ms)};
+  dlock__wait_cmd w;
+  dlock__wait_cmd_init(&w, n, conn->client->opts.replica_sync_ms);
   dlock__req *wait = calloc(1, sizeof *wait);
-  if (wait == NULL || dlock__req_command(wait, 3, argv, lens) != DLOCK_OK) {
+  if (wait == NULL || dlock__req_command(wait, 3, w.argv, w.lens) != DLOCK_OK) {
     free(wait);
     return 0; /* out of memory: counted as not acknowledged */
   }

@@ -552,15 +552,13 @@ static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
   if (n <= 0)
     return DLOCK_OK;
   req->sync_asked = n;
-  char nbuf[16], tbuf[24], why[256];
-  const char *argv[] = {"WAIT", nbuf, tbuf};
-  size_t lens[] = {4, (size_t)snprintf(nbuf, sizeof nbuf, "%d", n),
-                   (size_t)snprintf(tbuf, sizeof tbuf, "%lld",
-                                    (long long)c->opts.replica_sync_ms)};
+  char why[256];
+  dlock__wait_cmd wc;
+  dlock__wait_cmd_init(&wc, n, c->opts.replica_sync_ms);
   int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
   dlock__buf b = {0};
   redisReply *r = NULL;
-  int rc = dlock__resp_command(&b, 3, argv, lens);
+  int rc = dlock__resp_command(&b, 3, wc.argv, wc.lens);
   if (rc == DLOCK_OK)
     rc = send_all(c, dc, b.p, b.len, deadline, why, sizeof why);
   dlock__buf_free(&b);

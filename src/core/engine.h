@@ -329,6 +329,13 @@ void dlock__conn_use(dlock__conn *conn);
 void dlock__conn_start_wanted(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
+/* The replica guard's "WAIT n ms" as arguments (both paths send it). */
+typedef struct dlock__wait_cmd {
+  char n[16], ms[24];
+  const char *argv[3];
+  size_t lens[3];
+} dlock__wait_cmd;
+void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms);
 /* Keep req until conn is ready again (its connect timeout applies), even
  * while it is ready now: a request its server refused as a replica. */
 void dlock__conn_hold(dlock__conn *conn, dlock__req *req);
