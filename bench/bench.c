@@ -118,8 +118,12 @@ static dlock_client_opts client_opts(void) {
   return o;
 }
 
+static char tls_ca[96]; /* T1: the test CA, for rediss:// URLs */
+
 static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
   dlock_client_opts o = client_opts();
+  if (strncmp(url, "rediss", 6) == 0)
+    o.tls_ca_file = tls_ca;
   if (watchdog_ms)
     o.watchdog_timeout_ms = watchdog_ms;
   dlock_client *c = NULL;
@@ -551,13 +555,17 @@ static void w6(void) {
     args[i] = (handoff_arg){i, l, 1};
   run_threads(16, handoff_thread, args, sizeof args[0], duration);
   /* A FIFO violation: X got the lock before Y although Y had asked more than
-   * 2 ms earlier (time enough to join the queue) and was still waiting. */
+   * 5 ms earlier (time enough to join the queue) and was still waiting. The
+   * margin covers the call's way to the server: on two busy cores its tail
+   * passes 2 ms (a 2 ms margin counted 0-24 "violations" per run, 5 ms and
+   * 10 ms none; the torture checker, which reads the queue itself, finds
+   * none either). */
   long n = atomic_load(&sh->nrec), violations = 0;
   if (n > MAX_SAMPLES)
     n = MAX_SAMPLES;
   for (long x = 0; x < n; x++)
     for (long y = 0; y < n; y++)
-      if (sh->rec_call[y] + 2000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
+      if (sh->rec_call[y] + 5000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
         violations++;
   long ns = nsamples();
   emit("W6", "FIFO violations", (double)violations, "count", 0);
@@ -1021,6 +1029,22 @@ static void c1(void) {
   dlock_tool_cluster_stop(&k);
 }
 
+/* W1 (one thread) by client c beside base in the same run: id's pairs/s,
+ * lock p50 and p99 rows, named "W1 ...SUFFIX", base's figures the bounds. */
+static void w1_beside(const char *id, const char *suffix, dlock_client *base,
+                      dlock_client *c) {
+  double r0, p0, q0, r1, p1, q1;
+  char m[3][64];
+  pairs(1, 0, base, &r0, &p0, &q0);
+  pairs(1, 0, c, &r1, &p1, &q1);
+  snprintf(m[0], sizeof m[0], "W1 pairs/s%s", suffix);
+  snprintf(m[1], sizeof m[1], "W1 lock p50%s", suffix);
+  snprintf(m[2], sizeof m[2], "W1 lock p99%s", suffix);
+  emit(id, m[0], r1, "1/s", r0);
+  emit(id, m[1], p1, "us", p0);
+  emit(id, m[2], q1, "us", q0);
+}
+
 /* ---- C2: the replica guard's cost --------------------------------------------
  * A throwaway cluster of 3 masters with a replica each: W1 (one thread) by
  * a client with replica_sync_ms set (each acquire and release waits for the
@@ -1038,15 +1062,143 @@ static void c2(void) {
   int rc = dlock_client_open(k.url, &o, &guarded);
   if (rc != DLOCK_OK)
     die(shown(k.url), rc);
-  double r0, p0, q0, r1, p1, q1;
-  pairs(1, 0, plain, &r0, &p0, &q0);
-  pairs(1, 0, guarded, &r1, &p1, &q1);
-  emit("C2", "W1 pairs/s, replica guard on", r1, "1/s", r0);
-  emit("C2", "W1 lock p50, replica guard on", p1, "us", p0);
-  emit("C2", "W1 lock p99, replica guard on", q1, "us", q0);
+  w1_beside("C2", ", replica guard on", plain, guarded);
   dlock_client_close(plain);
   dlock_client_close(guarded);
   dlock_tool_cluster_stop(&k);
+}
+
+/* ---- F1: failover time --------------------------------------------------------
+ * kill -9 of the master to the first successful acquire on the new one, on a
+ * sentinel setup (a master, 2 replicas, 3 sentinels) and on a cluster (3
+ * masters with a replica each), with the servers' own detection times
+ * (Sentinel's down-after-milliseconds 30 s, cluster-node-timeout 15 s)
+ * unless --down-after MS sets both. Runs only when asked (--workload F1):
+ * with the defaults it takes about a minute. */
+
+static long down_after_ms; /* --down-after; 0: the servers' defaults */
+
+/* kill -9 of s, then acquires of l until one succeeds (each waits up to
+ * the client's connect timeout for a master): ms from the kill, or NAN
+ * after 300 s */
+static double failover_ms(dlock_lock *l, dlock_tool_server *s) {
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = -1;
+  int64_t t0 = now_us();
+  while (now_us() - t0 < 300 * 1000000LL) {
+    if (dlock_acquire(l, 1000, 30000) == DLOCK_OK) {
+      double ms = (double)(now_us() - t0) / 1000.0;
+      dlock_release(l);
+      return ms;
+    }
+    usleep(5000); /* refused at once: the next try a little later */
+  }
+  return NAN;
+}
+
+/* A client that waits for a master up to 60 s, and its lock on name,
+ * acquired and released once (connected). */
+static dlock_client *failover_client(const char *url, const char *name,
+                                     dlock_lock **l) {
+  dlock_client_opts o = client_opts();
+  o.connect_timeout_ms = 60000;
+  dlock_client *c = NULL;
+  int rc = dlock_client_open(url, &o, &c);
+  if (rc == DLOCK_OK)
+    rc = dlock_reentrant_lock_new(c, name, NULL, l);
+  if (rc == DLOCK_OK && (rc = dlock_acquire(*l, 0, 30000)) == DLOCK_OK)
+    rc = dlock_release(*l);
+  if (rc != DLOCK_OK)
+    die(shown(url), rc);
+  return c;
+}
+
+/* The node of k that serves name's slot now (NULL: none says). */
+static dlock_tool_server *slot_owner(dlock_tool_cluster *k, const char *name) {
+  redisContext *c = raw_connect(k->node[0].url);
+  redisReply *slot = redisCommand(c, "CLUSTER KEYSLOT %s", name);
+  redisReply *map = redisCommand(c, "CLUSTER SLOTS");
+  dlock_tool_server *owner = NULL;
+  for (size_t i = 0; slot && map && map->type == REDIS_REPLY_ARRAY &&
+                     i < map->elements; i++) {
+    redisReply *e = map->element[i];
+    if (slot->integer >= e->element[0]->integer &&
+        slot->integer <= e->element[1]->integer)
+      for (int n = 0; n < k->n; n++)
+        if (k->node[n].port == e->element[2]->element[1]->integer)
+          owner = &k->node[n];
+  }
+  freeReplyObject(slot);
+  freeReplyObject(map);
+  redisFree(c);
+  return owner;
+}
+
+static void f1(void) {
+  char set[64];
+  if (down_after_ms > 0)
+    snprintf(set, sizeof set, "%ld", down_after_ms);
+  dlock_tool_sentinel st;
+  if (dlock_tool_sentinel_start(&st, 2, 3, down_after_ms) != 0) {
+    na("F1", "no sentinel setup (redis-server and redis-cli are needed)");
+  } else {
+    dlock_lock *l;
+    dlock_client *c = failover_client(st.url, "bench:f1", &l);
+    double ms = failover_ms(l, &st.node[0]);
+    printf("     (sentinel down-after-milliseconds %s, failover-timeout "
+           "default)\n", down_after_ms > 0 ? set : "30000 (default)");
+    emit("F1", "sentinel: kill -9 to acquire", ms, "ms",
+         down_after_ms > 0 ? (double)down_after_ms : 30000.0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    dlock_tool_sentinel_stop(&st);
+  }
+  dlock_tool_cluster k;
+  if (dlock_tool_cluster_start_timeout(&k, 3, 1, down_after_ms) != 0) {
+    na("F1", "no cluster (redis-server and redis-cli are needed)");
+    return;
+  }
+  dlock_lock *l;
+  dlock_client *c = failover_client(k.url, "bench:f1", &l);
+  dlock_tool_server *owner = slot_owner(&k, "bench:f1");
+  double ms = owner ? failover_ms(l, owner) : NAN;
+  printf("     (cluster-node-timeout %s)\n",
+         down_after_ms > 0 ? set : "15000 (default)");
+  emit("F1", "cluster: kill -9 to acquire", ms, "ms",
+       down_after_ms > 0 ? (double)down_after_ms : 15000.0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  dlock_tool_cluster_stop(&k);
+}
+
+/* ---- T1: TLS ------------------------------------------------------------------
+ * W1 (one thread) and W3 (hand-off) over TLS beside plain TCP, on one
+ * server with both ports, certificates made for the run (the openssl
+ * CLI). */
+
+static void t1(void) {
+  char certs[64] = "/tmp/dlock-bench-certs-XXXXXX", cmd[256], tls_url[64];
+  dlock_tool_server s = {0};
+  int made = mkdtemp(certs) != NULL;
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s'", DLOCK_TLS_CERTS, certs);
+  if (!made || system(cmd) != 0 ||
+      dlock_tool_tls_server_start(&s, certs, tls_url) != 0) {
+    na("T1", "no TLS server (openssl and redis-server with TLS are needed)");
+  } else {
+    snprintf(tls_ca, sizeof tls_ca, "%s/ca.crt", certs);
+    dlock_client *plain = open_client(s.url, 0), *tls = open_client(tls_url, 0);
+    w1_beside("T1", " over TLS", plain, tls);
+    dlock_client_close(plain);
+    dlock_client_close(tls);
+    double h0 = handoff_run(s.url, "bench:t1", NULL);
+    double h1 = handoff_run(tls_url, "bench:t1", NULL);
+    emit("T1", "W3 hand-off p50 over TLS", h1, "us", h0);
+  }
+  dlock_tool_server_stop(&s);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", certs);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", certs);
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -1055,7 +1207,7 @@ static void c2(void) {
 static const struct {
   const char *id;  /* what --workload selects */
   void (*run)(void);
-  int always;      /* runs whatever is selected */
+  int always;      /* runs whatever is selected; -1: only when named */
 } workloads[] = {
     {"W3p", w3p, 0},        /* first: it forks */
     {"W1", w1_w2, 1},       /* W1 and W2; measures the raw round trip the
@@ -1070,16 +1222,22 @@ static const struct {
     {"M1", m1, 0},
     {"C1", c1, 0},
     {"C2", c2, 0},
+    {"T1", t1, 0},
+    {"F1", f1, -1},
 };
 
 static void usage(void) {
   fprintf(stderr,
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
-          "                   [--direct N] [--spin US]\n"
-          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 C1 C2 (default: all;\n"
+          "                   [--direct N] [--spin US] [--down-after MS]\n"
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 C1 C2 T1 (default: all;\n"
           "  C1: W1 and W3 on a throwaway 3-master cluster beside one server;\n"
-          "  C2: W1 with the replica guard on a cluster with replicas)\n");
+          "  C2: W1 with the replica guard on a cluster with replicas;\n"
+          "  T1: W1 and W3 over TLS beside plain TCP),\n"
+          "  and F1 when named: kill -9 of the master to the first acquire on\n"
+          "  a sentinel setup and on a cluster, with the servers' default\n"
+          "  detection times unless --down-after MS)\n");
   exit(2);
 }
 
@@ -1107,10 +1265,12 @@ int main(int argc, char **argv) {
       spin_opt = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--w4-seconds"))
       w4_secs = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--down-after"))
+      down_after_ms = atol(argv[++i]);
     else
       usage();
   }
-  if (duration <= 0 || w4_secs <= 0 || threads_opt < 1 ||
+  if (duration <= 0 || w4_secs <= 0 || threads_opt < 1 || down_after_ms < 0 ||
       threads_opt > MAX_THREADS)
     usage();
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -1133,7 +1293,9 @@ int main(int argc, char **argv) {
   printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
          "bound", "ratio");
   for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
-    if (workloads[i].always || selected(workloads[i].id))
+    if (workloads[i].always > 0 ||
+        (workloads[i].always == 0 && selected(workloads[i].id)) ||
+        (workloads[i].always < 0 && only && !strcmp(only, workloads[i].id)))
       workloads[i].run();
   if (json) {
     fprintf(json, "\n]\n");

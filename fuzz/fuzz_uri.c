@@ -1,6 +1,7 @@
-/* libFuzzer target: the connection URI parser (redis://, unix://, options
- * in the query) on arbitrary bytes. Every parse either fails cleanly with
- * DLOCK_EINVAL and a message or yields a URI whose parts are sane. */
+/* libFuzzer target: the connection URI parser (redis://, rediss://, the
+ * +cluster and +sentinel forms, unix://, options in the query) on
+ * arbitrary bytes. Every parse either fails cleanly with DLOCK_EINVAL and
+ * a message or yields a URI whose parts are sane. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (u.host && (u.port < 1 || u.port > 65535))
       abort();
     if (u.db < 0)
+      abort();
+    if (u.tls && u.path) /* TLS is for TCP URIs only */
       abort();
     dlock__uri_free(&u);
   } else if (rc != DLOCK_EINVAL || dlock_errmsg()[0] == '\0') {

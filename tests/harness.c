@@ -3,7 +3,10 @@
 #include "redis_server.h"
 
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -84,7 +87,7 @@ static int spawn(th_server *s) {
   char port[16], log[128];
   snprintf(port, sizeof port, "%d", s->port);
   snprintf(log, sizeof log, "%s/redis.log", s->dir);
-  char extra[256];
+  char extra[512];
   snprintf(extra, sizeof extra, "%s", s->extra);
   char *argv[64] = {(char *)bin, "--port", port, "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--dir", s->dir,
@@ -142,6 +145,64 @@ int th_server_start(th_server *s, const char *extra) {
   if (mkdtemp(s->dir) == NULL)
     return -1;
   return spawn_on_free_port(s);
+}
+
+int th_blackhole_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      listen(fd, 128) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  return ntohs(a.sin_port); /* fd stays open until exit */
+}
+
+int th_tls_certs(char dir[64]) {
+  const char *script = getenv("DLOCK_TLS_CERTS");
+  snprintf(dir, 64, "/tmp/dlock-certs-XXXXXX");
+  if (script == NULL || mkdtemp(dir) == NULL)
+    return -1;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "sh '%s' '%s'", script, dir);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "the test certificates could not be made (openssl)\n");
+    return -1;
+  }
+  return 0;
+}
+
+void th_tls_certs_remove(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (dir[0] && system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
+                        int auth_clients) {
+  for (int attempt = 0; attempt < 5; attempt++) {
+    int port = dlock_tool_free_port();
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "--tls-port %d --tls-cert-file %s/%s.crt --tls-key-file %s/%s.key "
+             "--tls-ca-cert-file %s/ca.crt --tls-auth-clients %s",
+             port, certs, leaf, certs, leaf, certs, auth_clients ? "yes" : "no");
+    if (th_server_start(s, extra) == 0) {
+      s->tls_port = port;
+      snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", port);
+      /* the plain port, for th_connect_key in worker processes */
+      char var[48], plain[16];
+      snprintf(var, sizeof var, "DLOCK_TEST_TLS_%d", port);
+      snprintf(plain, sizeof plain, "%d", s->port);
+      setenv(var, plain, 1);
+      return 0;
+    }
+  }
+  return -1;
 }
 
 int th_server_restart(th_server *s) {
@@ -231,6 +292,31 @@ redisReply *th_cmd(th_server *s, const char *fmt, ...) {
   redisReply *r = vcmd(s, fmt, ap);
   va_end(ap);
   return r;
+}
+
+void th_guard_refuses(dlock_lock *const *locks, int n, th_server *master,
+                      const char *name, int64_t guard_ms) {
+  for (int i = 0; i < n; i++) {
+    int64_t t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_acquire(locks[i], 0, 30000), DLOCK_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica guard"));
+    CU_ASSERT(th_now_ms() - t0 >= guard_ms); /* the guard's time, not less */
+    CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 0);
+  }
+}
+
+long long th_cmd_calls(th_server *s, const char *cmd) {
+  redisReply *r = th_cmd(s, "INFO commandstats");
+  long long n = -1;
+  if (r && r->type == REDIS_REPLY_STRING) {
+    char key[96];
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(r->str, key);
+    n = p ? atoll(p + strlen(key)) : 0;
+  }
+  if (r)
+    freeReplyObject(r);
+  return n;
 }
 
 long long th_int(th_server *s, const char *fmt, ...) {
@@ -512,6 +598,14 @@ long long th_numsub(th_server *s, const char *channel) {
   return sum;
 }
 
+/* A setup of several servers answers to its first node's port, pid and
+ * directory. */
+static void adopt_node0(th_server *s) {
+  s->port = s->node[0].port;
+  s->pid = s->node[0].pid;
+  snprintf(s->dir, sizeof s->dir, "%s", s->node[0].dir);
+}
+
 int th_cluster_mode(void) {
   const char *v = getenv("DLOCK_TEST_CLUSTER");
   return v && strcmp(v, "1") == 0;
@@ -578,13 +672,10 @@ int th_cluster_start(th_server *s, int masters, int replicas) {
     th_server_stop(s);
     return -1;
   }
-  s->port = s->node[0].port;
-  s->pid = s->node[0].pid;
-  snprintf(s->dir, sizeof s->dir, "%s", s->node[0].dir);
-  len = (size_t)snprintf(s->url, sizeof s->url, "redis+cluster://");
+  adopt_node0(s);
+  snprintf(s->url, sizeof s->url, "redis+cluster://");
   for (int i = 0; i < masters; i++)
-    len += (size_t)snprintf(s->url + len, sizeof s->url - len, "%s127.0.0.1:%d",
-                            i ? "," : "", s->node[i].port);
+    dlock_tool_url_add(s->url, sizeof s->url, s->node[i].port);
   return 0;
 }
 
@@ -658,14 +749,11 @@ int th_sentinel_start(th_server *s, int replicas, int sentinels) {
     th_server_stop(s);
     return -1;
   }
-  s->port = s->node[0].port;
-  s->pid = s->node[0].pid;
-  snprintf(s->dir, sizeof s->dir, "%s", s->node[0].dir);
-  size_t len = (size_t)snprintf(s->url, sizeof s->url, "redis+sentinel://");
+  adopt_node0(s);
+  snprintf(s->url, sizeof s->url, "redis+sentinel://");
   for (int i = 1 + replicas; i < n; i++)
-    len += (size_t)snprintf(s->url + len, sizeof s->url - len, "%s127.0.0.1:%d",
-                            i > 1 + replicas ? "," : "", s->node[i].port);
-  snprintf(s->url + len, sizeof s->url - len, "/dlock-test");
+    dlock_tool_url_add(s->url, sizeof s->url, s->node[i].port);
+  strncat(s->url, "/dlock-test", sizeof s->url - strlen(s->url) - 1);
   return 0;
 }
 
@@ -685,8 +773,31 @@ th_server *th_sentinel_master(th_server *s) {
   return NULL;
 }
 
+int th_tls_mode(void) {
+  const char *v = getenv("DLOCK_TEST_TLS");
+  return v && strcmp(v, "1") == 0;
+}
+
+static char mode_certs[64]; /* TLS mode's certificates, made once */
+
+static void remove_mode_certs(void) { th_tls_certs_remove(mode_certs); }
+
 int th_main_server_start(th_server *s) {
-  return th_cluster_mode() ? th_cluster_start(s, 3, 1) : th_server_start(s, NULL);
+  if (th_cluster_mode())
+    return th_cluster_start(s, 3, 1);
+  if (!th_tls_mode())
+    return th_server_start(s, NULL);
+  if (mode_certs[0] == '\0') {
+    if (th_tls_certs(mode_certs) != 0)
+      return -1;
+    atexit(remove_mode_certs);
+    /* every client's default trust store (OpenSSL reads it at open): the
+     * suites' clients trust the test CA without a TLS option */
+    char ca[96];
+    snprintf(ca, sizeof ca, "%s/ca.crt", mode_certs);
+    setenv("SSL_CERT_FILE", ca, 1);
+  }
+  return th_tls_server_start(s, mode_certs, "server", 0);
 }
 
 /* The port of the master that owns key's slot, asked of ctx (0 unknown). */
@@ -820,6 +931,10 @@ int th_connections_of(th_server *s, dlock_client *c) {
 th_server *th_node_of(th_server *s, const char *key) {
   if (s->nnodes == 0)
     return s;
+  if (s->sentinels > 0) { /* one master for every key */
+    th_server *m = th_sentinel_master(s);
+    return m ? m : &s->node[0];
+  }
   struct timeval tv = {2, 0};
   redisContext *ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
   int port = ctx && !ctx->err ? owner_port(ctx, key) : 0;
@@ -835,6 +950,10 @@ redisContext *th_connect_key(const char *url, const char *key) {
   int cluster = strncmp(url, "redis+cluster://", 16) == 0;
   const char *p = strstr(url, "127.0.0.1:");
   int port = p ? atoi(p + 10) : 0;
+  char var[48];
+  snprintf(var, sizeof var, "DLOCK_TEST_TLS_%d", port);
+  if (strncmp(url, "rediss://", 9) == 0 && getenv(var)) /* its plain port */
+    port = atoi(getenv(var));
   redisContext *ctx = redisConnect("127.0.0.1", port);
   if (!cluster || ctx == NULL || ctx->err)
     return ctx;

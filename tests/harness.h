@@ -17,19 +17,42 @@ typedef struct th_server {
   int port;
   char dir[64];
   char url[256];
-  char extra[256]; /* extra redis-server arguments, space separated */
+  char extra[512]; /* extra redis-server arguments, space separated */
   int nnodes;               /* a cluster's servers (0: standalone) */
   struct th_server *node;   /* masters first; port/pid above are node[0]'s */
   int sentinels;            /* a sentinel setup: its last nodes are sentinels
                                (node[0] the first master) */
   char conf[96];            /* a sentinel: its config file */
+  int tls_port;             /* a TLS server's TLS port (url); port stays
+                               plain, for th_cmd and the like */
 } th_server;
+
+/* A loopback port that listens (connections complete) but never accepts
+ * or answers, until the process exits; -1 on failure. */
+int th_blackhole_port(void);
+
+/* Test certificates (tests/support/tls_certs.sh: ca, server, client,
+ * expired, wronghost, other-ca) made into a new directory, named in dir.
+ * 0 on success. */
+int th_tls_certs(char dir[64]);
+/* Remove them. */
+void th_tls_certs_remove(const char *dir);
+/* A server with a plain port (s->port) and a TLS port (s->tls_port, in
+ * s->url as rediss://) presenting certs/LEAF.crt, trusting certs/ca.crt
+ * for client certificates, which it asks for when auth_clients. */
+int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
+                        int auth_clients);
 
 /* The topology the suites run on: DLOCK_TEST_CLUSTER=1 in the environment
  * makes th_suite_open (and th_main_server_start) start a Redis Cluster of 3
  * masters and 3 replicas instead of one server, so every primitive suite
  * runs on both with one switch (tests/meson.build's "-cluster" tests). */
 int th_cluster_mode(void);
+/* DLOCK_TEST_TLS=1: th_suite_open (and th_main_server_start) start a TLS
+ * server (th_tls_server_start) and the suite's clients talk TLS on
+ * s->url (rediss://), trusting the test CA through SSL_CERT_FILE (the
+ * meson "-tls" tests). */
+int th_tls_mode(void);
 /* Start a cluster of masters masters with replicas replicas each, on free
  * loopback ports; s->url is its redis+cluster:// URL. 0 on success. */
 int th_cluster_start(th_server *s, int masters, int replicas);
@@ -44,8 +67,9 @@ th_server *th_sentinel_master(th_server *s);
 /* th_cluster_start(s, 3, 1) in cluster mode, else th_server_start(s, NULL). */
 int th_main_server_start(th_server *s);
 /* A plain hiredis connection for a worker process given a test's URL: to
- * its server, or on a cluster to the master that owns key's slot (keep a
- * worker's keys in one slot with a {hash tag}). */
+ * its server (a TLS server's plain port, which th_tls_server_start put in
+ * the environment), or on a cluster to the master that owns key's slot
+ * (keep a worker's keys in one slot with a {hash tag}). */
 redisContext *th_connect_key(const char *url, const char *key);
 /* The node of cluster s that owns key's slot now (s itself standalone). */
 th_server *th_node_of(th_server *s, const char *key);
@@ -83,6 +107,14 @@ int th_server_restart(th_server *s);
 void th_server_kill(th_server *s);
 /* Kill and remove the directory. */
 void th_server_stop(th_server *s);
+/* How many times s has run the command cmd (lower case), from INFO
+ * commandstats ("cmdstat_CMD:calls="); -1 when it does not answer. */
+long long th_cmd_calls(th_server *s, const char *cmd);
+/* The replica guard with the replicas stopped: each of the n locks (all
+ * on name, whose master is master) fails to acquire with DLOCK_EIO naming
+ * the guard, not before guard_ms, and leaves name unheld. */
+void th_guard_refuses(dlock_lock *const *locks, int n, th_server *master,
+                      const char *name, int64_t guard_ms);
 /* SIGSTOP / SIGCONT. */
 void th_server_pause(th_server *s, int paused);
 

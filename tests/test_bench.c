@@ -42,12 +42,31 @@ static int bench_json(char *const args[], int timeout_ms, char *text, size_t siz
   return status;
 }
 
+/* F1 runs only when named: kill -9 of the master on a sentinel setup and on
+ * a cluster (1 s detection here), each followed by an acquire on the new
+ * master within the bench's bound. */
+static void test_failover_workload(void) {
+  static char text[16384];
+  char *args[] = {"--duration", "0.2", "--workload", "F1", "--down-after",
+                  "1000", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(args, 120000, text, sizeof text), 0);
+  int found = 0;
+  for (const char *p = strstr(text, "\"workload\": \"F1\""); p;
+       p = strstr(p + 1, "\"workload\": \"F1\"")) {
+    const char *v = strstr(p, "\"value\": ");
+    double ms = v ? atof(v + 9) : NAN;
+    CU_ASSERT(isfinite(ms) && ms > 0 && ms < 60000);
+    found++;
+  }
+  CU_ASSERT_EQUAL(found, 2); /* sentinel and cluster */
+}
+
 static void test_every_workload_runs(void) {
   static char text[65536];
   char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(args, 240000, text, sizeof text), 0);
   static const char *ids[] = {"W1", "W2", "W3", "W3p", "W4", "W5",
-                              "W6", "W7", "W8", "M1", "C1", "C2"};
+                              "W6", "W7", "W8", "M1", "C1", "C2", "T1"};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
     char key[64];
     snprintf(key, sizeof key, "\"workload\": \"%s\"", ids[i]);
@@ -92,6 +111,7 @@ static void test_peers(void) {
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
   CU_add_test(s, "every_workload_runs", test_every_workload_runs);
+  CU_add_test(s, "failover_workload", test_failover_workload);
   CU_add_test(s, "peers", test_peers);
 }
 

@@ -53,7 +53,7 @@ static void test_uri_parse(void) {
       NULL, "", "http://x", "redis://", "redis://h:0", "redis://h:65536",
       "redis://h:12x", "redis://h/abc", "redis://h:1/2/3", "redis://[::1",
       "redis://a%zzb@h", "redis://a%4", "unix://", "unix://relative.sock",
-      "unix:///s?db=x", "rediss://h", "redis://h:99999999999999"};
+      "unix:///s?db=x", "rediss://", "rediss+unix:///s", "redis://h:99999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int rc = dlock__uri_parse(bad[i], &u);
     if (rc != DLOCK_EINVAL)
@@ -187,7 +187,7 @@ static void test_open_bad_uri_and_options(void) {
   o.client_name = "has space";
   TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
   o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
-  o.version = 7;
+  o.version = DLOCK_CLIENT_OPTS_VERSION + 1;
   TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
 }
 

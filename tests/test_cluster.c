@@ -105,32 +105,12 @@ static void test_direct_per_master(void) {
   dlock_client_close(c);
 }
 
-/* Calls a node has run of the commands in keys ("cmdstat_NAME:calls="),
- * from INFO commandstats. */
-static long long calls_of(th_server *n, const char *const *keys, int nkeys) {
-  redisReply *r = th_cmd(n, "INFO commandstats");
-  long long sum = 0;
-  for (int i = 0; i < nkeys && r && r->type == REDIS_REPLY_STRING; i++) {
-    const char *p = strstr(r->str, keys[i]);
-    if (p)
-      sum += atoll(p + strlen(keys[i]));
-  }
-  if (r)
-    freeReplyObject(r);
-  return sum;
-}
-
 /* Script calls a node has run (EVALSHA and EVAL). */
 static long long script_calls(th_server *n) {
-  const char *keys[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
-  return calls_of(n, keys, 2);
+  return th_cmd_calls(n, "evalsha") + th_cmd_calls(n, "eval");
 }
 
-static long long wait_calls(th_server *n) {
-  const char *keys[] = {"cmdstat_wait:calls="};
-  return calls_of(n, keys, 1);
-}
-
+static long long wait_calls(th_server *n) { return th_cmd_calls(n, "wait"); }
 
 /* The replica guard (replica_sync_ms): each write of an acquire or a
  * release is followed by a WAIT on its master, on the direct path and
@@ -180,13 +160,7 @@ static void test_replica_guard(void) {
   CU_ASSERT_EQUAL(wait_calls(master) - w0, 4);
   th_server_pause(replica, 1);
   dlock_lock *both[] = {ld, le};
-  for (int i = 0; i < 2; i++) {
-    int64_t t0 = th_now_ms();
-    TH_ASSERT_RC(dlock_acquire(both[i], 0, 30000), DLOCK_EIO);
-    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica guard"));
-    CU_ASSERT(th_now_ms() - t0 >= 300); /* the guard's time, not less */
-    CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 0);
-  }
+  th_guard_refuses(both, 2, master, name, 300);
   th_server_pause(replica, 0);
   TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 1);

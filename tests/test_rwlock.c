@@ -608,6 +608,34 @@ static void test_bad_input(void) {
   dlock_rwlock_free(rw);
 }
 
+/* A writer's try times out mid-script (the server sleeps past its command
+ * timeout, while the holder's lease runs out): the writer asks the server
+ * whether the try ran (it did not) and goes on within its budget: it gets
+ * the lock, not DLOCK_EIO. */
+static void test_timed_out_try_keeps_waiting(void) {
+  const char *name = th_name("rw-midscript");
+  dlock_rwlock *held = new_rw(cl, name);
+  TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(held), 0, 700), DLOCK_OK);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 200;
+  dlock_client *cw = th_client(&srv, &o);
+  dlock_rwlock *rw = new_rw(cw, name);
+  /* its next try comes when the 700 ms lease ends: inside the sleep */
+  op w = {.lock = dlock_rwlock_write(rw), .wait_ms = 10000, .lease_ms = 5000,
+          .release = 1};
+  pthread_create(&w.t, NULL, op_run, &w);
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  redisReply *r = th_cmd(th_node_of(&srv, name), "DEBUG SLEEP 0.9");
+  freeReplyObject(r);
+  pthread_join(w.t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  dlock_rwlock_free(rw);
+  dlock_rwlock_free(held);
+  dlock_client_close(cw);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("rwlock", suite_init, suite_clean);
   CU_add_test(s, "readers_share_writer_excluded", test_readers_share_writer_excluded);
@@ -615,6 +643,7 @@ static void add_tests(void) {
   CU_add_test(s, "downgrade", test_downgrade);
   CU_add_test(s, "upgrade_refused", test_upgrade_refused);
   CU_add_test(s, "per_hold_leases", test_per_hold_leases);
+  CU_add_test(s, "timed_out_try_keeps_waiting", test_timed_out_try_keeps_waiting);
   CU_add_test(s, "ttl_follows_longest_hold", test_ttl_follows_longest_hold);
   CU_add_test(s, "write_lease_expiry_lets_readers_in",
               test_write_lease_expiry_lets_readers_in);

@@ -2,12 +2,17 @@
  * finds the master, says clearly when it cannot, and follows a failover
  * (a demoted master's READONLY, a killed master). Against a real master,
  * two replicas and three sentinels (tests/harness.c). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "core/core.h"
+#include "core/engine.h"
 #include "harness.h"
 #include "redis_server.h"
 
@@ -78,6 +83,216 @@ static void test_clear_errors(void) {
                DLOCK_OK);
 }
 
+/* Sentinels that want a password (ACL on each): without the sentinel
+ * credentials, or with wrong ones, the open fails saying so; with them
+ * (dlock_client_opts v6) the client finds the master, and its +switch-master
+ * watch is subscribed (the AUTH goes ahead of SUBSCRIBE on that connection
+ * too). The master's credentials are not the sentinels': a redis:// URI
+ * with sentinel credentials is refused. */
+static void test_sentinel_credentials(void) {
+  int first = srv.nnodes - srv.sentinels;
+  redisContext *sc[8] = {0};
+  struct timeval tv = {2, 0};
+  for (int i = first; i < srv.nnodes; i++) { /* stays authenticated */
+    sc[i - first] = redisConnectWithTimeout("127.0.0.1", srv.node[i].port, tv);
+    CU_ASSERT_FATAL(sc[i - first] && !sc[i - first]->err);
+    redisReply *r = redisCommand(sc[i - first], "ACL SETUSER default on resetpass >s3cret");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+  }
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(srv.url, NULL, &c), DLOCK_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "NOAUTH"));
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.sentinel_password = "wrong";
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "refused the sentinel credentials"));
+  CU_ASSERT_PTR_NULL(strstr(dlock_errmsg(), "wrong"));
+  o.sentinel_username = "default";
+  o.sentinel_password = "s3cret";
+  c = th_client(&srv, &o);
+  const char *name = th_name("sentinel-auth");
+  dlock_lock *l = new_lock(c, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(th_sentinel_master(&srv) ? th_sentinel_master(&srv)
+                                                  : &srv.node[0],
+                         "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  /* the watch: a client of one sentinel subscribed to its six events */
+  int watching = 0;
+  for (int64_t end = th_now_ms() + 5000; !watching && th_now_ms() < end;
+       usleep(20000))
+    for (int i = 0; i < srv.sentinels && !watching; i++) {
+      redisReply *r = redisCommand(sc[i], "CLIENT LIST");
+      watching = r && r->type == REDIS_REPLY_STRING && strstr(r->str, " sub=6 ");
+      freeReplyObject(r);
+    }
+  CU_ASSERT(watching);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1:1", &o, &c), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "redis+sentinel://"));
+  for (int i = 0; i < srv.sentinels; i++) {
+    redisReply *r = redisCommand(sc[i], "ACL SETUSER default nopass");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(sc[i]);
+  }
+}
+
+/* Calls go the direct way here too (the calling thread's own connection to
+ * the master the sentinels named): 40 calls, none through the engine. */
+static void test_direct_path(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("direct");
+  dlock_lock *l = new_lock(c, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* connected */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  uint64_t calls = atomic_load(&c->direct.calls);
+  uint64_t fallbacks = atomic_load(&c->direct.fallbacks);
+  for (int i = 0; i < 20; i++) {
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.calls) - calls, 40);
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.fallbacks), fallbacks);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* The replica guard (replica_sync_ms) on a sentinel's master: the count
+ * of replicas comes from the master's ROLE; each write of an acquire or a
+ * release is followed by a WAIT (direct path and engine alike). With both
+ * replicas stopped, an acquire fails with DLOCK_EIO naming the guard and
+ * leaves nothing held; with them back, it succeeds. */
+static void test_replica_guard(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 300;
+  dlock_client *direct = th_client(&srv, &o);
+  o.direct_conns = 0;
+  dlock_client *engine = th_client(&srv, &o);
+  const char *name = th_name("guard");
+  dlock_lock *ld = new_lock(direct, name), *le = new_lock(engine, name);
+  th_server *m = th_sentinel_master(&srv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK); /* connected */
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  long long w0 = th_cmd_calls(m, "wait");
+  uint64_t direct0 = atomic_load(&direct->direct.calls);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  CU_ASSERT_EQUAL(atomic_load(&direct->direct.calls), direct0 + 2);
+  TH_ASSERT_RC(dlock_acquire(le, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(le), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_cmd_calls(m, "wait") - w0, 4);
+  th_server *replicas[2];
+  int nr = 0;
+  for (int i = 0; i < srv.nnodes - srv.sentinels && nr < 2; i++)
+    if (&srv.node[i] != m)
+      replicas[nr++] = &srv.node[i];
+  CU_ASSERT_EQUAL_FATAL(nr, 2);
+  for (int i = 0; i < nr; i++)
+    th_server_pause(replicas[i], 1);
+  dlock_lock *both[] = {ld, le};
+  th_guard_refuses(both, 2, m, name, 300);
+  for (int i = 0; i < nr; i++)
+    th_server_pause(replicas[i], 0);
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(m, "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  dlock_lock_free(ld);
+  dlock_lock_free(le);
+  dlock_client_close(direct);
+  dlock_client_close(engine);
+}
+
+/* The sentinels have finished with a failover: none in progress, and the
+ * master has its two replicas again (bounded, 20 s). */
+static int settled(void) {
+  for (int64_t end = th_now_ms() + 20000; th_now_ms() < end; usleep(50000)) {
+    th_server *m = th_sentinel_master(&srv);
+    redisReply *r = th_cmd(&srv.node[srv.nnodes - 1], "SENTINEL MASTER dlock-test");
+    int busy = 1;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+      if (strcmp(r->element[i]->str, "flags") == 0)
+        busy = strstr(r->element[i + 1]->str, "failover") != NULL;
+    if (r)
+      freeReplyObject(r);
+    if (!busy && m && th_int(m, "WAIT 2 100") == 2)
+      return 1;
+  }
+  return 0;
+}
+
+/* Two locks of c on fresh names (a, b: into na, nb), the first held with
+ * lease and on both replicas: the master it is held on. */
+static th_server *two_locks(dlock_client *c, const char *a, char na[96],
+                            dlock_lock **la, const char *b, char nb[96],
+                            dlock_lock **lb, int64_t lease) {
+  snprintf(na, 96, "%s", th_name(a));
+  snprintf(nb, 96, "%s", th_name(b));
+  *la = new_lock(c, na);
+  *lb = new_lock(c, nb);
+  th_server *m = th_sentinel_master(&srv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  TH_ASSERT_RC(dlock_acquire(*la, 0, lease), DLOCK_OK);
+  CU_ASSERT(th_int(m, "WAIT 2 2000") == 2); /* on both replicas */
+  return m;
+}
+
+typedef struct in_flight {
+  dlock_lock *l;
+  int rc;
+  int64_t took_ms;
+} in_flight;
+
+static void *acquire_in_flight(void *p) {
+  in_flight *f = p;
+  int64_t t0 = th_now_ms();
+  f->rc = dlock_acquire(f->l, 15000, 30000);
+  f->took_ms = th_now_ms() - t0;
+  return NULL;
+}
+
+/* Calls in flight when the master stops answering (SIGSTOP: the sentinels
+ * fail over to a replica) complete on the new master within their budget:
+ * a release of a hold taken before (its retry carries the same request
+ * id) and an acquire (its try's answer is lost: the client asks the new
+ * master whether it ran, then tries there). Both direct calls. */
+static void test_calls_in_flight(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 10000;
+  o.command_timeout_ms = 15000; /* no timeout: the switch ends the calls */
+  dlock_client *c = th_client(&srv, &o);
+  char held[96], wanted[96];
+  dlock_lock *lh, *lw;
+  th_server *old = two_locks(c, "in-flight-held", held, &lh, "in-flight-wanted",
+                             wanted, &lw, 60000);
+  th_server_pause(old, 1);
+  in_flight f = {lw, -1, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, acquire_in_flight, &f);
+  int64_t t0 = th_now_ms();
+  int rc = dlock_release(lh);
+  int64_t took = th_now_ms() - t0;
+  pthread_join(t, NULL);
+  th_server_pause(old, 0);
+  printf("\n    release %lld ms (%s), acquire %lld ms (%s) ", (long long)took,
+         dlock_errname(rc), (long long)f.took_ms, dlock_errname(f.rc));
+  CU_ASSERT_EQUAL(rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(f.rc, DLOCK_OK);
+  CU_ASSERT(took < 15000 && f.took_ms < 15000);
+  th_server *now = new_master(old, 1000);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(now);
+  CU_ASSERT_EQUAL(th_int(now, "EXISTS %s", held), 0);
+  CU_ASSERT_EQUAL(th_int(now, "EXISTS %s", wanted), 1);
+  TH_ASSERT_RC(dlock_force_release(lw, NULL), DLOCK_OK); /* the thread's */
+  dlock_lock_free(lh);
+  dlock_lock_free(lw);
+  dlock_client_close(c);
+  CU_ASSERT(settled()); /* for the tests after this one */
+}
+
 /* SENTINEL FAILOVER: the sentinels announce the new master (+switch-master)
  * while the old one still says it is a master, and demote it later; the
  * client moves at the announcement and goes on there: a watchdog hold taken
@@ -92,13 +307,9 @@ static void test_graceful_failover(void) {
   o.on_lost_data = &log;
   dlock_client *c = th_client(&srv, &o);
   char held[96], later[96];
-  snprintf(held, sizeof held, "%s", th_name("held"));
-  snprintf(later, sizeof later, "%s", th_name("later"));
-  dlock_lock *lh = new_lock(c, held), *ll = new_lock(c, later);
-  th_server *old = th_sentinel_master(&srv);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(old);
-  TH_ASSERT_RC(dlock_acquire(lh, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
-  CU_ASSERT(th_int(old, "WAIT 2 2000") == 2); /* on both replicas */
+  dlock_lock *lh, *ll;
+  th_server *old = two_locks(c, "held", held, &lh, "later", later, &ll,
+                             DLOCK_LEASE_WATCHDOG);
   redisReply *r = th_cmd(&srv.node[srv.nnodes - 1], "SENTINEL FAILOVER dlock-test");
   CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
   if (r)
@@ -157,6 +368,10 @@ static void add(void) {
   CU_pSuite s = CU_add_suite("sentinel", suite_init, suite_clean);
   CU_add_test(s, "finds_master", test_finds_master);
   CU_add_test(s, "clear_errors", test_clear_errors);
+  CU_add_test(s, "sentinel_credentials", test_sentinel_credentials);
+  CU_add_test(s, "direct_path", test_direct_path);
+  CU_add_test(s, "replica_guard", test_replica_guard);
+  CU_add_test(s, "calls_in_flight", test_calls_in_flight);
   CU_add_test(s, "graceful_failover", test_graceful_failover);
   CU_add_test(s, "master_killed", test_master_killed); /* last */
 }

@@ -110,14 +110,36 @@ typedef struct dlock_client_opts {
                                   again and fails with DLOCK_EIO. Costs a
                                   round trip plus the replicas' ack per call.
                                   Applies where dlock knows the replicas (a
-                                  cluster's masters). 0: off (default); must
-                                  be below command_timeout_ms */
+                                  cluster's masters, a sentinel's master).
+                                  0: off (default); must be below
+                                  command_timeout_ms */
+  /* version 6: */
+  const char *sentinel_username; /* a redis+sentinel:// client's AUTH to the
+                                  sentinels (the URI's user and password are
+                                  the master's); NULL: none */
+  const char *sentinel_password; /* NULL: the sentinels take no password.
+                                  Copied, and wiped when the client is
+                                  freed. */
+  /* version 7: TLS, for rediss://, rediss+cluster:// and rediss+sentinel://
+   * URIs (docs/tls.md); refused with the others. Files are read at open. */
+  const char *tls_ca_file;     /* PEM CA certificates to trust; NULL (and no
+                                  tls_ca_dir): the system trust store */
+  const char *tls_ca_dir;      /* a directory of hashed CA certificates */
+  const char *tls_cert_file;   /* a client certificate (mutual TLS), PEM,
+                                  with tls_key_file */
+  const char *tls_key_file;    /* its private key, PEM (not encrypted) */
+  const char *tls_server_name; /* the name the server's certificate must
+                                  show, and the SNI name; NULL: the host
+                                  each connection goes to */
+  int tls_insecure;            /* 1: do not verify the server's
+                                  certificate. INSECURE: anyone on the
+                                  path can pose as the server. For tests */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 5u /* 1 to 4 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 7u /* 1 to 6 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1, 0 }
+    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
 
 /* Open a client and connect to Redis.
  *

@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
+#include "net/tls.h"
 
 /* ---- owner ids -------------------------------------------------------------- */
 
@@ -28,6 +29,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 /* ---- the client ------------------------------------------------------------- */
 
 static void client_free(dlock_client *c) {
+  dlock__tls_ctx_free(c->tls);
   dlock__cluster_free(c);
   dlock__sentinel_free(c);
   dlock__direct_free(c);
@@ -130,7 +132,9 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       0, offsetof(dlock_client_opts, share_engine),
       offsetof(dlock_client_opts, username),
       offsetof(dlock_client_opts, direct_conns),
-      offsetof(dlock_client_opts, replica_sync_ms), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, replica_sync_ms),
+      offsetof(dlock_client_opts, sentinel_username),
+      offsetof(dlock_client_opts, tls_ca_file), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
@@ -155,13 +159,37 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
           DLOCK_OK ||
+      (rc = dlock__uri_set_sentinel_auth(&c->uri, opts->sentinel_username,
+                                         opts->sentinel_password)) != DLOCK_OK ||
       (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK) ||
       (rc = dlock__direct_pools(c)) != DLOCK_OK) {
     client_free(c);
     return rc;
   }
+  if (!c->uri.sentinel && (opts->sentinel_username || opts->sentinel_password)) {
+    client_free(c);
+    return dlock__fail(DLOCK_EINVAL, "sentinel_username and sentinel_password "
+                       "are for redis+sentinel:// URIs");
+  }
+  if (!c->uri.tls && (opts->tls_ca_file || opts->tls_ca_dir || opts->tls_cert_file ||
+                      opts->tls_key_file || opts->tls_server_name ||
+                      opts->tls_insecure)) {
+    client_free(c);
+    return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
+                       "rediss:// and rediss+cluster://");
+  }
+  if (c->uri.tls && c->uri.sentinel) {
+    client_free(c);
+    return dlock__fail(DLOCK_EINVAL, "rediss+sentinel:// (TLS to the "
+                       "sentinels) is not supported yet");
+  }
+  if (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK) {
+    client_free(c);
+    return rc;
+  }
   c->opts = *opts;
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
+  c->opts.sentinel_username = c->opts.sentinel_password = NULL;
   if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlock_errmsg());

@@ -14,6 +14,7 @@
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
+#include "net/tls.h"
 #include "core/scripts.h"
 
 #define BACKOFF_FIRST_MS 25
@@ -133,6 +134,7 @@ static void conn_arm(dlock__conn *conn) {
   int64_t next = INT64_MAX;
   switch (conn->state) {
   case CONN_CONNECTING:
+  case CONN_TLS:
   case CONN_HANDSHAKE:
     next = conn->connect_started_ms + o->connect_timeout_ms;
     break;
@@ -162,6 +164,7 @@ static void conn_arm(dlock__conn *conn) {
 static void conn_put(dlock__conn *conn, dlock__req *req) {
   int was_empty = conn->inflight == NULL;
   req->sent_ms = dlock__now_ms();
+  req->written = 1;
   dlock__req_push(&conn->inflight, &conn->inflight_tail, req);
   if (dlock__buf_add(&conn->out, req->cmd.p, req->cmd.len) != DLOCK_OK) {
     conn_fail(conn, "out of memory for the write buffer");
@@ -232,10 +235,16 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(conn->last_error + n, sizeof conn->last_error - (size_t)n, fmt, ap);
   va_end(ap);
+  if (conn->tls && conn->state == CONN_HANDSHAKE) /* TLS 1.3 says it late */
+    dlock__append(conn->last_error, sizeof conn->last_error,
+                  " (right after the TLS handshake: did the server refuse "
+                  "this client's certificate?)");
   conn->state = CONN_CLOSING;
   if (conn->pool)
     atomic_store(&conn->pool->ready, 0);
   conn->out.len = 0;
+  dlock__tls_free(conn->tls);
+  conn->tls = NULL;
   redisReaderFree(conn->reader);
   conn->reader = redisReaderCreate();
   char why[256];
@@ -269,42 +278,71 @@ static void on_write(uv_write_t *w, int status) {
     conn_fail(conn, "write failed: %s", uv_strerror(status));
 }
 
-void dlock__conn_flush(dlock__conn *conn) {
-  if (conn->out.len == 0 ||
-      (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE))
-    return;
-  uv_buf_t buf = uv_buf_init(conn->out.p, (unsigned)conn->out.len);
+/* Write p to the socket: at once as far as the kernel takes it, the rest
+ * queued in order. 0, or -1 when conn failed. */
+static int raw_write(dlock__conn *conn, const char *p, size_t len) {
+  uv_buf_t buf = uv_buf_init((char *)p, (unsigned)len);
   size_t done = 0;
   if (conn->writes_pending == 0) {
     int n = uv_try_write(&conn->u.stream, &buf, 1);
     if (n < 0 && n != UV_EAGAIN) {
       conn_fail(conn, "write failed: %s", uv_strerror(n));
-      return;
+      return -1;
     }
     done = n > 0 ? (size_t)n : 0;
   }
-  if (done < conn->out.len) {
+  if (done < len) {
     /* The kernel buffer is full: hand the rest to libuv, which keeps the
      * order of queued writes. The copy lives with the write request. */
-    size_t rest = conn->out.len - done;
+    size_t rest = len - done;
     uv_write_t *w = malloc(sizeof *w + rest);
     if (w == NULL) {
       conn_fail(conn, "out of memory for a write");
-      return;
+      return -1;
     }
     char *copy = (char *)(w + 1);
-    memcpy(copy, conn->out.p + done, rest);
+    memcpy(copy, p + done, rest);
     w->data = conn;
     uv_buf_t b = uv_buf_init(copy, (unsigned)rest);
     int rc = uv_write(w, &conn->u.stream, &b, 1, on_write);
     if (rc < 0) {
       free(w);
       conn_fail(conn, "write failed: %s", uv_strerror(rc));
-      return;
+      return -1;
     }
     conn->writes_pending++;
   }
-  conn->out.len = 0;
+  return 0;
+}
+
+/* The TLS session's encrypted bytes, to the socket. 0, or -1 when conn
+ * failed. */
+static int tls_out(dlock__conn *conn) {
+  char buf[16384];
+  size_t k;
+  while (conn->tls && (k = dlock__tls_take(conn->tls, buf, sizeof buf)) > 0)
+    if (raw_write(conn, buf, k) != 0)
+      return -1;
+  return 0;
+}
+
+void dlock__conn_flush(dlock__conn *conn) {
+  if (conn->out.len == 0 ||
+      (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE))
+    return;
+  if (conn->tls) {
+    char why[256];
+    if (dlock__tls_write(conn->tls, conn->out.p, conn->out.len, why,
+                         sizeof why) != DLOCK_OK) {
+      conn_fail(conn, "%s", why);
+      return;
+    }
+    conn->out.len = 0;
+    tls_out(conn);
+    return;
+  }
+  if (raw_write(conn, conn->out.p, conn->out.len) == 0)
+    conn->out.len = 0;
 }
 
 static int is_push(const redisReply *r) {
@@ -380,6 +418,10 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   dlock__buf_free(&drop);
 }
 
+static int take_replies(dlock__conn *conn, const char *p, size_t len);
+static int tls_step(dlock__conn *conn);
+static void connected(dlock__conn *conn);
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   dlock__conn *conn = h->data;
   *buf = uv_buf_init(conn->readbuf, sizeof conn->readbuf);
@@ -388,28 +430,61 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dlock__conn *conn = s->data;
   if (nread < 0) {
-    conn_fail(conn, "%s", nread == UV_EOF ? "connection closed by the server"
-                                          : uv_strerror((int)nread));
+    conn_fail(conn, "%s", nread == UV_EOF && conn->state == CONN_TLS
+                              ? "connection closed during the TLS handshake "
+                                "(a plain port, or this client refused?)"
+                          : nread == UV_EOF ? "connection closed by the server"
+                                            : uv_strerror((int)nread));
     return;
   }
   if (nread == 0 || conn->state == CONN_CLOSING || conn->state == CONN_DOWN)
     return;
-  if (redisReaderFeed(conn->reader, buf->base, (size_t)nread) != REDIS_OK) {
-    conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
+  if (conn->tls == NULL) {
+    take_replies(conn, buf->base, (size_t)nread);
     return;
+  }
+  if (dlock__tls_feed(conn->tls, buf->base, (size_t)nread) != DLOCK_OK) {
+    conn_fail(conn, "out of memory for TLS");
+    return;
+  }
+  if (conn->state == CONN_TLS && tls_step(conn) != 1)
+    return;
+  char plain[16384];
+  for (;;) { /* what the records carry, once the handshake is done */
+    char why[256];
+    ssize_t k = dlock__tls_read(conn->tls, plain, sizeof plain, why, sizeof why);
+    if (k < 0) {
+      conn_fail(conn, "%s", why);
+      return;
+    }
+    if (k == 0)
+      break;
+    if (take_replies(conn, plain, (size_t)k) != 0)
+      return;
+  }
+  tls_out(conn); /* anything the session has to answer */
+}
+
+/* Bytes of replies: parsed and handed over. 0, or -1 when conn is no
+ * longer up. */
+static int take_replies(dlock__conn *conn, const char *p, size_t len) {
+  if (redisReaderFeed(conn->reader, p, len) != REDIS_OK) {
+    conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
+    return -1;
   }
   for (;;) {
     void *reply = NULL;
     if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
       conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
-      return;
+      return -1;
     }
     if (reply == NULL)
       break;
     dispatch(conn, reply);
     if (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE)
-      return;
+      return -1;
   }
+  return 0;
 }
 
 static void conn_ready(dlock__conn *conn) {
@@ -455,6 +530,18 @@ static void handshake_done(dlock__req *req, redisReply *reply, int status) {
   free(req);
 }
 
+size_t dlock__auth_args(const char *user, const char *password,
+                        const char *argv[3], size_t lens[3]) {
+  size_t n = 0;
+  argv[n++] = "AUTH";
+  if (user)
+    argv[n++] = user;
+  argv[n++] = password;
+  for (size_t i = 0; i < n; i++)
+    lens[i] = strlen(argv[i]);
+  return n;
+}
+
 int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn,
                      void *ctx) {
   char db[24];
@@ -462,13 +549,7 @@ int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn,
   size_t lens[3];
   int rc = DLOCK_OK;
   if (c->uri.password) {
-    size_t n = 0;
-    argv[n++] = "AUTH";
-    if (c->uri.user)
-      argv[n++] = c->uri.user;
-    argv[n++] = c->uri.password;
-    for (size_t i = 0; i < n; i++)
-      lens[i] = strlen(argv[i]);
+    size_t n = dlock__auth_args(c->uri.user, c->uri.password, argv, lens);
     rc = fn(ctx, n, argv, lens);
   }
   if (rc == DLOCK_OK && c->uri.db != 0) {
@@ -520,6 +601,42 @@ static void on_connect(uv_connect_t *creq, int status) {
     conn_fail(conn, "read failed: %s", uv_strerror(rc));
     return;
   }
+  if (conn->client->tls) { /* TLS first: its handshake, then Redis's */
+    conn->tls = dlock__tls_new(conn->client->tls,
+                               conn->host ? conn->host : conn->client->uri.host);
+    if (conn->tls == NULL) {
+      conn_fail(conn, "out of memory for TLS");
+      return;
+    }
+    conn->state = CONN_TLS;
+    tls_step(conn);
+    return;
+  }
+  connected(conn);
+}
+
+/* The TLS handshake goes on with what arrived: 1 done (and the Redis
+ * handshake started), 0 not yet, -1 failed (conn failed; a certificate
+ * or protocol failure fails the calls waiting too: waiting will not cure
+ * it). */
+static int tls_step(dlock__conn *conn) {
+  char why[300];
+  int rc = dlock__tls_handshake(conn->tls, why, sizeof why);
+  if (tls_out(conn) != 0)
+    return -1;
+  if (rc == 0)
+    return 0;
+  if (rc < 0) {
+    conn_fail(conn, "%s", why);
+    fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_EIO, conn->last_error);
+    return -1;
+  }
+  connected(conn);
+  return conn->state == CONN_HANDSHAKE || conn->state == CONN_READY ? 1 : -1;
+}
+
+/* Connected (and TLS done): the Redis handshake. */
+static void connected(dlock__conn *conn) {
   conn->state = CONN_HANDSHAKE;
   conn->handshake_left = 0;
   if (conn->bare) {
@@ -617,10 +734,13 @@ static void on_timer(uv_timer_t *t) {
   conn->timer_due = 0;
   if (conn->client->stopping)
     return;
-  if ((conn->state == CONN_CONNECTING || conn->state == CONN_HANDSHAKE) &&
+  if ((conn->state == CONN_CONNECTING || conn->state == CONN_TLS ||
+       conn->state == CONN_HANDSHAKE) &&
       now >= conn->connect_started_ms + o->connect_timeout_ms)
-    conn_fail(conn, "connect timed out after %lld ms",
-              (long long)o->connect_timeout_ms);
+    conn_fail(conn, "%s timed out after %lld ms%s",
+              conn->state == CONN_TLS ? "TLS handshake" : "connect",
+              (long long)o->connect_timeout_ms,
+              conn->state == CONN_TLS ? " (no TLS answer: a plain port?)" : "");
   if (conn->state == CONN_READY && conn->inflight &&
       now >= conn->inflight->sent_ms + o->command_timeout_ms)
     conn_fail(conn, "no reply within the command timeout (%lld ms)",
@@ -664,4 +784,6 @@ void dlock__conn_shutdown(dlock__conn *conn, int status) {
   conn->reader = NULL;
   dlock__buf_free(&conn->out);
   dlock__buf_free(&conn->sub_fifo);
+  dlock__tls_free(conn->tls);
+  conn->tls = NULL;
 }

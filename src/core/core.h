@@ -144,6 +144,8 @@ struct dlock__req {
   int sync;         /* wanted (set by dlock__call inside a guard) */
   int sync_asked;   /* replicas the WAIT asked for (0: none sent) */
   int synced;       /* replicas that acknowledged within the time */
+  int written;      /* its bytes went out (or may have): a failure after it
+                       leaves its outcome unknown */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
 };
 
@@ -291,6 +293,11 @@ typedef struct dlock__wait_spec {
   /* Who waits, for interrupts (dlock_interrupt): the handle and owner. */
   const void *handle;
   uint64_t owner;
+  /* A try whose answer was lost (DLOCK_EIO: the connection dropped, or the
+   * master moved) may have run. While the budget lasts, ask: 1 it did
+   * (acquired), 0 it did not (the loop tries again, on the server the
+   * client reaches now), or an error. NULL: DLOCK_EIO ends the wait. */
+  int (*recheck)(void *ctx);
 } dlock__wait_spec;
 
 /* dlock__call for a wait loop's try: when the engine already sent this
@@ -298,6 +305,10 @@ typedef struct dlock__wait_spec {
  * sends req and keeps its bytes for the next early send. Sets t->sent_ms. */
 int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
                     redisReply **reply);
+/* 1 when the calling thread's last dlock__call / dlock__try_call failed
+ * before its request was written (no connection within the connect
+ * timeout): it did not run. */
+int dlock__last_call_unsent(void);
 
 /* Interrupts (wait.c). The top-level handle of the calling thread's
  * acquire (set by lock.c around a lock's acquire, so a multi-lock's or
@@ -368,6 +379,9 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
  * its lease has run out), or INT64_MIN when there is no such hold. Ask
  * before dlock__hold_released() forgets it. */
 int64_t dlock__hold_valid_ms(dlock_client *c, const dlock__hold_id *id);
+/* How many times this client holds id (reentrant count; 0 none, -1 a hold
+ * already reported lost). */
+int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id);
 /* The DLOCK_ELOST of a release that found its hold gone: what ("lease of",
  * ...) and name say whose, valid_ms (dlock__hold_valid_ms) says why: its
  * lease had run out, or it was removed while still valid (a force release,

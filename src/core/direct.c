@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "net/tls.h"
 #include "net/cluster.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
@@ -115,10 +116,12 @@ static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
 static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
                 const char *fmt, ...) {
   char addr[300];
-  if (dc->pool->host) /* a cluster node (the pool's host outlives calls) */
+  pthread_mutex_lock(&c->direct.mu); /* a sentinel's master may move */
+  if (dc->pool->host)
     snprintf(addr, sizeof addr, "%s:%d", dc->pool->host, dc->pool->port);
   else
     dlock__client_where(c, addr, sizeof addr);
+  pthread_mutex_unlock(&c->direct.mu);
   int k = snprintf(why, n, "%s (direct connection): ", addr);
   if (k < 0 || (size_t)k >= n)
     return;
@@ -134,6 +137,7 @@ static void dconn_close(dlock__dconn *dc) {
   if (dc == NULL)
     return;
   hello_wipe(dc);
+  dlock__tls_free(dc->tls);
   if (dc->fd >= 0)
     close(dc->fd);
   if (dc->reader)
@@ -158,8 +162,8 @@ static int wait_fd(int fd, short events, int64_t deadline_us) {
   }
 }
 
-/* Write all of p. DLOCK_OK, or DLOCK_EIO with why. */
-static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
+/* Write all of p to the socket. DLOCK_OK, or DLOCK_EIO with why. */
+static int send_raw(dlock_client *c, dlock__dconn *dc, const char *p,
                     size_t len, int64_t deadline_us, char *why, size_t n) {
   while (len > 0) {
     ssize_t k = send(dc->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -185,12 +189,73 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
   return DLOCK_OK;
 }
 
+/* What the TLS session has for the socket, sent. */
+static int send_tls_out(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
+                        char *why, size_t n) {
+  char buf[16384];
+  size_t k;
+  while ((k = dlock__tls_take(dc->tls, buf, sizeof buf)) > 0)
+    if (send_raw(c, dc, buf, k, deadline_us, why, n) != DLOCK_OK)
+      return DLOCK_EIO;
+  return DLOCK_OK;
+}
+
+/* Write all of p (encrypted first on a TLS connection). DLOCK_OK, or
+ * DLOCK_EIO with why. */
+static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
+                    size_t len, int64_t deadline_us, char *why, size_t n) {
+  if (dc->tls == NULL)
+    return send_raw(c, dc, p, len, deadline_us, why, n);
+  char msg[256];
+  if (dlock__tls_write(dc->tls, p, len, msg, sizeof msg) != DLOCK_OK) {
+    say(c, dc, why, n, "%s", msg);
+    return DLOCK_EIO;
+  }
+  return send_tls_out(c, dc, deadline_us, why, n);
+}
+
+/* Bytes from the socket, without blocking, into the reply reader (through
+ * the TLS session on a TLS connection): > 0 some were taken, 0 none yet
+ * (EAGAIN), -1 the end of the stream, -2 an error (errno; or why set). */
+static ssize_t take_bytes(dlock__dconn *dc, char *why, size_t n) {
+  char buf[16384];
+  for (;;) {
+    if (dc->tls && dlock__tls_has_input(dc->tls)) { /* records in: theirs first */
+      char msg[256];
+      ssize_t k = dlock__tls_read(dc->tls, buf, sizeof buf, msg, sizeof msg);
+      if (k < 0) {
+        snprintf(why, n, "%s", msg);
+        return -2;
+      }
+      if (k > 0)
+        return redisReaderFeed(dc->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
+    }
+    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0 && dc->tls) {
+      if (dlock__tls_feed(dc->tls, buf, (size_t)k) != DLOCK_OK) {
+        snprintf(why, n, "out of memory for TLS");
+        return -2;
+      }
+      continue; /* decrypt it */
+    }
+    if (k > 0)
+      return redisReaderFeed(dc->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
+    if (k == 0)
+      return -1;
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return 0;
+    snprintf(why, n, "read failed: %s", strerror(errno));
+    return -2;
+  }
+}
+
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
  * *out the next reply (the dc->discard ones skipped), or NULL when none is
  * complete yet; DLOCK_EIO with why. */
 static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
                 size_t n) {
-  char buf[16384];
   *out = NULL;
   for (;;) {
     void *r = NULL;
@@ -214,23 +279,18 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
       *out = r;
       return DLOCK_OK;
     }
-    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (k > 0) {
-      if (redisReaderFeed(dc->reader, buf, (size_t)k) != REDIS_OK) {
-        say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
-        return DLOCK_EIO;
-      }
+    char what[300];
+    ssize_t k = take_bytes(dc, what, sizeof what);
+    if (k > 0)
       continue;
-    }
-    if (k == 0) {
-      say(c, dc, why, n, "connection closed by the server");
-      return DLOCK_EIO;
-    }
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
+    if (k == 0)
       return DLOCK_OK;
-    say(c, dc, why, n, "read failed: %s", strerror(errno));
+    if (k == -1)
+      say(c, dc, why, n, "connection closed by the server");
+    else if (k == -3)
+      say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
+    else
+      say(c, dc, why, n, "%s", what);
     return DLOCK_EIO;
   }
 }
@@ -274,15 +334,20 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
 /* Where p's server is: the address of the last successful open, else
  * resolved now (IPv4 first, as the engine connects). */
 static int resolve(dlock_client *c, dlock__dpool *p, struct sockaddr_storage *ss,
-                   socklen_t *len) {
+                   socklen_t *len, unsigned *gen, char host[256]) {
   dlock__direct *d = &c->direct;
-  pthread_mutex_lock(&d->mu);
+  int has_host, port_no;
+  pthread_mutex_lock(&d->mu); /* a sentinel's master may move meanwhile */
   *ss = p->addr;
   *len = p->addr_len;
+  has_host = p->host != NULL;
+  snprintf(host, 256, "%s", has_host ? p->host : c->uri.host ? c->uri.host : "");
+  port_no = has_host ? p->port : c->uri.port;
+  *gen = p->gen;
   pthread_mutex_unlock(&d->mu);
   if (*len > 0)
     return 0;
-  if (p->host == NULL && c->uri.path) {
+  if (!has_host && c->uri.path) {
     struct sockaddr_un *un = (struct sockaddr_un *)ss;
     if (strlen(c->uri.path) >= sizeof un->sun_path)
       return -1;
@@ -293,12 +358,12 @@ static int resolve(dlock_client *c, dlock__dpool *p, struct sockaddr_storage *ss
     return 0;
   }
   char port[16];
-  snprintf(port, sizeof port, "%d", p->host ? p->port : c->uri.port);
+  snprintf(port, sizeof port, "%d", port_no);
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(p->host ? p->host : c->uri.host, port, &hints, &res) != 0 ||
+  if (getaddrinfo(host, port, &hints, &res) != 0 ||
       res == NULL)
     return -1;
   const struct addrinfo *ai = res;
@@ -339,18 +404,41 @@ static void hello_wipe(dlock__dconn *dc) {
   dlock__buf_free(&dc->hello);
 }
 
+/* A new TLS connection's handshake, within deadline_us. */
+static int tls_handshake(dlock_client *c, dlock__dconn *dc, int64_t deadline_us) {
+  char why[300], buf[16384];
+  for (;;) {
+    int rc = dlock__tls_handshake(dc->tls, why, sizeof why);
+    if (send_tls_out(c, dc, deadline_us, why, sizeof why) != DLOCK_OK || rc < 0)
+      return DLOCK_EIO;
+    if (rc == 1)
+      return DLOCK_OK;
+    if (wait_fd(dc->fd, POLLIN, deadline_us) <= 0)
+      return DLOCK_EIO;
+    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   errno != EINTR))
+      return DLOCK_EIO;
+    if (k > 0 && dlock__tls_feed(dc->tls, buf, (size_t)k) != DLOCK_OK)
+      return DLOCK_EIO;
+  }
+}
+
 /* A new connection (its handshake not sent yet), or NULL: the engine then
  * serves the call and reports whatever is wrong with the server. */
 static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
   int64_t deadline = dlock__now_us() + c->opts.connect_timeout_ms * 1000;
   struct sockaddr_storage ss;
   socklen_t len = 0;
-  if (resolve(c, p, &ss, &len) != 0)
+  unsigned gen;
+  char host[256];
+  if (resolve(c, p, &ss, &len, &gen, host) != 0)
     return NULL;
   dlock__dconn *dc = calloc(1, sizeof *dc);
   if (dc == NULL)
     return NULL;
   dc->pool = p;
+  dc->gen = gen;
   dc->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   dc->reader = redisReaderCreate();
   if (dc->fd < 0 || dc->reader == NULL || hello(c, dc) != DLOCK_OK) {
@@ -371,10 +459,17 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
     int one = 1;
     setsockopt(dc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
+  if (c->tls && ((dc->tls = dlock__tls_new(c->tls, host)) == NULL ||
+                 tls_handshake(c, dc, deadline) != DLOCK_OK)) {
+    dconn_close(dc); /* the engine's connection says what is wrong */
+    return NULL;
+  }
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
-  p->addr = ss;
-  p->addr_len = len;
+  if (gen == p->gen) { /* else the server moved meanwhile (take drops dc) */
+    p->addr = ss;
+    p->addr_len = len;
+  }
   pthread_mutex_unlock(&d->mu);
   return dc;
 }
@@ -384,18 +479,11 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
  * while it was idle (the answer to a latch's DEL) is read first: the end
  * of the stream may be behind it. */
 static int still_open(dlock__dconn *dc) {
-  char buf[512];
-  for (;;) {
-    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (k > 0) {
-      if (redisReaderFeed(dc->reader, buf, (size_t)k) != REDIS_OK)
-        return 0;
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  char why[300];
+  ssize_t k;
+  while ((k = take_bytes(dc, why, sizeof why)) > 0) {
   }
+  return k == 0;
 }
 
 /* ---- the pool ------------------------------------------------------------- */
@@ -425,7 +513,7 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   dlock__dpool *p = dc->pool;
   pthread_mutex_lock(&d->mu);
   busy_del(p, dc);
-  if (broken || d->closed) {
+  if (broken || d->closed || dc->gen != p->gen) {
     p->open--;
     pthread_mutex_unlock(&d->mu);
     dconn_close(dc);
@@ -490,7 +578,7 @@ static dlock__dconn *take(dlock_client *c, int slot) {
     pthread_mutex_unlock(&d->mu);
     dc = dconn_open(c, p);
     pthread_mutex_lock(&d->mu);
-    if (dc == NULL || d->closed) {
+    if (dc == NULL || d->closed || dc->gen != p->gen) {
       p->open--;
       if (dc == NULL)
         back_off_locked(p);
@@ -604,6 +692,12 @@ static int redirected(const redisReply *r) {
   return 0;
 }
 
+/* A sentinel's master that was demoted to a replica: the write did not
+ * run. The engine keeps it for the new master and asks the sentinels. */
+static int demoted(const redisReply *r) {
+  return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0;
+}
+
 /* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
  * engine does). DLOCK_OK with *reply (an error reply included), an error
  * with req->errmsg, or ROUND_TRIP_UNSENT. */
@@ -615,6 +709,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   char *why = req->errmsg;
   size_t n = sizeof req->errmsg;
   int rc;
+  req->written = 1; /* from here on it may have run */
   if (dc->hello.len > 0)
     rc = send_first(c, dc, req, deadline, why, n);
   else
@@ -630,7 +725,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     why[0] = '\0';
     return ROUND_TRIP_UNSENT;
   }
-  if (rc == DLOCK_OK && c->cluster && redirected(*reply)) {
+  if (rc == DLOCK_OK && ((c->cluster && redirected(*reply)) ||
+                         (c->sentinel && demoted(*reply)))) {
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     why[0] = '\0';
@@ -700,10 +796,8 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task || (c->cluster && req->slot < 0) ||
-      c->sentinel)
-    return 0; /* a cluster's keyless calls: the engine picks a node; a
-                 sentinel's master is the engine's to follow */
+  if (req->script < 0 || req->task || (c->cluster && req->slot < 0))
+    return 0; /* a cluster's keyless calls: the engine picks a node */
   dlock__dconn *dc = begin(c, req->slot);
   if (dc == NULL)
     return 0;
@@ -713,6 +807,7 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   int rc = round_trip(c, dc, req, reply, &broken);
   end(c, dc, broken);
   if (rc == ROUND_TRIP_UNSENT) {
+    req->written = 0; /* it did not run: the engine makes it */
     atomic_fetch_add(&c->direct.fallbacks, 1);
     return 0;
   }
@@ -727,23 +822,50 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   return 1;
 }
 
+/* Empty p (d->mu held): the calls under way fail (their sockets shut
+ * down: their threads close them), and its idle connections are handed
+ * back as a list to close. */
+static dlock__dconn *drain_locked(dlock__dpool *p) {
+  for (dlock__dconn *dc = p->busy; dc; dc = dc->next)
+    shutdown(dc->fd, SHUT_RDWR);
+  dlock__dconn *idle = p->idle;
+  p->idle = NULL;
+  for (dlock__dconn *dc = idle; dc; dc = dc->next)
+    p->open--;
+  return idle;
+}
+
+static void close_all(dlock__dconn *list) {
+  while (list) {
+    dlock__dconn *next = list->next;
+    dconn_close(list);
+    list = next;
+  }
+}
+
+void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  dlock__dpool *p = &d->pools[i];
+  snprintf(p->host_buf, sizeof p->host_buf, "%s", host);
+  p->host = p->host_buf;
+  p->port = port;
+  p->addr_len = 0;
+  p->gen++;
+  /* Calls under way on the old server fail now, as the engine's in flight
+   * there do: one that went on there could take a lock the new master
+   * does not know of. */
+  dlock__dconn *idle = drain_locked(p);
+  pthread_mutex_unlock(&d->mu);
+  close_all(idle);
+}
+
 void dlock__direct_close(dlock_client *c) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
   d->closed = 1;
-  for (int i = 0; i < d->npools; i++) {
-    dlock__dpool *p = &d->pools[i];
-    dlock__dconn *idle = p->idle;
-    p->idle = NULL;
-    for (dlock__dconn *dc = p->busy; dc; dc = dc->next)
-      shutdown(dc->fd, SHUT_RDWR); /* its call fails; its thread closes it */
-    while (idle) {
-      dlock__dconn *next = idle->next;
-      p->open--;
-      dconn_close(idle);
-      idle = next;
-    }
-  }
+  for (int i = 0; i < d->npools; i++)
+    close_all(drain_locked(&d->pools[i]));
   pthread_mutex_unlock(&d->mu);
 }
 

@@ -39,6 +39,10 @@ int dlock__guard_end(char *why, size_t n) {
 
 int dlock__on_engine_thread(void) { return tls_on_engine; }
 
+static _Thread_local int tls_unsent; /* dlock__last_call_unsent */
+
+int dlock__last_call_unsent(void) { return tls_unsent; }
+
 dlock__sync *dlock__sync_self(void) {
   dlock__sync *s = &tls_sync;
   if (!s->init) {
@@ -78,6 +82,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->redirects = 0;
   req->retry_at = 0;
   req->sync = req->sync_asked = req->synced = 0;
+  req->written = 0;
 }
 
 void dlock__req_route(dlock__req *req, const char *key, size_t len) {
@@ -208,6 +213,7 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
   w->early_reply = NULL;
   w->early_state = 0;
   pthread_mutex_unlock(&w->sync->mu);
+  req->written = 1; /* the engine sent it */
   *sent_ms = w->early_sent_ms;
   /* the same bytes (dlock__wait_spec.early): nothing else to send */
   dlock__buf_free(&req->cmd);
@@ -241,6 +247,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
   call_state cs = {.sync = dlock__sync_self()};
   if (tls_guard.on && req->script >= 0 && c->opts.replica_sync_ms > 0)
     req->sync = 1;
+  tls_unsent = 0;
   if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
   } else
@@ -273,9 +280,11 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     pthread_mutex_unlock(&cs.sync->mu);
     atomic_fetch_sub(&c->direct.piped, 1);
   }
-  if (cs.status != DLOCK_OK)
+  if (cs.status != DLOCK_OK) {
+    tls_unsent = cs.status == DLOCK_EIO && !req->written;
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
                                                         : dlock_strerror(cs.status));
+  }
   if (cs.reply && cs.reply->type == REDIS_REPLY_ERROR) {
     int rc = dlock__fail_reply(cs.reply, "Redis");
     freeReplyObject(cs.reply);

@@ -101,6 +101,7 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 enum dlock__conn_state {
   CONN_DOWN,       /* no socket; reconnect timer may be due */
   CONN_CONNECTING, /* resolving or connecting */
+  CONN_TLS,        /* the TLS handshake (rediss...: net/tls.h) */
   CONN_HANDSHAKE,  /* AUTH / SELECT / CLIENT SETNAME in flight */
   CONN_READY,
   CONN_CLOSING     /* uv_close in progress */
@@ -136,6 +137,7 @@ typedef struct dlock__conn {
   uv_timer_t timer;        /* connect/command deadlines and backoff */
   int64_t timer_due;       /* when the armed timer fires, 0 = not armed */
   enum dlock__conn_state state;
+  struct dlock__tls *tls; /* its TLS session (rediss...), NULL else */
   redisReader *reader;
   dlock__req *inflight, *inflight_tail; /* sent, waiting for replies */
   dlock__req *waiting, *waiting_tail;   /* not sent yet (not ready) */
@@ -169,6 +171,7 @@ typedef struct dlock__dconn {
   struct dlock__dconn *prev; /* busy list only */
   dlock__dpool *pool;        /* the server's pool it belongs to */
   int fd;
+  struct dlock__tls *tls; /* its TLS session (rediss...), NULL else */
   redisReader *reader;
   unsigned discard; /* replies still to skip: DELs sent behind a release */
   dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
@@ -176,6 +179,7 @@ typedef struct dlock__dconn {
   unsigned hello_replies; /* their answers, read before that call's */
   int refused;      /* one of them was an error: the server's configuration
                        changed since the engine connected */
+  unsigned gen;     /* the pool's gen when it was opened */
 } dlock__dconn;
 
 /* The connections to one server: a standalone client's one, or one cluster
@@ -186,8 +190,12 @@ struct dlock__dpool {
   int open;                /* connections open or being opened */
   int64_t down_until_ms;   /* after a failed open: calls use the engine */
   int64_t backoff_ms;
-  const char *host;        /* a cluster node's address; NULL: the URI's */
+  const char *host;        /* a cluster node's address, or host_buf (a
+                              sentinel's master); NULL: the URI's */
   int port;
+  char host_buf[256];
+  unsigned gen;            /* bumped when the server moves: connections
+                              opened before go (dlock__direct_retarget) */
   struct sockaddr_storage addr; /* where the last open succeeded */
   socklen_t addr_len;      /* 0: not resolved yet */
   atomic_int ready;        /* the engine's command connection to this server
@@ -228,6 +236,9 @@ dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
 /* Engine thread: the owner of slot is node i now (-1 unknown); or, with
  * slot -1, the whole map is slots[]. */
 void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots);
+/* A sentinel's master moved to host:port (engine thread): pool i's
+ * connections to the old one close, and calls under way there fail. */
+void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port);
 /* Make req's round trip on the calling thread. Returns 0 when the direct
  * path cannot take req (then req is untouched: use the engine), or 1 with
  * *rc the call's outcome (req's buffers freed, *reply set on DLOCK_OK, error
@@ -245,6 +256,9 @@ void dlock__direct_free(dlock_client *c);
 typedef int dlock__handshake_fn(void *ctx, size_t argc, const char *const *argv,
                                 const size_t *lens);
 int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn, void *ctx);
+/* "AUTH [user] password" into argv/lens (3 each): how many arguments. */
+size_t dlock__auth_args(const char *user, const char *password,
+                        const char *argv[3], size_t lens[3]);
 
 /* conn.c: turn req's EVALSHA into an EVAL of the script's body (a NOSCRIPT
  * answer). DLOCK_OK or DLOCK_ENOMEM. */
@@ -290,6 +304,7 @@ struct dlock_client {
   dlock__conn cmd, sub;
   dlock__cluster *cluster; /* a cluster URI's topology; NULL standalone */
   dlock__sentinel *sentinel; /* a sentinel URI's master search; NULL else */
+  struct dlock__tls_ctx *tls; /* a rediss... URI's TLS settings; NULL else */
   atomic_int sharded;      /* a cluster's waiters use sharded pub/sub
                               (SSUBSCRIBE on the channel's node; scripts
                               SPUBLISH): set once, when the client opens */

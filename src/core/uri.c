@@ -3,7 +3,8 @@
  * redis+cluster://[[user]:password@]host[:port][,host[:port]...][/0]
  *   [?pubsub=auto|sharded|classic]
  * redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/NAME[/db]
- *   (the credentials are the master's; sentinels listen on 26379) */
+ *   (the credentials are the master's; sentinels listen on 26379)
+ * rediss://, rediss+cluster://, rediss+sentinel://: the same over TLS */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -74,7 +75,10 @@ static void wipe(char *s) {
     *v++ = '\0';
 }
 
-void dlock__uri_wipe(dlock__uri *u) { wipe(u->password); }
+void dlock__uri_wipe(dlock__uri *u) {
+  wipe(u->password);
+  wipe(u->sentinel_password);
+}
 
 void dlock__uri_free(dlock__uri *u) {
   dlock__uri_wipe(u);
@@ -87,6 +91,8 @@ void dlock__uri_free(dlock__uri *u) {
   free(u->seed_hosts);
   free(u->seed_ports);
   free(u->master_name);
+  free(u->sentinel_user);
+  free(u->sentinel_password);
   memset(u, 0, sizeof *u);
 }
 
@@ -107,6 +113,16 @@ int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password) {
     rc = replace(&u->user, user);
   if (rc == DLOCK_OK && password)
     rc = replace(&u->password, password);
+  return rc;
+}
+
+int dlock__uri_set_sentinel_auth(dlock__uri *u, const char *user,
+                                 const char *password) {
+  int rc = DLOCK_OK;
+  if (user)
+    rc = replace(&u->sentinel_user, user);
+  if (rc == DLOCK_OK && password)
+    rc = replace(&u->sentinel_password, password);
   return rc;
 }
 
@@ -318,30 +334,31 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
   u->port = 6379;
   if (text == NULL)
     return dlock__fail(DLOCK_EINVAL, "URI is NULL");
-  int is_unix;
-  const char *p;
-  if (strncmp(text, "redis://", 8) == 0) {
-    is_unix = 0;
-    p = text + 8;
-  } else if (strncmp(text, "redis+cluster://", 16) == 0) {
-    is_unix = 0;
+  int is_unix = 0;
+  const char *p = text;
+  if (strncmp(p, "rediss", 6) == 0) { /* the TLS forms */
+    u->tls = 1;
+    p += 6;
+  } else if (strncmp(p, "redis", 5) == 0) {
+    p += 5;
+  }
+  if (p != text && strncmp(p, "://", 3) == 0) {
+    p += 3;
+  } else if (p != text && strncmp(p, "+cluster://", 11) == 0) {
     u->cluster = 1;
-    p = text + 16;
-  } else if (strncmp(text, "redis+sentinel://", 17) == 0) {
-    is_unix = 0;
+    p += 11;
+  } else if (p != text && strncmp(p, "+sentinel://", 12) == 0) {
     u->sentinel = 1;
-    p = text + 17;
-  } else if (strncmp(text, "unix://", 7) == 0) {
+    p += 12;
+  } else if (p == text && strncmp(p, "unix://", 7) == 0) {
     is_unix = 1;
-    p = text + 7;
-  } else if (strncmp(text, "rediss://", 9) == 0) {
-    return dlock__fail(DLOCK_EINVAL, "rediss:// (TLS) is not supported yet");
+    p += 7;
   } else {
     char shown[64];
     dlock_uri_redact(text, shown, sizeof shown);
     return dlock__fail(DLOCK_EINVAL,
                        "URI must start with redis://, redis+cluster://, "
-                       "redis+sentinel:// or unix:// "
+                       "redis+sentinel:// or unix:// (rediss... for TLS) "
                        "(got \"%.40s\")",
                        shown);
   }

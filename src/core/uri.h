@@ -19,6 +19,9 @@ typedef struct dlock__uri {
    * sentinel's until the master is found) */
   int sentinel;
   char *master_name;
+  int tls;        /* rediss://, rediss+cluster://, rediss+sentinel:// */
+  char *sentinel_user;     /* AUTH to the sentinels (client options only) */
+  char *sentinel_password;
   int nseeds;
   char **seed_hosts;
   int *seed_ports;
@@ -35,7 +38,10 @@ int dlock__uri_parse(const char *text, dlock__uri *u);
 /* Replace u's user and/or password with copies of user and password (each
  * NULL: keep the URI's). */
 int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password);
-/* Overwrite the password's bytes with zeros (in place). */
+/* The same for the sentinels' own credentials. */
+int dlock__uri_set_sentinel_auth(dlock__uri *u, const char *user,
+                                 const char *password);
+/* Overwrite the passwords' bytes with zeros (in place). */
 void dlock__uri_wipe(dlock__uri *u);
 /* Free u's strings, the password wiped first. */
 void dlock__uri_free(dlock__uri *u);

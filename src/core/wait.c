@@ -124,6 +124,34 @@ int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                      : DLOCK_OK;
 }
 
+/* A wait survives this many lost answers (connections dropped, masters
+ * moved) before DLOCK_EIO ends it. */
+#define MAX_RECHECKS 16
+
+/* spec's try; when its answer was lost (DLOCK_EIO) and the budget lasts,
+ * the recheck says whether it ran, and the try is made again when it did
+ * not (on the server the client reaches now: after a failover, the new
+ * master). */
+static int attempt(const dlock__wait_spec *spec, void *ctx, dlock__try *t,
+                   int64_t *hint, int64_t deadline, int *rechecks) {
+  int rc = spec->attempt(ctx, t, hint);
+  while (rc == DLOCK_EIO && spec->recheck && !dlock__last_call_unsent() &&
+         *rechecks < MAX_RECHECKS &&
+         (deadline < 0 || dlock__now_ms() < deadline)) {
+    (*rechecks)++;
+    int ran = spec->recheck(ctx);
+    if (ran == 1 || (ran < 0 && ran != DLOCK_EIO))
+      return ran;
+    if (ran == 0) {
+      t->early = NULL; /* a fresh try, sent now */
+      rc = spec->attempt(ctx, t, hint);
+    } else if (dlock__last_call_unsent()) {
+      return ran; /* no server to ask within the connect timeout */
+    }
+  }
+  return rc;
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   int64_t start = dlock__now_ms();
@@ -134,8 +162,9 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
    * in line, it joins the line without a first try (a try-once still
    * tries: it cannot wait its turn). */
   dlock__try t = {NULL, 0};
+  int rechecks = 0;
   if (!spec->fifo || wait_ms == 0 || dlock__fifo_waiters(c) == 0)
-    rc = spec->attempt(ctx, &t, &hint);
+    rc = attempt(spec, ctx, &t, &hint, deadline, &rechecks);
   if (rc != 0)
     return rc;
   if (wait_ms == 0)
@@ -166,7 +195,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   for (;;) {
     if (!spec->fifo || my_turn(&w)) {
       t.early = early ? &w : NULL;
-      rc = spec->attempt(ctx, &t, &hint);
+      rc = attempt(spec, ctx, &t, &hint, deadline, &rechecks);
       if (rc != 0)
         break;
     } else {

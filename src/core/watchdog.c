@@ -161,6 +161,14 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
   return had;
 }
 
+int64_t dlock__hold_count(dlock_client *c, const dlock__hold_id *id) {
+  pthread_mutex_lock(&c->hmu);
+  hold *h = find(c, id);
+  int64_t n = h == NULL ? 0 : h->lost ? -1 : h->count;
+  pthread_mutex_unlock(&c->hmu);
+  return n;
+}
+
 int64_t dlock__hold_valid_ms(dlock_client *c, const dlock__hold_id *id) {
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);

@@ -39,6 +39,11 @@ typedef struct attempt {
   int64_t wait_ms;
   int tries;
   int64_t sent_ms;
+  uint64_t owner_id;
+  int64_t prior;  /* the owner's hold count before this acquire */
+  int64_t try_ms; /* no try after the last answered one was sent before
+                     this (the lease of one whose answer is lost started
+                     after it) */
 } attempt;
 
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
@@ -66,6 +71,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
     rc = dlock__try_call(l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
+  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
   a->sent_ms = t->sent_ms; /* the lease started there */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
@@ -107,6 +113,13 @@ static void give_up(void *ctx) {
   dlock__fail(0, "%s", saved);
 }
 
+/* A try whose answer was lost: did it run (wait.c)? A try that only
+ * queued counts as not run: the next one keeps the place. */
+static int recheck(void *ctx) {
+  attempt *a = ctx;
+  return dlock__lock_recheck(&a->f->base, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
+}
+
 static int release(dlock_lock *l, uint64_t owner_id);
 
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
@@ -118,7 +131,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt a = {f, owner, olen,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
-               wait_ms, 0, 0};
+               wait_ms, 0, 0, owner_id, dlock__hashlock_count(l, owner_id),
+               dlock__now_ms()};
   dlock__buf channel = {0};
   if (dlock__buf_add(&channel, f->channel.p, f->channel.len) != DLOCK_OK ||
       dlock__buf_printf(&channel, ":%s", owner) != DLOCK_OK) {
@@ -131,7 +145,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                            .channel_len = channel.len, .wake = dlock__wake_all,
                            .attempt = try_once, .give_up = give_up,
                            .early = 1, .lease_hints = 1, .handle = l,
-                           .owner = owner_id};
+                           .owner = owner_id, .recheck = recheck};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   dlock__buf_free(&channel);
   if (rc != 1)

@@ -61,6 +61,12 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
   return dlock__fail_reply(r, "release");
 }
 
+int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner) {
+  char buf[64];
+  dlock__hold_id id = hold_id(l, owner, buf);
+  return dlock__hold_count(l->h.client, &id);
+}
+
 void dlock__hashlock_forget(dlock_lock *l, uint64_t owner) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);

@@ -1,5 +1,7 @@
 /* The generic lock calls: argument checks, then dispatch through the
  * backend's method table. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +239,27 @@ int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r) 
 void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
   if (dlock__lock_has_requests(lock))
     lock->m->forget(lock, owner);
+}
+
+int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
+                        int64_t try_ms, int64_t *sent_ms) {
+  char lost[512];
+  snprintf(lost, sizeof lost, "%s", dlock_errmsg()); /* the try's */
+  dlock_lock_state st;
+  memset(&st, 0, sizeof st);
+  int rc = l->m->state(l, owner, &st);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (prior >= 0 && st.hold_count == prior + 1) {
+    *sent_ms = try_ms; /* its lease started no earlier */
+    return 1;
+  }
+  if (prior >= 0 && st.hold_count == prior)
+    return 0;
+  return dlock__fail(DLOCK_EIO, "%s; after it the server counts %" PRId64
+                     " holds of \"%.100s\" where %" PRId64 " or %" PRId64
+                     " were expected", lost, st.hold_count, l->h.name, prior,
+                     prior + 1);
 }
 
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,

@@ -106,6 +106,18 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
 int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r);
 /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
 void dlock__hashlock_forget(dlock_lock *l, uint64_t owner);
+/* How many times this client holds N for owner (0 none, -1 lost). */
+int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
+
+
+/* A try whose answer was lost (a wait spec's recheck): the owner's hold
+ * count on the server (the state method) against prior, the count this
+ * client had before the acquire: 1 one more (the try ran: *sent_ms =
+ * try_ms, no later than it was sent), 0 the same (it did not), else an
+ * error (DLOCK_EIO when the server cannot be asked or the count is
+ * neither). */
+int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
+                        int64_t try_ms, int64_t *sent_ms);
 
 /* Run a force-release script that answers 1 (deleted) or 0 (was free);
  * returns that, or an error. */

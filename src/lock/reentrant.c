@@ -112,6 +112,10 @@ typedef struct attempt {
   int64_t lease_ms;
   int64_t sent_ms; /* when the last try was sent: the lease starts there */
   int64_t token;   /* fencing token when acquired */
+  int64_t prior;   /* the owner's hold count before this acquire */
+  int64_t try_ms;  /* no try after the last answered one was sent before
+                      this (the lease of one whose answer is lost started
+                      after it) */
 } attempt;
 
 /* One try: 1 acquired, 0 held by another (*hint = its PTTL), or an error. */
@@ -124,10 +128,18 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
     rc = dlock__try_call(a->l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
+  a->try_ms = dlock__now_ms(); /* the next try is sent after this */
   a->sent_ms = t->sent_ms; /* the lease started there */
   rc = a->l->m->read_reply(r, 0, hint, &a->token);
   freeReplyObject(r);
   return rc;
+}
+
+/* A try whose answer was lost: did it run (wait.c)? Its lease started no
+ * earlier than the try. */
+static int recheck(void *ctx) {
+  attempt *a = ctx;
+  return dlock__lock_recheck(a->l, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
 }
 
 static int release(dlock_lock *l, uint64_t owner_id);
@@ -139,13 +151,16 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt a = {l, owner_id,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
-               0, 0};
+               0, 0, dlock__hashlock_count(l, owner_id), dlock__now_ms()};
   char what[140];
   snprintf(what, sizeof what, "lock \"%.100s\"", l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
                            .wake = dlock__wake_one, .attempt = try_once,
-                           .handle = l, .owner = owner_id};
+                           .handle = l, .owner = owner_id,
+                           /* a fenced grant's token cannot be asked later */
+                           .recheck = l->m->read_reply == read_reply ? recheck
+                                                                     : NULL};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;

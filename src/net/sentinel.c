@@ -12,6 +12,7 @@
 struct dlock__sentinel {
   char host[256]; /* the master (engine thread once the client runs) */
   int port;
+  int replicas;   /* its replicas, as its ROLE listed them */
   int searching;  /* a search runs in the thread pool */
   int again;      /* another was asked for meanwhile */
   int demoted;    /* the master answered READONLY: reconnect after the
@@ -26,6 +27,7 @@ struct dlock__sentinel {
   /* the search's results (thread pool, read after it by the engine) */
   char found_host[256];
   int found_port;
+  int found_replicas;
   int found_rc;
   char found_why[400];
 };
@@ -50,9 +52,11 @@ static redisContext *connect_to(const char *host, int port,
   return ctx;
 }
 
-/* Is host:port the master? 1 yes, 0 no (why says what it is). */
+/* Is host:port the master? 1 yes, with *replicas the replicas its ROLE
+ * lists (connected to it); 0 no (why says what it is). */
 static int is_master(const dlock__uri *u, const dlock_client_opts *o,
-                     const char *host, int port, char *why, size_t n) {
+                     const char *host, int port, int *replicas, char *why,
+                     size_t n) {
   redisContext *ctx = connect_to(host, port, o);
   if (ctx == NULL || ctx->err) {
     note(why, n, "the master it names, %s:%d, cannot be reached (%s)", host,
@@ -77,6 +81,9 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
   int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
             r->element[0]->type == REDIS_REPLY_STRING &&
             strcmp(r->element[0]->str, "master") == 0;
+  *replicas = yes && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
+                  ? (int)r->element[2]->elements
+                  : 0;
   if (!yes)
     note(why, n, "%s:%d, which it names, is not a master (%s): a failover "
          "is under way", host, port,
@@ -93,7 +100,8 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
  * DLOCK_OK with host/port, or DLOCK_EIO with what each one said. Blocking:
  * at most the connect and command timeouts per sentinel and master. */
 static int search(const dlock__uri *u, const dlock_client_opts *o,
-                  char *host, size_t hn, int *port, char *why, size_t n) {
+                  char *host, size_t hn, int *port, int *replicas, char *why,
+                  size_t n) {
   why[0] = '\0';
   int reached = 0;
   for (int i = 0; i < u->nseeds; i++) {
@@ -106,8 +114,22 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
       redisFree(ctx);
       continue;
     }
-    redisReply *r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s",
-                                 u->master_name);
+    redisReply *r = NULL;
+    if (u->sentinel_password) {
+      r = u->sentinel_user ? redisCommand(ctx, "AUTH %s %s", u->sentinel_user,
+                                          u->sentinel_password)
+                           : redisCommand(ctx, "AUTH %s", u->sentinel_password);
+      if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        note(why, n, "sentinel %s:%d refused the sentinel credentials (%s)", sh,
+             sp, r ? r->str : ctx->errstr);
+        reached |= r != NULL;
+        freeReplyObject(r);
+        redisFree(ctx);
+        continue;
+      }
+      freeReplyObject(r);
+    }
+    r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", u->master_name);
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[0]->type == REDIS_REPLY_STRING &&
              r->element[1]->type == REDIS_REPLY_STRING &&
@@ -130,7 +152,7 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
     redisFree(ctx);
     if (ok) {
       char said[200] = "";
-      if (is_master(u, o, host, *port, said, sizeof said))
+      if (is_master(u, o, host, *port, replicas, said, sizeof said))
         return DLOCK_OK;
       note(why, n, "sentinel %s:%d: %s", sh, sp, said);
     }
@@ -149,8 +171,8 @@ int dlock__sentinel_new(dlock_client *c) {
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->sentinel = s;
   char why[400];
-  if (search(&c->uri, &c->opts, s->host, sizeof s->host, &s->port, why,
-             sizeof why) != DLOCK_OK)
+  if (search(&c->uri, &c->opts, s->host, sizeof s->host, &s->port,
+             &s->replicas, why, sizeof why) != DLOCK_OK)
     return dlock__fail(DLOCK_EIO, "sentinel: no master \"%s\" found: %s",
                        c->uri.master_name, why);
   return DLOCK_OK;
@@ -167,18 +189,47 @@ static void start_search(dlock_client *c);
 static void master_is(dlock_client *c, const char *host, int port,
                       const char *why);
 
-/* +switch-master: "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT". */
+/* The sentinels' events watched: the master switched, and the master's
+ * replicas came, went or came back (the replica guard's count is read
+ * again: a search). */
+static const char *const events[] = {"+switch-master", "+slave", "+sdown",
+                                     "-sdown", "+slave-reconf-done",
+                                     "+convert-to-slave"};
+#define NEVENTS (sizeof events / sizeof events[0])
+
+/* Does a replica event's text ("slave IP:PORT IP PORT @ NAME IP PORT")
+ * concern the master of name? */
+static int about_replica_of(const char *text, const char *name) {
+  const char *at = strstr(text, " @ ");
+  size_t n = strlen(name);
+  return strncmp(text, "slave ", 6) == 0 && at &&
+         strncmp(at + 3, name, n) == 0 && at[3 + n] == ' ';
+}
+
 static void watch_push(dlock__conn *conn, redisReply *r) {
   dlock_client *c = conn->client;
+  if (r->type == REDIS_REPLY_ERROR) { /* AUTH or SUBSCRIBE refused */
+    char why[200];
+    snprintf(why, sizeof why, "sentinel refused the subscription: %.150s", r->str);
+    dlock__conn_drop(conn, why); /* the next sentinel is tried */
+    return;
+  }
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
       r->element[0]->type != REDIS_REPLY_STRING ||
       strcmp(r->element[0]->str, "message") != 0 ||
+      r->element[1]->type != REDIS_REPLY_STRING ||
       r->element[2]->type != REDIS_REPLY_STRING)
-    return; /* the subscription's confirmation */
+    return; /* the subscriptions' confirmations */
+  const char *text = r->element[2]->str;
+  if (strcmp(r->element[1]->str, "+switch-master") != 0) {
+    if (about_replica_of(text, c->uri.master_name))
+      start_search(c);
+    return;
+  }
+  /* "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT" */
   char name[256], oh[256], nh[256];
   int op, np;
-  if (sscanf(r->element[2]->str, "%255s %255s %d %255s %d", name, oh, &op, nh,
-             &np) != 5 ||
+  if (sscanf(text, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
       strcmp(name, c->uri.master_name) != 0)
     return;
   master_is(c, nh, np, "the sentinels switched the master");
@@ -186,9 +237,20 @@ static void watch_push(dlock__conn *conn, redisReply *r) {
 
 static void watch_ready(dlock__conn *conn) {
   dlock__sentinel *s = conn->client->sentinel;
-  const char *argv[] = {"SUBSCRIBE", "+switch-master"};
-  size_t lens[] = {9, 14};
-  dlock__resp_command(&conn->out, 2, argv, lens);
+  const dlock__uri *u = &conn->client->uri;
+  if (u->sentinel_password) { /* a refusal shows up in watch_push */
+    const char *auth[3];
+    size_t alens[3];
+    size_t n = dlock__auth_args(u->sentinel_user, u->sentinel_password, auth, alens);
+    dlock__resp_command(&conn->out, n, auth, alens);
+  }
+  const char *argv[1 + NEVENTS] = {"SUBSCRIBE"};
+  size_t lens[1 + NEVENTS] = {9};
+  for (size_t i = 0; i < NEVENTS; i++) {
+    argv[1 + i] = events[i];
+    lens[1 + i] = strlen(events[i]);
+  }
+  dlock__resp_command(&conn->out, 1 + NEVENTS, argv, lens);
   if (s->watch_was_up) /* an announcement may have come meanwhile */
     start_search(conn->client);
   s->watch_was_up = 1;
@@ -206,6 +268,8 @@ void dlock__sentinel_attach(dlock_client *c) {
   dlock__sentinel *s = c->sentinel;
   c->cmd.host = c->sub.host = s->host;
   c->cmd.port = c->sub.port = s->port;
+  dlock__direct_retarget(c, 0, s->host, s->port);
+  atomic_store(&c->direct.pools[0].replicas, s->replicas);
   uv_timer_init(c->loop, &s->timer);
   s->timer.data = c;
   c->live++;
@@ -231,7 +295,8 @@ static void search_work(uv_work_t *w) {
   dlock_client *c = w->data;
   dlock__sentinel *s = c->sentinel;
   s->found_rc = search(&c->uri, &c->opts, s->found_host, sizeof s->found_host,
-                       &s->found_port, s->found_why, sizeof s->found_why);
+                       &s->found_port, &s->found_replicas, s->found_why,
+                       sizeof s->found_why);
 }
 
 /* The master is host:port now: the connections go there at once (their
@@ -247,6 +312,7 @@ static void master_is(dlock_client *c, const char *host, int port,
   }
   if (moved || s->demoted) {
     s->demoted = 0;
+    dlock__direct_retarget(c, 0, s->host, s->port);
     dlock__conn_drop(&c->cmd, why);
     dlock__conn_drop(&c->sub, why);
   }
@@ -257,6 +323,8 @@ static void search_done(uv_work_t *w, int status) {
   dlock__sentinel *s = c->sentinel;
   s->searching = 0;
   if (status == 0 && !c->stopping && s->found_rc == DLOCK_OK) {
+    s->replicas = s->found_replicas; /* the replica guard's WAIT asks these */
+    atomic_store(&c->direct.pools[0].replicas, s->replicas);
     master_is(c, s->found_host, s->found_port,
               "the sentinels name another master");
   } else if (status == 0 && !c->stopping) {

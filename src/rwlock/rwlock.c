@@ -66,6 +66,11 @@ typedef struct attempt {
   who *w;
   int64_t lease_ms;
   int64_t sent_ms;
+  uint64_t owner_id;
+  int64_t prior;  /* the owner's hold count of this half before */
+  int64_t try_ms; /* no try after the last answered one was sent before
+                     this (the lease of one whose answer is lost started
+                     after it) */
 } attempt;
 
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
@@ -97,6 +102,7 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
+  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
   if (r->type == REDIS_REPLY_NIL) {
     rc = 1;
   } else if (r->type == REDIS_REPLY_INTEGER) {
@@ -113,6 +119,12 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   return rc;
 }
 
+/* A try whose answer was lost: did it run (wait.c)? */
+static int recheck(void *ctx) {
+  attempt *a = ctx;
+  return dlock__lock_recheck(&a->h->base, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
+}
+
 static int release(dlock_lock *l, uint64_t owner_id);
 
 static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
@@ -124,18 +136,19 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   if (rc != DLOCK_OK)
     return rc;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  dlock__hold_id id = hold_id(h, &w);
   attempt a = {h, &w,
-               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms, 0};
+               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms, 0,
+               owner_id, dlock__hold_count(c, &id), dlock__now_ms()};
   char what[140];
   snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
            l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
                            .channel_len = h->channel.len, .wake = rw_wake,
                            .attempt = try_once, .early = 1, .handle = l,
-                           .owner = owner_id};
+                           .owner = owner_id, .recheck = recheck};
   rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc == 1) {
-    dlock__hold_id id = hold_id(h, &w);
     dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
     if (!h->is_write) {
       renew.script = DLOCK__SCRIPT_RWLOCK_READ_RENEW;

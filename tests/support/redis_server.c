@@ -14,6 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void dlock_tool_url_add(char *url, size_t n, int port) {
+  size_t len = strlen(url);
+  int first = len >= 2 && url[len - 1] == '/' && url[len - 2] == '/';
+  snprintf(url + len, n - len, "%s127.0.0.1:%d", first ? "" : ",", port);
+}
+
 int dlock_tool_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET};
@@ -38,8 +44,10 @@ static int accepts(int port) {
   return ok;
 }
 
-/* Start s with more arguments (NULL-terminated, at most 12). */
-static int start_with(dlock_tool_server *s, const char *const *extra) {
+/* Start s with more arguments (NULL-terminated, at most 12); a sentinel
+ * when conf names its configuration file. */
+static int start_conf(dlock_tool_server *s, const char *conf,
+                      const char *const *extra) {
   s->pid = -1;
   s->port = dlock_tool_free_port();
   if (s->port < 0) {
@@ -59,6 +67,12 @@ static int start_with(dlock_tool_server *s, const char *const *extra) {
     const char *argv[24] = {"redis-server", "--port", port, "--bind",
                             "127.0.0.1", "--save", "", "--appendonly", "no"};
     int argc = 9;
+    if (conf) { /* its file first; a sentinel keeps no data */
+      const char *head[] = {"redis-server", conf, "--sentinel", "--port",
+                            port, "--bind", "127.0.0.1"};
+      memcpy(argv, head, sizeof head);
+      argc = 7;
+    }
     for (int i = 0; extra && extra[i] && argc < 22; i++)
       argv[argc++] = extra[i];
     argv[argc] = NULL;
@@ -83,7 +97,28 @@ static int start_with(dlock_tool_server *s, const char *const *extra) {
   return -1;
 }
 
+static int start_with(dlock_tool_server *s, const char *const *extra) {
+  return start_conf(s, NULL, extra);
+}
+
 int dlock_tool_server_start(dlock_tool_server *s) { return start_with(s, NULL); }
+
+int dlock_tool_tls_server_start(dlock_tool_server *s, const char *certs,
+                                char tls_url[64]) {
+  char port[16], crt[128], key[128], ca[128];
+  int p = dlock_tool_free_port();
+  snprintf(port, sizeof port, "%d", p);
+  snprintf(crt, sizeof crt, "%s/server.crt", certs);
+  snprintf(key, sizeof key, "%s/server.key", certs);
+  snprintf(ca, sizeof ca, "%s/ca.crt", certs);
+  const char *extra[] = {"--tls-port", port, "--tls-cert-file", crt,
+                         "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                         "--tls-auth-clients", "no", NULL};
+  if (start_with(s, extra) != 0)
+    return -1;
+  snprintf(tls_url, 64, "rediss://127.0.0.1:%d", p);
+  return 0;
+}
 
 void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
   for (int i = 0; i < k->n; i++) {
@@ -97,6 +132,11 @@ void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
 }
 
 int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas) {
+  return dlock_tool_cluster_start_timeout(k, masters, replicas, 0);
+}
+
+int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
+                                     int replicas, long node_timeout_ms) {
   memset(k, 0, sizeof *k);
   int n = masters * (1 + replicas);
   if (masters < 3 || replicas < 0 || n > DLOCK_TOOL_CLUSTER_MAX)
@@ -110,9 +150,12 @@ int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas) {
     }
     char bus[16];
     snprintf(bus, sizeof bus, "%d", dlock_tool_free_port());
+    char timeout[24];
+    snprintf(timeout, sizeof timeout, "%ld", node_timeout_ms);
     const char *extra[] = {"--cluster-enabled", "yes", "--cluster-config-file",
                            "nodes.conf", "--cluster-port", bus, "--dir",
-                           k->dir[i], NULL};
+                           k->dir[i], node_timeout_ms > 0 ? "--cluster-node-timeout" : NULL,
+                           timeout, NULL};
     k->n = i + 1;
     if (start_with(&k->node[i], extra) != 0) {
       dlock_tool_cluster_stop(k);
@@ -153,10 +196,9 @@ int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas) {
     dlock_tool_cluster_stop(k);
     return -1;
   }
-  len = (size_t)snprintf(k->url, sizeof k->url, "redis+cluster://");
+  snprintf(k->url, sizeof k->url, "redis+cluster://");
   for (int i = 0; i < k->n; i++)
-    len += (size_t)snprintf(k->url + len, sizeof k->url - len, "%s127.0.0.1:%d",
-                            i ? "," : "", k->node[i].port);
+    dlock_tool_url_add(k->url, sizeof k->url, k->node[i].port);
   return 0;
 }
 
@@ -167,3 +209,74 @@ void dlock_tool_server_stop(dlock_tool_server *s) {
   }
   s->pid = -1;
 }
+
+/* Run cmd (a shell line): 1 when it exits 0. */
+static int sh_ok(const char *cmd) { return system(cmd) == 0; }
+
+int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
+                              int sentinels, long down_after_ms) {
+  memset(k, 0, sizeof *k);
+  int n = 1 + replicas + sentinels;
+  if (replicas < 0 || sentinels < 1 || n > DLOCK_TOOL_CLUSTER_MAX)
+    return -1;
+  int ok = 1;
+  for (int i = 0; ok && i < n; i++) {
+    snprintf(k->dir[i], sizeof k->dir[i], "/tmp/dlock-sentinel-XXXXXX");
+    ok = mkdtemp(k->dir[i]) != NULL;
+    k->n = i + 1;
+    char master[16], conf[96];
+    snprintf(master, sizeof master, "%d", k->node[0].port);
+    if (ok && i == 0) {
+      ok = start_with(&k->node[i], NULL) == 0;
+    } else if (ok && i <= replicas) {
+      const char *extra[] = {"--replicaof", "127.0.0.1", master, NULL};
+      ok = start_with(&k->node[i], extra) == 0;
+    } else if (ok) {
+      snprintf(conf, sizeof conf, "%s/sentinel.conf", k->dir[i]);
+      FILE *f = fopen(conf, "w");
+      ok = f != NULL;
+      if (f) {
+        fprintf(f, "sentinel monitor dlock-bench 127.0.0.1 %s 2\n", master);
+        if (down_after_ms > 0)
+          fprintf(f, "sentinel down-after-milliseconds dlock-bench %ld\n",
+                  down_after_ms);
+        ok = fclose(f) == 0;
+      }
+      ok = ok && start_conf(&k->node[i], conf, NULL) == 0;
+    }
+  }
+  for (int tries = 0; ok && tries < 400; tries++) { /* 20 s at most */
+    int all = 1;
+    char cmd[256];
+    for (int i = 1; all && i <= replicas; i++) {
+      snprintf(cmd, sizeof cmd, "redis-cli -p %d info replication 2>/dev/null"
+               " | grep -q master_link_status:up", k->node[i].port);
+      all = sh_ok(cmd);
+    }
+    for (int i = 1 + replicas; all && i < n; i++) {
+      snprintf(cmd, sizeof cmd,
+               "m=$(redis-cli -p %d sentinel master dlock-bench 2>/dev/null); "
+               "[ \"$(echo \"$m\" | grep -A1 -x num-slaves | tail -1)\" = %d ] && "
+               "[ \"$(echo \"$m\" | grep -A1 -x num-other-sentinels | tail -1)\" = %d ]",
+               k->node[i].port, replicas, sentinels - 1);
+      all = sh_ok(cmd);
+    }
+    if (all)
+      break;
+    if (tries == 399)
+      ok = 0;
+    usleep(50000);
+  }
+  if (!ok) {
+    fprintf(stderr, "the sentinel setup did not come up\n");
+    dlock_tool_sentinel_stop(k);
+    return -1;
+  }
+  snprintf(k->url, sizeof k->url, "redis+sentinel://");
+  for (int i = 1 + replicas; i < n; i++)
+    dlock_tool_url_add(k->url, sizeof k->url, k->node[i].port);
+  strncat(k->url, "/dlock-bench", sizeof k->url - strlen(k->url) - 1);
+  return 0;
+}
+
+void dlock_tool_sentinel_stop(dlock_tool_sentinel *k) { dlock_tool_cluster_stop(k); }

@@ -11,6 +11,10 @@ typedef struct dlock_tool_server {
   char url[64];
 } dlock_tool_server;
 
+/* Append "127.0.0.1:PORT" to a URL of size n being built, after a comma
+ * unless it ends with "//". */
+void dlock_tool_url_add(char *url, size_t n, int port);
+
 /* A free TCP port on 127.0.0.1 (bound once and released), or -1. */
 int dlock_tool_free_port(void);
 /* Start one (no persistence, stdout to /dev/null) and wait up to 5 s for
@@ -33,5 +37,27 @@ typedef struct dlock_tool_cluster {
 } dlock_tool_cluster;
 int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas);
 void dlock_tool_cluster_stop(dlock_tool_cluster *k);
+
+/* A server with a TLS port beside its plain one (s->port): tls_url gets
+ * rediss://127.0.0.1:TLSPORT. Its certificate is certs/server.crt (as
+ * tests/support/tls_certs.sh makes them). 0 or -1. */
+int dlock_tool_tls_server_start(dlock_tool_server *s, const char *certs,
+                                char tls_url[64]);
+/* The same with cluster-node-timeout node_timeout_ms (0: the server's
+ * default). */
+int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
+                                     int replicas, long node_timeout_ms);
+
+/* A master (node[0]), replicas replicas of it and sentinels sentinels that
+ * watch it as "dlock-bench" (quorum 2), in directories of their own under
+ * /tmp; url is its redis+sentinel:// URL. down_after_ms: the sentinels'
+ * down-after-milliseconds (0: Sentinel's default, 30 s; failover-timeout
+ * stays the default too). 0 when every replica has the master's data and
+ * every sentinel sees them and the others (bounded: 20 s), else -1 with a
+ * message on stderr (and nothing left). */
+typedef dlock_tool_cluster dlock_tool_sentinel;
+int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
+                              int sentinels, long down_after_ms);
+void dlock_tool_sentinel_stop(dlock_tool_sentinel *k);
 
 #endif

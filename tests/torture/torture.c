@@ -34,7 +34,6 @@ static tt_opts O = {
 static tt_arena *A;
 static int arena_fd = -1;
 static th_server servers[TT_MAX_SERVERS];
-static int blackhole_fds[TT_MAX_SERVERS];
 static pid_t procs[MAX_PROCS];
 static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
 static tt_result R;
@@ -61,7 +60,9 @@ static void usage(void) {
           "sleep,flush]\n"
           "  [--every MS] [--seed N] [--json] [--broken]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
-          "migrate,failover]]\n");
+          "migrate,failover]]\n"
+          "  [--sentinel [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
+          "failover,restart]]\n");
   exit(2);
 }
 
@@ -88,6 +89,10 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     }
     if (strcmp(a, "--cluster") == 0) {
       O.cluster = 1;
+      continue;
+    }
+    if (strcmp(a, "--sentinel") == 0) {
+      O.sentinel = 1;
       continue;
     }
     if (v == NULL)
@@ -145,13 +150,19 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
    * one-server faults stay the standalone runs' */
   unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                             TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER;
+  /* a sentinel setup's act on its master */
+  unsigned sentinel_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
+                             TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART;
   if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
       (O.kind != TT_REDLOCK && O.servers != 1) ||
       (O.cluster && (O.kind == TT_REDLOCK || O.java ||
                      (O.nemesis & ~cluster_faults))) ||
-      (!O.cluster && (O.nemesis & (TT_F_MIGRATE | TT_F_FAILOVER))))
+      (O.sentinel && (O.cluster || O.kind == TT_REDLOCK || O.java ||
+                      (O.nemesis & ~sentinel_faults))) ||
+      (!O.cluster && (O.nemesis & TT_F_MIGRATE)) ||
+      (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)))
     usage();
 }
 
@@ -272,6 +283,12 @@ static const char *fault_key(char *buf, size_t n) {
 
 static int64_t last_failover_ms; /* the nemesis thread's */
 
+/* client-kill, pubsub-kill: the connections of that type on n */
+static redisReply *kill_conns(th_server *n, int fault) {
+  return th_cmd(n, "CLIENT KILL TYPE %s SKIPME yes",
+                fault == TT_F_CLIENT_KILL ? "normal" : "pubsub");
+}
+
 /* A cluster fault; 1 when it was made. */
 static int cluster_fault(int f) {
   char buf[160];
@@ -280,10 +297,8 @@ static int cluster_fault(int f) {
   redisReply *r = NULL;
   switch (1 << f) {
   case TT_F_CLIENT_KILL:
-    r = th_cmd(master, "CLIENT KILL TYPE normal SKIPME yes");
-    break;
   case TT_F_PUBSUB_KILL:
-    r = th_cmd(master, "CLIENT KILL TYPE pubsub SKIPME yes");
+    r = kill_conns(master, 1 << f);
     break;
   case TT_F_MIGRATE:
     if (th_migrate_slot(&servers[0], key) != 0)
@@ -311,9 +326,57 @@ static int cluster_fault(int f) {
   return 1;
 }
 
+/* The sentinels name a master other than old, and it says it is one
+ * (bounded): it, or NULL. */
+static th_server *sentinels_moved(th_server *old, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; sleep_ms(20)) {
+    th_server *m = th_sentinel_master(&servers[0]);
+    if (m && m != old && th_is_master(m))
+      return m;
+  }
+  fprintf(stderr, "torture: the sentinels named no new master\n");
+  return NULL;
+}
+
+/* A sentinel setup's fault, on its master; 1 when it was made. */
+static int sentinel_fault(int f) {
+  th_server *master = th_sentinel_master(&servers[0]);
+  redisReply *r = NULL;
+  if (master == NULL)
+    return 0;
+  switch (1 << f) {
+  case TT_F_CLIENT_KILL:
+  case TT_F_PUBSUB_KILL:
+    r = kill_conns(master, 1 << f);
+    break;
+  case TT_F_FAILOVER:
+  case TT_F_RESTART:
+    /* one failover at a time: the sentinels refuse another (INPROG)
+     * within the failover timeout (th_sentinel_start: 3 s) */
+    if (last_failover_ms && th_now_ms() - last_failover_ms < 4000)
+      return 0;
+    last_failover_ms = th_now_ms();
+    if ((1 << f) == TT_F_FAILOVER) {
+      r = th_cmd(&servers[0].node[servers[0].nnodes - 1],
+                 "SENTINEL FAILOVER dlock-test");
+      sentinels_moved(master, 15000);
+    } else {
+      th_server_kill(master);
+      sentinels_moved(master, 15000);
+      if (th_server_restart(master) != 0)
+        fprintf(stderr, "torture: the old master did not restart\n");
+    }
+    break;
+  }
+  if (r)
+    freeReplyObject(r);
+  return 1;
+}
+
 static void fault(int f) {
-  if (O.cluster && (1 << f) != TT_F_KILL && (1 << f) != TT_F_KILL_WAITER) {
-    R.faults[f] += cluster_fault(f);
+  if ((O.cluster || O.sentinel) && (1 << f) != TT_F_KILL &&
+      (1 << f) != TT_F_KILL_WAITER) {
+    R.faults[f] += O.cluster ? cluster_fault(f) : sentinel_fault(f);
     return;
   }
   int s = live_server();
@@ -329,10 +392,8 @@ static void fault(int f) {
     kill_worker(1);
     return;
   case TT_F_CLIENT_KILL:
-    r = th_cmd(&servers[s], "CLIENT KILL TYPE normal SKIPME yes");
-    break;
   case TT_F_PUBSUB_KILL:
-    r = th_cmd(&servers[s], "CLIENT KILL TYPE pubsub SKIPME yes");
+    r = kill_conns(&servers[s], 1 << f);
     break;
   case TT_F_STOP:
     th_server_pause(&servers[s], 1);
@@ -435,18 +496,6 @@ static void *queue_main(void *arg) {
 
 /* ---- the run ------------------------------------------------------------- */
 
-static int blackhole(void) { /* listens, never accepts, never answers */
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      listen(fd, 128) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    return -1;
-  blackhole_fds[0] = fd; /* kept open until exit */
-  return ntohs(a.sin_port);
-}
-
 /* Keys left on the servers, not counting unlock latches: those are the
  * idempotent releases' memory and expire by themselves (2 command timeouts
  * plus a connect timeout after the release); *latches gets their number. */
@@ -456,7 +505,14 @@ static int64_t count_keys(int64_t *latches) {
   /* the servers that are up; on a cluster its masters now */
   th_server *scan[TT_MAX_SERVERS + 16];
   int nscan = 0;
-  if (O.cluster) {
+  if (O.sentinel) {
+    /* the master the sentinels name: an old master that still says it is
+     * one holds what it took after the promotion, and the sentinels will
+     * wipe it when they make it a replica */
+    th_server *m = th_sentinel_master(&servers[0]);
+    if (m)
+      scan[nscan++] = m;
+  } else if (O.cluster) {
     for (int i = 0; i < servers[0].nnodes; i++)
       if (th_is_master(&servers[0].node[i]))
         scan[nscan++] = &servers[0].node[i];
@@ -516,14 +572,15 @@ static int harness_main(void) {
   snprintf(A->name, sizeof A->name, "torture:%s", kinds[O.kind]);
   for (int i = 0; i < O.servers; i++) {
     if (i >= O.paused && i < O.paused + O.blackholed) {
-      int port = blackhole();
+      int port = th_blackhole_port();
       if (port < 0)
         return 2;
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.1:%d", port);
       continue;
     }
-    if (O.cluster ? th_cluster_start(&servers[i], 3, 1) != 0
-                  : th_server_start(&servers[i], NULL) != 0) {
+    if (O.cluster    ? th_cluster_start(&servers[i], 3, 1) != 0
+        : O.sentinel ? th_sentinel_start(&servers[i], 2, 3) != 0
+                     : th_server_start(&servers[i], NULL) != 0) {
       fprintf(stderr, "torture: cannot start redis-server\n");
       return 2;
     }
@@ -548,7 +605,13 @@ static int harness_main(void) {
     procs[i] = spawn(i);
   pthread_t nem, queue;
   pthread_create(&nem, NULL, nemesis_main, NULL);
-  if (O.kind == TT_FAIR)
+  /* The fair order is checked unless a sentinel fails over: the queue
+   * changes the old master took after the promotion are lost with the
+   * rest of its writes, and the queue read there is not the one the new
+   * master serves (docs/reliability.md). */
+  int read_queue = O.kind == TT_FAIR &&
+                   !(O.sentinel && (O.nemesis & (TT_F_FAILOVER | TT_F_RESTART)));
+  if (read_queue)
     pthread_create(&queue, NULL, queue_main, NULL);
   int64_t end = th_now_ms() + O.duration_ms;
   while (th_now_ms() < end && !atomic_load(&A->stop)) {
@@ -572,7 +635,7 @@ static int harness_main(void) {
   atomic_store(&A->stop, 1);
   while (!atomic_load(&nemesis_idle)) /* its last fault is done */
     sleep_ms(5);
-  if (O.kind == TT_FAIR)
+  if (read_queue)
     pthread_join(queue, NULL);
   /* the workers finish their attempt in progress (its wait budget at most) */
   int64_t grace = O.wait_ms + O.command_timeout_ms + 10000;

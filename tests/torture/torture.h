@@ -50,6 +50,8 @@ typedef struct tt_opts {
                           own, so nothing excludes (--broken) */
   int cluster;         /* the server is a Redis Cluster of 3 masters with a
                           replica each (--cluster) */
+  int sentinel;        /* a master, 2 replicas and 3 sentinels; the
+                          clients use the sentinel URI (--sentinel) */
 } tt_opts;
 
 enum { /* faults */
@@ -58,14 +60,19 @@ enum { /* faults */
   TT_F_CLIENT_KILL = 1 << 2, /* CLIENT KILL TYPE normal */
   TT_F_PUBSUB_KILL = 1 << 3, /* CLIENT KILL TYPE pubsub */
   TT_F_STOP = 1 << 4,       /* SIGSTOP a server 50 ms .. 2 leases, SIGCONT */
-  TT_F_RESTART = 1 << 5,    /* kill -9 a server and start it again */
+  TT_F_RESTART = 1 << 5,    /* kill -9 a server and start it again;
+                               --sentinel: the master, started again once
+                               the sentinels named another (it comes back
+                               as a replica) */
   TT_F_SLEEP = 1 << 6,      /* DEBUG SLEEP 0.05 .. 0.3 s */
   TT_F_FLUSH = 1 << 7,      /* SCRIPT FLUSH */
   TT_F_MIGRATE = 1 << 8,    /* --cluster: the name's slot (and its keys)
                                moves to another master */
   TT_F_FAILOVER = 1 << 9,   /* --cluster: CLUSTER FAILOVER on a replica of
                                the name's master (no write is lost); at
-                               most one per 2.5 s (the cluster's votes) */
+                               most one per 2.5 s (the cluster's votes);
+                               --sentinel: SENTINEL FAILOVER, at most one
+                               per 4 s (the failover timeout is 3 s) */
   TT_F_COUNT = 10
 };
 

@@ -47,6 +47,15 @@ static const char *redis_urls[MAX_REDIS];
 static int nredis;
 static char password[4096]; /* --password-file or DLOCK_REDIS_PASSWORD */
 static int have_password;
+/* a sentinel URL's sentinels: --sentinel-password-file or
+ * DLOCK_SENTINEL_PASSWORD, --sentinel-user */
+static char sentinel_password[4096];
+static int have_sentinel_password;
+static const char *sentinel_user;
+/* rediss...: --tls-ca, --tls-ca-dir, --tls-cert, --tls-key,
+ * --tls-server-name, --tls-insecure */
+static const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+static int tls_insecure;
 
 /* ---- messages and parsing ------------------------------------------------- */
 
@@ -71,9 +80,16 @@ static void usage_main(FILE *f) {
           "  redis://[user:password@]host[:port][/db], unix:///path.sock, or\n"
           "  redis+cluster://[user:password@]h1:p1,h2:p2 (Redis Cluster), or\n"
           "  redis+sentinel://[user:password@]s1:p1,s2:p2/NAME[/db] (the master\n"
-          "  NAME of Redis Sentinel; user and password are the master's);\n"
+          "  NAME of Redis Sentinel; user and password are the master's;\n"
+          "  sentinels that want a password: --sentinel-password-file FILE\n"
+          "  or DLOCK_SENTINEL_PASSWORD, and --sentinel-user USER for an ACL\n"
+          "  user);\n"
+          "  rediss://, rediss+cluster://: the same over TLS, with\n"
+          "  --tls-ca FILE | --tls-ca-dir DIR (default: the system's CAs),\n"
+          "  --tls-cert FILE --tls-key FILE (a client certificate),\n"
+          "  --tls-server-name NAME, --tls-insecure (no verification: INSECURE).\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
-          "--redis and --password-file may come before or after COMMAND (but\n"
+          "--redis and the other options here may come before or after COMMAND (but\n"
           "  before the `--` of `run`).\n"
           "Passwords: keep them out of URLs (every user sees them in ps):\n"
           "  --password-file FILE (mode 600 or stricter; its first line) or\n"
@@ -203,6 +219,18 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   o.on_lost = lost;
   o.replica_sync_ms = replica_sync_ms;
   o.password = have_password ? password : NULL;
+  if (strncmp(url, "redis+sentinel://", 17) == 0) {
+    o.sentinel_username = sentinel_user;
+    o.sentinel_password = have_sentinel_password ? sentinel_password : NULL;
+  }
+  if (strncmp(url, "rediss", 6) == 0) {
+    o.tls_ca_file = tls_ca;
+    o.tls_ca_dir = tls_ca_dir;
+    o.tls_cert_file = tls_cert;
+    o.tls_key_file = tls_key;
+    o.tls_server_name = tls_server_name;
+    o.tls_insecure = tls_insecure;
+  }
   int rc = dlock_client_open(url, &o, out);
   if (rc != DLOCK_OK) {
     char what[600];
@@ -933,35 +961,50 @@ static int cmd_unlock(int argc, char **argv) {
 
 /* ---- main ------------------------------------------------------------------ */
 
-/* --password-file: the first line of a file no one else may read. */
-static int read_password_file(const char *path) {
+/* --password-file (opt): the first line of a file no one else may read,
+ * into buf (4096 bytes). */
+static int read_password_file(const char *opt, const char *path, char *buf,
+                              int *have) {
+  const size_t size = 4096;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     int err = errno;
     if (fd >= 0)
       close(fd);
-    return usage_error("--password-file %s: %s", path, strerror(err));
+    return usage_error("%s %s: %s", opt, path, strerror(err));
   }
   if (st.st_mode & (S_IRWXG | S_IRWXO)) {
     close(fd);
-    return usage_error("--password-file %s is readable or writable by group or "
-                       "others (mode %03o): chmod 600 it", path,
+    return usage_error("%s %s is readable or writable by group or "
+                       "others (mode %03o): chmod 600 it", opt, path,
                        (unsigned)(st.st_mode & 0777));
   }
-  ssize_t n = read(fd, password, sizeof password - 1);
+  ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n < 0)
-    return usage_error("--password-file %s: %s", path, strerror(errno));
-  password[n] = '\0';
-  size_t len = strcspn(password, "\r\n");
-  if (len == (size_t)n && len == sizeof password - 1)
-    return usage_error("--password-file %s: its first line is longer than %zu "
-                       "bytes", path, sizeof password - 2);
-  password[len] = '\0';
+    return usage_error("%s %s: %s", opt, path, strerror(errno));
+  buf[n] = '\0';
+  size_t len = strcspn(buf, "\r\n");
+  if (len == (size_t)n && len == size - 1)
+    return usage_error("%s %s: its first line is longer than %zu "
+                       "bytes", opt, path, size - 2);
+  buf[len] = '\0';
   if (len == 0)
-    return usage_error("--password-file %s: no password on its first line", path);
-  have_password = 1;
+    return usage_error("%s %s: no password on its first line", opt, path);
+  *have = 1;
+  return 0;
+}
+
+/* A password from the environment variable name, unless a file gave one. */
+static int env_password(const char *name, char *buf, int *have) {
+  const char *env = getenv(name);
+  if (*have || env == NULL || *env == '\0')
+    return 0;
+  if (strlen(env) >= 4096)
+    return usage_error("%s is too long", name);
+  snprintf(buf, 4096, "%s", env);
+  *have = 1;
   return 0;
 }
 
@@ -970,13 +1013,36 @@ static int read_password_file(const char *path) {
  * is not a global option, or an exit status. */
 static int take_global(int argc, char **argv, int *i) {
   const char *o = argv[*i];
-  if (strcmp(o, "--redis") != 0 && strcmp(o, "--password-file") != 0)
+  if (!strcmp(o, "--tls-insecure")) {
+    tls_insecure = 1;
+    return 0;
+  }
+  static const char *const with_value[] = {
+      "--redis", "--password-file", "--sentinel-password-file", "--sentinel-user",
+      "--tls-ca", "--tls-ca-dir", "--tls-cert", "--tls-key", "--tls-server-name"};
+  size_t k = 0;
+  while (k < sizeof with_value / sizeof with_value[0] && strcmp(o, with_value[k]))
+    k++;
+  if (k == sizeof with_value / sizeof with_value[0])
     return -1;
   if (*i + 1 >= argc)
     return usage_error("%s needs a value", o);
   const char *val = argv[++*i];
   if (!strcmp(o, "--password-file"))
-    return read_password_file(val);
+    return read_password_file(o, val, password, &have_password);
+  if (!strcmp(o, "--sentinel-password-file"))
+    return read_password_file(o, val, sentinel_password, &have_sentinel_password);
+  const char **dest = !strcmp(o, "--sentinel-user")    ? &sentinel_user
+                      : !strcmp(o, "--tls-ca")           ? &tls_ca
+                      : !strcmp(o, "--tls-ca-dir")       ? &tls_ca_dir
+                      : !strcmp(o, "--tls-cert")         ? &tls_cert
+                      : !strcmp(o, "--tls-key")          ? &tls_key
+                      : !strcmp(o, "--tls-server-name")  ? &tls_server_name
+                                                         : NULL;
+  if (dest) {
+    *dest = val;
+    return 0;
+  }
   if (nredis == MAX_REDIS)
     return usage_error("at most %d --redis", MAX_REDIS);
   if (dlock_uri_check(val) != DLOCK_OK)
@@ -1021,13 +1087,12 @@ int main(int argc, char **argv) {
       return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
                          dlock_errmsg());
   }
-  const char *env_password = getenv("DLOCK_REDIS_PASSWORD");
-  if (!have_password && env_password && *env_password) {
-    if (strlen(env_password) >= sizeof password)
-      return usage_error("DLOCK_REDIS_PASSWORD is too long");
-    snprintf(password, sizeof password, "%s", env_password);
-    have_password = 1;
-  }
+  int status = env_password("DLOCK_REDIS_PASSWORD", password, &have_password);
+  if (status == 0)
+    status = env_password("DLOCK_SENTINEL_PASSWORD", sentinel_password,
+                          &have_sentinel_password);
+  if (status != 0)
+    return status;
   const char *cmd = argv[i];
   int sub_argc = argc - i;
   char **sub_argv = argv + i;

@@ -1,0 +1,242 @@
+/* TLS (src/net/tls.c): rediss:// clients against redis-servers with a TLS
+ * port, certificates made at test time with the openssl CLI
+ * (tests/support/tls_certs.sh). The servers keep a plain port too, for
+ * the tests' own inspection (th_cmd). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "core/engine.h"
+#include "harness.h"
+
+static char certs[64];
+static th_server srv;    /* server certificate, no client certificates */
+static th_server mutual; /* asks for a client certificate */
+static th_server stale;  /* presents an expired certificate */
+
+static int suite_init(void) {
+  return th_tls_certs(certs) != 0 ||
+         th_tls_server_start(&srv, certs, "server", 0) != 0 ||
+         th_tls_server_start(&mutual, certs, "server", 1) != 0 ||
+         th_tls_server_start(&stale, certs, "expired", 0) != 0;
+}
+
+static int suite_clean(void) {
+  th_server_stop(&srv);
+  th_server_stop(&mutual);
+  th_server_stop(&stale);
+  th_tls_certs_remove(certs);
+  return 0;
+}
+
+/* Options trusting the test CA (paths into bufs that live as long). */
+typedef struct tls_files {
+  char ca[96], other_ca[96], cert[96], key[96];
+} tls_files;
+
+static dlock_client_opts tls_opts(tls_files *f) {
+  snprintf(f->ca, sizeof f->ca, "%s/ca.crt", certs);
+  snprintf(f->other_ca, sizeof f->other_ca, "%s/other-ca.crt", certs);
+  snprintf(f->cert, sizeof f->cert, "%s/client.crt", certs);
+  snprintf(f->key, sizeof f->key, "%s/client.key", certs);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.tls_ca_file = f->ca;
+  o.connect_timeout_ms = 1000;
+  return o;
+}
+
+/* Opening url with o fails with rc and a message holding want (and never
+ * the key's contents). */
+static void open_fails(const char *url, const dlock_client_opts *o, int rc,
+                       const char *want) {
+  dlock_client *c = NULL;
+  int got = dlock_client_open(url, o, &c);
+  if (got != rc || strstr(dlock_errmsg(), want) == NULL)
+    printf("\n    %s: %s: %s ", url, dlock_errname(got), dlock_errmsg());
+  CU_ASSERT_EQUAL(got, rc);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), want));
+  CU_ASSERT_PTR_NULL(strstr(dlock_errmsg(), "PRIVATE KEY"));
+  if (got == DLOCK_OK)
+    dlock_client_close(c);
+}
+
+typedef struct waiter {
+  dlock_lock *l;
+  int rc;
+} waiter;
+
+static void *wait_for(void *p) {
+  waiter *w = p;
+  w->rc = dlock_acquire(w->l, 10000, 30000);
+  if (w->rc == DLOCK_OK)
+    dlock_release(w->l);
+  return NULL;
+}
+
+/* A lock over TLS: taken (the key is on the server), waited for (the
+ * waiter is woken by the release's message on the TLS pub/sub
+ * connection), released. */
+static void test_lock_over_tls(void) {
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  dlock_client *c = th_client(&srv, &o);
+  const char *name = th_name("tls-lock");
+  dlock_lock *l = NULL, *other = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &other), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+  waiter w = {other, -1};
+  pthread_t t;
+  pthread_create(&t, NULL, wait_for, &w);
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(th_now_ms() - t0 < 1000); /* woken, not timed out */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(l);
+  dlock_lock_free(other);
+  dlock_client_close(c);
+}
+
+/* The direct path over TLS: a calling thread's own connection has its
+ * own TLS session (40 calls, none through the engine). */
+static void test_direct_path_over_tls(void) {
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("tls-direct"), NULL, &l),
+               DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* connected */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  uint64_t calls = atomic_load(&c->direct.calls);
+  for (int i = 0; i < 20; i++) {
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.calls) - calls, 40);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* Mutual TLS: a server that asks for a client certificate refuses a
+ * client without one, and takes one with the CA's. */
+static void test_mutual_tls(void) {
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  open_fails(mutual.url, &o, DLOCK_EIO, "certificate");
+  o.tls_cert_file = f.cert;
+  o.tls_key_file = f.key;
+  dlock_client *c = th_client(&mutual, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("mtls"), NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* Each failure says what failed. */
+static void test_failures_say_what(void) {
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  o.tls_ca_file = f.other_ca; /* a CA that signed nothing here */
+  open_fails(srv.url, &o, DLOCK_EIO, "not trusted");
+  o.tls_ca_file = f.ca;
+  o.tls_server_name = "other.example";
+  open_fails(srv.url, &o, DLOCK_EIO, "hostname mismatch");
+  o.tls_server_name = NULL;
+  open_fails(stale.url, &o, DLOCK_EIO, "expired");
+  char plain[64];
+  snprintf(plain, sizeof plain, "rediss://127.0.0.1:%d", srv.port);
+  /* a plain Redis port: it answers the TLS greeting with an error, or
+   * waits for the end of a line that may not come */
+  open_fails(plain, &o, DLOCK_EIO, "plain port");
+  /* a server that accepts and never answers: the handshake times out */
+  int hole = th_blackhole_port();
+  CU_ASSERT_FATAL(hole > 0);
+  char silent[64];
+  snprintf(silent, sizeof silent, "rediss://127.0.0.1:%d", hole);
+  open_fails(silent, &o, DLOCK_EIO, "TLS handshake timed out");
+  /* verification off (insecure): the untrusted server is taken */
+  o.tls_ca_file = f.other_ca;
+  o.tls_insecure = 1;
+  dlock_client *c = th_client(&srv, &o);
+  dlock_client_close(c);
+}
+
+/* Settings that cannot work are refused at open, naming the setting. */
+static void test_bad_settings(void) {
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  o.tls_cert_file = f.cert; /* without its key */
+  open_fails(srv.url, &o, DLOCK_EINVAL, "tls_key_file");
+  o.tls_key_file = f.ca; /* not a key */
+  open_fails(srv.url, &o, DLOCK_EINVAL, "tls_key_file");
+  o.tls_cert_file = o.tls_key_file = NULL;
+  o.tls_ca_file = "/nonexistent/ca.crt";
+  open_fails(srv.url, &o, DLOCK_EINVAL, "/nonexistent/ca.crt");
+  o = tls_opts(&f);
+  char plain[64];
+  snprintf(plain, sizeof plain, "redis://127.0.0.1:%d", srv.port);
+  open_fails(plain, &o, DLOCK_EINVAL, "rediss://"); /* TLS options, no TLS */
+  CU_ASSERT_EQUAL(dlock_uri_check("rediss+cluster://h1:1,h2:2"), DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock_uri_check("redisss://h"), DLOCK_EINVAL);
+  o.version = 6; /* before TLS options: the defaults (system trust store) */
+  open_fails(srv.url, &o, DLOCK_EIO, "not trusted");
+}
+
+/* Run the dlock tool (DLOCK_BIN) with args (a shell line): its exit
+ * status, its output (both streams) into out. */
+static int run_tool(const char *args, char *out, size_t n) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", getenv("DLOCK_BIN"), args);
+  FILE *p = popen(cmd, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  size_t len = fread(out, 1, n - 1, p);
+  out[len] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The dlock tool over TLS: --tls-ca trusts the test CA (a run holds the
+ * lock over TLS); without it the system's CAs do not, and it says so
+ * (exit 69, unreachable); --tls-cert/--tls-key for mutual TLS. */
+static void test_tool_flags(void) {
+  char args[900], out[2048];
+  snprintf(args, sizeof args, "--redis %s --tls-ca %s/ca.crt run %s -- true",
+           srv.url, certs, th_name("tool"));
+  CU_ASSERT_EQUAL(run_tool(args, out, sizeof out), 0);
+  snprintf(args, sizeof args, "--redis %s run %s -- true", srv.url, th_name("tool"));
+  CU_ASSERT_EQUAL(run_tool(args, out, sizeof out), 69);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not trusted"));
+  snprintf(args, sizeof args, "--redis %s --tls-ca %s/ca.crt --tls-cert "
+           "%s/client.crt --tls-key %s/client.key run %s -- true",
+           mutual.url, certs, certs, certs, th_name("tool"));
+  CU_ASSERT_EQUAL(run_tool(args, out, sizeof out), 0);
+  snprintf(args, sizeof args, "--redis %s --tls-insecure run %s -- true",
+           srv.url, th_name("tool"));
+  CU_ASSERT_EQUAL(run_tool(args, out, sizeof out), 0);
+}
+
+static void add(void) {
+  CU_pSuite s = CU_add_suite("tls", suite_init, suite_clean);
+  CU_add_test(s, "lock_over_tls", test_lock_over_tls);
+  CU_add_test(s, "direct_path_over_tls", test_direct_path_over_tls);
+  CU_add_test(s, "mutual_tls", test_mutual_tls);
+  CU_add_test(s, "failures_say_what", test_failures_say_what);
+  CU_add_test(s, "bad_settings", test_bad_settings);
+  CU_add_test(s, "tool_flags", test_tool_flags);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
