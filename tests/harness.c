@@ -182,6 +182,56 @@ void th_tls_certs_remove(const char *dir) {
     fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The certificates of the TLS topology being started (th_tls_cluster_start,
+ * th_tls_sentinel_start), NULL for a plain one. */
+static const char *topology_certs;
+
+/* The TLS arguments of a topology's node on tls_port: it replicates, talks
+ * to its cluster bus and (a sentinel) to the servers over TLS. */
+static void topology_tls_args(char *out, size_t n, int tls_port) {
+  size_t len = strlen(out);
+  snprintf(out + len, n - len,
+           "%s--tls-port %d --tls-cert-file %s/server.crt --tls-key-file "
+           "%s/server.key --tls-ca-cert-file %s/ca.crt --tls-auth-clients no "
+           "--tls-replication yes",
+           len ? " " : "", tls_port, topology_certs, topology_certs,
+           topology_certs);
+}
+
+/* A node's TLS port is known: its rediss:// URL, and the plain port for
+ * th_connect_key in worker processes. */
+static void tls_port_is(th_server *s, int port) {
+  s->tls_port = port;
+  snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", port);
+  char var[48], plain[16];
+  snprintf(var, sizeof var, "DLOCK_TEST_TLS_%d", port);
+  snprintf(plain, sizeof plain, "%d", s->port);
+  setenv(var, plain, 1);
+}
+
+/* A topology's server node: th_server_start, with TLS beside the plain
+ * port when the topology is a TLS one. */
+static int node_start(th_server *s, const char *extra) {
+  if (topology_certs == NULL)
+    return th_server_start(s, extra);
+  int port = dlock_tool_free_port();
+  char all[512];
+  snprintf(all, sizeof all, "%s", extra ? extra : "");
+  topology_tls_args(all, sizeof all, port);
+  size_t len = strlen(all);
+  if (strstr(all, "--cluster-enabled"))
+    snprintf(all + len, sizeof all - len, " --tls-cluster yes");
+  if (th_server_start(s, all) != 0)
+    return -1;
+  tls_port_is(s, port);
+  return 0;
+}
+
+/* Does n listen on port (its plain or its TLS one)? */
+static int has_port(const th_server *n, int port) {
+  return port > 0 && (n->port == port || n->tls_port == port);
+}
+
 int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
                         int auth_clients) {
   for (int attempt = 0; attempt < 5; attempt++) {
@@ -192,13 +242,7 @@ int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
              "--tls-ca-cert-file %s/ca.crt --tls-auth-clients %s",
              port, certs, leaf, certs, leaf, certs, auth_clients ? "yes" : "no");
     if (th_server_start(s, extra) == 0) {
-      s->tls_port = port;
-      snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", port);
-      /* the plain port, for th_connect_key in worker processes */
-      char var[48], plain[16];
-      snprintf(var, sizeof var, "DLOCK_TEST_TLS_%d", port);
-      snprintf(plain, sizeof plain, "%d", s->port);
-      setenv(var, plain, 1);
+      tls_port_is(s, port);
       return 0;
     }
   }
@@ -628,13 +672,16 @@ static int cluster_ok(th_server *n) {
   return ok;
 }
 
-int th_cluster_start(th_server *s, int masters, int replicas) {
+static int cluster_start(th_server *s, int masters, int replicas) {
   int n = masters * (1 + replicas);
   memset(s, 0, sizeof *s);
   s->node = calloc((size_t)n, sizeof *s->node);
   if (s->node == NULL)
     return -1;
   char create[2048] = "redis-cli --cluster create";
+  if (topology_certs) /* over TLS, to the nodes' TLS ports */
+    snprintf(create, sizeof create, "redis-cli --tls --cacert %s/ca.crt "
+             "--cluster create", topology_certs);
   for (int i = 0; i < n; i++) {
     /* the cluster bus on a free port of its own (the default, port +
      * 10000, may be taken or past 65535) */
@@ -642,7 +689,7 @@ int th_cluster_start(th_server *s, int masters, int replicas) {
     snprintf(extra, sizeof extra, "--cluster-enabled yes --cluster-config-file "
              "nodes.conf --cluster-node-timeout 1000 --cluster-port %d",
              dlock_tool_free_port());
-    if (th_server_start(&s->node[i], extra) != 0) {
+    if (node_start(&s->node[i], extra) != 0) {
       s->nnodes = i;
       th_server_stop(s);
       return -1;
@@ -650,7 +697,7 @@ int th_cluster_start(th_server *s, int masters, int replicas) {
     s->nnodes = i + 1;
     size_t len = strlen(create);
     snprintf(create + len, sizeof create - len, " 127.0.0.1:%d",
-             s->node[i].port);
+             topology_certs ? s->node[i].tls_port : s->node[i].port);
   }
   size_t len = strlen(create);
   snprintf(create + len, sizeof create - len,
@@ -673,9 +720,11 @@ int th_cluster_start(th_server *s, int masters, int replicas) {
     return -1;
   }
   adopt_node0(s);
-  snprintf(s->url, sizeof s->url, "redis+cluster://");
+  snprintf(s->url, sizeof s->url, "%s+cluster://",
+           topology_certs ? "rediss" : "redis");
   for (int i = 0; i < masters; i++)
-    dlock_tool_url_add(s->url, sizeof s->url, s->node[i].port);
+    dlock_tool_url_add(s->url, sizeof s->url,
+                       topology_certs ? s->node[i].tls_port : s->node[i].port);
   return 0;
 }
 
@@ -693,7 +742,14 @@ static int sentinel_start(th_server *n, int master_port) {
              "sentinel down-after-milliseconds dlock-test 1000\n"
              "sentinel failover-timeout dlock-test 3000\n", master_port);
   fclose(f);
-  return spawn_on_free_port(n);
+  int tls_port = topology_certs ? dlock_tool_free_port() : 0;
+  if (topology_certs)
+    topology_tls_args(n->extra, sizeof n->extra, tls_port);
+  if (spawn_on_free_port(n) != 0)
+    return -1;
+  if (topology_certs)
+    tls_port_is(n, tls_port);
+  return 0;
 }
 
 /* Every sentinel of s sees the master's replicas and the other sentinels,
@@ -725,21 +781,23 @@ static int sentinels_settled(th_server *s, int replicas) {
   return 1;
 }
 
-int th_sentinel_start(th_server *s, int replicas, int sentinels) {
+static int sentinel_setup_start(th_server *s, int replicas, int sentinels) {
   int n = 1 + replicas + sentinels;
   memset(s, 0, sizeof *s);
   s->node = calloc((size_t)n, sizeof *s->node);
   if (s->node == NULL)
     return -1;
   s->sentinels = sentinels;
-  int ok = th_server_start(&s->node[0], NULL) == 0;
+  int ok = node_start(&s->node[0], NULL) == 0;
   s->nnodes = 1;
+  /* over TLS, the replicas and sentinels use the master's TLS port */
+  int master_port = topology_certs ? s->node[0].tls_port : s->node[0].port;
   char extra[64];
-  snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", s->node[0].port);
+  snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master_port);
   for (int i = 1; ok && i <= replicas; i++, s->nnodes++)
-    ok = th_server_start(&s->node[i], extra) == 0;
+    ok = node_start(&s->node[i], extra) == 0;
   for (int i = 1 + replicas; ok && i < n; i++, s->nnodes++)
-    ok = sentinel_start(&s->node[i], s->node[0].port) == 0;
+    ok = sentinel_start(&s->node[i], master_port) == 0;
   for (int64_t end = th_now_ms() + 20000; ok && !sentinels_settled(s, replicas);
        usleep(50000))
     if (th_now_ms() >= end)
@@ -750,11 +808,46 @@ int th_sentinel_start(th_server *s, int replicas, int sentinels) {
     return -1;
   }
   adopt_node0(s);
-  snprintf(s->url, sizeof s->url, "redis+sentinel://");
+  snprintf(s->url, sizeof s->url, "%s+sentinel://",
+           topology_certs ? "rediss" : "redis");
   for (int i = 1 + replicas; i < n; i++)
-    dlock_tool_url_add(s->url, sizeof s->url, s->node[i].port);
+    dlock_tool_url_add(s->url, sizeof s->url,
+                       topology_certs ? s->node[i].tls_port : s->node[i].port);
   strncat(s->url, "/dlock-test", sizeof s->url - strlen(s->url) - 1);
   return 0;
+}
+
+static const char *tls_mode_certs(void);
+
+int th_tls_cluster_start(th_server *s, const char *certs, int masters,
+                         int replicas) {
+  topology_certs = certs;
+  int rc = cluster_start(s, masters, replicas);
+  topology_certs = NULL;
+  return rc;
+}
+
+int th_tls_sentinel_start(th_server *s, const char *certs, int replicas,
+                          int sentinels) {
+  topology_certs = certs;
+  int rc = sentinel_setup_start(s, replicas, sentinels);
+  topology_certs = NULL;
+  return rc;
+}
+
+/* In TLS mode every topology is a TLS one, with the mode's certificates. */
+int th_cluster_start(th_server *s, int masters, int replicas) {
+  if (!th_tls_mode())
+    return cluster_start(s, masters, replicas);
+  const char *certs = tls_mode_certs();
+  return certs ? th_tls_cluster_start(s, certs, masters, replicas) : -1;
+}
+
+int th_sentinel_start(th_server *s, int replicas, int sentinels) {
+  if (!th_tls_mode())
+    return sentinel_setup_start(s, replicas, sentinels);
+  const char *certs = tls_mode_certs();
+  return certs ? th_tls_sentinel_start(s, certs, replicas, sentinels) : -1;
 }
 
 th_server *th_sentinel_master(th_server *s) {
@@ -767,7 +860,7 @@ th_server *th_sentinel_master(th_server *s) {
     if (r)
       freeReplyObject(r);
     for (int j = 0; port && j < s->nnodes - s->sentinels; j++)
-      if (s->node[j].port == port)
+      if (has_port(&s->node[j], port))
         return &s->node[j];
   }
   return NULL;
@@ -782,14 +875,14 @@ static char mode_certs[64]; /* TLS mode's certificates, made once */
 
 static void remove_mode_certs(void) { th_tls_certs_remove(mode_certs); }
 
-int th_main_server_start(th_server *s) {
-  if (th_cluster_mode())
-    return th_cluster_start(s, 3, 1);
-  if (!th_tls_mode())
-    return th_server_start(s, NULL);
+/* TLS mode's certificates, made at the first call (NULL: they could not
+ * be). */
+static const char *tls_mode_certs(void) {
   if (mode_certs[0] == '\0') {
-    if (th_tls_certs(mode_certs) != 0)
-      return -1;
+    if (th_tls_certs(mode_certs) != 0) {
+      mode_certs[0] = '\0';
+      return NULL;
+    }
     atexit(remove_mode_certs);
     /* every client's default trust store (OpenSSL reads it at open): the
      * suites' clients trust the test CA without a TLS option */
@@ -797,7 +890,16 @@ int th_main_server_start(th_server *s) {
     snprintf(ca, sizeof ca, "%s/ca.crt", mode_certs);
     setenv("SSL_CERT_FILE", ca, 1);
   }
-  return th_tls_server_start(s, mode_certs, "server", 0);
+  return mode_certs;
+}
+
+int th_main_server_start(th_server *s) {
+  if (th_cluster_mode())
+    return th_cluster_start(s, 3, 1);
+  if (!th_tls_mode())
+    return th_server_start(s, NULL);
+  const char *certs = tls_mode_certs();
+  return certs ? th_tls_server_start(s, certs, "server", 0) : -1;
 }
 
 /* The port of the master that owns key's slot, asked of ctx (0 unknown). */
@@ -851,7 +953,7 @@ th_server *th_replica_of(th_server *s, th_server *master) {
     const char *colon = strchr(r->element[i]->str, ':');
     int port = colon ? atoi(colon + 1) : 0;
     for (int n = 0; n < s->nnodes; n++)
-      if (s->node[n].port == port)
+      if (has_port(&s->node[n], port))
         found = &s->node[n];
   }
   if (r)
@@ -877,8 +979,10 @@ void th_move_begin(th_server *s, th_slot_move *m, const char *key) {
 }
 
 int th_move_key(th_slot_move *m, const char *key) {
+  /* a TLS cluster migrates over TLS (tls-cluster), to the TLS port */
   redisReply *r = th_cmd(m->from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s",
-                         m->to->port, "", key);
+                         m->to->tls_port ? m->to->tls_port : m->to->port, "",
+                         key);
   int ok = r && r->type == REDIS_REPLY_STATUS;
   if (r)
     freeReplyObject(r);
@@ -941,23 +1045,28 @@ th_server *th_node_of(th_server *s, const char *key) {
   if (ctx)
     redisFree(ctx);
   for (int j = 0; j < s->nnodes; j++)
-    if (s->node[j].port == port)
+    if (has_port(&s->node[j], port))
       return &s->node[j];
   return s;
 }
 
-redisContext *th_connect_key(const char *url, const char *key) {
-  int cluster = strncmp(url, "redis+cluster://", 16) == 0;
-  const char *p = strstr(url, "127.0.0.1:");
-  int port = p ? atoi(p + 10) : 0;
+/* A TLS port's plain twin (tls_port_is noted it in the environment), or
+ * port itself. */
+static int plain_port(int port) {
   char var[48];
   snprintf(var, sizeof var, "DLOCK_TEST_TLS_%d", port);
-  if (strncmp(url, "rediss://", 9) == 0 && getenv(var)) /* its plain port */
-    port = atoi(getenv(var));
+  const char *v = getenv(var);
+  return v ? atoi(v) : port;
+}
+
+redisContext *th_connect_key(const char *url, const char *key) {
+  int cluster = strstr(url, "+cluster://") != NULL;
+  const char *p = strstr(url, "127.0.0.1:");
+  int port = plain_port(p ? atoi(p + 10) : 0);
   redisContext *ctx = redisConnect("127.0.0.1", port);
   if (!cluster || ctx == NULL || ctx->err)
     return ctx;
-  int owner = owner_port(ctx, key);
+  int owner = plain_port(owner_port(ctx, key));
   if (owner == 0 || owner == port)
     return ctx;
   redisFree(ctx);

@@ -62,6 +62,15 @@ int th_cluster_start(th_server *s, int masters, int replicas);
  * redis+sentinel:// URL, s->port/pid the first master's. 0 when every
  * replica has its data and every sentinel knows the others (bounded). */
 int th_sentinel_start(th_server *s, int replicas, int sentinels);
+/* The same over TLS: every node has a TLS port beside its plain one
+ * (tls_port; port stays plain, for th_cmd and the like) presenting
+ * certs/server.crt, replicates, talks to its cluster bus and (a sentinel)
+ * to the servers over TLS; s->url is a rediss+cluster:// or
+ * rediss+sentinel:// URL on the TLS ports. */
+int th_tls_cluster_start(th_server *s, const char *certs, int masters,
+                         int replicas);
+int th_tls_sentinel_start(th_server *s, const char *certs, int replicas,
+                          int sentinels);
 /* The node that the sentinels name master now (NULL: none answers). */
 th_server *th_sentinel_master(th_server *s);
 /* th_cluster_start(s, 3, 1) in cluster mode, else th_server_start(s, NULL). */

@@ -15,11 +15,16 @@ static th_server srv[NSRV];
 static dlock_client *cl[NSRV];
 static dlock_client *one[NSRV]; /* the same servers, one engine thread */
 
+/* The port the clients use: a TLS server's TLS port (DLOCK_TEST_TLS). */
+static int url_port(const th_server *s) {
+  return s->tls_port ? s->tls_port : s->port;
+}
+
 static int suite_init(void) {
   for (int i = 0; i < NSRV; i++) {
     dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
     o.share_engine = i > 0 ? one[0] : NULL;
-    if (th_server_start(&srv[i], NULL) != 0 ||
+    if (th_main_server_start(&srv[i]) != 0 ||
         dlock_client_open(srv[i].url, NULL, &cl[i]) != DLOCK_OK ||
         dlock_client_open(srv[i].url, &o, &one[i]) != DLOCK_OK)
       return 1;
@@ -247,7 +252,8 @@ static void test_redlock_quorum(void) {
   CU_ASSERT(strstr(dlock_errmsg(), "member 2") != NULL);
   CU_ASSERT(strstr(dlock_errmsg(), "held by another owner") != NULL);
   char at[64]; /* members are named by their server */
-  snprintf(at, sizeof at, "at 127.0.0.1:%d): held by another owner", srv[2].port);
+  snprintf(at, sizeof at, "at 127.0.0.1:%d): held by another owner",
+           url_port(&srv[2]));
   CU_ASSERT(strstr(dlock_errmsg(), at) != NULL);
   CU_ASSERT_EQUAL(exists(3, name), 0);
   CU_ASSERT_EQUAL(exists(4, name), 0);
@@ -296,7 +302,7 @@ static void stopped_masters(dlock_client **c) {
   CU_ASSERT(took >= 500 && took <= 500 + 50 + 60);
   CU_ASSERT(strstr(dlock_errmsg(), "no answer") != NULL);
   char at[64]; /* members are named by their server */
-  snprintf(at, sizeof at, "at 127.0.0.1:%d): no answer", srv[2].port);
+  snprintf(at, sizeof at, "at 127.0.0.1:%d): no answer", url_port(&srv[2]));
   CU_ASSERT(strstr(dlock_errmsg(), at) != NULL);
   /* a round the wait budget cut short says so, rather than blaming the
    * members for a wait shorter than their member timeout: with a 300 ms
@@ -345,7 +351,7 @@ static void killed_master(int one_engine) {
   o.watchdog_timeout_ms = 600;
   o.connect_timeout_ms = 300;
   for (int i = 0; i < 3; i++) {
-    CU_ASSERT_FATAL(th_server_start(&s[i], NULL) == 0);
+    CU_ASSERT_FATAL(th_main_server_start(&s[i]) == 0);
     o.share_engine = one_engine && i > 0 ? c[0] : NULL; /* s[0] dies first */
     c[i] = th_client(&s[i], &o);
   }
@@ -448,7 +454,7 @@ static void *rlwork_thread(void *arg) {
   rlwork *w = arg;
   dlock_client *c[NSRV] = {0};
   dlock_lock *m[NSRV] = {0}, *rl = NULL;
-  redisContext *ctx = redisConnect("127.0.0.1", atoi(strrchr(w->urls[0], ':') + 1));
+  redisContext *ctx = th_connect_key(w->urls[0], w->name); /* plain port */
   int ok = ctx != NULL && ctx->err == 0;
   for (int i = 0; ok && i < NSRV; i++)
     ok = dlock_client_open(w->urls[i], NULL, &c[i]) == DLOCK_OK &&

@@ -108,6 +108,18 @@ static void test_lock_over_tls(void) {
   dlock_client_close(c);
 }
 
+/* 20 acquire/release pairs on l go direct: 40 direct calls. */
+static void all_direct(dlock_client *c, dlock_lock *l) {
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* connected */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  uint64_t calls = atomic_load(&c->direct.calls);
+  for (int i = 0; i < 20; i++) {
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(atomic_load(&c->direct.calls) - calls, 40);
+}
+
 /* The direct path over TLS: a calling thread's own connection has its
  * own TLS session (40 calls, none through the engine). */
 static void test_direct_path_over_tls(void) {
@@ -117,14 +129,7 @@ static void test_direct_path_over_tls(void) {
   dlock_lock *l = NULL;
   TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("tls-direct"), NULL, &l),
                DLOCK_OK);
-  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* connected */
-  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  uint64_t calls = atomic_load(&c->direct.calls);
-  for (int i = 0; i < 20; i++) {
-    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  }
-  CU_ASSERT_EQUAL(atomic_load(&c->direct.calls) - calls, 40);
+  all_direct(c, l);
   dlock_lock_free(l);
   dlock_client_close(c);
 }
@@ -173,6 +178,148 @@ static void test_failures_say_what(void) {
   o.tls_insecure = 1;
   dlock_client *c = th_client(&srv, &o);
   dlock_client_close(c);
+}
+
+/* A waiter on l2 is woken by the release of l1 (the same name, held):
+ * the message comes on the TLS pub/sub connection, within 1 s. where:
+ * the server(s) where its subscription shows. */
+static void woken_over_tls(th_server *where, dlock_lock *l1, dlock_lock *l2,
+                           const char *name) {
+  TH_ASSERT_RC(dlock_acquire(l1, 0, 30000), DLOCK_OK);
+  waiter w = {l2, -1};
+  pthread_t t;
+  pthread_create(&t, NULL, wait_for, &w);
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(where, channel, 1, 5000));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l1), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(th_now_ms() - t0 < 1000); /* woken, not timed out */
+}
+
+/* A Redis Cluster over TLS (tls-cluster yes: the nodes announce their TLS
+ * ports, replicate and gossip over TLS): a rediss+cluster:// client finds
+ * the map, takes a lock on each of the three masters, goes direct to
+ * them, and a waiter is woken by the release. */
+static void test_cluster_over_tls(void) {
+  th_server k;
+  CU_ASSERT_FATAL(th_tls_cluster_start(&k, certs, 3, 0) == 0);
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  dlock_client *c = th_client(&k, &o);
+  th_server *seen[3] = {NULL, NULL, NULL};
+  int found = 0;
+  for (int i = 0; i < 300 && found < 3; i++) {
+    const char *name = th_name("tls-cluster");
+    th_server *owner = th_node_of(&k, name);
+    int dup = owner == &k; /* not found */
+    for (int j = 0; j < found; j++)
+      dup |= seen[j] == owner;
+    if (dup)
+      continue;
+    seen[found++] = owner;
+    dlock_lock *l1 = NULL, *l2 = NULL;
+    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l1), DLOCK_OK);
+    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l2), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(l1, 0, 30000), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(owner, "EXISTS %s", name), 1);
+    TH_ASSERT_RC(dlock_release(l1), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(owner, "EXISTS %s", name), 0);
+    all_direct(c, l1);
+    woken_over_tls(&k, l1, l2, name);
+    dlock_lock_free(l1);
+    dlock_lock_free(l2);
+  }
+  CU_ASSERT_EQUAL(found, 3);
+  dlock_client_close(c);
+  th_server_stop(&k);
+}
+
+/* Sentinel over TLS (rediss+sentinel://): the search and the
+ * +switch-master watch talk TLS to the sentinels, the calls to the master
+ * it names (the direct path among them); after SENTINEL FAILOVER the
+ * client follows the new master. */
+static void test_sentinel_over_tls(void) {
+  th_server k;
+  CU_ASSERT_FATAL(th_tls_sentinel_start(&k, certs, 1, 3) == 0);
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  dlock_client *c = th_client(&k, &o);
+  const char *name = th_name("tls-sentinel");
+  dlock_lock *l1 = NULL, *l2 = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l1), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l2), DLOCK_OK);
+  th_server *old = th_sentinel_master(&k);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+  TH_ASSERT_RC(dlock_acquire(l1, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(old, "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(l1), DLOCK_OK);
+  all_direct(c, l1);
+  woken_over_tls(old, l1, l2, name);
+  /* the watch: a TLS client of one sentinel, subscribed to its events */
+  int watching = 0;
+  for (int64_t end = th_now_ms() + 5000; !watching && th_now_ms() < end;
+       usleep(20000))
+    for (int i = k.nnodes - k.sentinels; i < k.nnodes && !watching; i++) {
+      redisReply *r = th_cmd(&k.node[i], "CLIENT LIST");
+      watching = r && r->type == REDIS_REPLY_STRING && strstr(r->str, " sub=6 ");
+      if (r)
+        freeReplyObject(r);
+    }
+  CU_ASSERT(watching);
+  redisReply *r = th_cmd(&k.node[k.nnodes - 1], "SENTINEL FAILOVER dlock-test");
+  CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  if (r)
+    freeReplyObject(r);
+  th_server *now = NULL;
+  for (int64_t end = th_now_ms() + 15000; now == NULL && th_now_ms() < end;
+       usleep(20000)) {
+    th_server *m = th_sentinel_master(&k);
+    if (m && m != old && th_is_master(m))
+      now = m;
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(now);
+  TH_ASSERT_RC(dlock_acquire(l1, 10000, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(now, "EXISTS %s", name), 1);
+  TH_ASSERT_RC(dlock_release(l1), DLOCK_OK);
+  dlock_lock_free(l1);
+  dlock_lock_free(l2);
+  dlock_client_close(c);
+  th_server_stop(&k);
+}
+
+/* A server whose one port is TLS (port 0, as managed services run):
+ * locks work over TLS alone. */
+static void test_tls_port_only(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_tls_server_start(&s, certs, "server", 0) == 0);
+  redisReply *r = th_cmd(&s, "CONFIG SET port 0");
+  CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  if (r)
+    freeReplyObject(r);
+  redisContext *plain = redisConnect("127.0.0.1", s.port);
+  CU_ASSERT(plain == NULL || plain->err); /* closed */
+  if (plain)
+    redisFree(plain);
+  tls_files f;
+  dlock_client_opts o = tls_opts(&f);
+  dlock_client *c1 = th_client(&s, &o), *c2 = th_client(&s, &o);
+  const char *name = th_name("tls-only");
+  dlock_lock *l1 = NULL, *l2 = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c1, name, NULL, &l1), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c2, name, NULL, &l2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l1, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l2, 0, 30000), DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_release(l1), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l2, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l2), DLOCK_OK);
+  dlock_lock_free(l1);
+  dlock_lock_free(l2);
+  dlock_client_close(c1);
+  dlock_client_close(c2);
+  th_server_stop(&s);
 }
 
 /* Settings that cannot work are refused at open, naming the setting. */
@@ -234,6 +381,9 @@ static void add(void) {
   CU_add_test(s, "lock_over_tls", test_lock_over_tls);
   CU_add_test(s, "direct_path_over_tls", test_direct_path_over_tls);
   CU_add_test(s, "mutual_tls", test_mutual_tls);
+  CU_add_test(s, "cluster_over_tls", test_cluster_over_tls);
+  CU_add_test(s, "sentinel_over_tls", test_sentinel_over_tls);
+  CU_add_test(s, "tls_port_only", test_tls_port_only);
   CU_add_test(s, "failures_say_what", test_failures_say_what);
   CU_add_test(s, "bad_settings", test_bad_settings);
   CU_add_test(s, "tool_flags", test_tool_flags);

@@ -176,12 +176,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
                       opts->tls_insecure)) {
     client_free(c);
     return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
-                       "rediss:// and rediss+cluster://");
-  }
-  if (c->uri.tls && c->uri.sentinel) {
-    client_free(c);
-    return dlock__fail(DLOCK_EINVAL, "rediss+sentinel:// (TLS to the "
-                       "sentinels) is not supported yet");
+                       "rediss://, rediss+cluster:// and rediss+sentinel://");
   }
   if (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK) {
     client_free(c);

@@ -25,9 +25,6 @@
  * (so a dead server gives the engine's errors and reconnect waits), and a
  * closed client fails calls with DLOCK_ECLOSED. */
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,7 +35,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
-#include "net/tls.h"
+#include "net/sock.h"
 #include "net/cluster.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
@@ -132,123 +129,26 @@ static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
 }
 
 static void hello_wipe(dlock__dconn *dc);
+static void busy_add(dlock__dpool *p, dlock__dconn *dc);
+static void busy_del(dlock__dpool *p, dlock__dconn *dc);
 
 static void dconn_close(dlock__dconn *dc) {
   if (dc == NULL)
     return;
   hello_wipe(dc);
-  dlock__tls_free(dc->tls);
-  if (dc->fd >= 0)
-    close(dc->fd);
-  if (dc->reader)
-    redisReaderFree(dc->reader);
+  dlock__sock_close(&dc->s);
   free(dc);
 }
 
-/* Wait until fd is ready for events or deadline_us passes: 1 ready, 0 timed
- * out, -1 error (errno). */
-static int wait_fd(int fd, short events, int64_t deadline_us) {
-  for (;;) {
-    int64_t left = deadline_us - dlock__now_us();
-    if (left <= 0)
-      return 0;
-    struct pollfd p = {.fd = fd, .events = events};
-    int ms = (int)((left + 999) / 1000);
-    int n = poll(&p, 1, ms);
-    if (n > 0)
-      return 1;
-    if (n < 0 && errno != EINTR)
-      return -1;
-  }
-}
-
-/* Write all of p to the socket. DLOCK_OK, or DLOCK_EIO with why. */
-static int send_raw(dlock_client *c, dlock__dconn *dc, const char *p,
-                    size_t len, int64_t deadline_us, char *why, size_t n) {
-  while (len > 0) {
-    ssize_t k = send(dc->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k > 0) {
-      p += k;
-      len -= (size_t)k;
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      int r = wait_fd(dc->fd, POLLOUT, deadline_us);
-      if (r > 0)
-        continue;
-      if (r == 0) {
-        say(c, dc, why, n, "write did not complete within the command timeout");
-        return DLOCK_EIO;
-      }
-    }
-    say(c, dc, why, n, "write failed: %s", strerror(errno));
-    return DLOCK_EIO;
-  }
-  return DLOCK_OK;
-}
-
-/* What the TLS session has for the socket, sent. */
-static int send_tls_out(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
-                        char *why, size_t n) {
-  char buf[16384];
-  size_t k;
-  while ((k = dlock__tls_take(dc->tls, buf, sizeof buf)) > 0)
-    if (send_raw(c, dc, buf, k, deadline_us, why, n) != DLOCK_OK)
-      return DLOCK_EIO;
-  return DLOCK_OK;
-}
-
-/* Write all of p (encrypted first on a TLS connection). DLOCK_OK, or
- * DLOCK_EIO with why. */
+/* Write all of p. DLOCK_OK, or DLOCK_EIO with why. */
 static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
                     size_t len, int64_t deadline_us, char *why, size_t n) {
-  if (dc->tls == NULL)
-    return send_raw(c, dc, p, len, deadline_us, why, n);
   char msg[256];
-  if (dlock__tls_write(dc->tls, p, len, msg, sizeof msg) != DLOCK_OK) {
-    say(c, dc, why, n, "%s", msg);
-    return DLOCK_EIO;
-  }
-  return send_tls_out(c, dc, deadline_us, why, n);
-}
-
-/* Bytes from the socket, without blocking, into the reply reader (through
- * the TLS session on a TLS connection): > 0 some were taken, 0 none yet
- * (EAGAIN), -1 the end of the stream, -2 an error (errno; or why set). */
-static ssize_t take_bytes(dlock__dconn *dc, char *why, size_t n) {
-  char buf[16384];
-  for (;;) {
-    if (dc->tls && dlock__tls_has_input(dc->tls)) { /* records in: theirs first */
-      char msg[256];
-      ssize_t k = dlock__tls_read(dc->tls, buf, sizeof buf, msg, sizeof msg);
-      if (k < 0) {
-        snprintf(why, n, "%s", msg);
-        return -2;
-      }
-      if (k > 0)
-        return redisReaderFeed(dc->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
-    }
-    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (k > 0 && dc->tls) {
-      if (dlock__tls_feed(dc->tls, buf, (size_t)k) != DLOCK_OK) {
-        snprintf(why, n, "out of memory for TLS");
-        return -2;
-      }
-      continue; /* decrypt it */
-    }
-    if (k > 0)
-      return redisReaderFeed(dc->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
-    if (k == 0)
-      return -1;
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      return 0;
-    snprintf(why, n, "read failed: %s", strerror(errno));
-    return -2;
-  }
+  if (dlock__sock_send(&dc->s, p, len, deadline_us, msg, sizeof msg) ==
+      DLOCK_OK)
+    return DLOCK_OK;
+  say(c, dc, why, n, "%s", msg);
+  return DLOCK_EIO;
 }
 
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
@@ -259,8 +159,8 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
   *out = NULL;
   for (;;) {
     void *r = NULL;
-    if (redisReaderGetReply(dc->reader, &r) != REDIS_OK) {
-      say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
+    if (redisReaderGetReply(dc->s.reader, &r) != REDIS_OK) {
+      say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
       return DLOCK_EIO;
     }
     if (r != NULL) {
@@ -280,7 +180,7 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
       return DLOCK_OK;
     }
     char what[300];
-    ssize_t k = take_bytes(dc, what, sizeof what);
+    ssize_t k = dlock__sock_take(&dc->s, what, sizeof what);
     if (k > 0)
       continue;
     if (k == 0)
@@ -288,7 +188,7 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
     if (k == -1)
       say(c, dc, why, n, "connection closed by the server");
     else if (k == -3)
-      say(c, dc, why, n, "reply parse error: %s", dc->reader->errstr);
+      say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
     else
       say(c, dc, why, n, "%s", what);
     return DLOCK_EIO;
@@ -318,7 +218,7 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
         continue;
       spin_until = 0;
     }
-    int w = wait_fd(dc->fd, POLLIN, deadline_us);
+    int w = dlock__sock_wait(dc->s.fd, POLLIN, deadline_us);
     if (w == 0) {
       say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
           (long long)c->opts.command_timeout_ms);
@@ -357,29 +257,7 @@ static int resolve(dlock_client *c, dlock__dpool *p, struct sockaddr_storage *ss
     *len = sizeof *un;
     return 0;
   }
-  char port[16];
-  snprintf(port, sizeof port, "%d", port_no);
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(host, port, &hints, &res) != 0 ||
-      res == NULL)
-    return -1;
-  const struct addrinfo *ai = res;
-  for (const struct addrinfo *a = res; a; a = a->ai_next)
-    if (a->ai_family == AF_INET) {
-      ai = a;
-      break;
-    }
-  if (ai->ai_addrlen > sizeof *ss) {
-    freeaddrinfo(res);
-    return -1;
-  }
-  memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-  *len = (socklen_t)ai->ai_addrlen;
-  freeaddrinfo(res);
-  return 0;
+  return dlock__sock_resolve(host, port_no, ss, len);
 }
 
 /* One handshake command, kept in dc->hello (dlock__handshake). */
@@ -404,34 +282,19 @@ static void hello_wipe(dlock__dconn *dc) {
   dlock__buf_free(&dc->hello);
 }
 
-/* A new TLS connection's handshake, within deadline_us. */
-static int tls_handshake(dlock_client *c, dlock__dconn *dc, int64_t deadline_us) {
-  char why[300], buf[16384];
-  for (;;) {
-    int rc = dlock__tls_handshake(dc->tls, why, sizeof why);
-    if (send_tls_out(c, dc, deadline_us, why, sizeof why) != DLOCK_OK || rc < 0)
-      return DLOCK_EIO;
-    if (rc == 1)
-      return DLOCK_OK;
-    if (wait_fd(dc->fd, POLLIN, deadline_us) <= 0)
-      return DLOCK_EIO;
-    ssize_t k = recv(dc->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                   errno != EINTR))
-      return DLOCK_EIO;
-    if (k > 0 && dlock__tls_feed(dc->tls, buf, (size_t)k) != DLOCK_OK)
-      return DLOCK_EIO;
-  }
-}
-
-/* A new connection (its handshake not sent yet), or NULL: the engine then
- * serves the call and reports whatever is wrong with the server. */
-static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
+/* A new connection (its handshake not sent yet) on p's busy list, or NULL:
+ * the engine then serves the call and reports whatever is wrong with the
+ * server; *moved says the server moved meanwhile (a sentinel's failover:
+ * no reason to back off). The connection is on the busy list while it
+ * connects, so a move shuts it down there: a TLS handshake with a stalled
+ * old master does not hold the call for the connect timeout. */
+static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   int64_t deadline = dlock__now_us() + c->opts.connect_timeout_ms * 1000;
   struct sockaddr_storage ss;
   socklen_t len = 0;
   unsigned gen;
-  char host[256];
+  char host[256], why[300];
+  *moved = 0;
   if (resolve(c, p, &ss, &len, &gen, host) != 0)
     return NULL;
   dlock__dconn *dc = calloc(1, sizeof *dc);
@@ -439,38 +302,37 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
     return NULL;
   dc->pool = p;
   dc->gen = gen;
-  dc->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  dc->reader = redisReaderCreate();
-  if (dc->fd < 0 || dc->reader == NULL || hello(c, dc) != DLOCK_OK) {
+  dc->s.fd = -1;
+  if (hello(c, dc) != DLOCK_OK ||
+      dlock__sock_init(&dc->s, ss.ss_family, why, sizeof why) != DLOCK_OK) {
     dconn_close(dc);
-    return NULL;
-  }
-  int ok = connect(dc->fd, (struct sockaddr *)&ss, len) == 0;
-  if (!ok && errno == EINPROGRESS && wait_fd(dc->fd, POLLOUT, deadline) > 0) {
-    int err = 0;
-    socklen_t elen = sizeof err;
-    ok = getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0;
-  }
-  if (!ok) {
-    dconn_close(dc);
-    return NULL;
-  }
-  if (ss.ss_family != AF_UNIX) {
-    int one = 1;
-    setsockopt(dc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  if (c->tls && ((dc->tls = dlock__tls_new(c->tls, host)) == NULL ||
-                 tls_handshake(c, dc, deadline) != DLOCK_OK)) {
-    dconn_close(dc); /* the engine's connection says what is wrong */
     return NULL;
   }
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
-  if (gen == p->gen) { /* else the server moved meanwhile (take drops dc) */
+  *moved = gen != p->gen || d->closed;
+  if (!*moved)
+    busy_add(p, dc);
+  pthread_mutex_unlock(&d->mu);
+  if (*moved) {
+    dconn_close(dc);
+    return NULL;
+  }
+  int rc = dlock__sock_connect(&dc->s, &ss, len, c->tls, host, deadline, why,
+                               sizeof why);
+  pthread_mutex_lock(&d->mu);
+  *moved = gen != p->gen;
+  if (rc != DLOCK_OK)
+    busy_del(p, dc);
+  else if (!*moved) { /* else take drops dc */
     p->addr = ss;
     p->addr_len = len;
   }
   pthread_mutex_unlock(&d->mu);
+  if (rc != DLOCK_OK) {
+    dconn_close(dc); /* the engine's connection says what is wrong */
+    return NULL;
+  }
   return dc;
 }
 
@@ -481,7 +343,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p) {
 static int still_open(dlock__dconn *dc) {
   char why[300];
   ssize_t k;
-  while ((k = take_bytes(dc, why, sizeof why)) > 0) {
+  while ((k = dlock__sock_take(&dc->s, why, sizeof why)) > 0) {
   }
   return k == 0;
 }
@@ -576,17 +438,19 @@ static dlock__dconn *take(dlock_client *c, int slot) {
     }
     p->open++;
     pthread_mutex_unlock(&d->mu);
-    dc = dconn_open(c, p);
+    int moved;
+    dc = dconn_open(c, p, &moved); /* on the busy list */
     pthread_mutex_lock(&d->mu);
     if (dc == NULL || d->closed || dc->gen != p->gen) {
       p->open--;
-      if (dc == NULL)
+      if (dc == NULL && !moved)
         back_off_locked(p);
+      if (dc)
+        busy_del(p, dc);
       pthread_mutex_unlock(&d->mu);
       dconn_close(dc);
       return NULL;
     }
-    busy_add(p, dc);
     pthread_mutex_unlock(&d->mu);
     return dc;
   }
@@ -827,7 +691,7 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
  * back as a list to close. */
 static dlock__dconn *drain_locked(dlock__dpool *p) {
   for (dlock__dconn *dc = p->busy; dc; dc = dc->next)
-    shutdown(dc->fd, SHUT_RDWR);
+    shutdown(dc->s.fd, SHUT_RDWR);
   dlock__dconn *idle = p->idle;
   p->idle = NULL;
   for (dlock__dconn *dc = idle; dc; dc = dc->next)

@@ -15,6 +15,7 @@
 #include "core/core.h"
 #include "core/map.h"
 #include "core/uri.h"
+#include "net/sock.h"
 
 /* ---- per-thread wait object (engine.c) ------------------------------------ */
 
@@ -170,9 +171,7 @@ typedef struct dlock__dconn {
   struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
   struct dlock__dconn *prev; /* busy list only */
   dlock__dpool *pool;        /* the server's pool it belongs to */
-  int fd;
-  struct dlock__tls *tls; /* its TLS session (rediss...), NULL else */
-  redisReader *reader;
+  dlock__sock s;              /* its socket, TLS session and reply reader */
   unsigned discard; /* replies still to skip: DELs sent behind a release */
   dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
                        in one write with its first call */

@@ -252,7 +252,11 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
     int owner = -1, up = 0;
     for (size_t n = 0; n < nodes->elements; n++) {
       const redisReply *node = nodes->element[n];
-      const redisReply *port = field(node, "port");
+      /* a TLS client takes the node's TLS port: CLUSTER SHARDS lists
+       * both ("port" only when a plain one is open) */
+      const redisReply *port = c->uri.tls ? field(node, "tls-port") : NULL;
+      if (port == NULL)
+        port = field(node, "port");
       if (is_str(field(node, "role"), "replica") &&
           !is_str(field(node, "health"), "failed"))
         up++;

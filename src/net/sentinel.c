@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "net/sentinel.h"
+#include "net/sock.h"
 
 #define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
 
@@ -40,44 +39,67 @@ struct dlock__sentinel {
     dlock__append((why), (n), __VA_ARGS__);                                   \
   } while (0)
 
-static redisContext *connect_to(const char *host, int port,
-                                const dlock_client_opts *o) {
-  struct timeval ct = {o->connect_timeout_ms / 1000,
-                       (o->connect_timeout_ms % 1000) * 1000};
-  struct timeval rt = {o->command_timeout_ms / 1000,
-                       (o->command_timeout_ms % 1000) * 1000};
-  redisContext *ctx = redisConnectWithTimeout(host, port, ct);
-  if (ctx && !ctx->err)
-    redisSetTimeout(ctx, rt);
-  return ctx;
+/* A connection to host:port (over TLS with tls), its deadline the connect
+ * timeout from now; each command's, the command timeout from its start.
+ * DLOCK_OK, or DLOCK_EIO / DLOCK_ENOMEM with why. */
+static int connect_to(dlock__sock *s, const char *host, int port,
+                      dlock__tls_ctx *tls, const dlock_client_opts *o,
+                      char *why, size_t n) {
+  struct sockaddr_storage ss;
+  socklen_t len = 0;
+  s->fd = -1;
+  s->tls = NULL;
+  s->reader = NULL;
+  if (dlock__sock_resolve(host, port, &ss, &len) != 0) {
+    snprintf(why, n, "cannot resolve the name");
+    return DLOCK_EIO;
+  }
+  return dlock__sock_open(s, &ss, len, tls, host,
+                          dlock__now_us() + o->connect_timeout_ms * 1000, why,
+                          n);
+}
+
+/* One command on s within the command timeout (NULL with why). */
+#define ask(s, o, why, n, ...)                                                \
+  dlock__sock_command((s), dlock__now_us() + (o)->command_timeout_ms * 1000,  \
+                      (why), (n), __VA_ARGS__)
+
+/* AUTH with user (NULL: the default user) and password, when a password
+ * is set: 1 accepted (or none to send), 0 refused with why (the server's
+ * answer or the failure), -1 the server could not be asked. */
+static int auth(dlock__sock *s, const dlock_client_opts *o, const char *user,
+                const char *password, char *why, size_t n) {
+  if (password == NULL)
+    return 1;
+  redisReply *r = user ? ask(s, o, why, n, "AUTH %s %s", user, password)
+                       : ask(s, o, why, n, "AUTH %s", password);
+  if (r == NULL)
+    return -1;
+  int ok = r->type != REDIS_REPLY_ERROR;
+  if (!ok)
+    snprintf(why, n, "%s", r->str);
+  freeReplyObject(r);
+  return ok;
 }
 
 /* Is host:port the master? 1 yes, with *replicas the replicas its ROLE
  * lists (connected to it); 0 no (why says what it is). */
 static int is_master(const dlock__uri *u, const dlock_client_opts *o,
-                     const char *host, int port, int *replicas, char *why,
-                     size_t n) {
-  redisContext *ctx = connect_to(host, port, o);
-  if (ctx == NULL || ctx->err) {
+                     dlock__tls_ctx *tls, const char *host, int port,
+                     int *replicas, char *why, size_t n) {
+  dlock__sock s;
+  char err[300];
+  if (connect_to(&s, host, port, tls, o, err, sizeof err) != DLOCK_OK) {
     note(why, n, "the master it names, %s:%d, cannot be reached (%s)", host,
-         port, ctx ? ctx->errstr : "out of memory");
-    redisFree(ctx);
+         port, err);
     return 0;
   }
-  redisReply *r = NULL;
-  if (u->password) {
-    r = u->user ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                : redisCommand(ctx, "AUTH %s", u->password);
-    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-      note(why, n, "%s:%d refused the credentials (%s)", host, port,
-           r ? r->str : ctx->errstr);
-      freeReplyObject(r);
-      redisFree(ctx);
-      return 0;
-    }
-    freeReplyObject(r);
+  if (auth(&s, o, u->user, u->password, err, sizeof err) != 1) {
+    note(why, n, "%s:%d refused the credentials (%s)", host, port, err);
+    dlock__sock_close(&s);
+    return 0;
   }
-  r = redisCommand(ctx, "ROLE");
+  redisReply *r = ask(&s, o, err, sizeof err, "ROLE");
   int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
             r->element[0]->type == REDIS_REPLY_STRING &&
             strcmp(r->element[0]->str, "master") == 0;
@@ -90,9 +112,11 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
          r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
                  r->element[0]->type == REDIS_REPLY_STRING
              ? r->element[0]->str
-             : r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+         : r && r->type == REDIS_REPLY_ERROR ? r->str
+         : r                                 ? "unexpected answer"
+                                             : err);
   freeReplyObject(r);
-  redisFree(ctx);
+  dlock__sock_close(&s);
   return yes;
 }
 
@@ -100,36 +124,32 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
  * DLOCK_OK with host/port, or DLOCK_EIO with what each one said. Blocking:
  * at most the connect and command timeouts per sentinel and master. */
 static int search(const dlock__uri *u, const dlock_client_opts *o,
-                  char *host, size_t hn, int *port, int *replicas, char *why,
-                  size_t n) {
+                  dlock__tls_ctx *tls, char *host, size_t hn, int *port,
+                  int *replicas, char *why, size_t n) {
   why[0] = '\0';
   int reached = 0;
   for (int i = 0; i < u->nseeds; i++) {
     const char *sh = u->seed_hosts[i];
     int sp = u->seed_ports[i];
-    redisContext *ctx = connect_to(sh, sp, o);
-    if (ctx == NULL || ctx->err) {
-      note(why, n, "sentinel %s:%d: %s", sh, sp,
-           ctx ? ctx->errstr : "out of memory");
-      redisFree(ctx);
+    dlock__sock s;
+    char err[300];
+    if (connect_to(&s, sh, sp, tls, o, err, sizeof err) != DLOCK_OK) {
+      note(why, n, "sentinel %s:%d: %s", sh, sp, err);
       continue;
     }
-    redisReply *r = NULL;
-    if (u->sentinel_password) {
-      r = u->sentinel_user ? redisCommand(ctx, "AUTH %s %s", u->sentinel_user,
-                                          u->sentinel_password)
-                           : redisCommand(ctx, "AUTH %s", u->sentinel_password);
-      if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-        note(why, n, "sentinel %s:%d refused the sentinel credentials (%s)", sh,
-             sp, r ? r->str : ctx->errstr);
-        reached |= r != NULL;
-        freeReplyObject(r);
-        redisFree(ctx);
-        continue;
-      }
-      freeReplyObject(r);
+    int a = auth(&s, o, u->sentinel_user, u->sentinel_password, err, sizeof err);
+    if (a != 1) {
+      if (a == 0)
+        note(why, n, "sentinel %s:%d refused the sentinel credentials (%s)",
+             sh, sp, err);
+      else
+        note(why, n, "sentinel %s:%d: %s", sh, sp, err);
+      reached |= a == 0;
+      dlock__sock_close(&s);
+      continue;
     }
-    r = redisCommand(ctx, "SENTINEL GET-MASTER-ADDR-BY-NAME %s", u->master_name);
+    redisReply *r = ask(&s, o, err, sizeof err,
+                        "SENTINEL GET-MASTER-ADDR-BY-NAME %s", u->master_name);
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[0]->type == REDIS_REPLY_STRING &&
              r->element[1]->type == REDIS_REPLY_STRING &&
@@ -146,13 +166,13 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
       note(why, n, "sentinel %s:%d: %s", sh, sp,
            r && r->type == REDIS_REPLY_ERROR ? r->str
            : r                               ? "unexpected answer"
-                                             : ctx->errstr);
+                                             : err);
     }
     freeReplyObject(r);
-    redisFree(ctx);
+    dlock__sock_close(&s);
     if (ok) {
       char said[200] = "";
-      if (is_master(u, o, host, *port, replicas, said, sizeof said))
+      if (is_master(u, o, tls, host, *port, replicas, said, sizeof said))
         return DLOCK_OK;
       note(why, n, "sentinel %s:%d: %s", sh, sp, said);
     }
@@ -171,7 +191,7 @@ int dlock__sentinel_new(dlock_client *c) {
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->sentinel = s;
   char why[400];
-  if (search(&c->uri, &c->opts, s->host, sizeof s->host, &s->port,
+  if (search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
              &s->replicas, why, sizeof why) != DLOCK_OK)
     return dlock__fail(DLOCK_EIO, "sentinel: no master \"%s\" found: %s",
                        c->uri.master_name, why);
@@ -294,7 +314,7 @@ void dlock__sentinel_flush(dlock_client *c) {
 static void search_work(uv_work_t *w) {
   dlock_client *c = w->data;
   dlock__sentinel *s = c->sentinel;
-  s->found_rc = search(&c->uri, &c->opts, s->found_host, sizeof s->found_host,
+  s->found_rc = search(&c->uri, &c->opts, c->tls, s->found_host, sizeof s->found_host,
                        &s->found_port, &s->found_replicas, s->found_why,
                        sizeof s->found_why);
 }

@@ -1,0 +1,283 @@
+/* A connection the calling thread drives itself (net/sock.h). */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "net/sock.h"
+
+int dlock__sock_resolve(const char *host, int port, struct sockaddr_storage *ss,
+                        socklen_t *len) {
+  char port_s[16];
+  snprintf(port_s, sizeof port_s, "%d", port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host, port_s, &hints, &res) != 0 || res == NULL)
+    return -1;
+  const struct addrinfo *ai = res;
+  for (const struct addrinfo *a = res; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      ai = a;
+      break;
+    }
+  if (ai->ai_addrlen > sizeof *ss) {
+    freeaddrinfo(res);
+    return -1;
+  }
+  memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+  *len = (socklen_t)ai->ai_addrlen;
+  freeaddrinfo(res);
+  return 0;
+}
+
+int dlock__sock_wait(int fd, short events, int64_t deadline_us) {
+  for (;;) {
+    int64_t left = deadline_us - dlock__now_us();
+    if (left <= 0)
+      return 0;
+    struct pollfd p = {.fd = fd, .events = events};
+    int ms = (int)((left + 999) / 1000);
+    int k = poll(&p, 1, ms);
+    if (k > 0)
+      return 1;
+    if (k < 0 && errno != EINTR)
+      return -1;
+  }
+}
+
+void dlock__sock_close(dlock__sock *s) {
+  dlock__tls_free(s->tls);
+  s->tls = NULL;
+  if (s->fd >= 0)
+    close(s->fd);
+  s->fd = -1;
+  if (s->reader)
+    redisReaderFree(s->reader);
+  s->reader = NULL;
+}
+
+/* Write all of p to the socket itself. */
+static int send_raw(dlock__sock *s, const char *p, size_t len,
+                    int64_t deadline_us, char *why, size_t n) {
+  while (len > 0) {
+    ssize_t k = send(s->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      len -= (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int r = dlock__sock_wait(s->fd, POLLOUT, deadline_us);
+      if (r > 0)
+        continue;
+      if (r == 0) {
+        snprintf(why, n, "write did not complete within the command timeout");
+        return DLOCK_EIO;
+      }
+    }
+    snprintf(why, n, "write failed: %s", strerror(errno));
+    return DLOCK_EIO;
+  }
+  return DLOCK_OK;
+}
+
+/* What the TLS session has for the socket, sent. */
+static int send_tls_out(dlock__sock *s, int64_t deadline_us, char *why,
+                        size_t n) {
+  char buf[16384];
+  size_t k;
+  while ((k = dlock__tls_take(s->tls, buf, sizeof buf)) > 0)
+    if (send_raw(s, buf, k, deadline_us, why, n) != DLOCK_OK)
+      return DLOCK_EIO;
+  return DLOCK_OK;
+}
+
+int dlock__sock_send(dlock__sock *s, const char *p, size_t len,
+                     int64_t deadline_us, char *why, size_t n) {
+  if (s->tls == NULL)
+    return send_raw(s, p, len, deadline_us, why, n);
+  if (dlock__tls_write(s->tls, p, len, why, n) != DLOCK_OK)
+    return DLOCK_EIO;
+  return send_tls_out(s, deadline_us, why, n);
+}
+
+ssize_t dlock__sock_take(dlock__sock *s, char *why, size_t n) {
+  char buf[16384];
+  for (;;) {
+    if (s->tls && dlock__tls_has_input(s->tls)) { /* records in: theirs first */
+      ssize_t k = dlock__tls_read(s->tls, buf, sizeof buf, why, n);
+      if (k < 0)
+        return -2;
+      if (k > 0)
+        return redisReaderFeed(s->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
+    }
+    ssize_t k = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0 && s->tls) {
+      if (dlock__tls_feed(s->tls, buf, (size_t)k) != DLOCK_OK) {
+        snprintf(why, n, "out of memory for TLS");
+        return -2;
+      }
+      continue; /* decrypt it */
+    }
+    if (k > 0)
+      return redisReaderFeed(s->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
+    if (k == 0)
+      return -1;
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return 0;
+    snprintf(why, n, "read failed: %s", strerror(errno));
+    return -2;
+  }
+}
+
+/* A new TLS session's handshake, within deadline_us. */
+static int tls_handshake(dlock__sock *s, int64_t deadline_us, char *why,
+                         size_t n) {
+  char buf[16384];
+  for (;;) {
+    int rc = dlock__tls_handshake(s->tls, why, n);
+    if (send_tls_out(s, deadline_us, why, n) != DLOCK_OK || rc < 0)
+      return DLOCK_EIO;
+    if (rc == 1)
+      return DLOCK_OK;
+    int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
+    if (w <= 0) {
+      snprintf(why, n, "TLS handshake %s",
+               w == 0 ? "timed out" : "failed: poll error");
+      return DLOCK_EIO;
+    }
+    ssize_t k = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k == 0) {
+      snprintf(why, n, "connection closed during the TLS handshake");
+      return DLOCK_EIO;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      snprintf(why, n, "TLS handshake: read failed: %s", strerror(errno));
+      return DLOCK_EIO;
+    }
+    if (k > 0 && dlock__tls_feed(s->tls, buf, (size_t)k) != DLOCK_OK) {
+      snprintf(why, n, "out of memory for TLS");
+      return DLOCK_EIO;
+    }
+  }
+}
+
+int dlock__sock_init(dlock__sock *s, int family, char *why, size_t n) {
+  s->tls = NULL;
+  s->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  s->reader = redisReaderCreate();
+  if (s->fd >= 0 && s->reader != NULL)
+    return DLOCK_OK;
+  int rc = s->reader == NULL ? DLOCK_ENOMEM : DLOCK_EIO;
+  snprintf(why, n, "%s", s->fd < 0 ? strerror(errno) : "out of memory");
+  dlock__sock_close(s);
+  return rc;
+}
+
+int dlock__sock_open(dlock__sock *s, const struct sockaddr_storage *ss,
+                     socklen_t len, dlock__tls_ctx *tls, const char *host,
+                     int64_t deadline_us, char *why, size_t n) {
+  int rc = dlock__sock_init(s, ss->ss_family, why, n);
+  return rc == DLOCK_OK
+             ? dlock__sock_connect(s, ss, len, tls, host, deadline_us, why, n)
+             : rc;
+}
+
+int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
+                        socklen_t len, dlock__tls_ctx *tls, const char *host,
+                        int64_t deadline_us, char *why, size_t n) {
+  int ok = connect(s->fd, (const struct sockaddr *)ss, len) == 0;
+  int err = ok ? 0 : errno;
+  if (!ok && err == EINPROGRESS) {
+    int w = dlock__sock_wait(s->fd, POLLOUT, deadline_us);
+    socklen_t elen = sizeof err;
+    if (w == 0)
+      err = ETIMEDOUT;
+    else if (w < 0 || getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+      err = errno;
+    ok = err == 0;
+  }
+  if (!ok) {
+    snprintf(why, n, "connect failed: %s", strerror(err));
+    dlock__sock_close(s);
+    return DLOCK_EIO;
+  }
+  if (ss->ss_family != AF_UNIX) {
+    int one = 1;
+    setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  if (tls == NULL)
+    return DLOCK_OK;
+  if ((s->tls = dlock__tls_new(tls, host)) == NULL) {
+    snprintf(why, n, "out of memory for TLS");
+    dlock__sock_close(s);
+    return DLOCK_ENOMEM;
+  }
+  if (tls_handshake(s, deadline_us, why, n) != DLOCK_OK) {
+    dlock__sock_close(s);
+    return DLOCK_EIO;
+  }
+  return DLOCK_OK;
+}
+
+redisReply *dlock__sock_command(dlock__sock *s, int64_t deadline_us, char *why,
+                                size_t n, const char *fmt, ...) {
+  char *cmd = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  int len = redisvFormatCommand(&cmd, fmt, ap);
+  va_end(ap);
+  if (len < 0) {
+    snprintf(why, n, "out of memory");
+    return NULL;
+  }
+  int rc = dlock__sock_send(s, cmd, (size_t)len, deadline_us, why, n);
+  memset(cmd, 0, (size_t)len); /* it may hold a password */
+  redisFreeCommand(cmd);
+  if (rc != DLOCK_OK)
+    return NULL;
+  for (;;) {
+    void *r = NULL;
+    if (redisReaderGetReply(s->reader, &r) != REDIS_OK) {
+      snprintf(why, n, "reply parse error: %s", s->reader->errstr);
+      return NULL;
+    }
+    if (r != NULL)
+      return r;
+    ssize_t k = dlock__sock_take(s, why, n);
+    if (k > 0)
+      continue;
+    if (k == -1) {
+      snprintf(why, n, "connection closed by the server");
+      return NULL;
+    }
+    if (k == -3) {
+      snprintf(why, n, "reply parse error: %s", s->reader->errstr);
+      return NULL;
+    }
+    if (k < 0)
+      return NULL;
+    int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
+    if (w == 0) {
+      snprintf(why, n, "no reply within the command timeout");
+      return NULL;
+    }
+    if (w < 0) {
+      snprintf(why, n, "read failed: %s", strerror(errno));
+      return NULL;
+    }
+  }
+}

@@ -1,0 +1,64 @@
+/* A connection the calling thread drives itself: a non-blocking socket,
+ * waited on with poll() up to a deadline, TLS through net/tls.h when the
+ * client has a TLS context, and a RESP reply reader.
+ *
+ * Two users: the direct path's pooled connections (core/direct.c) and the
+ * sentinel search's one-off connections (net/sentinel.c). The messages put
+ * into why say what failed, never where: the caller prefixes the address. */
+#ifndef DLOCK_NET_SOCK_H
+#define DLOCK_NET_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "net/tls.h"
+
+typedef struct dlock__sock {
+  int fd;            /* -1 when closed */
+  dlock__tls *tls;   /* the TLS session, NULL on a plain connection */
+  redisReader *reader;
+} dlock__sock;
+
+/* host:port's address (IPv4 first, as the engine connects). 0 or -1. */
+int dlock__sock_resolve(const char *host, int port, struct sockaddr_storage *ss,
+                        socklen_t *len);
+
+/* Connect to ss within deadline_us (dlock__now_us's clock), with TCP_NODELAY,
+ * then, when tls is not NULL, the TLS handshake (host: the name the
+ * certificate must show). DLOCK_OK, DLOCK_ENOMEM or DLOCK_EIO with why; s
+ * is closed on failure. */
+int dlock__sock_open(dlock__sock *s, const struct sockaddr_storage *ss,
+                     socklen_t len, dlock__tls_ctx *tls, const char *host,
+                     int64_t deadline_us, char *why, size_t n);
+/* The same in two steps: the socket (and reader) first, DLOCK_OK or
+ * DLOCK_EIO / DLOCK_ENOMEM with why; then the connect and handshake, which
+ * a shutdown(2) of s->fd from another thread cuts short. */
+int dlock__sock_init(dlock__sock *s, int family, char *why, size_t n);
+int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
+                        socklen_t len, dlock__tls_ctx *tls, const char *host,
+                        int64_t deadline_us, char *why, size_t n);
+void dlock__sock_close(dlock__sock *s);
+
+/* Wait until fd is ready for events or deadline_us passes: 1 ready, 0
+ * timed out, -1 error (errno). */
+int dlock__sock_wait(int fd, short events, int64_t deadline_us);
+
+/* Write all of p (encrypted first on TLS). DLOCK_OK or DLOCK_EIO with why. */
+int dlock__sock_send(dlock__sock *s, const char *p, size_t len,
+                     int64_t deadline_us, char *why, size_t n);
+
+/* Bytes from the socket, without blocking, into the reply reader (through
+ * the TLS session on TLS): > 0 some were taken, 0 none yet, -1 the end of
+ * the stream, -2 an error (why set), -3 a reply the reader refused. */
+ssize_t dlock__sock_take(dlock__sock *s, char *why, size_t n);
+
+/* Send one command (printf-like, as redisCommand) and read its reply within
+ * deadline_us: the reply (free with freeReplyObject), or NULL with why. */
+redisReply *dlock__sock_command(dlock__sock *s, int64_t deadline_us, char *why,
+                                size_t n, const char *fmt, ...);
+
+#endif /* DLOCK_NET_SOCK_H */
