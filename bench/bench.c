@@ -122,7 +122,7 @@ static char tls_ca[96]; /* T1: the test CA, for rediss:// URLs */
 
 static dlock_client *open_client(const char *url, int64_t watchdog_ms) {
   dlock_client_opts o = client_opts();
-  if (strncmp(url, "rediss", 6) == 0)
+  if (strncmp(url, "rediss", 6) == 0 && tls_ca[0]) /* else the system's */
     o.tls_ca_file = tls_ca;
   if (watchdog_ms)
     o.watchdog_timeout_ms = watchdog_ms;
@@ -1253,7 +1253,12 @@ int main(int argc, char **argv) {
       duration = atof(argv[++i]);
     else if (!strcmp(argv[i], "--workload"))
       only = argv[++i];
-    else if (!strcmp(argv[i], "--url"))
+    else if (!strcmp(argv[i], "--url") && !strncmp(argv[i + 1], "rediss", 6)) {
+      /* the raw bounds are plain hiredis */
+      fprintf(stderr, "dlock-bench: --url takes plain redis:// servers; T1 "
+              "measures TLS on a server of its own\n");
+      return 2;
+    } else if (!strcmp(argv[i], "--url"))
       snprintf(urls[nurls++ % 5], sizeof urls[0], "%s", argv[++i]);
     else if (!strcmp(argv[i], "--json"))
       json_path = argv[++i];

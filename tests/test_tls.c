@@ -121,15 +121,30 @@ static void all_direct(dlock_client *c, dlock_lock *l) {
 }
 
 /* The direct path over TLS: a calling thread's own connection has its
- * own TLS session (40 calls, none through the engine). */
+ * own TLS session (40 calls, none through the engine); a release's unlock
+ * latch goes with the next call. */
 static void test_direct_path_over_tls(void) {
   tls_files f;
   dlock_client_opts o = tls_opts(&f);
   dlock_client *c = th_client(&srv, &o);
   dlock_lock *l = NULL;
-  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("tls-direct"), NULL, &l),
-               DLOCK_OK);
+  const char *name = th_name("tls-direct");
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
   all_direct(c, l);
+  /* the release's unlock latch is deleted in front of the connection's
+   * next call, in its write: one left now, none after the next call */
+  char pattern[160];
+  snprintf(pattern, sizeof pattern, "redisson_unlock_latch:{%s}:*", name);
+  redisReply *r = th_cmd(&srv, "KEYS %s", pattern);
+  CU_ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+  if (r)
+    freeReplyObject(r);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  r = th_cmd(&srv, "KEYS %s", pattern);
+  CU_ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0);
+  if (r)
+    freeReplyObject(r);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
   dlock_client_close(c);
 }

@@ -136,6 +136,7 @@ static void dconn_close(dlock__dconn *dc) {
   if (dc == NULL)
     return;
   hello_wipe(dc);
+  dlock__buf_free(&dc->later);
   dlock__sock_close(&dc->s);
   free(dc);
 }
@@ -477,21 +478,30 @@ static void note_rtt(dlock__direct *d, int64_t us) {
   atomic_store(&d->rtt_us, old == 0 ? us : old + (us - old) / 8);
 }
 
-/* The DEL of a release's unlock latch, behind its reply on the same
- * connection (dlock__req_drop_after); its answer is skipped by the next
- * call. A failure only costs the latch's own expiry. */
+/* The DEL of a release's unlock latch (dlock__req_drop_after), its answer
+ * skipped. On a plain connection it goes out now, behind the reply. On a
+ * TLS one it is kept to go out in front of the connection's next call, in
+ * the same write: sent on its own, its TLS record made that next call wait
+ * behind it at the server (W1's lock p50 over TLS 30 us against 27 kept),
+ * where on a plain connection carrying it costs the next call more than it
+ * saves (22 us against 25 at p50). A connection closed or left idle
+ * meanwhile leaves the latch to its own expiry (PX), as a failed DEL
+ * would. DLOCK_OK, or the send's failure. */
 static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
                     int64_t deadline_us) {
-  dlock__buf b = {0};
-  char why[256];
   const char *argv[] = {"DEL", key->p};
   size_t lens[] = {3, key->len};
-  int rc = dlock__resp_command(&b, 2, argv, lens);
-  if (rc == DLOCK_OK)
-    rc = send_all(c, dc, b.p, b.len, deadline_us, why, sizeof why);
-  dlock__buf_free(&b);
-  if (rc == DLOCK_OK)
-    dc->discard++;
+  int rc = dlock__resp_command(&dc->later, 2, argv, lens);
+  if (rc != DLOCK_OK)
+    return DLOCK_OK; /* out of memory: the latch expires */
+  dc->later_n++;
+  if (dc->s.tls)
+    return DLOCK_OK;
+  char why[256];
+  rc = send_all(c, dc, dc->later.p, dc->later.len, deadline_us, why, sizeof why);
+  dc->discard += dc->later_n;
+  dc->later_n = 0;
+  dc->later.len = 0;
   return rc;
 }
 
@@ -526,6 +536,23 @@ static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
 /* A new connection's first write: its handshake and the call together.
  * The handshake's answers are read (and checked: dc->refused) before the
  * call's, by pump(). */
+/* The call's command behind the latch DELs kept (drop_key), in one write;
+ * their answers come first and are skipped. */
+static int send_behind_later(dlock_client *c, dlock__dconn *dc,
+                             const dlock__req *req, int64_t deadline,
+                             char *why, size_t n) {
+  int rc = dlock__buf_add(&dc->later, req->cmd.p, req->cmd.len);
+  if (rc != DLOCK_OK) {
+    snprintf(why, n, "out of memory");
+    return rc;
+  }
+  rc = send_all(c, dc, dc->later.p, dc->later.len, deadline, why, n);
+  dc->discard += dc->later_n;
+  dc->later_n = 0;
+  dc->later.len = 0;
+  return rc;
+}
+
 static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
                       int64_t deadline, char *why, size_t n) {
   int rc = dlock__buf_add(&dc->hello, req->cmd.p, req->cmd.len);
@@ -576,6 +603,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   req->written = 1; /* from here on it may have run */
   if (dc->hello.len > 0)
     rc = send_first(c, dc, req, deadline, why, n);
+  else if (dc->later.len > 0)
+    rc = send_behind_later(c, dc, req, deadline, why, n);
   else
     rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
   if (rc == DLOCK_OK)

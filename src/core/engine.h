@@ -173,6 +173,9 @@ typedef struct dlock__dconn {
   dlock__dpool *pool;        /* the server's pool it belongs to */
   dlock__sock s;              /* its socket, TLS session and reply reader */
   unsigned discard; /* replies still to skip: DELs sent behind a release */
+  dlock__buf later; /* DELs of unlock latches, sent in front of the next
+                       call (in its write) */
+  unsigned later_n; /* how many */
   dlock__buf hello; /* a new connection's AUTH, SELECT, CLIENT SETNAME: sent
                        in one write with its first call */
   unsigned hello_replies; /* their answers, read before that call's */
