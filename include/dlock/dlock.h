@@ -11,5 +11,6 @@
 #include "dlock/sync.h"
 #include "dlock/multi.h"
 #include "dlock/inspect.h"
+#include "dlock/stats.h"
 
 #endif /* DLOCK_H */

@@ -121,6 +121,24 @@ static dlock__req *pop(dlock__req **head, dlock__req **tail) {
   return req;
 }
 
+/* The oldest request in flight, taken off the pipeline (its reply came, or
+ * it fails). */
+static dlock__req *inflight_pop(dlock__conn *conn) {
+  dlock__req *req = pop(&conn->inflight, &conn->inflight_tail);
+  if (req) {
+    conn->depth--;
+    dlock__stat_sub(&conn->client->stats, DLOCK__ST_IN_FLIGHT, 1);
+  }
+  return req;
+}
+
+/* Fail every request in flight. */
+static void fail_inflight(dlock__conn *conn, int status, const char *why) {
+  dlock__req *req;
+  while ((req = inflight_pop(conn)) != NULL)
+    dlock__req_finish(req, NULL, status, why);
+}
+
 static const char *where(dlock__conn *conn, char *buf, size_t n) {
   if (conn->host) {
     snprintf(buf, n, "%s:%d", conn->host, conn->port);
@@ -166,6 +184,10 @@ static void conn_put(dlock__conn *conn, dlock__req *req) {
   req->sent_ms = dlock__now_ms();
   req->written = 1;
   dlock__req_push(&conn->inflight, &conn->inflight_tail, req);
+  dlock__stats *st = &conn->client->stats;
+  dlock__stat_add(st, DLOCK__ST_COMMANDS, 1);
+  dlock__stat_add(st, DLOCK__ST_IN_FLIGHT, 1);
+  dlock__stat_max(st, DLOCK__ST_PIPELINE_MAX, ++conn->depth);
   if (dlock__buf_add(&conn->out, req->cmd.p, req->cmd.len) != DLOCK_OK) {
     conn_fail(conn, "out of memory for the write buffer");
     return;
@@ -249,7 +271,7 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   conn->reader = redisReaderCreate();
   char why[256];
   snprintf(why, sizeof why, "%s", conn->last_error);
-  fail_list(&conn->inflight, &conn->inflight_tail, DLOCK_EIO, why);
+  fail_inflight(conn, DLOCK_EIO, why);
   if (conn->on_down)
     conn->on_down(conn);
   else if (conn->is_sub)
@@ -387,7 +409,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     freeReplyObject(reply);
     return;
   }
-  dlock__req *req = pop(&conn->inflight, &conn->inflight_tail);
+  dlock__req *req = inflight_pop(conn);
   if (req == NULL) {
     freeReplyObject(reply);
     conn_fail(conn, "reply without a request (protocol out of step)");
@@ -489,6 +511,9 @@ static int take_replies(dlock__conn *conn, const char *p, size_t len) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
+  if (conn->was_ready)
+    dlock__stat_add(&conn->client->stats, DLOCK__ST_RECONNECTS, 1);
+  conn->was_ready = 1;
   if (conn->pool)
     atomic_store(&conn->pool->ready, 1);
   conn->backoff_ms = 0;
@@ -772,7 +797,7 @@ void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub) {
 }
 
 void dlock__conn_shutdown(dlock__conn *conn, int status) {
-  fail_list(&conn->inflight, &conn->inflight_tail, status, "client closed");
+  fail_inflight(conn, status, "client closed");
   fail_list(&conn->waiting, &conn->waiting_tail, status, "client closed");
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);

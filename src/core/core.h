@@ -211,6 +211,9 @@ int dlock__script_call(dlock_client *c, int script, size_t nkeys,
 
 /* ---- client accessors (engine.c) ------------------------------------------ */
 
+/* The client's statistics (core/stats.h; stats.c). */
+struct dlock__stats *dlock__client_stats(dlock_client *c);
+
 void dlock__client_ref(dlock_client *c);
 void dlock__client_unref(dlock_client *c);
 int dlock__client_closed(dlock_client *c);

@@ -705,6 +705,8 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
     return 0;
   }
   atomic_fetch_add(&c->direct.calls, 1);
+  dlock__stat_add(&c->stats, DLOCK__ST_COMMANDS, 1);
+  dlock__stat_add(&c->stats, DLOCK__ST_DIRECT, 1);
   dlock__buf_free(&req->cmd);
   dlock__buf_free(&req->drop);
   if (rc != DLOCK_OK && atomic_load(&c->closed)) {

@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "core/map.h"
+#include "core/stats.h"
 #include "core/uri.h"
 #include "net/sock.h"
 
@@ -113,6 +114,8 @@ typedef struct dlock__dpool dlock__dpool; /* direct.c's pool of a server */
 typedef struct dlock__conn {
   dlock_client *client;
   int is_sub; /* the pub/sub connection */
+  unsigned depth; /* requests in flight (stats: pipeline depth) */
+  int was_ready;  /* it was ready before: the next ready is a reconnect */
   const char *role;
   const char *host; /* where it connects; NULL: the client's URI */
   int port;
@@ -322,6 +325,8 @@ struct dlock_client {
   pthread_mutex_t hmu; /* guards holds: watchdog.c */
   dlock__map holds;
   uint64_t hold_epoch;
+
+  dlock__stats stats; /* stats.c: any thread (relaxed atomics) */
 };
 
 /* engine.c: start c's connections and watchdog on a new engine thread, or

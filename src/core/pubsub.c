@@ -65,6 +65,8 @@ static void send_op(dlock_client *c, chan *ch, int subscribe) {
     return; /* out of memory: waiters fall back on their hints */
   ch->ops++;
   ch->last_sub = subscribe;
+  if (subscribe)
+    dlock__stat_add(&c->stats, DLOCK__ST_SUBSCRIBES, 1);
   /* replies come in order: remember whose this one will be */
   fifo_op op = {ch, subscribe};
   dlock__buf_add(&conn->sub_fifo, &op, sizeof op);
@@ -265,6 +267,7 @@ static void on_reply(dlock__conn *conn, redisReply *r) {
     return;
   chan *ch = DLOCK__CONTAINER(n, chan, node);
   if (kind[0] == 'm') { /* message */
+    dlock__stat_add(&c->stats, DLOCK__ST_MESSAGES, 1);
     redisReply *msg = r->element[2];
     const char *text = msg->type == REDIS_REPLY_STRING ? msg->str : "";
     size_t len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;

@@ -177,6 +177,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
     atomic_fetch_add(&c->direct.waiting, 1);
   /* from here on the wait can be interrupted: registered before it
    * subscribes, so a waiter seen subscribed is an interruptible one */
+  dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
   dlock__waiter w;
   memset(&w, 0, sizeof w);
   w.sync = dlock__sync_self();

@@ -155,8 +155,11 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);
   int had = h == NULL ? 0 : h->lost ? 2 : 1;
-  if (h && (outcome != 0 || --h->count <= 0))
+  if (h && (outcome != 0 || --h->count <= 0)) {
+    if (outcome >= 0 && !h->lost) /* a hold that ends here: how long */
+      dlock__hist_add(&c->stats.hold, (dlock__now_ms() - h->acquired_ms) * 1000);
     drop(c, h);
+  }
   pthread_mutex_unlock(&c->hmu);
   return had;
 }
@@ -266,6 +269,11 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
 static void tell_lost(dlock_client *c, lost_list *l) {
   for (size_t i = 0; i < l->n; i++) {
     lost_note *note = l->v[i];
+    dlock__stat_add(&c->stats,
+                    note->reason == DLOCK_LOST_EXPIRED     ? DLOCK__ST_LOST_EXPIRED
+                    : note->reason == DLOCK_LOST_UNRENEWED ? DLOCK__ST_LOST_UNRENEWED
+                                                           : DLOCK__ST_LOST_MAX_HOLD,
+                    1);
     if (c->opts.on_lost)
       c->opts.on_lost(c->opts.on_lost_data, note->name, note->len,
                       note->owner_id, note->reason);
@@ -284,6 +292,11 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   lost_list lost = {0};
   int ok = status == DLOCK_OK && reply->type == REDIS_REPLY_ARRAY &&
            reply->elements == b->n;
+  dlock__stat_add(&c->stats, DLOCK__ST_RENEW_CALLS, 1);
+  if (ok)
+    dlock__stat_max(&c->stats, DLOCK__ST_RENEW_BATCH_MAX, b->n);
+  else
+    dlock__stat_add(&c->stats, DLOCK__ST_RENEW_FAIL, 1);
   pthread_mutex_lock(&c->hmu);
   for (size_t i = 0; i < b->n; i++) {
     hold *h = find_key(c, b->keys.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
@@ -293,6 +306,7 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
     if (!ok)
       continue; /* transient: the next tick retries */
     if (reply->element[i]->integer == 1) {
+      dlock__stat_add(&c->stats, DLOCK__ST_RENEWED, 1);
       h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
       h->verify = 0;
     } else if (b->node) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "lock/lock_impl.h"
 
 uint64_t dlock__lock_owner_id(const dlock_lock *lock) {
@@ -84,6 +85,8 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
   dlock_grant g = {0, 0};
   uint64_t owner = dlock__lock_owner_id(lock);
+  int64_t t0_us = dlock__now_us();
+  dlock__stats_wait_reset();
   if (wait_ms != 0) /* the waits below answer to this handle's interrupts */
     dlock__wait_top(lock);
   dlock__guard_begin();
@@ -95,10 +98,14 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   if (rc == DLOCK_OK && missed) {
     /* a failover now would lose the grant: give it back, and say so */
     if (lock->m->release(lock, owner) != DLOCK_OK)
-      return dlock__fail(DLOCK_EIO, "%s; releasing it failed too (%s): the "
-                         "lease ends it", why, dlock_errmsg());
-    return dlock__fail(DLOCK_EIO, "%s; the lock was released again", why);
+      rc = dlock__fail(DLOCK_EIO, "%s; releasing it failed too (%s): the "
+                       "lease ends it", why, dlock_errmsg());
+    else
+      rc = dlock__fail(DLOCK_EIO, "%s; the lock was released again", why);
   }
+  if (lock->h.client) /* a combinator's members are not counted apart */
+    dlock__stats_acquire(dlock__client_stats(lock->h.client), rc,
+                         dlock__stats_waited(), t0_us);
   if (rc == DLOCK_OK && grant)
     *grant = g;
   return rc;
@@ -143,6 +150,8 @@ int dlock_release(dlock_lock *lock) {
   dlock__guard_begin();
   rc = lock->m->release(lock, dlock__lock_owner_id(lock));
   dlock__guard_end(why, sizeof why);
+  if (lock->h.client)
+    dlock__stats_release(dlock__client_stats(lock->h.client), rc);
   return rc;
 }
 

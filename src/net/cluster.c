@@ -527,6 +527,7 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
   int slot = -1;
   int to = target(c, e, &slot);
   freeReplyObject(reply);
+  dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
   if (to < 0) {
     dlock__req_finish(req, NULL, DLOCK_EIO, "cluster: a redirect to an "
                       "unknown address");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/scripts.h"
+#include "core/stats.h"
 #include "sync/synchronizer.h"
 
 #define MAX_PERMITS 64
@@ -152,6 +153,9 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   return rc;
 }
 
+static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
+                       size_t n);
+
 int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
                           int64_t lease_ms, dlock_permit_id *ids) {
   int rc = dlock__synchronizer_check(p);
@@ -189,7 +193,10 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
                            .demand = (int64_t)n, .attempt = try_once,
                            .handle = p,
                            .owner = dlock_thread_id()};
+  int64_t t0_us = dlock__now_us();
+  dlock__stats_wait_reset();
   rc = dlock__wait_loop(c, &spec, wait_ms, a);
+  int waited = dlock__stats_waited();
   if (rc == 1) {
     static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
     rc = DLOCK_OK;
@@ -199,14 +206,23 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
                            watchdog, a->lease_ms, a->sent_ms, NULL);
     }
     if (rc != DLOCK_OK)
-      dlock_permits_release(p, ids, n); /* cannot track them: give back */
+      release_ids(p, ids, n); /* cannot track them: give back */
   }
   free(a);
+  dlock__stats_acquire(dlock__client_stats(c), rc, waited, t0_us);
   return rc;
 }
 
 int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
                           size_t n) {
+  int rc = release_ids(p, ids, n);
+  if (p && p->o.h.client && rc != DLOCK_EINVAL && rc != DLOCK_ECLOSED)
+    dlock__stats_release(dlock__client_stats(p->o.h.client), rc);
+  return rc;
+}
+
+static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
+                       size_t n) {
   int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;

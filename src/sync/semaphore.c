@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/scripts.h"
+#include "core/stats.h"
 #include "sync/synchronizer.h"
 
 struct dlock_semaphore {
@@ -120,8 +121,13 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
                            .wake = dlock__wake_by_count, .fifo = 1,
                            .demand = n, .attempt = try_once, .handle = s,
                            .owner = dlock_thread_id()};
+  int64_t t0_us = dlock__now_us();
+  dlock__stats_wait_reset();
   rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
-  return rc == 1 ? DLOCK_OK : rc;
+  rc = rc == 1 ? DLOCK_OK : rc;
+  dlock__stats_acquire(dlock__client_stats(s->o.h.client), rc,
+                       dlock__stats_waited(), t0_us);
+  return rc;
 }
 
 int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
@@ -132,7 +138,9 @@ int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
   if (n == 0)
     return DLOCK_OK;
-  return dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  rc = dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  dlock__stats_release(dlock__client_stats(s->o.h.client), rc);
+  return rc;
 }
 
 int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {

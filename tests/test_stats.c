@@ -1,0 +1,309 @@
+/* Client statistics (dlock/stats.h): each counter group moves as the
+ * operations say, against a real server, and the Prometheus text parses. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock/stats.h"
+#include "harness.h"
+
+static th_server srv;
+
+static int suite_init(void) { return th_main_server_start(&srv) != 0; }
+
+static int suite_clean(void) {
+  th_server_stop(&srv);
+  return 0;
+}
+
+static dlock_stats stats_of(dlock_client *c) {
+  dlock_stats s;
+  memset(&s, 0, sizeof s);
+  s.version = DLOCK_STATS_VERSION;
+  TH_ASSERT_RC(dlock_client_stats(c, &s), DLOCK_OK);
+  return s;
+}
+
+static dlock_lock *new_lock(dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  return l;
+}
+
+/* Acquires and releases by outcome, and the wait and hold histograms. */
+static void test_acquires_and_releases(void) {
+  dlock_client *c = th_client(&srv, NULL), *c2 = th_client(&srv, NULL);
+  const char *name = th_name("stats-acq");
+  dlock_lock *l = new_lock(c, name), *l2 = new_lock(c2, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* at once */
+  usleep(20000);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l2, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY);      /* busy */
+  TH_ASSERT_RC(dlock_acquire(l, 100, 30000), DLOCK_ETIMEDOUT); /* timed out */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);           /* not owner */
+  th_acquirer a = {.lock = l, .wait_ms = 10000, .lease_ms = 30000};
+  th_acquirer_start(&a); /* after a wait (it releases at once) */
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  dlock_stats mid = stats_of(c);
+  CU_ASSERT_EQUAL(mid.subscribed, 1); /* the waiter's channel */
+  TH_ASSERT_RC(dlock_release(l2), DLOCK_OK);
+  th_acquirer_join(&a);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 200), DLOCK_OK); /* lost: 200 ms lease */
+  usleep(300000);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_stats s = stats_of(c);
+  CU_ASSERT_EQUAL(s.acquired_at_once, 2);
+  CU_ASSERT_EQUAL(s.acquired_after_wait, 1);
+  CU_ASSERT_EQUAL(s.acquire_busy, 1);
+  CU_ASSERT_EQUAL(s.acquire_timed_out, 1);
+  CU_ASSERT_EQUAL(s.acquire_errors, 0);
+  CU_ASSERT_EQUAL(s.released, 2);
+  CU_ASSERT_EQUAL(s.release_not_owner, 1);
+  CU_ASSERT_EQUAL(s.release_lost, 1);
+  CU_ASSERT_EQUAL(s.acquire_wait.count, 1);
+  CU_ASSERT_EQUAL(s.hold.count, 2); /* the lost one is not a hold's end */
+  uint64_t held = 0; /* the first hold lasted 20 ms: a bucket above 16 ms */
+  for (int i = 15; i < DLOCK_STATS_BUCKETS; i++)
+    held += s.hold.bucket[i];
+  CU_ASSERT(held >= 1);
+  CU_ASSERT(s.hold.sum_us >= 20000);
+  CU_ASSERT(s.messages >= 1); /* the release woke the waiter */
+  CU_ASSERT(s.subscribes >= 1);
+  CU_ASSERT(s.commands >= 8);
+  CU_ASSERT(s.direct_calls >= 1);
+  CU_ASSERT_EQUAL(s.in_flight, 0);
+  CU_ASSERT_EQUAL(stats_of(c2).released, 1); /* per client */
+  dlock_lock_free(l);
+  dlock_lock_free(l2);
+  dlock_client_close(c);
+  dlock_client_close(c2);
+}
+
+/* A semaphore's permits count as acquires and releases. */
+static void test_semaphore(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_semaphore *s = NULL;
+  TH_ASSERT_RC(dlock_semaphore_new(c, th_name("stats-sem"), NULL, &s), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_add_permits(s, 1, NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_acquire(s, 1, 0), DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  dlock_stats st = stats_of(c);
+  CU_ASSERT_EQUAL(st.acquired_at_once, 1);
+  CU_ASSERT_EQUAL(st.acquire_busy, 1);
+  CU_ASSERT_EQUAL(st.released, 1);
+  dlock_semaphore_free(s);
+  dlock_client_close(c);
+}
+
+/* The watchdog's renewals (a 600 ms watchdog renews every 200 ms), and a
+ * hold found gone counted as lost (expired). */
+static void test_watchdog_and_losses(void) {
+  th_lost_log log;
+  th_lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  char a[96], b[96]; /* th_name's buffer is reused */
+  snprintf(a, sizeof a, "%s", th_name("stats-wd"));
+  snprintf(b, sizeof b, "%s", th_name("stats-wd"));
+  dlock_lock *la = new_lock(c, a), *lb = new_lock(c, b);
+  TH_ASSERT_RC(dlock_acquire(la, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(lb, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  dlock_stats s = stats_of(c);
+  for (int64_t end = th_now_ms() + 5000; s.renewed < 4 && th_now_ms() < end;
+       usleep(20000))
+    s = stats_of(c);
+  CU_ASSERT(s.renewed >= 4);
+  CU_ASSERT(s.renew_calls >= 2);
+  CU_ASSERT_EQUAL(s.renew_batch_max, 2); /* both in one call */
+  CU_ASSERT_EQUAL(s.renew_failures, 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "DEL %s", b), 1); /* taken from under it */
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 5000), 1);
+  s = stats_of(c);
+  CU_ASSERT_EQUAL(s.lost_expired, 1);
+  CU_ASSERT_EQUAL(s.lost_unrenewed + s.lost_max_hold, 0);
+  TH_ASSERT_RC(dlock_release(la), DLOCK_OK);
+  dlock_lock_free(la);
+  dlock_lock_free(lb);
+  dlock_client_close(c);
+}
+
+/* A killed connection comes back: a reconnect. */
+static void test_reconnects(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 0; /* every call on the engine's connection */
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = new_lock(c, th_name("stats-rc"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(stats_of(c).reconnects, 0);
+  CU_ASSERT(stats_of(c).pipeline_max >= 1);
+  redisReply *r = th_cmd(&srv, "CLIENT KILL TYPE normal SKIPME yes");
+  if (r)
+    freeReplyObject(r);
+  int rc = DLOCK_EIO; /* a call in flight on the killed socket may fail */
+  for (int i = 0; i < 5 && rc != DLOCK_OK; i++)
+    rc = dlock_acquire(l, 0, 30000);
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT(stats_of(c).reconnects >= 1);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* ---- the Prometheus text ----------------------------------------------------- */
+
+/* A metric name: [a-zA-Z_:][a-zA-Z0-9_:]* */
+static size_t name_len(const char *p) {
+  size_t n = 0;
+  while (isalnum((unsigned char)p[n]) || p[n] == '_' || p[n] == ':')
+    n++;
+  return isdigit((unsigned char)p[0]) ? 0 : n;
+}
+
+/* Check text as the exposition format has it: every sample's family
+ * declared by a TYPE line first, labels well formed, values numbers, a
+ * histogram's buckets cumulative up to +Inf = its count. Returns the number
+ * of samples, or -1 with the bad line printed. */
+static int parse(const char *text, const char *want_label) {
+  char types[64][64];
+  int ntypes = 0, samples = 0;
+  double last_bucket = -1;
+  const char *line = text;
+  while (*line) {
+    const char *end = strchr(line, '\n');
+    if (end == NULL)
+      return printf("\n    no newline at the end "), -1;
+    char l[512];
+    snprintf(l, sizeof l, "%.*s", (int)(end - line), line);
+    line = end + 1;
+    if (strncmp(l, "# TYPE ", 7) == 0) {
+      char name[64], type[32];
+      if (sscanf(l + 7, "%63s %31s", name, type) != 2 || ntypes == 64)
+        return printf("\n    bad: %s ", l), -1;
+      snprintf(types[ntypes++], sizeof types[0], "%s", name);
+      last_bucket = -1;
+      continue;
+    }
+    if (strncmp(l, "# HELP ", 7) == 0)
+      continue;
+    size_t n = name_len(l);
+    if (n == 0)
+      return printf("\n    bad name: %s ", l), -1;
+    int declared = 0; /* the family: the name, or a histogram's _sum etc. */
+    for (int i = 0; i < ntypes; i++) {
+      size_t tn = strlen(types[i]);
+      if (strncmp(l, types[i], tn) == 0 &&
+          (tn == n || strncmp(l + tn, "_bucket", 7) == 0 ||
+           strncmp(l + tn, "_sum", 4) == 0 || strncmp(l + tn, "_count", 6) == 0))
+        declared = 1;
+    }
+    if (!declared)
+      return printf("\n    undeclared: %s ", l), -1;
+    const char *p = l + n;
+    if (*p == '{') { /* name="value" pairs, values escaped */
+      p++;
+      while (*p && *p != '}') {
+        size_t k = name_len(p);
+        if (k == 0 || p[k] != '=' || p[k + 1] != '"')
+          return printf("\n    bad label: %s ", l), -1;
+        p += k + 2;
+        while (*p && *p != '"')
+          p += *p == '\\' && p[1] ? 2 : 1;
+        if (*p++ != '"')
+          return printf("\n    unterminated: %s ", l), -1;
+        if (*p == ',')
+          p++;
+      }
+      if (*p++ != '}')
+        return printf("\n    unclosed: %s ", l), -1;
+      if (want_label && strstr(l, want_label) == NULL)
+        return printf("\n    no client label: %s ", l), -1;
+    }
+    if (*p++ != ' ')
+      return printf("\n    no value: %s ", l), -1;
+    char *stop;
+    double v = strtod(p, &stop);
+    if (stop == p || *stop)
+      return printf("\n    bad value: %s ", l), -1;
+    if (strstr(l, "_bucket{")) {
+      if (v < last_bucket)
+        return printf("\n    not cumulative: %s ", l), -1;
+      last_bucket = v;
+    }
+    samples++;
+  }
+  return samples;
+}
+
+/* The text parses, carries the client label (escaped), and holds the
+ * counters' values. */
+static void test_prometheus_text(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = new_lock(c, th_name("stats-prom"));
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_stats s = stats_of(c);
+  char buf[16384];
+  size_t len = 0;
+  TH_ASSERT_RC(dlock_client_stats_format(&s, "web \"1\"\\a", buf, sizeof buf, &len),
+               DLOCK_OK);
+  CU_ASSERT(len > 0 && len < sizeof buf);
+  CU_ASSERT(parse(buf, "client=\"web \\\"1\\\"\\\\a\"") > 40);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_acquires_total{outcome=\"at_once\","
+                                     "client=\"web \\\"1\\\"\\\\a\"} 1\n"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_hold_seconds_count{client="));
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "le=\"+Inf\""));
+  TH_ASSERT_RC(dlock_client_stats_format(&s, NULL, buf, sizeof buf, &len), DLOCK_OK);
+  CU_ASSERT(parse(buf, NULL) > 40);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_releases_total{outcome=\"released\"} 1\n"));
+  /* too small a buffer: cut, NUL-terminated, the whole length said */
+  char small[100];
+  size_t need = 0;
+  TH_ASSERT_RC(dlock_client_stats_format(&s, NULL, small, sizeof small, &need),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(need, len);
+  CU_ASSERT_EQUAL(strlen(small), sizeof small - 1);
+  TH_ASSERT_RC(dlock_client_stats_format(&s, NULL, NULL, 0, &need), DLOCK_OK);
+  CU_ASSERT_EQUAL(need, len);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* Bad input: NULLs and a wrong version. */
+static void test_bad_input(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_stats s;
+  memset(&s, 0, sizeof s);
+  TH_ASSERT_RC(dlock_client_stats(c, &s), DLOCK_EINVAL); /* version 0 */
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "version"));
+  s.version = DLOCK_STATS_VERSION;
+  TH_ASSERT_RC(dlock_client_stats(NULL, &s), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_client_stats(c, NULL), DLOCK_EINVAL);
+  char buf[8];
+  TH_ASSERT_RC(dlock_client_stats_format(NULL, NULL, buf, sizeof buf, NULL),
+               DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_client_stats_format(&s, NULL, NULL, 8, NULL), DLOCK_EINVAL);
+  dlock_client_close(c);
+}
+
+static void add(void) {
+  CU_pSuite s = CU_add_suite("stats", suite_init, suite_clean);
+  CU_add_test(s, "acquires_and_releases", test_acquires_and_releases);
+  CU_add_test(s, "semaphore", test_semaphore);
+  CU_add_test(s, "watchdog_and_losses", test_watchdog_and_losses);
+  CU_add_test(s, "reconnects", test_reconnects);
+  CU_add_test(s, "prometheus_text", test_prometheus_text);
+  CU_add_test(s, "bad_input", test_bad_input);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
