@@ -1,11 +1,13 @@
 /* Client statistics (dlock/stats.h): each counter group moves as the
  * operations say, against a real server, and the Prometheus text parses. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "dlock/stats.h"
 #include "harness.h"
 
@@ -279,6 +281,118 @@ static void test_prometheus_text(void) {
   dlock_client_close(c);
 }
 
+/* ---- the event hook ---------------------------------------------------------- */
+
+typedef struct event_log {
+  pthread_mutex_t mu;
+  int n, off_engine; /* events; of them told off the engine thread */
+  dlock_event_type type[64];
+  int64_t duration_us[64];
+  int rc[64];
+  dlock_lost_reason reason[64];
+  char name[64][96];
+} event_log;
+
+static void on_event(void *data, const dlock_event *ev) {
+  event_log *log = data;
+  pthread_mutex_lock(&log->mu);
+  if (!dlock__on_engine_thread())
+    log->off_engine++;
+  if (log->n < 64) {
+    int i = log->n++;
+    log->type[i] = ev->type;
+    log->duration_us[i] = ev->duration_us;
+    log->rc[i] = ev->rc;
+    log->reason[i] = ev->reason;
+    snprintf(log->name[i], sizeof log->name[i], "%.*s", (int)ev->name_len,
+             ev->name ? ev->name : "");
+  }
+  pthread_mutex_unlock(&log->mu);
+}
+
+/* Wait (bounded, 5 s) until the log has n events. */
+static int events_wait(event_log *log, int n) {
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(2000)) {
+    pthread_mutex_lock(&log->mu);
+    int have = log->n;
+    pthread_mutex_unlock(&log->mu);
+    if (have >= n)
+      return have;
+  }
+  return log->n;
+}
+
+/* Acquired, waited, released, lost and reconnected, each told once on the
+ * engine thread with its name and duration. */
+static void test_events(void) {
+  static event_log log = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, {0}, {0}, {{0}}};
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.on_event = on_event;
+  o.on_event_data = &log;
+  o.watchdog_timeout_ms = 600;
+  dlock_client *c = th_client(&srv, &o), *c2 = th_client(&srv, NULL);
+  char name[96];
+  snprintf(name, sizeof name, "%s", th_name("stats-ev"));
+  dlock_lock *l = new_lock(c, name), *l2 = new_lock(c2, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  usleep(20000);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(events_wait(&log, 2), 2);
+  CU_ASSERT_EQUAL(log.type[0], DLOCK_EVENT_ACQUIRED);
+  CU_ASSERT_STRING_EQUAL(log.name[0], name);
+  CU_ASSERT_EQUAL(log.type[1], DLOCK_EVENT_RELEASED);
+  CU_ASSERT_STRING_EQUAL(log.name[1], name);
+  CU_ASSERT(log.duration_us[1] >= 20000);
+  /* a wait: WAITED (its outcome) then ACQUIRED */
+  TH_ASSERT_RC(dlock_acquire(l2, 0, 300), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 5000, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(events_wait(&log, 4), 4);
+  CU_ASSERT_EQUAL(log.type[2], DLOCK_EVENT_WAITED);
+  CU_ASSERT_EQUAL(log.rc[2], DLOCK_OK);
+  CU_ASSERT(log.duration_us[2] >= 100000); /* l2's lease had 300 ms */
+  CU_ASSERT_EQUAL(log.type[3], DLOCK_EVENT_ACQUIRED);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(events_wait(&log, 5), 5);
+  /* lost: a watchdog hold deleted from under it */
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "DEL %s", name), 1);
+  CU_ASSERT_EQUAL(events_wait(&log, 7), 7);
+  CU_ASSERT_EQUAL(log.type[6], DLOCK_EVENT_LOST);
+  CU_ASSERT_EQUAL(log.reason[6], DLOCK_LOST_EXPIRED);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST); /* not a RELEASED */
+  /* reconnected: the engine's connections killed (the waiter's tries go
+   * through the engine's command connection) */
+  redisReply *r = th_cmd(&srv, "CLIENT KILL TYPE normal SKIPME yes");
+  if (r)
+    freeReplyObject(r);
+  th_acquirer a = {.lock = l, .wait_ms = 5000, .lease_ms = 30000};
+  int rc = DLOCK_EIO; /* c2's connection was killed too */
+  for (int i = 0; i < 5 && rc != DLOCK_OK; i++)
+    rc = dlock_acquire(l2, 0, 30000);
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  th_acquirer_start(&a); /* subscribes again: the pub/sub connection */
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  TH_ASSERT_RC(dlock_release(l2), DLOCK_OK);
+  th_acquirer_join(&a);
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  int n = events_wait(&log, 12);
+  int reconnected = 0;
+  for (int i = 7; i < n; i++)
+    reconnected += log.type[i] == DLOCK_EVENT_RECONNECTED;
+  if (reconnected < 1)
+    for (int i = 0; i < n; i++)
+      printf("\n    event %d: type %d rc %d %s ", i, log.type[i], log.rc[i],
+             log.name[i]);
+  CU_ASSERT(reconnected >= 1);
+  CU_ASSERT_EQUAL(log.off_engine, 0);
+  dlock_lock_free(l);
+  dlock_lock_free(l2);
+  dlock_client_close(c);
+  dlock_client_close(c2);
+}
+
 /* Bad input: NULLs and a wrong version. */
 static void test_bad_input(void) {
   dlock_client *c = th_client(&srv, NULL);
@@ -303,6 +417,7 @@ static void add(void) {
   CU_add_test(s, "watchdog_and_losses", test_watchdog_and_losses);
   CU_add_test(s, "reconnects", test_reconnects);
   CU_add_test(s, "prometheus_text", test_prometheus_text);
+  CU_add_test(s, "events", test_events);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

@@ -46,6 +46,38 @@ typedef enum dlock_lost_reason {
 typedef void dlock_lost_fn(void *data, const char *name, size_t name_len,
                            uint64_t owner_id, dlock_lost_reason reason);
 
+/* What happened, for dlock_event_fn (docs/observability.md). */
+typedef enum dlock_event_type {
+  DLOCK_EVENT_ACQUIRED = 1,    /* a lock or permits were granted;
+                                  duration_us: the call's time to the grant */
+  DLOCK_EVENT_WAITED = 2,      /* an acquire waited (its first try failed),
+                                  whatever came of it (rc); duration_us:
+                                  the call's time. Before its ACQUIRED */
+  DLOCK_EVENT_RELEASED = 3,    /* a lock's hold ended by a release;
+                                  duration_us: how long it was held */
+  DLOCK_EVENT_LOST = 4,        /* the watchdog found a hold lost (as the
+                                  lost-lock callback); reason set */
+  DLOCK_EVENT_RECONNECTED = 5  /* a connection came back after a loss;
+                                  name: the server ("host:port") */
+} dlock_event_type;
+
+typedef struct dlock_event {
+  dlock_event_type type;
+  const char *name;    /* the object's name (valid during the call only) */
+  size_t name_len;
+  uint64_t owner_id;   /* the thread or explicit owner (0 for RECONNECTED) */
+  int64_t duration_us; /* as the type says; 0 when it has none */
+  int rc;              /* WAITED: the acquire's outcome (DLOCK_OK, ...) */
+  dlock_lost_reason reason; /* LOST */
+} dlock_event;
+
+/* Called for each event on the client's engine thread, in the order they
+ * were made on each thread; the same rules as the lost-lock callback: return
+ * quickly, no blocking dlock calls. Events of calls made on other threads
+ * are handed to the engine thread (a queued task each): a client without
+ * an event callback pays nothing. */
+typedef void dlock_event_fn(void *data, const dlock_event *event);
+
 typedef struct dlock_client_opts {
   unsigned version;            /* DLOCK_CLIENT_OPTS_VERSION */
   int64_t connect_timeout_ms;  /* TCP connect + handshake; also how long a
@@ -134,12 +166,15 @@ typedef struct dlock_client_opts {
   int tls_insecure;            /* 1: do not verify the server's
                                   certificate. INSECURE: anyone on the
                                   path can pose as the server. For tests */
+  /* version 8: */
+  dlock_event_fn *on_event;    /* the event hook, may be NULL */
+  void *on_event_data;
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 7u /* 1 to 6 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 8u /* 1 to 7 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 /* Open a client and connect to Redis.
  *

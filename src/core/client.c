@@ -134,7 +134,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       offsetof(dlock_client_opts, direct_conns),
       offsetof(dlock_client_opts, replica_sync_ms),
       offsetof(dlock_client_opts, sentinel_username),
-      offsetof(dlock_client_opts, tls_ca_file), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, tls_ca_file),
+      offsetof(dlock_client_opts, on_event), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "

@@ -511,8 +511,13 @@ static int take_replies(dlock__conn *conn, const char *p, size_t len) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
-  if (conn->was_ready)
+  if (conn->was_ready) {
     dlock__stat_add(&conn->client->stats, DLOCK__ST_RECONNECTS, 1);
+    char at[300];
+    where(conn, at, sizeof at);
+    dlock_event ev = {DLOCK_EVENT_RECONNECTED, at, strlen(at), 0, 0, DLOCK_OK, 0};
+    dlock__event(conn->client, &ev);
+  }
   conn->was_ready = 1;
   if (conn->pool)
     atomic_store(&conn->pool->ready, 1);

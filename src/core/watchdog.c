@@ -155,12 +155,25 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
   pthread_mutex_lock(&c->hmu);
   hold *h = find(c, id);
   int had = h == NULL ? 0 : h->lost ? 2 : 1;
+  dlock_event ev = {DLOCK_EVENT_RELEASED, NULL, 0, 0, -1, DLOCK_OK, 0};
+  char *name = NULL; /* a copy for the event hook */
   if (h && (outcome != 0 || --h->count <= 0)) {
-    if (outcome >= 0 && !h->lost) /* a hold that ends here: how long */
-      dlock__hist_add(&c->stats.hold, (dlock__now_ms() - h->acquired_ms) * 1000);
+    if (outcome >= 0 && !h->lost) { /* a hold that ends here: how long */
+      ev.duration_us = (dlock__now_ms() - h->acquired_ms) * 1000;
+      dlock__hist_add(&c->stats.hold, ev.duration_us);
+      if (c->opts.on_event && (name = malloc(h->name_len + 1)) != NULL) {
+        memcpy(name, hold_name(h), h->name_len);
+        ev.name = name;
+        ev.name_len = h->name_len;
+        ev.owner_id = h->owner_id;
+      }
+    }
     drop(c, h);
   }
   pthread_mutex_unlock(&c->hmu);
+  if (name)
+    dlock__event(c, &ev); /* outside hmu */
+  free(name);
   return had;
 }
 
@@ -277,6 +290,9 @@ static void tell_lost(dlock_client *c, lost_list *l) {
     if (c->opts.on_lost)
       c->opts.on_lost(c->opts.on_lost_data, note->name, note->len,
                       note->owner_id, note->reason);
+    dlock_event ev = {DLOCK_EVENT_LOST, note->name, note->len, note->owner_id,
+                      0, DLOCK_OK, note->reason};
+    dlock__event(c, &ev);
     if (note->ln) {
       note->ln->lost(note->ln, note->reason);
       note->ln->unref(note->ln);

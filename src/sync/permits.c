@@ -210,6 +210,8 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   }
   free(a);
   dlock__stats_acquire(dlock__client_stats(c), rc, waited, t0_us);
+  dlock__event_acquire(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
+                       waited, t0_us);
   return rc;
 }
 
