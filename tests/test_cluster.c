@@ -458,6 +458,14 @@ static void test_classic_pubsub(void) {
   dlock_client_close(c2);
 }
 
+/* name exists on s within 5 s (bounded). */
+static int exists_soon(th_server *s, const char *name) {
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(2000))
+    if (th_int(s, "EXISTS %s", name) == 1)
+      return 1;
+  return 0;
+}
+
 /* A multi-lock over members on every master of the cluster (all or
  * nothing: one member taken by another client fails the whole, nothing
  * left behind), and a RedLock whose members are the cluster and two
@@ -507,15 +515,14 @@ static void test_multi_and_redlock(void) {
     sc[i] = th_client(&s[i], NULL);
     member[i + 1] = new_lock(sc[i], name);
   }
-  /* a quorum is 2 of 3: with the default member timeout (50 ms) a slow
-   * cluster member may be left out of a successful acquire (seen once in
-   * CI), and all three are checked below */
-  dlock_redlock_opts ro = DLOCK_REDLOCK_OPTS_INIT;
-  ro.member_timeout_ms = 5000;
-  TH_ASSERT_RC(dlock_redlock_new(member, 3, &ro, &rl), DLOCK_OK);
+  TH_ASSERT_RC(dlock_redlock_new(member, 3, NULL, &rl), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(rl, 1000, 30000), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
-  CU_ASSERT_EQUAL(th_int(&s[0], "EXISTS %s", name), 1);
+  /* a round stops at its majority (2 of 3): the third member's grant may
+   * land just after the acquire returns (failed twice in CI when checked
+   * at once), and it is held all the same */
+  CU_ASSERT(exists_soon(&srv, name));
+  CU_ASSERT(exists_soon(&s[0], name));
+  CU_ASSERT(exists_soon(&s[1], name));
   TH_ASSERT_RC(dlock_release(rl), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
   dlock_lock_free(rl);
