@@ -1073,6 +1073,19 @@ redisContext *th_connect_key(const char *url, const char *key) {
   return redisConnect("127.0.0.1", owner);
 }
 
+int th_dlock_output(const char *args, char *out, size_t n) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' %s", getenv("DLOCK_BIN"), args);
+  out[0] = '\0';
+  FILE *p = popen(cmd, "r");
+  if (p == NULL)
+    return -1;
+  size_t len = fread(out, 1, n - 1, p);
+  out[len] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 int th_wait_numsub(th_server *s, const char *channel, long long want,
                    int64_t ms_max) {
   for (int64_t end = th_now_ms() + ms_max; th_now_ms() < end; usleep(1000))

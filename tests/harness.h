@@ -177,6 +177,11 @@ const char *th_name(const char *base);
 typedef int (*th_worker_fn)(int argc, char **argv);
 int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker);
 
+/* Run the dlock tool (DLOCK_BIN) with args, a shell line (its stderr
+ * reaches out only when args says 2>&1): its exit status (-1 killed), its
+ * output into out (at most n - 1 bytes, NUL-terminated). */
+int th_dlock_output(const char *args, char *out, size_t n);
+
 /* Spawn this test binary as a worker process: argv after "--worker". */
 pid_t th_spawn_worker(char *const args[]);
 /* The same, with the worker's stdout readable from *out_fd (close it). */

@@ -255,6 +255,80 @@ static void test_status_and_force_unlock(void) {
   dlock_client_close(c);
 }
 
+static int count_of(const char *text, const char *what) {
+  int k = 0;
+  for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+    k++;
+  return k;
+}
+
+/* dlock list: the three objects under a pattern (a lock held, a latch, a
+ * semaphore; another key beside them left out) among 100,000 other keys,
+ * found in a bounded number of SCAN calls (COUNT 1000: about 100, bound
+ * 250); --json is an array of dlock status's objects; --limit stops and
+ * says so. */
+static void test_list(void) {
+  char prefix[96], lock[128], latch[128], sem[128], other[128];
+  snprintf(prefix, sizeof prefix, "%s", th_name("list"));
+  snprintf(lock, sizeof lock, "%s:lock", prefix);
+  snprintf(latch, sizeof latch, "%s:latch", prefix);
+  snprintf(sem, sizeof sem, "%s:sem", prefix);
+  snprintf(other, sizeof other, "%s:other", prefix);
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, lock, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  dlock_latch *lt = NULL;
+  TH_ASSERT_RC(dlock_latch_new(c, latch, NULL, &lt), DLOCK_OK);
+  TH_ASSERT_RC(dlock_latch_try_set_count(lt, 2, NULL), DLOCK_OK);
+  dlock_semaphore *sm = NULL;
+  TH_ASSERT_RC(dlock_semaphore_new(c, sem, NULL, &sm), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_add_permits(sm, 3, NULL), DLOCK_OK);
+  redisReply *r = th_cmd(th_node_of(&srv, other), "SET %s x", other);
+  if (r)
+    freeReplyObject(r);
+  int big = srv.nnodes == 0; /* one server: 100,000 keys more */
+  if (big) {
+    r = th_cmd(&srv, "DEBUG POPULATE 100000 %s-junk", prefix); /* no match */
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    if (r)
+      freeReplyObject(r);
+  }
+  long long scans = th_cmd_calls(&srv, "scan");
+  char args[512], out[8192];
+  snprintf(args, sizeof args, "list --json '%s:*' 2>/dev/null", prefix);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  scans = th_cmd_calls(&srv, "scan") - scans;
+  if (big) {
+    printf("\n    %lld SCAN calls for 100,003 keys [bound 250] ", scans);
+    CU_ASSERT(scans >= 50 && scans <= 250);
+  }
+  CU_ASSERT(out[0] == '[' && strstr(out, "]\n") != NULL);
+  CU_ASSERT_EQUAL(count_of(out, "\"name\": "), 3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, lock));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"kind\": \"lock\""));
+  CU_ASSERT_EQUAL(count_of(out, "\"kind\": \"count\""), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, dlock_client_id(c))); /* the holder */
+  CU_ASSERT_PTR_NULL(strstr(out, other));
+  snprintf(args, sizeof args, "list '%s:*' 2>/dev/null", prefix);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_EQUAL(count_of(out, "\n"), 3);
+  snprintf(args, sizeof args, "list --limit 1 '%s:*' 2>&1", prefix);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "stopped at --limit"));
+  CU_ASSERT_EQUAL(th_dlock_output("list --limit 0 2>/dev/null", out, sizeof out), 64);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  if (big) { /* the junk goes (this suite's server: its own tests' names) */
+    r = th_cmd(&srv, "FLUSHDB");
+    if (r)
+      freeReplyObject(r);
+  }
+  dlock_latch_free(lt);
+  dlock_semaphore_free(sm);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 typedef struct fair_waiter {
   dlock_lock *lock;
   int rc;
@@ -754,6 +828,7 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_bound", test_semaphore_bound);
   CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
+  CU_add_test(s, "list", test_list);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);

@@ -361,14 +361,9 @@ static void test_bad_settings(void) {
 /* Run the dlock tool (DLOCK_BIN) with args (a shell line): its exit
  * status, its output (both streams) into out. */
 static int run_tool(const char *args, char *out, size_t n) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", getenv("DLOCK_BIN"), args);
-  FILE *p = popen(cmd, "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  size_t len = fread(out, 1, n - 1, p);
-  out[len] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  char line[1024];
+  snprintf(line, sizeof line, "%s 2>&1", args);
+  return th_dlock_output(line, out, n);
 }
 
 /* The dlock tool over TLS: --tls-ca trusts the test CA (a run holds the

@@ -64,6 +64,30 @@ DLOCK_API int dlock_inspect(dlock_client *client, const char *name,
 /* NULL is a no-op. */
 DLOCK_API void dlock_inspection_free(dlock_inspection *in);
 
+/* One page of names found by dlock_list. */
+typedef struct dlock_listing {
+  size_t n;
+  const char *const *names; /* NUL-terminated (lens[k] for names with NUL
+                               bytes) */
+  const size_t *lens;
+} dlock_listing;
+
+/* The names of locks, latches and semaphores whose keys match pattern (a
+ * Redis glob; NULL: "*"), one SCAN call per page: *cursor 0 to start, the
+ * next page's on return, 0 again when every key was seen. count: SCAN's
+ * COUNT hint (0: 1000). On a cluster the masters are scanned in turn.
+ * dlock's own helper keys (unlock latches, fair queues and their timeouts,
+ * expirable permits' timeouts, read-write lock timeouts, fencing tokens)
+ * are left out; other keys stay (dlock_inspect tells their kind). A page
+ * may be empty while *cursor is not 0. OUT *out: the page, freed with
+ * dlock_listing_free(). Errors: DLOCK_EINVAL (NULL client, cursor or out),
+ * DLOCK_ENOMEM, DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */
+DLOCK_API int dlock_list(dlock_client *client, const char *pattern,
+                         uint64_t *cursor, size_t count, dlock_listing **out);
+
+/* NULL is a no-op. */
+DLOCK_API void dlock_listing_free(dlock_listing *listing);
+
 #ifdef __cplusplus
 }
 #endif

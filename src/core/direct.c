@@ -104,6 +104,22 @@ void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots) {
   pthread_mutex_unlock(&d->mu);
 }
 
+int dlock__direct_masters(dlock_client *c, int *first, int max) {
+  dlock__direct *d = &c->direct;
+  int n = 0;
+  char seen[DLOCK__MAX_NODES] = {0};
+  pthread_mutex_lock(&d->mu);
+  for (int s = 0; d->slots && s < DLOCK__SLOTS && n < max; s++) {
+    int i = d->slots[s];
+    if (i >= 0 && i < DLOCK__MAX_NODES && !seen[i]) {
+      seen[i] = 1;
+      first[n++] = s;
+    }
+  }
+  pthread_mutex_unlock(&d->mu);
+  return n;
+}
+
 /* ---- one connection ------------------------------------------------------- */
 
 /* A failed round trip on dc: "HOST:PORT (direct connection): what" into

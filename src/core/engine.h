@@ -241,6 +241,10 @@ dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
 /* Engine thread: the owner of slot is node i now (-1 unknown); or, with
  * slot -1, the whole map is slots[]. */
 void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots);
+/* A cluster's masters as the map copy has them now, in the order of their
+ * first slot: that slot of each into first[] (at most max). Returns how
+ * many (0: no map yet). Any thread. */
+int dlock__direct_masters(dlock_client *c, int *first, int max);
 /* A sentinel's master moved to host:port (engine thread): pool i's
  * connections to the old one close, and calls under way there fail. */
 void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port);

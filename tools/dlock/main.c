@@ -73,6 +73,8 @@ static void usage_main(FILE *f) {
           "  sem init|set NAME PERMITS | acquire [--wait D] NAME [N] |\n"
           "      release NAME [N] | available NAME\n"
           "  status [--json] NAME  what is stored under NAME\n"
+          "  list [--json] [--limit N] [PATTERN]\n"
+          "                      the locks, latches and semaphores under PATTERN\n"
           "  unlock --force NAME   release NAME whoever holds it\n"
           "  check                 test that the credentials can do all of it\n"
           "\n"
@@ -884,6 +886,122 @@ static int cmd_status(int argc, char **argv) {
   return status;
 }
 
+static void list_help(void) {
+  printf("usage: dlock list [--json] [--limit N] [--scans N] [--count N] "
+         "[PATTERN]\n"
+         "List the locks, latches and semaphores whose names match PATTERN (a\n"
+         "Redis glob, default *) with what dlock status shows of each: kind,\n"
+         "holders and hold counts, remaining TTL, queue length, count. Keys are\n"
+         "found with SCAN (COUNT --count, default 1000; never KEYS), on a\n"
+         "cluster master by master; it stops after --limit objects (default\n"
+         "1000) or --scans SCAN calls (default 1000) and says so. Each key that\n"
+         "matches is inspected: other keys are left out. --json: a JSON array.\n");
+}
+
+/* Is kind one of dlock's objects (dlock_inspection.kind)? */
+static int dlock_kind(const char *kind) {
+  return !strcmp(kind, "lock") || !strcmp(kind, "fair lock") ||
+         !strcmp(kind, "rwlock") || !strcmp(kind, "count") ||
+         !strcmp(kind, "permit semaphore");
+}
+
+/* One object's line: NAME KIND TTL QUEUE/COUNT HOLDERS. */
+static void print_list_text(const char *name, const dlock_inspection *in) {
+  printf("%-40s %-16s ttl=%-8" PRId64, name, in->kind, in->ttl_ms);
+  if (in->queue_length)
+    printf(" queue=%" PRId64, in->queue_length);
+  if (in->has_count)
+    printf(" count=%" PRId64, in->count);
+  if (in->mode)
+    printf(" mode=%s", in->mode);
+  for (size_t k = 0; k < in->nholders; k++)
+    printf(" %s%s:%" PRId64, k ? "" : "holders=", in->holders[k].owner,
+           in->holders[k].count);
+  printf("\n");
+}
+
+static int cmd_list(int argc, char **argv) {
+  int as_json = 0, i = 1;
+  long limit = 1000, count = 1000, max_scans = 1000;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--json"))
+      as_json = 1;
+    else if (!strcmp(argv[i], "--limit") || !strcmp(argv[i], "--count") ||
+             !strcmp(argv[i], "--scans")) {
+      char *end = NULL;
+      long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+      if (end == NULL || *end || v <= 0)
+        return usage_error("list: %s takes a number > 0", argv[i]);
+      *(!strcmp(argv[i], "--limit")   ? &limit
+        : !strcmp(argv[i], "--count") ? &count
+                                      : &max_scans) = v;
+      i++;
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      list_help();
+      return 0;
+    } else
+      return usage_error("list: unknown option %s", argv[i]);
+  }
+  if (argc - i > 1)
+    return usage_error("list: expected at most one PATTERN");
+  const char *pattern = i < argc ? argv[i] : "*";
+  dlock_client *c = NULL;
+  int status = open_first(&c);
+  if (status)
+    return status;
+  uint64_t cursor = 0;
+  long shown = 0, scans = 0;
+  int more = 1, cut = 0; /* cut: --limit left some out */
+  if (as_json)
+    printf("[\n");
+  while (more && shown < limit && scans < max_scans) {
+    dlock_listing *page = NULL;
+    int rc = dlock_list(c, pattern, &cursor, (size_t)count, &page);
+    if (rc != DLOCK_OK) {
+      status = fail(rc, pattern);
+      break;
+    }
+    scans++;
+    more = cursor != 0;
+    size_t k = 0;
+    for (; k < page->n && shown < limit; k++) {
+      dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+      o.name_len = page->lens[k];
+      dlock_inspection *in = NULL;
+      rc = dlock_inspect(c, page->names[k], &o, &in);
+      if (rc == DLOCK_OK && dlock_kind(in->kind)) {
+        if (as_json) {
+          printf("%s", shown ? "," : "");
+          print_status_json(page->names[k], in);
+        } else {
+          print_list_text(page->names[k], in);
+        }
+        shown++;
+      } else if (rc != DLOCK_OK) {
+        status = fail(rc, page->names[k]);
+        more = 0;
+      }
+      dlock_inspection_free(in);
+      if (rc != DLOCK_OK)
+        break;
+    }
+    if (status == 0 && k < page->n)
+      cut = 1; /* names of this page not looked at: maybe objects */
+    more = more && status == 0;
+    cut = cut || (more && (shown >= limit || scans >= max_scans));
+    dlock_listing_free(page);
+  }
+  if (as_json)
+    printf("]\n");
+  fprintf(stderr, "%ld object%s in %ld SCAN call%s%s\n", shown,
+          shown == 1 ? "" : "s", scans, scans == 1 ? "" : "s",
+          !cut               ? ""
+          : shown >= limit ? " (stopped at --limit: more may match)"
+                           : " (stopped at --scans: more may match)");
+  dlock_client_close(c);
+  return status;
+}
+
 static void check_help(void) {
   printf("usage: dlock check\n"
          "Use every kind of lock, latch and semaphore once on throw-away names\n"
@@ -1081,7 +1199,8 @@ int main(int argc, char **argv) {
     return usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
-    return usage_error("missing command (run, latch, sem, status, unlock, check)");
+    return usage_error("missing command (run, latch, sem, status, list, unlock, "
+                       "check)");
   if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
     if (dlock_uri_check(default_url()) != DLOCK_OK)
       return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
@@ -1104,6 +1223,8 @@ int main(int argc, char **argv) {
     return cmd_sem(sub_argc, sub_argv);
   if (!strcmp(cmd, "status"))
     return cmd_status(sub_argc, sub_argv);
+  if (!strcmp(cmd, "list"))
+    return cmd_list(sub_argc, sub_argv);
   if (!strcmp(cmd, "unlock"))
     return cmd_unlock(sub_argc, sub_argv);
   if (!strcmp(cmd, "check"))
