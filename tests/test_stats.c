@@ -1,6 +1,9 @@
 /* Client statistics (dlock/stats.h): each counter group moves as the
  * operations say, against a real server, and the Prometheus text parses. */
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 #include "core/core.h"
 #include "dlock/stats.h"
 #include "harness.h"
+#include "redis_server.h"
 
 static th_server srv;
 
@@ -393,6 +397,60 @@ static void test_events(void) {
   dlock_client_close(c2);
 }
 
+/* examples/metrics.c: a program serving its statistics over HTTP; two
+ * requests, each answered with text that parses, the second showing the
+ * program's own acquires. */
+static void test_metrics_example(void) {
+  const char *exe = getenv("DLOCK_METRICS_EXAMPLE");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(exe);
+  int port = dlock_tool_free_port();
+  char port_s[16];
+  snprintf(port_s, sizeof port_s, "%d", port);
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl(exe, exe, port_s, "2", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char line[128] = {0}; /* "serving ...": it listens */
+  CU_ASSERT(read(fds[0], line, sizeof line - 1) > 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, "serving"));
+  static char resp[32768];
+  for (int i = 0; i < 2; i++) {
+    if (i == 1)
+      usleep(100000); /* its worker takes the lock meanwhile */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    const char *get = "GET /metrics HTTP/1.0\r\n\r\n";
+    CU_ASSERT(write(fd, get, strlen(get)) == (ssize_t)strlen(get));
+    size_t got = 0;
+    ssize_t k;
+    while (got < sizeof resp - 1 &&
+           (k = read(fd, resp + got, sizeof resp - 1 - got)) > 0)
+      got += (size_t)k;
+    resp[got] = '\0';
+    close(fd);
+    CU_ASSERT(strncmp(resp, "HTTP/1.0 200 OK\r\n", 17) == 0);
+    const char *body = strstr(resp, "\r\n\r\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    CU_ASSERT(parse(body + 4, "client=\"dlock-metrics\"") > 40);
+  }
+  const char *at_once =
+      strstr(resp, "dlock_acquires_total{outcome=\"at_once\",client=\"dlock-metrics\"} ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at_once);
+  CU_ASSERT(atol(strchr(at_once, '}') + 2) > 0);
+  close(fds[0]);
+  CU_ASSERT_EQUAL(th_wait_worker(pid, 10000), 0); /* done after two */
+}
+
 /* Bad input: NULLs and a wrong version. */
 static void test_bad_input(void) {
   dlock_client *c = th_client(&srv, NULL);
@@ -418,6 +476,7 @@ static void add(void) {
   CU_add_test(s, "reconnects", test_reconnects);
   CU_add_test(s, "prometheus_text", test_prometheus_text);
   CU_add_test(s, "events", test_events);
+  CU_add_test(s, "metrics_example", test_metrics_example);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 
