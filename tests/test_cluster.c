@@ -328,6 +328,8 @@ static void test_slot_moves_under_lock(void) {
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
   CU_ASSERT(th_move_key(&m, name));
+  dlock_stats s0 = {.version = DLOCK_STATS_VERSION}, s1 = s0;
+  TH_ASSERT_RC(dlock_client_stats(cl, &s0), DLOCK_OK);
   /* the key has moved, the slot not yet: ASK */
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me);
@@ -337,6 +339,9 @@ static void test_slot_moves_under_lock(void) {
   uint64_t fallbacks = atomic_load(&cl->direct.fallbacks);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   CU_ASSERT(atomic_load(&cl->direct.fallbacks) > fallbacks);
+  /* both redirects counted (the client statistics) */
+  TH_ASSERT_RC(dlock_client_stats(cl, &s1), DLOCK_OK);
+  CU_ASSERT(s1.redirects >= s0.redirects + 2);
   CU_ASSERT_EQUAL(th_int(m.to, "EXISTS %s", name), 0);
   /* the direct path knows the new owner now: a call goes there directly */
   uint64_t calls = atomic_load(&cl->direct.calls);
