@@ -2,6 +2,7 @@
  * redis-server: exact counts under `dlock run`, exit statuses, the
  * semaphore bound, latches in background shells, bad input. */
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -327,6 +328,110 @@ static void test_list(void) {
   dlock_semaphore_free(sm);
   dlock_lock_free(l);
   dlock_client_close(c);
+}
+
+/* dlock watch ARGS... NAME with its stdout readable from *fd. */
+static pid_t watch_start(const char *every, const char *name, int *fd) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl(dlock_bin, dlock_bin, "watch", "--every", every, "--for", "3s", name,
+          (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  *fd = fds[0];
+  return pid;
+}
+
+/* Read from fd until it has a whole line or 5 s pass; appends to buf. */
+static void read_line(int fd, char *buf, size_t n) {
+  size_t len = strlen(buf);
+  for (int64_t end = th_now_ms() + 5000; !strchr(buf, '\n') && th_now_ms() < end;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 100) <= 0)
+      continue;
+    ssize_t k = read(fd, buf + len, n - 1 - len);
+    if (k <= 0)
+      break;
+    len += (size_t)k;
+    buf[len] = '\0';
+  }
+}
+
+typedef struct holder {
+  dlock_lock *lock;
+  int rc;
+} holder;
+
+/* Acquire (waiting up to 10 s), hold 500 ms, release. */
+static void *hold_a_while(void *arg) {
+  holder *h = arg;
+  h->rc = dlock_acquire(h->lock, 10000, 30000);
+  if (h->rc == DLOCK_OK) {
+    usleep(500000);
+    h->rc = dlock_release(h->lock);
+  }
+  return NULL;
+}
+
+/* dlock watch: A holds; B waits; A releases and B takes it; B releases.
+ * Refreshed every 100 ms, the watch shows A, then B, then nothing held.
+ * Refreshed every 10 s (the timer never fires in its 3 s), it shows the
+ * end at once all the same: announcements drive it. */
+static void test_watch(void) {
+  char name[96];
+  snprintf(name, sizeof name, "%s", th_name("watch"));
+  dlock_client *ca = th_client(&srv, NULL), *cb = th_client(&srv, NULL);
+  dlock_lock *la = NULL, *lb = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(ca, name, NULL, &la), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(cb, name, NULL, &lb), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(la, 0, 30000), DLOCK_OK);
+  int fast_fd, slow_fd;
+  static char fast[8192], slow[8192];
+  fast[0] = slow[0] = '\0';
+  pid_t fast_pid = watch_start("100ms", name, &fast_fd);
+  pid_t slow_pid = watch_start("10s", name, &slow_fd);
+  read_line(fast_fd, fast, sizeof fast); /* both show A: they are watching */
+  read_line(slow_fd, slow, sizeof slow);
+  CU_ASSERT_PTR_NOT_NULL(strstr(fast, dlock_client_id(ca)));
+  CU_ASSERT_PTR_NOT_NULL(strstr(slow, dlock_client_id(ca)));
+  holder h = {lb, -1};
+  pthread_t t;
+  pthread_create(&t, NULL, hold_a_while, &h);
+  char channel[160];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 3, 5000)); /* B and the watches */
+  TH_ASSERT_RC(dlock_release(la), DLOCK_OK);
+  pthread_join(t, NULL);
+  TH_ASSERT_RC(h.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(th_wait_worker(fast_pid, 10000), 0);
+  CU_ASSERT_EQUAL(th_wait_worker(slow_pid, 10000), 0);
+  for (int i = 0; i < 2; i++) { /* the rest of their output */
+    char *buf = i ? slow : fast;
+    int fd = i ? slow_fd : fast_fd;
+    size_t len = strlen(buf);
+    ssize_t k;
+    while (len < sizeof fast - 1 && (k = read(fd, buf + len, sizeof fast - 1 - len)) > 0)
+      len += (size_t)k;
+    buf[len] = '\0';
+    close(fd);
+  }
+  const char *a = strstr(fast, dlock_client_id(ca)), *b = strstr(fast, dlock_client_id(cb));
+  CU_ASSERT(a != NULL && b != NULL && a < b);
+  CU_ASSERT(b != NULL && strstr(b, " none ") != NULL); /* then nothing held */
+  /* the 10 s watch: no timer fired in its 3 s, yet it saw the end */
+  CU_ASSERT(strstr(slow, " none ") != NULL);
+  if (strstr(slow, " none ") == NULL || b == NULL)
+    printf("\n    fast: %s\n    slow: %s ", fast, slow);
+  dlock_lock_free(la);
+  dlock_lock_free(lb);
+  dlock_client_close(ca);
+  dlock_client_close(cb);
 }
 
 typedef struct fair_waiter {
@@ -829,6 +934,7 @@ static void add_tests(void) {
   CU_add_test(s, "latch_in_background_shells", test_latch_in_background_shells);
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "list", test_list);
+  CU_add_test(s, "watch", test_watch);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);

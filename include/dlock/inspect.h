@@ -88,6 +88,24 @@ DLOCK_API int dlock_list(dlock_client *client, const char *pattern,
 /* NULL is a no-op. */
 DLOCK_API void dlock_listing_free(dlock_listing *listing);
 
+/* A watch on a name: subscribed to the channels its object announces on
+ * (a lock's releases, a read-write lock's, a semaphore's and a latch's),
+ * whatever kind it holds, so a tool can refresh what it shows when the
+ * object changes (`dlock watch`). A fair lock's hand-offs are announced to
+ * its next waiter's own channel, and acquires are not announced at all:
+ * refresh on a timer too. One thread makes it, waits on it and frees it.
+ * opts: NULL, or name_len. Errors: DLOCK_EINVAL, DLOCK_ENOMEM, DLOCK_EIO,
+ * DLOCK_ECLOSED, DLOCK_EPERM (the ACL refuses a channel). */
+typedef struct dlock_watcher dlock_watcher;
+DLOCK_API int dlock_watcher_new(dlock_client *client, const char *name,
+                                const dlock_lock_opts *opts,
+                                dlock_watcher **out);
+/* Wait for the next announcement: 1 one came (or several: all are taken),
+ * 0 none within timeout_ms (-1: no limit), DLOCK_ECLOSED. */
+DLOCK_API int dlock_watcher_wait(dlock_watcher *w, int64_t timeout_ms);
+/* Unsubscribe and free; NULL is a no-op. */
+DLOCK_API void dlock_watcher_free(dlock_watcher *w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,6 +97,10 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
  * then, since no release will announce that lease's end). Returns 1 woken, 0
  * timed out, DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
+/* Wait on n waiters of one thread (one sync) at once: 1 when any was woken
+ * (all their wake-ups taken), 0 timed out at deadline_ms (-1 never),
+ * DLOCK_ECLOSED. */
+int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 

@@ -649,6 +649,26 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   return rc;
 }
 
+int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
+  dlock__sync *s = ws[0]->sync;
+  int rc = 0;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    for (int i = 0; i < n; i++) {
+      if (ws[i]->closed)
+        rc = DLOCK_ECLOSED;
+      else if (ws[i]->wakes != ws[i]->seen && rc == 0)
+        rc = 1;
+    }
+    if (rc != 0 || dlock__sync_wait(s, deadline_ms) != 0)
+      break;
+  }
+  for (int i = 0; rc == 1 && i < n; i++)
+    ws[i]->seen = ws[i]->wakes;
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
 int dlock__fifo_waiters(dlock_client *c) { return atomic_load(&c->fifo_waiters); }
 
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {

@@ -75,6 +75,8 @@ static void usage_main(FILE *f) {
           "  status [--json] NAME  what is stored under NAME\n"
           "  list [--json] [--limit N] [PATTERN]\n"
           "                      the locks, latches and semaphores under PATTERN\n"
+          "  watch [--json] [--every D] [--changes N] [--for D] NAME\n"
+          "                      NAME's holders and waiters, a line per change\n"
           "  unlock --force NAME   release NAME whoever holds it\n"
           "  check                 test that the credentials can do all of it\n"
           "\n"
@@ -821,7 +823,7 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
     printf(", \"mode\": ");
     json_str(stdout, in->mode);
   }
-  printf("}\n");
+  printf("}");
 }
 
 static void print_status_text(const char *name, const dlock_inspection *in) {
@@ -875,9 +877,10 @@ static int cmd_status(int argc, char **argv) {
   if (status)
     return status;
   int rc = dlock_inspect(c, argv[i], NULL, &in);
-  if (rc == DLOCK_OK && as_json)
+  if (rc == DLOCK_OK && as_json) {
     print_status_json(argv[i], in);
-  else if (rc == DLOCK_OK)
+    printf("\n");
+  } else if (rc == DLOCK_OK)
     print_status_text(argv[i], in);
   else
     status = fail(rc, argv[i]);
@@ -973,6 +976,7 @@ static int cmd_list(int argc, char **argv) {
         if (as_json) {
           printf("%s", shown ? "," : "");
           print_status_json(page->names[k], in);
+          printf("\n");
         } else {
           print_list_text(page->names[k], in);
         }
@@ -998,6 +1002,131 @@ static int cmd_list(int argc, char **argv) {
           !cut               ? ""
           : shown >= limit ? " (stopped at --limit: more may match)"
                            : " (stopped at --scans: more may match)");
+  dlock_client_close(c);
+  return status;
+}
+
+static void watch_help(void) {
+  printf("usage: dlock watch [--json] [--every D] [--changes N] [--for D] NAME\n"
+         "Show what dlock status shows of NAME, a line each time it changes,\n"
+         "time-stamped: holders and hold counts, TTL, queue, count. It looks\n"
+         "again at once when the object announces a change (a release, a\n"
+         "count-down, permits given back) and every D (--every, default 1s)\n"
+         "for what is not announced (acquires, a fair lock's hand-offs, leases\n"
+         "running out). One line per change, so it suits pipes; --json: one\n"
+         "JSON object per line. It runs until interrupted, --changes N lines,\n"
+         "or --for D.\n");
+}
+
+/* The text of what dlock status shows, on one line (without the name and
+ * the TTL, which changes all the time). */
+static void status_line(const dlock_inspection *in, char *out, size_t n) {
+  size_t k = (size_t)snprintf(out, n, "%s", in->kind);
+#define ADD(...)                                                               \
+  do {                                                                         \
+    if (k < n)                                                                 \
+      k += (size_t)snprintf(out + k, n - k, __VA_ARGS__);                      \
+  } while (0)
+  if (in->mode)
+    ADD(" mode=%s", in->mode);
+  if (in->has_count)
+    ADD(" count=%" PRId64, in->count);
+  if (in->queue_length)
+    ADD(" queue=%" PRId64, in->queue_length);
+  if (!strcmp(in->kind, "permit semaphore"))
+    ADD(" held=%" PRId64, in->permits_held);
+  for (size_t h = 0; h < in->nholders; h++)
+    ADD(" %s%s:%" PRId64, h ? "" : "holders=", in->holders[h].owner,
+        in->holders[h].count);
+#undef ADD
+}
+
+static int cmd_watch(int argc, char **argv) {
+  int as_json = 0, i = 1;
+  int64_t every = 1000, for_ms = -1, changes = -1;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "--json")) {
+      as_json = 1;
+    } else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      watch_help();
+      return 0;
+    } else if (i + 1 < argc && !strcmp(o, "--changes")) {
+      if (parse_count(argv[++i], 1, &changes) != 0)
+        return usage_error("watch: bad --changes \"%s\" (a number >= 1)", argv[i]);
+    } else if (i + 1 < argc && (!strcmp(o, "--every") || !strcmp(o, "--for"))) {
+      int64_t d = parse_duration(argv[++i]);
+      if (d <= 0)
+        return usage_error("watch: bad duration \"%s\" for %s (like 500ms, 30s)",
+                           argv[i], o);
+      *(!strcmp(o, "--every") ? &every : &for_ms) = d;
+    } else {
+      return usage_error("watch: unknown option %s", o);
+    }
+  }
+  if (argc - i != 1)
+    return usage_error("watch: expected NAME");
+  const char *name = argv[i];
+  dlock_client *c = NULL;
+  int status = open_first(&c);
+  if (status)
+    return status;
+  dlock_watcher *w = NULL;
+  int rc = dlock_watcher_new(c, name, NULL, &w);
+  if (rc != DLOCK_OK) {
+    status = fail(rc, name);
+    dlock_client_close(c);
+    return status;
+  }
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char last[4096] = "";
+  int64_t shown = 0;
+  for (;;) {
+    dlock_inspection *in = NULL;
+    rc = dlock_inspect(c, name, NULL, &in);
+    if (rc != DLOCK_OK) {
+      status = fail(rc, name);
+      break;
+    }
+    char line[4096];
+    status_line(in, line, sizeof line);
+    if (strcmp(line, last) != 0) { /* a change: a line */
+      snprintf(last, sizeof last, "%s", line);
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      char when[32];
+      strftime(when, sizeof when, "%H:%M:%S", localtime(&now.tv_sec));
+      if (as_json) {
+        printf("{\"time\": \"%s.%03ld\", \"status\": ", when,
+               now.tv_nsec / 1000000);
+        print_status_json(name, in);
+        printf("}\n");
+      } else {
+        printf("%s.%03ld %s ttl=%" PRId64 "\n", when, now.tv_nsec / 1000000, line,
+               in->ttl_ms);
+      }
+      fflush(stdout);
+      shown++;
+    }
+    dlock_inspection_free(in);
+    if (changes > 0 && shown >= changes)
+      break;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ran = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+    if (for_ms >= 0 && ran >= for_ms)
+      break;
+    int64_t wait = for_ms >= 0 && for_ms - ran < every ? for_ms - ran : every;
+    rc = dlock_watcher_wait(w, wait);
+    if (rc < 0) {
+      status = fail(rc, name);
+      break;
+    }
+    if (rc == 0 && for_ms >= 0 && wait < every)
+      break; /* --for is over: no look after it */
+  }
+  dlock_watcher_free(w);
   dlock_client_close(c);
   return status;
 }
@@ -1199,8 +1328,8 @@ int main(int argc, char **argv) {
     return usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
-    return usage_error("missing command (run, latch, sem, status, list, unlock, "
-                       "check)");
+    return usage_error("missing command (run, latch, sem, status, list, watch, "
+                       "unlock, check)");
   if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
     if (dlock_uri_check(default_url()) != DLOCK_OK)
       return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
@@ -1225,6 +1354,8 @@ int main(int argc, char **argv) {
     return cmd_status(sub_argc, sub_argv);
   if (!strcmp(cmd, "list"))
     return cmd_list(sub_argc, sub_argv);
+  if (!strcmp(cmd, "watch"))
+    return cmd_watch(sub_argc, sub_argv);
   if (!strcmp(cmd, "unlock"))
     return cmd_unlock(sub_argc, sub_argv);
   if (!strcmp(cmd, "check"))
