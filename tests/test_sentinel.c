@@ -160,6 +160,32 @@ static void test_direct_path(void) {
   dlock_client_close(c);
 }
 
+/* The inspecting commands on a sentinel URI: status, list and watch find
+ * a lock held on the master the sentinels name. */
+static void test_inspecting_commands(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  char name[96];
+  snprintf(name, sizeof name, "%s", th_name("inspect"));
+  dlock_lock *l = new_lock(c, name);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  char args[600];
+  static char out[8192];
+  snprintf(args, sizeof args, "--redis '%s' status --json '%s'", srv.url, name);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"kind\": \"lock\""));
+  snprintf(args, sizeof args, "--redis '%s' list --json '%s' 2>/dev/null",
+           srv.url, name);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, dlock_client_id(c)));
+  snprintf(args, sizeof args, "--redis '%s' watch --changes 1 '%s'", srv.url,
+           name);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, dlock_client_id(c)));
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* The replica guard (replica_sync_ms) on a sentinel's master: the count
  * of replicas comes from the master's ROLE; each write of an acquire or a
  * release is followed by a WAIT (direct path and engine alike). With both
@@ -373,6 +399,7 @@ static void add(void) {
   CU_add_test(s, "clear_errors", test_clear_errors);
   CU_add_test(s, "sentinel_credentials", test_sentinel_credentials);
   CU_add_test(s, "direct_path", test_direct_path);
+  CU_add_test(s, "inspecting_commands", test_inspecting_commands);
   CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "calls_in_flight", test_calls_in_flight);
   CU_add_test(s, "graceful_failover", test_graceful_failover);
