@@ -317,6 +317,9 @@ static void search_work(uv_work_t *w) {
   s->found_rc = search(&c->uri, &c->opts, c->tls, s->found_host, sizeof s->found_host,
                        &s->found_port, &s->found_replicas, s->found_why,
                        sizeof s->found_why);
+  if (c->tls) /* libuv's pool threads live on: free OpenSSL's state of this
+                 one now, not never (valgrind saw it lost at exit) */
+    dlock__tls_thread_done();
 }
 
 /* The master is host:port now: the connections go there at once (their

@@ -247,3 +247,5 @@ size_t dlock__tls_take(dlock__tls *t, char *buf, size_t size) {
   int k = BIO_read(t->out, buf, (int)(pending < size ? pending : size));
   return k > 0 ? (size_t)k : 0;
 }
+
+void dlock__tls_thread_done(void) { OPENSSL_thread_stop(); }

@@ -55,6 +55,11 @@ ssize_t dlock__tls_read(dlock__tls *t, char *buf, size_t size, char *why,
  * a call before reading the socket again). */
 int dlock__tls_has_input(const dlock__tls *t);
 
+/* Free OpenSSL's state of the calling thread (its error queue, its random
+ * generator): for a thread that made TLS calls and will not exit soon (a
+ * libuv pool thread). */
+void dlock__tls_thread_done(void);
+
 /* Encrypted bytes waiting for the socket, moved into buf: how many (0:
  * none). */
 size_t dlock__tls_take(dlock__tls *t, char *buf, size_t size);
