@@ -216,9 +216,11 @@ struct dlock__stats *dlock__client_stats(dlock_client *c);
 /* The event hook (events.c): tell ev to the client's on_event, on its
  * engine thread (queued from any other); nothing without a hook. */
 void dlock__event(dlock_client *c, const dlock_event *ev);
-/* An acquire's events: WAITED when it waited, ACQUIRED when granted. */
-void dlock__event_acquire(dlock_client *c, const char *name, size_t len,
-                          uint64_t owner, int rc, int waited, int64_t t0_us);
+/* An acquire's end (rc; t0_us: when the call began), counted in the client
+ * statistics and told to the event hook: WAITED when it waited
+ * (dlock__stats_waited), ACQUIRED when granted. */
+void dlock__acquire_done(dlock_client *c, const char *name, size_t len,
+                         uint64_t owner, int rc, int64_t t0_us);
 
 void dlock__client_ref(dlock_client *c);
 void dlock__client_unref(dlock_client *c);

@@ -46,9 +46,11 @@ void dlock__event(dlock_client *c, const dlock_event *ev) {
     free(t); /* the client is closing */
 }
 
-void dlock__event_acquire(dlock_client *c, const char *name, size_t len,
-                          uint64_t owner, int rc, int waited, int64_t t0_us) {
-  if (c == NULL || c->opts.on_event == NULL)
+void dlock__acquire_done(dlock_client *c, const char *name, size_t len,
+                         uint64_t owner, int rc, int64_t t0_us) {
+  int waited = dlock__stats_waited();
+  dlock__stats_acquire(&c->stats, rc, waited, t0_us);
+  if (c->opts.on_event == NULL)
     return;
   int64_t took = dlock__now_us() - t0_us;
   if (waited) {

@@ -104,10 +104,8 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
       rc = dlock__fail(DLOCK_EIO, "%s; the lock was released again", why);
   }
   if (lock->h.client) { /* a combinator's members are not counted apart */
-    dlock__stats_acquire(dlock__client_stats(lock->h.client), rc,
-                         dlock__stats_waited(), t0_us);
-    dlock__event_acquire(lock->h.client, lock->h.name, lock->h.name_len, owner,
-                         rc, dlock__stats_waited(), t0_us);
+    dlock__acquire_done(lock->h.client, lock->h.name, lock->h.name_len, owner,
+                        rc, t0_us);
   }
   if (rc == DLOCK_OK && grant)
     *grant = g;

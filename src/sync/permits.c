@@ -196,7 +196,6 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   int64_t t0_us = dlock__now_us();
   dlock__stats_wait_reset();
   rc = dlock__wait_loop(c, &spec, wait_ms, a);
-  int waited = dlock__stats_waited();
   if (rc == 1) {
     static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
     rc = DLOCK_OK;
@@ -209,9 +208,8 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
       release_ids(p, ids, n); /* cannot track them: give back */
   }
   free(a);
-  dlock__stats_acquire(dlock__client_stats(c), rc, waited, t0_us);
-  dlock__event_acquire(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
-                       waited, t0_us);
+  dlock__acquire_done(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
+                      t0_us);
   return rc;
 }
 

@@ -125,10 +125,8 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   dlock__stats_wait_reset();
   rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
   rc = rc == 1 ? DLOCK_OK : rc;
-  dlock__stats_acquire(dlock__client_stats(s->o.h.client), rc,
-                       dlock__stats_waited(), t0_us);
-  dlock__event_acquire(s->o.h.client, s->o.h.name, s->o.h.name_len,
-                       dlock_thread_id(), rc, dlock__stats_waited(), t0_us);
+  dlock__acquire_done(s->o.h.client, s->o.h.name, s->o.h.name_len,
+                      dlock_thread_id(), rc, t0_us);
   return rc;
 }
 

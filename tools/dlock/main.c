@@ -908,19 +908,34 @@ static int dlock_kind(const char *kind) {
          !strcmp(kind, "permit semaphore");
 }
 
-/* One object's line: NAME KIND TTL QUEUE/COUNT HOLDERS. */
-static void print_list_text(const char *name, const dlock_inspection *in) {
-  printf("%-40s %-16s ttl=%-8" PRId64, name, in->kind, in->ttl_ms);
-  if (in->queue_length)
-    printf(" queue=%" PRId64, in->queue_length);
-  if (in->has_count)
-    printf(" count=%" PRId64, in->count);
+/* The text of what dlock status shows, on one line (without the name and
+ * the TTL, which changes all the time). */
+static void status_line(const dlock_inspection *in, char *out, size_t n) {
+  size_t k = (size_t)snprintf(out, n, "%s", in->kind);
+#define ADD(...)                                                               \
+  do {                                                                         \
+    if (k < n)                                                                 \
+      k += (size_t)snprintf(out + k, n - k, __VA_ARGS__);                      \
+  } while (0)
   if (in->mode)
-    printf(" mode=%s", in->mode);
-  for (size_t k = 0; k < in->nholders; k++)
-    printf(" %s%s:%" PRId64, k ? "" : "holders=", in->holders[k].owner,
-           in->holders[k].count);
-  printf("\n");
+    ADD(" mode=%s", in->mode);
+  if (in->has_count)
+    ADD(" count=%" PRId64, in->count);
+  if (in->queue_length)
+    ADD(" queue=%" PRId64, in->queue_length);
+  if (!strcmp(in->kind, "permit semaphore"))
+    ADD(" held=%" PRId64, in->permits_held);
+  for (size_t h = 0; h < in->nholders; h++)
+    ADD(" %s%s:%" PRId64, h ? "" : "holders=", in->holders[h].owner,
+        in->holders[h].count);
+#undef ADD
+}
+
+/* One object's line: its name, what dlock watch shows of it, its TTL. */
+static void print_list_text(const char *name, const dlock_inspection *in) {
+  char line[4096];
+  status_line(in, line, sizeof line);
+  printf("%-40s %s ttl=%" PRId64 "\n", name, line, in->ttl_ms);
 }
 
 static int cmd_list(int argc, char **argv) {
@@ -1016,29 +1031,6 @@ static void watch_help(void) {
          "running out). One line per change, so it suits pipes; --json: one\n"
          "JSON object per line. It runs until interrupted, --changes N lines,\n"
          "or --for D.\n");
-}
-
-/* The text of what dlock status shows, on one line (without the name and
- * the TTL, which changes all the time). */
-static void status_line(const dlock_inspection *in, char *out, size_t n) {
-  size_t k = (size_t)snprintf(out, n, "%s", in->kind);
-#define ADD(...)                                                               \
-  do {                                                                         \
-    if (k < n)                                                                 \
-      k += (size_t)snprintf(out + k, n - k, __VA_ARGS__);                      \
-  } while (0)
-  if (in->mode)
-    ADD(" mode=%s", in->mode);
-  if (in->has_count)
-    ADD(" count=%" PRId64, in->count);
-  if (in->queue_length)
-    ADD(" queue=%" PRId64, in->queue_length);
-  if (!strcmp(in->kind, "permit semaphore"))
-    ADD(" held=%" PRId64, in->permits_held);
-  for (size_t h = 0; h < in->nholders; h++)
-    ADD(" %s%s:%" PRId64, h ? "" : "holders=", in->holders[h].owner,
-        in->holders[h].count);
-#undef ADD
 }
 
 static int cmd_watch(int argc, char **argv) {
