@@ -494,6 +494,17 @@ static void note_rtt(dlock__direct *d, int64_t us) {
   atomic_store(&d->rtt_us, old == 0 ? us : old + (us - old) / 8);
 }
 
+/* Send what dc->later holds (latch DELs, maybe a call behind them); their
+ * answers come first and are skipped. */
+static int send_later(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
+                      char *why, size_t n) {
+  int rc = send_all(c, dc, dc->later.p, dc->later.len, deadline_us, why, n);
+  dc->discard += dc->later_n;
+  dc->later_n = 0;
+  dc->later.len = 0;
+  return rc;
+}
+
 /* The DEL of a release's unlock latch (dlock__req_drop_after), its answer
  * skipped. On a plain connection it goes out now, behind the reply. On a
  * TLS one it is kept to go out in front of the connection's next call, in
@@ -514,11 +525,7 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
   if (dc->s.tls)
     return DLOCK_OK;
   char why[256];
-  rc = send_all(c, dc, dc->later.p, dc->later.len, deadline_us, why, sizeof why);
-  dc->discard += dc->later_n;
-  dc->later_n = 0;
-  dc->later.len = 0;
-  return rc;
+  return send_later(c, dc, deadline_us, why, sizeof why);
 }
 
 /* The replica guard (engine.h, dlock__req.sync): after req's write, WAIT
@@ -562,11 +569,7 @@ static int send_behind_later(dlock_client *c, dlock__dconn *dc,
     snprintf(why, n, "out of memory");
     return rc;
   }
-  rc = send_all(c, dc, dc->later.p, dc->later.len, deadline, why, n);
-  dc->discard += dc->later_n;
-  dc->later_n = 0;
-  dc->later.len = 0;
-  return rc;
+  return send_later(c, dc, deadline, why, n);
 }
 
 static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
