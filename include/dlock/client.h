@@ -169,12 +169,17 @@ typedef struct dlock_client_opts {
   /* version 8: */
   dlock_event_fn *on_event;    /* the event hook, may be NULL */
   void *on_event_data;
+  /* version 9: */
+  int completions;             /* where async callbacks run (dlock/async.h):
+                                  DLOCK_COMPLETE_ENGINE (0, default) on the
+                                  engine thread, DLOCK_COMPLETE_QUEUE through
+                                  the client's completion queue */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 8u /* 1 to 7 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 9u /* 1 to 8 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL }
+    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0 }
 
 /* Open a client and connect to Redis.
  *

@@ -12,5 +12,6 @@
 #include "dlock/multi.h"
 #include "dlock/inspect.h"
 #include "dlock/stats.h"
+#include "dlock/async.h"
 
 #endif /* DLOCK_H */

@@ -37,10 +37,11 @@ extern "C" {
   X(EAUTH, -14, "refused by the server: credentials or configuration")       \
   X(EKIND, -15, "the name holds another kind of object")                     \
   X(EINTR, -16, "wait interrupted")                                          \
-  X(EPERM, -17, "not permitted by the server's ACL")
+  X(EPERM, -17, "not permitted by the server's ACL")                        \
+  X(ECANCELED, -18, "operation cancelled")
 
 /* The lowest code of this version (codes are appended below it). */
-#define DLOCK_ERRNO_MIN DLOCK_EPERM
+#define DLOCK_ERRNO_MIN DLOCK_ECANCELED
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

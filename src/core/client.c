@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
+#include "async/async.h"
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
@@ -29,6 +30,7 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 /* ---- the client ------------------------------------------------------------- */
 
 static void client_free(dlock_client *c) {
+  dlock__async_free(c);
   dlock__tls_ctx_free(c->tls);
   dlock__cluster_free(c);
   dlock__sentinel_free(c);
@@ -110,6 +112,10 @@ static int check_opts(const dlock_client_opts *o) {
                        "between 1 and command_timeout_ms - 1");
   if (o->max_hold_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
+  if (o->completions != DLOCK_COMPLETE_ENGINE &&
+      o->completions != DLOCK_COMPLETE_QUEUE)
+    return dlock__fail(DLOCK_EINVAL, "completions must be DLOCK_COMPLETE_ENGINE "
+                       "or DLOCK_COMPLETE_QUEUE");
   if (o->client_name && (strlen(o->client_name) == 0 ||
                          strcspn(o->client_name, " \r\n\t") !=
                              strlen(o->client_name)))
@@ -135,7 +141,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       offsetof(dlock_client_opts, replica_sync_ms),
       offsetof(dlock_client_opts, sentinel_username),
       offsetof(dlock_client_opts, tls_ca_file),
-      offsetof(dlock_client_opts, on_event), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, on_event),
+      offsetof(dlock_client_opts, completions), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
@@ -202,6 +209,10 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     client_free(c);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
+  if ((rc = dlock__async_new(c)) != DLOCK_OK) {
+    client_free(c);
+    return rc;
+  }
   rc = dlock__engine_start(c, opts->share_engine);
   if (rc != DLOCK_OK) {
     char msg[512];
@@ -261,6 +272,7 @@ void dlock_client_close(dlock_client *c) {
     return;
   dlock__direct_close(c);
   dlock__engine_stop(c);
+  dlock__async_closed(c); /* queued completions run here */
   dlock__client_unref(c);
 }
 

@@ -333,6 +333,11 @@ int dlock__interrupt(const void *handle, int by_owner, uint64_t owner);
  * DLOCK_EINTR with a message naming what. */
 int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                       const char *what);
+/* When a waiter whose last try answered hint (ms to wait at most; -1
+ * unknown: 1 s; -2 retry now) tries next, by deadline (-1 none). */
+int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline);
+/* The wait and lease arguments of an acquire: DLOCK_OK or DLOCK_EINVAL. */
+int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms);
 /* Try, subscribe, try and wait until acquired or the budget is spent.
  * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the
  * attempt succeeded, or an error (DLOCK_ETIMEDOUT, DLOCK_ECLOSED, ...). */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async/async.h"
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
@@ -205,16 +206,16 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
   }
   while (w->early_state == 1)
     dlock__sync_wait(w->sync, -1); /* bounded by the command timeout */
-  cs->reply = w->early_reply;
-  cs->status = w->early_status;
-  req->sync_asked = w->early_sync_asked;
-  req->synced = w->early_synced;
-  snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early_err);
-  w->early_reply = NULL;
+  cs->reply = w->early->reply;
+  cs->status = w->early->status;
+  req->sync_asked = w->early->sync_asked;
+  req->synced = w->early->synced;
+  snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early->err);
+  w->early->reply = NULL;
   w->early_state = 0;
   pthread_mutex_unlock(&w->sync->mu);
   req->written = 1; /* the engine sent it */
-  *sent_ms = w->early_sent_ms;
+  *sent_ms = w->early->sent_ms;
   /* the same bytes (dlock__wait_spec.early): nothing else to send */
   dlock__buf_free(&req->cmd);
   return 1;
@@ -222,14 +223,14 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
 
 /* Keep a copy of the try w may have sent early next time. */
 static void keep_try(dlock__waiter *w, const dlock__req *req) {
-  w->early_cmd.len = 0;
-  if (dlock__buf_add(&w->early_cmd, req->cmd.p, req->cmd.len) != DLOCK_OK)
-    w->early_cmd.len = 0; /* never armed: the thread tries itself */
-  w->early_script = req->script;
-  w->early_tail = req->script_tail;
-  w->early_argc = req->argc;
-  w->early_slot = req->slot;
-  w->early_sync = req->sync;
+  w->early->cmd.len = 0;
+  if (dlock__buf_add(&w->early->cmd, req->cmd.p, req->cmd.len) != DLOCK_OK)
+    w->early->cmd.len = 0; /* never armed: the thread tries itself */
+  w->early->script = req->script;
+  w->early->tail = req->script_tail;
+  w->early->argc = req->argc;
+  w->early->slot = req->slot;
+  w->early->sync = req->sync;
 }
 
 /* Submit req (unless w's early try answered it) and wait for its outcome;
@@ -363,6 +364,7 @@ static void engine_shutdown(dlock_client *c) {
     dlock__cluster_shutdown(c, DLOCK_ECLOSED);
   if (c->sentinel)
     dlock__sentinel_shutdown(c);
+  dlock__async_shutdown(c); /* after the requests in flight have failed */
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
   uv_close((uv_handle_t *)&c->wake, on_handle_closed);
@@ -401,6 +403,7 @@ static void on_wake(uv_async_t *a) {
 
 static void on_prepare(uv_prepare_t *p) {
   dlock_client *c = p->data;
+  dlock__async_prepare(c); /* async ops woken this turn send their tries */
   dlock__conn_flush(&c->cmd);
   dlock__conn_flush(&c->sub);
   if (c->cluster)

@@ -36,7 +36,13 @@ int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms);
 typedef struct dlock__waiter {
   struct dlock__waiter *prev, *next; /* channel's list: client's cmu */
   void *chan;                        /* client's cmu */
-  dlock__sync *sync;                 /* the waiting thread's */
+  dlock__sync *sync;                 /* the waiting thread's (an async
+                                        waiter: its client's, shared) */
+  /* An async waiter (src/async) has no thread to wake: notify is called
+   * (sync->mu held, maybe cmu too: it must only queue) each time the
+   * condition is signalled. NULL for a thread's waiter. */
+  void (*notify)(struct dlock__waiter *w);
+  void *data;                        /* notify's */
   uint64_t wakes;                    /* under sync->mu */
   uint64_t seen;                     /* waiting thread only */
   int confirmed;                     /* under sync->mu */
@@ -52,26 +58,31 @@ typedef struct dlock__waiter {
                                         set before subscribing */
   int64_t retry_by;                  /* a lease hint: re-try by then
                                         (monotonic ms, 0 none); sync->mu */
-  /* Early tries (wait.c): the last try's request is kept; while the thread
-   * waits (armed), the engine re-sends it the moment a message wakes the
-   * waiter, so the try is on its way while the thread wakes up, and the
-   * thread's next try takes that reply instead of sending. */
-  dlock__buf early_cmd;              /* waiting thread; engine while armed */
-  int early_script;
-  size_t early_tail, early_argc;
-  int armed;                         /* under sync->mu */
-  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
-  int64_t early_sent_ms;
-  int early_slot;                    /* its route on a cluster */
-  int early_sync;                    /* followed by the replica guard's WAIT */
-  int early_sync_asked, early_synced; /* its outcome; under sync->mu */
-  redisReply *early_reply;           /* under sync->mu */
-  int early_status;
-  char early_err[256];
   int interrupted;                   /* dlock__interrupt; under sync->mu */
   int denied;                        /* SUBSCRIBE refused; under sync->mu */
   char denied_why[160];              /* the server's words; under sync->mu */
+  int armed;                         /* under sync->mu */
+  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
+  struct dlock__early *early;        /* a thread's wait loop: its early
+                                        tries; NULL else (never armed) */
 } dlock__waiter;
+
+/* Early tries (wait.c): the last try's request is kept; while the thread
+ * waits (armed), the engine re-sends it the moment a message wakes the
+ * waiter, so the try is on its way while the thread wakes up, and the
+ * thread's next try takes that reply instead of sending. */
+typedef struct dlock__early {
+  dlock__buf cmd;              /* waiting thread; engine while armed */
+  int script;
+  size_t tail, argc;
+  int64_t sent_ms;
+  int slot;                    /* its route on a cluster */
+  int sync;                    /* followed by the replica guard's WAIT */
+  int sync_asked, synced;      /* its outcome; under sync->mu */
+  redisReply *reply;           /* under sync->mu */
+  int status;
+  char err[256];
+} dlock__early;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
  * spec): the oldest local waiter of the channel is "head" and may always
@@ -103,6 +114,12 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
 int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
+/* The same for an async waiter (w->notify set, w->sync its client's), on
+ * the engine thread: subscribe returns at once (w->confirmed says whether
+ * the channel is confirmed already; notify tells when it is, or denied). */
+int dlock__subscribe_async(dlock_client *c, const char *channel, size_t len,
+                           dlock__wake_fn *wake, dlock__waiter *w);
+void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w);
 
 enum dlock__conn_state {
   CONN_DOWN,       /* no socket; reconnect timer may be due */
@@ -335,6 +352,8 @@ struct dlock_client {
   uint64_t hold_epoch;
 
   dlock__stats stats; /* stats.c: any thread (relaxed atomics) */
+  struct dlock__async *async; /* src/async: pending async operations, the
+                                 completion queue */
 };
 
 /* engine.c: start c's connections and watchdog on a new engine thread, or

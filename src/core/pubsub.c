@@ -97,14 +97,22 @@ static void chan_free(dlock_client *c, chan *ch) {
   free(ch);
 }
 
+/* Tell w's thread (or, for an async waiter, its notify) to look again;
+ * w->sync->mu held. */
+static void signal_waiter(dlock__waiter *w) {
+  pthread_cond_signal(&w->sync->cv);
+  if (w->notify)
+    w->notify(w);
+}
+
 static void early_done(dlock__req *req, redisReply *reply, int status) {
   dlock__waiter *w = req->data;
   pthread_mutex_lock(&w->sync->mu);
-  w->early_reply = reply;
-  w->early_status = status;
-  w->early_sync_asked = req->sync_asked;
-  w->early_synced = req->synced;
-  snprintf(w->early_err, sizeof w->early_err, "%s", req->errmsg);
+  w->early->reply = reply;
+  w->early->status = status;
+  w->early->sync_asked = req->sync_asked;
+  w->early->synced = req->synced;
+  snprintf(w->early->err, sizeof w->early->err, "%s", req->errmsg);
   w->early_state = 2;
   pthread_cond_signal(&w->sync->cv);
   pthread_mutex_unlock(&w->sync->mu);
@@ -115,16 +123,16 @@ static void early_done(dlock__req *req, redisReply *reply, int status) {
 static dlock__req *early_req(dlock__waiter *w) {
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL ||
-      dlock__buf_add(&req->cmd, w->early_cmd.p, w->early_cmd.len) != DLOCK_OK) {
+      dlock__buf_add(&req->cmd, w->early->cmd.p, w->early->cmd.len) != DLOCK_OK) {
     free(req);
     return NULL; /* the thread tries by itself */
   }
-  req->script = w->early_script;
-  req->script_tail = w->early_tail;
-  req->argc = w->early_argc;
-  req->slot = w->early_slot;
-  req->sync = w->early_sync;
-  req->queued_ms = w->early_sent_ms = dlock__now_ms();
+  req->script = w->early->script;
+  req->script_tail = w->early->tail;
+  req->argc = w->early->argc;
+  req->slot = w->early->slot;
+  req->sync = w->early->sync;
+  req->queued_ms = w->early->sent_ms = dlock__now_ms();
   req->done = early_done;
   req->data = w;
   w->armed = 0;
@@ -142,7 +150,7 @@ static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
     w->confirmed = 1;
   else if (w->armed && w->early_state == 0 && !c->stopping)
     early = early_req(w);
-  pthread_cond_signal(&w->sync->cv);
+  signal_waiter(w);
   pthread_mutex_unlock(&w->sync->mu);
   if (early)
     dlock__send(c, early);
@@ -171,7 +179,7 @@ static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
       pthread_mutex_lock(&w->sync->mu);
       w->turn = 1;
       w->wakes++;
-      pthread_cond_signal(&w->sync->cv);
+      signal_waiter(w);
       pthread_mutex_unlock(&w->sync->mu);
     }
     return;
@@ -214,7 +222,7 @@ static void retry_by(chan *ch, int64_t at_ms) {
     pthread_mutex_lock(&w->sync->mu);
     if (w->retry_by == 0 || at_ms < w->retry_by)
       w->retry_by = at_ms;
-    pthread_cond_signal(&w->sync->cv);
+    signal_waiter(w);
     pthread_mutex_unlock(&w->sync->mu);
   }
 }
@@ -226,7 +234,7 @@ static void on_confirmed(chan *ch) {
     w->confirmed = 1;
     if (ch->recheck)
       w->wakes++;
-    pthread_cond_signal(&w->sync->cv);
+    signal_waiter(w);
     pthread_mutex_unlock(&w->sync->mu);
   }
   ch->recheck = 0;
@@ -329,7 +337,7 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
       pthread_mutex_lock(&w->sync->mu);
       w->denied = 1;
       snprintf(w->denied_why, sizeof w->denied_why, "%s", c->sub_error);
-      pthread_cond_signal(&w->sync->cv);
+      signal_waiter(w);
       pthread_mutex_unlock(&w->sync->mu);
     }
   } else if (ch->ops == 0 && ch->refs == 0) {
@@ -413,7 +421,7 @@ void dlock__pubsub_shutdown(dlock_client *c) {
       wn = w->next; /* w may be gone as soon as its mutex is released */
       pthread_mutex_lock(&w->sync->mu);
       w->closed = 1;
-      pthread_cond_signal(&w->sync->cv);
+      signal_waiter(w);
       pthread_mutex_unlock(&w->sync->mu);
     }
     free(ch);
@@ -451,8 +459,9 @@ static void link_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
   ch->refs++;
 }
 
-static void subscribe_task(dlock_client *c, dlock__req *req) {
-  sub_args *a = req->arg;
+/* Join a's waiter to its channel, subscribing when it is the first
+ * (engine thread). DLOCK_OK or DLOCK_ENOMEM. */
+static int subscribe_engine(dlock_client *c, const sub_args *a) {
   pthread_mutex_lock(&c->cmu);
   dlock__map_node *n = dlock__map_get(&c->channels, a->name, a->len);
   chan *ch;
@@ -462,8 +471,7 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     ch = calloc(1, sizeof *ch + a->len);
     if (ch == NULL) {
       pthread_mutex_unlock(&c->cmu);
-      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
-      return;
+      return DLOCK_ENOMEM;
     }
     memcpy(ch->name, a->name, a->len);
     ch->len = a->len;
@@ -476,8 +484,7 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       pthread_mutex_unlock(&c->cmu);
-      dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");
-      return;
+      return DLOCK_ENOMEM;
     }
   }
   dlock__waiter *w = a->w;
@@ -494,7 +501,24 @@ static void subscribe_task(dlock_client *c, dlock__req *req) {
     pthread_mutex_unlock(&w->sync->mu);
   }
   pthread_mutex_unlock(&c->cmu);
-  dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+  return DLOCK_OK;
+}
+
+static void subscribe_task(dlock_client *c, dlock__req *req) {
+  int rc = subscribe_engine(c, req->arg);
+  dlock__req_finish(req, NULL, rc, rc == DLOCK_OK ? NULL : "out of memory");
+}
+
+int dlock__subscribe_async(dlock_client *c, const char *channel, size_t len,
+                           dlock__wake_fn *wake_fn, dlock__waiter *w) {
+  sub_args a = {channel, len, wake_fn, w};
+  int rc = subscribe_engine(c, &a);
+  if (rc != DLOCK_OK)
+    return dlock__fail(rc, "out of memory subscribing");
+  pthread_mutex_lock(&w->sync->mu);
+  w->seen = w->wakes; /* the first confirmation is not news */
+  pthread_mutex_unlock(&w->sync->mu);
+  return DLOCK_OK;
 }
 
 /* A waiter joining a channel its client is subscribed to already needs
@@ -527,7 +551,7 @@ static void unlink_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
       pthread_mutex_lock(&next->sync->mu);
       next->head = 1;
       next->wakes++;
-      pthread_cond_signal(&next->sync->cv);
+      signal_waiter(next);
       pthread_mutex_unlock(&next->sync->mu);
     }
   }
@@ -542,8 +566,8 @@ static void unlink_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
   ch->refs--;
 }
 
-static void unsubscribe_task(dlock_client *c, dlock__req *req) {
-  dlock__waiter *w = req->arg;
+/* Take w off its channel (engine thread); the last one out UNSUBSCRIBEs. */
+static void unsubscribe_engine(dlock_client *c, dlock__waiter *w) {
   pthread_mutex_lock(&c->cmu);
   chan *ch = w->chan;
   unlink_waiter(c, ch, w);
@@ -561,7 +585,20 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
     }
   }
   pthread_mutex_unlock(&c->cmu);
+}
+
+static void unsubscribe_task(dlock_client *c, dlock__req *req) {
+  unsubscribe_engine(c, req->arg);
   dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w) {
+  pthread_mutex_lock(&w->sync->mu);
+  w->unconsumed = w->wakes - w->seen;
+  int closed = w->closed; /* the shutdown has let go of it already */
+  pthread_mutex_unlock(&w->sync->mu);
+  if (!closed)
+    unsubscribe_engine(c, w);
 }
 
 /* A waiter leaving a channel others of its client still wait on needs

@@ -12,7 +12,7 @@
  * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
 #define NO_HINT_RECHECK_MS 1000
 
-static int64_t wait_until(int64_t hint, int64_t now, int64_t deadline) {
+int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
   int64_t until;
   if (hint >= 0)
     until = now + hint;
@@ -46,9 +46,9 @@ static void settle_early(dlock__waiter *w) {
   pthread_mutex_lock(&w->sync->mu);
   while (w->early_state == 1)
     dlock__sync_wait(w->sync, -1);
-  if (w->early_reply)
-    freeReplyObject(w->early_reply);
-  w->early_reply = NULL;
+  if (w->early->reply)
+    freeReplyObject(w->early->reply);
+  w->early->reply = NULL;
   w->early_state = 0;
   pthread_mutex_unlock(&w->sync->mu);
 }
@@ -180,6 +180,9 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
   dlock__waiter w;
   memset(&w, 0, sizeof w);
+  dlock__early early_try;
+  memset(&early_try, 0, sizeof early_try);
+  w.early = &early_try;
   w.sync = dlock__sync_self();
   w.demand = spec->demand > 0 ? spec->demand : 1;
   wait_reg reg;
@@ -208,8 +211,8 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                        " ms", spec->what, wait_ms);
       break;
     }
-    set_armed(&w, early && w.early_cmd.len > 0);
-    int woke = dlock__waiter_wait(&w, wait_until(hint, now, deadline));
+    set_armed(&w, early && w.early->cmd.len > 0);
+    int woke = dlock__waiter_wait(&w, dlock__wait_until(hint, now, deadline));
     set_armed(&w, 0); /* the engine may have sent the try meanwhile */
     if (woke == DLOCK_ECLOSED) {
       rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
@@ -225,7 +228,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   if (rc < 0 && spec->give_up)
     spec->give_up(ctx);
   dlock__unsubscribe(c, &w);
-  dlock__buf_free(&w.early_cmd);
+  dlock__buf_free(&w.early->cmd);
   if (contended)
     atomic_fetch_sub(&c->direct.waiting, 1);
   return rc;

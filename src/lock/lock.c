@@ -61,6 +61,14 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
   return DLOCK_OK;
 }
 
+int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms) {
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
+    return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
+  return DLOCK_OK;
+}
+
 static int check(dlock_lock *lock) {
   dlock__clear_error();
   if (lock == NULL)
@@ -75,10 +83,8 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   int rc = check(lock);
   if (rc != DLOCK_OK)
     return rc;
-  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
-    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
-  if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
-    return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
+  if ((rc = dlock__check_wait_lease(wait_ms, lease_ms)) != DLOCK_OK)
+    return rc;
   if (dlock__on_engine_thread())
     return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
   if (lock->m->acquire == NULL)

@@ -11,7 +11,7 @@
 #include "dlock/lock.h"
 
 typedef struct dlock__lock_methods {
-  unsigned version; /* the last version whose methods are filled in (1, 2) */
+  unsigned version; /* the last version whose methods are filled in (1-3) */
   const char *kind;
   unsigned caps; /* DLOCK_CAP_* */
   size_t size;   /* bytes to allocate for the backend's struct */
@@ -52,6 +52,14 @@ typedef struct dlock__lock_methods {
   /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
   void (*forget)(dlock_lock *lock, uint64_t owner);
   /* version 2 ends here: append only */
+
+  /* Waiting without a thread (src/async): the channel a waiter of owner
+   * listens on, appended to *channel, and how many waiters one message
+   * wakes. DLOCK_OK or DLOCK_ENOMEM. A kind with it and the version 2
+   * methods can wait asynchronously. */
+  int (*wait_channel)(dlock_lock *lock, uint64_t owner, dlock__buf *channel,
+                      dlock__wake_fn **wake);
+  /* version 3 ends here: append only */
 } dlock__lock_methods;
 
 struct dlock_lock {

@@ -104,6 +104,13 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   return rc;
 }
 
+static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
+                        dlock__wake_fn **wake) {
+  reentrant *rl = (reentrant *)l;
+  *wake = dlock__wake_one; /* a release lets one waiter in */
+  return dlock__buf_add(channel, rl->channel.p, rl->channel.len);
+}
+
 /* ---- the blocking calls ----------------------------------------------------- */
 
 typedef struct attempt {
@@ -219,7 +226,7 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods reentrant_methods = {
-    .version = 2,
+    .version = 3,
     .kind = "reentrant",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(reentrant),
@@ -234,10 +241,11 @@ static const dlock__lock_methods reentrant_methods = {
     .hold = dlock__hashlock_hold,
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
+    .wait_channel = wait_channel,
 };
 
 static const dlock__lock_methods fenced_methods = {
-    .version = 2,
+    .version = 3,
     .kind = "fenced",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
     .size = sizeof(reentrant),
@@ -252,6 +260,7 @@ static const dlock__lock_methods fenced_methods = {
     .hold = dlock__hashlock_hold,
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
+    .wait_channel = wait_channel,
 };
 
 static int make(const dlock__lock_methods *m, dlock_client *client,

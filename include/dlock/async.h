@@ -1,0 +1,126 @@
+/* Non-blocking calls: locks for event-loop programs (docs/async.md).
+ *
+ * Each call here starts an operation and returns at once; its outcome comes
+ * to a completion callback, called exactly once per operation that started
+ * (a call that returns an error started nothing and calls nothing back).
+ * The callback never runs inside the call that started the operation.
+ *
+ * Where callbacks run is chosen per client (dlock_client_opts.completions):
+ *   DLOCK_COMPLETE_ENGINE  on the client's engine thread, as soon as the
+ *                          outcome is known. Same rules as the lost-lock
+ *                          callback: return quickly, no blocking dlock call
+ *                          (they fail with DLOCK_EINVAL there); async calls
+ *                          are fine.
+ *   DLOCK_COMPLETE_QUEUE   on the application's thread: outcomes wait in the
+ *                          client's completion queue, whose file descriptor
+ *                          (dlock_client_completion_fd) is readable while
+ *                          any wait; dlock_client_run_completions() runs
+ *                          them. Add the descriptor to the program's loop
+ *                          (uv_poll, epoll, poll).
+ *
+ * Owners: an event loop serves many requests on one thread, so async holds
+ * belong to an explicit owner id (dlock_owner_id_new()), passed to each
+ * call, or bound to the handle (dlock_lock_bind_owner) and passed as 0. A
+ * blocking call on a handle bound to the same id, or made on the thread
+ * whose dlock_thread_id() is that id, shares the holds: either kind of call
+ * releases what the other acquired.
+ *
+ * Handles: a lock handle must outlive the operations started on it.
+ */
+#ifndef DLOCK_ASYNC_H
+#define DLOCK_ASYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlock/client.h"
+#include "dlock/error.h"
+#include "dlock/lock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A pending operation: a number unique within the process, never reused;
+ * 0 is none. Only good for dlock_cancel(): the operation is gone once its
+ * callback has run. */
+typedef uint64_t dlock_op;
+
+/* An operation's outcome, valid during the callback only. */
+typedef struct dlock_result {
+  dlock_op op;            /* which operation */
+  int rc;                 /* DLOCK_OK or an error code, as the blocking call
+                             returns them; DLOCK_ECANCELED after
+                             dlock_cancel(), DLOCK_ECLOSED when the client
+                             closed first */
+  const char *errmsg;     /* the detail dlock_errmsg() would give ("" on
+                             success) */
+  dlock_grant grant;      /* acquire: the grant (token, validity) */
+  int released;           /* force release: 1 deleted, 0 it was free */
+  dlock_lock_state state; /* state: the snapshot */
+} dlock_result;
+
+/* data: the caller's pointer given with the call. */
+typedef void dlock_done_fn(void *data, const dlock_result *result);
+
+/* dlock_client_opts.completions */
+#define DLOCK_COMPLETE_ENGINE 0
+#define DLOCK_COMPLETE_QUEUE 1
+
+/* The completion queue's file descriptor (DLOCK_COMPLETE_QUEUE clients): it
+ * polls readable while completions wait. Owned by the client: do not read
+ * or close it. -1 with DLOCK_EINVAL in dlock_errmsg() for a NULL client or
+ * one that completes on its engine thread. */
+DLOCK_API int dlock_client_completion_fd(dlock_client *client);
+
+/* Run up to max (<= 0: all) waiting completions' callbacks on the calling
+ * thread, oldest first. Returns how many ran (0 when none waited), or
+ * DLOCK_EINVAL (NULL client, not a queue client, called from a completion
+ * callback of the same client). Callbacks may start new operations and
+ * cancel others; those complete in a later run. */
+DLOCK_API int dlock_client_run_completions(dlock_client *client, int max);
+
+/* Start an acquire of lock by owner (0: the handle's bound owner; one is
+ * needed), waiting up to wait_ms (0 = try once, DLOCK_WAIT_FOREVER) and
+ * holding it for lease_ms or under the watchdog (DLOCK_LEASE_WATCHDOG), as
+ * dlock_acquire_grant(). The wait takes no thread: pub/sub wake-ups and
+ * timers on the engine. OUT *op (may be NULL): the operation. Result: rc
+ * and grant. Errors at the call: DLOCK_EINVAL (NULL lock or done, bad
+ * values, no owner), DLOCK_ENOTSUP (a kind that cannot wait without a
+ * thread yet: try once with wait_ms 0), DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_acquire_async(dlock_lock *lock, uint64_t owner,
+                                  int64_t wait_ms, int64_t lease_ms,
+                                  dlock_done_fn *done, void *data,
+                                  dlock_op *op);
+
+/* Start a release of one hold of owner (0: the bound owner), as
+ * dlock_release(). Result: rc (DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_ELOST, ...). */
+DLOCK_API int dlock_release_async(dlock_lock *lock, uint64_t owner,
+                                  dlock_done_fn *done, void *data,
+                                  dlock_op *op);
+
+/* Start a force release, as dlock_force_release(). Result: rc, released. */
+DLOCK_API int dlock_force_release_async(dlock_lock *lock, dlock_done_fn *done,
+                                        void *data, dlock_op *op);
+
+/* Start a state query for owner (0: the bound owner, or none: held_by_me
+ * and hold_count then say nothing), as dlock_lock_state_get(). Result: rc,
+ * state. */
+DLOCK_API int dlock_lock_state_async(dlock_lock *lock, uint64_t owner,
+                                     dlock_done_fn *done, void *data,
+                                     dlock_op *op);
+
+/* Cancel an acquire. Its wait stops at once; a grant that raced the cancel
+ * is released again: a cancelled acquire never leaves a hold. Its callback
+ * then reports DLOCK_ECANCELED (DLOCK_ECLOSED when the client closed
+ * first). Returns DLOCK_OK when op was a pending acquire (its callback has
+ * not run yet and will say so), DLOCK_ENOTSUP for another pending operation
+ * (a release, a state query: they do not wait and complete as usual), or
+ * DLOCK_EINVAL when op is not pending (0, unknown, or already completed:
+ * too late). */
+DLOCK_API int dlock_cancel(dlock_op op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_ASYNC_H */

@@ -1,0 +1,122 @@
+/* Async operations (docs/async.md): what src/async shares with the engine.
+ *
+ * An operation lives on its client's engine thread: it starts there (a
+ * task), sends its requests there, waits there (an async pub/sub waiter and
+ * a timer, no thread), and ends there, in dlock__aop_finish(), which hands
+ * its result to the callback (engine mode) or to the completion queue.
+ * Calls that have no request form yet run their blocking form on libuv's
+ * thread pool (dlock__aop_blocking) and end on the engine thread too.
+ *
+ * Invariant: an operation is finished only when none of its requests or
+ * pool jobs is in flight; a reply or a job that comes back finds it alive.
+ */
+#ifndef DLOCK_ASYNC_INTERNAL_H
+#define DLOCK_ASYNC_INTERNAL_H
+
+#include "core/engine.h"
+#include "dlock/async.h"
+
+typedef struct dlock__aop dlock__aop;
+
+enum dlock__aop_type {
+  DLOCK__AOP_ACQUIRE = 1,
+  DLOCK__AOP_RELEASE,
+  DLOCK__AOP_FORCE,
+  DLOCK__AOP_STATE,
+};
+
+enum dlock__aop_stage {
+  DLOCK__AOP_NEW,         /* not started on the engine yet */
+  DLOCK__AOP_BUSY,        /* a request or a pool job is in flight */
+  DLOCK__AOP_SUBSCRIBING, /* waiting for its channel's confirmation */
+  DLOCK__AOP_WAITING,     /* waiting for a wake-up or its timer */
+  DLOCK__AOP_DONE
+};
+
+struct dlock__aop {
+  dlock__map_node node;  /* the process's registry of pending ops */
+  uint64_t id;
+  int type;
+  int cancel;            /* dlock_cancel asked (under the registry's mutex) */
+  int stage;             /* engine thread */
+  dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
+  dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
+                                once done (the client's async mu) */
+  int ready;                 /* on the ready list */
+  dlock_client *c;           /* referenced */
+  dlock_lock *lock;
+  uint64_t owner;
+  /* what the kind's steps (src/async/lock.c) keep */
+  int64_t deadline_ms;   /* -1: none */
+  int64_t wait_ms, lease_ms, sent_ms, t0_us;
+  int watchdog;
+  int tries;
+  char rid[33];          /* a release's request id (its retries reuse it) */
+  dlock__waiter *w;      /* from its first wait on */
+  uv_timer_t *timer;     /* with w */
+  void (*start)(dlock__aop *op);    /* engine: its first step */
+  void (*on_ready)(dlock__aop *op); /* engine: woken, or its timer fired */
+  int (*blocking)(dlock__aop *op);  /* a pool job's body (any thread) */
+  dlock_done_fn *done;
+  void *data;
+  dlock_result res;
+  char *errmsg;          /* a failure's detail (owned) */
+};
+
+/* Per client (engine.h: dlock_client.async). */
+typedef struct dlock__async {
+  pthread_mutex_t mu;        /* the ready list and the completion queue */
+  dlock__aop *ready_head, *ready_tail;
+  dlock__aop *done_head, *done_tail;
+  int efd;                   /* the queue's eventfd (queue mode), else -1 */
+  int efd_set;               /* it was written and not read yet (mu) */
+  dlock__sync sync;          /* the mutex its waiters share */
+  dlock__aop *live;          /* engine thread: ops not finished */
+  _Atomic(unsigned long) runner; /* the thread running completions, 0 */
+} dlock__async;
+
+/* engine hooks (op.c) */
+int dlock__async_new(dlock_client *c);
+void dlock__async_prepare(dlock_client *c);  /* each loop turn */
+void dlock__async_shutdown(dlock_client *c); /* the engine stops: ECLOSED */
+void dlock__async_closed(dlock_client *c);   /* after the engine is gone */
+void dlock__async_free(dlock_client *c);
+
+/* A new operation of type on lock's client (any thread); NULL with
+ * DLOCK_ENOMEM set. */
+dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
+                           void *data);
+/* Free an op that never started (its start failed). */
+void dlock__aop_discard(dlock__aop *op);
+/* Register op and hand it to its engine, which calls start(op) there
+ * (any thread). On an error nothing starts and op is freed. */
+int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
+                     dlock_op *out);
+/* Run op->blocking on the thread pool; op finishes with its result back
+ * on the engine thread (engine thread). */
+void dlock__aop_blocking(dlock__aop *op);
+/* Send req for op (engine thread); done gets it back there. */
+void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done);
+/* End op with rc (engine thread): the detail is the thread's dlock_errmsg()
+ * when rc < 0 and op->errmsg is not set. */
+void dlock__aop_finish(dlock__aop *op, int rc);
+/* For an acquire that was granted: 1 when op was cancelled meanwhile (the
+ * caller gives the grant back and finishes it ECANCELED); 0 when not, and
+ * from now on it cannot be: the grant is the caller's to report (engine
+ * thread). */
+int dlock__aop_grant_cancelled(dlock__aop *op);
+/* 1 when dlock_cancel asked for op (engine thread). */
+int dlock__aop_cancelled(dlock__aop *op);
+/* Wait on channel (engine thread): subscribes op's waiter on first use;
+ * on_ready runs on a wake-up, the confirmation, or the timer at until_ms
+ * (monotonic; -1 none). DLOCK_OK or an error. */
+int dlock__aop_wait(dlock__aop *op, const char *channel, size_t len,
+                    dlock__wake_fn *wake, int lease_hints, int64_t until_ms);
+/* What woke op (engine thread, in on_ready): DLOCK_ECLOSED, DLOCK_EPERM
+ * (denied), 1 a wake-up or the confirmation (taken), 0 the timer. */
+int dlock__aop_woken(dlock__aop *op);
+
+/* How many grants that raced a cancel were given back (lock.c; tests). */
+long dlock__aop_given_back(void);
+
+#endif /* DLOCK_ASYNC_INTERNAL_H */

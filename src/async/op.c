@@ -1,0 +1,608 @@
+/* Async operations: the registry, waiting without a thread, and the two
+ * ways a completion is delivered (docs/async.md). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "async/async.h"
+#include "net/cluster.h"
+#include "lock/lock_impl.h"
+
+/* ---- the registry: pending operations by id (dlock_cancel) --------------- */
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static dlock__map reg;
+static uint64_t last_id;
+
+static dlock__aop *reg_get(uint64_t id) {
+  dlock__map_node *n = dlock__map_get(&reg, &id, sizeof id);
+  return n ? DLOCK__CONTAINER(n, dlock__aop, node) : NULL;
+}
+
+/* ---- per client ------------------------------------------------------------ */
+
+int dlock__async_new(dlock_client *c) {
+  dlock__async *a = calloc(1, sizeof *a);
+  if (a == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  a->efd = -1;
+  if (c->opts.completions == DLOCK_COMPLETE_QUEUE) {
+    a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->efd < 0) {
+      free(a);
+      return dlock__fail(DLOCK_ENOMEM, "cannot make the completion queue's "
+                         "eventfd");
+    }
+  }
+  pthread_mutex_init(&a->mu, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_mutex_init(&a->sync.mu, NULL);
+  pthread_cond_init(&a->sync.cv, &attr);
+  pthread_condattr_destroy(&attr);
+  a->sync.init = 1;
+  c->async = a;
+  return DLOCK_OK;
+}
+
+void dlock__async_free(dlock_client *c) {
+  dlock__async *a = c->async;
+  if (a == NULL)
+    return;
+  if (a->efd >= 0)
+    close(a->efd);
+  pthread_mutex_destroy(&a->mu);
+  pthread_mutex_destroy(&a->sync.mu);
+  pthread_cond_destroy(&a->sync.cv);
+  free(a);
+  c->async = NULL;
+}
+
+/* ---- the ready list: ops to look at again on the engine thread ------------ */
+
+static void ready_unlink(dlock__async *a, dlock__aop *op) {
+  if (op->rprev)
+    op->rprev->rnext = op->rnext;
+  else
+    a->ready_head = op->rnext;
+  if (op->rnext)
+    op->rnext->rprev = op->rprev;
+  else
+    a->ready_tail = op->rprev;
+  op->rprev = op->rnext = NULL;
+  op->ready = 0;
+}
+
+/* Put op on its client's ready list; its engine looks at it before it
+ * next polls (woken when this is another thread). */
+static void make_ready(dlock__aop *op, int wake_loop) {
+  dlock_client *c = op->c;
+  dlock__async *a = c->async;
+  pthread_mutex_lock(&a->mu);
+  if (!op->ready) {
+    op->ready = 1;
+    op->rnext = NULL;
+    op->rprev = a->ready_tail;
+    if (a->ready_tail)
+      a->ready_tail->rnext = op;
+    else
+      a->ready_head = op;
+    a->ready_tail = op;
+  }
+  pthread_mutex_unlock(&a->mu);
+  if (wake_loop) {
+    /* under qmu: a closing client's wake handle may be going away; the
+     * shutdown then ends op anyway */
+    pthread_mutex_lock(&c->qmu);
+    if (!c->closing)
+      uv_async_send(&c->wake);
+    pthread_mutex_unlock(&c->qmu);
+  }
+}
+
+/* The pub/sub waiter's notify (sync->mu held, maybe cmu: only queue). */
+static void notify(dlock__waiter *w) {
+  make_ready(w->data, !dlock__on_engine_thread());
+}
+
+void dlock__async_prepare(dlock_client *c) {
+  dlock__async *a = c->async;
+  for (;;) {
+    pthread_mutex_lock(&a->mu);
+    dlock__aop *op = a->ready_head;
+    if (op)
+      ready_unlink(a, op);
+    pthread_mutex_unlock(&a->mu);
+    if (op == NULL)
+      return;
+    if (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING)
+      continue; /* a request is in flight: its answer looks again */
+    if (dlock__aop_cancelled(op)) {
+      dlock__aop_finish(op, DLOCK_ECANCELED);
+      continue;
+    }
+    op->on_ready(op);
+  }
+}
+
+/* ---- starting -------------------------------------------------------------- */
+
+dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
+                           void *data) {
+  dlock__aop *op = calloc(1, sizeof *op);
+  if (op == NULL) {
+    dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return NULL;
+  }
+  op->type = type;
+  op->lock = lock;
+  op->c = lock->h.client;
+  dlock__client_ref(op->c);
+  op->done = done;
+  op->data = data;
+  op->deadline_ms = -1;
+  op->t0_us = dlock__now_us();
+  return op;
+}
+
+void dlock__aop_discard(dlock__aop *op) {
+  dlock__client_unref(op->c);
+  free(op->errmsg);
+  free(op);
+}
+
+static void live_link(dlock__aop *op) {
+  dlock__async *a = op->c->async;
+  op->prev = NULL;
+  op->next = a->live;
+  if (a->live)
+    a->live->prev = op;
+  a->live = op;
+}
+
+static void live_unlink(dlock__aop *op) {
+  dlock__async *a = op->c->async;
+  if (op->prev)
+    op->prev->next = op->next;
+  else
+    a->live = op->next;
+  if (op->next)
+    op->next->prev = op->prev;
+  op->prev = op->next = NULL;
+}
+
+/* The start task's request ends: it ran (DLOCK_OK, the task started op), or
+ * the client closed before it could (op ends with DLOCK_ECLOSED). */
+static void start_done(dlock__req *req, redisReply *reply, int status) {
+  dlock__aop *op = req->data;
+  free(req);
+  if (status != DLOCK_OK) {
+    live_link(op);
+    op->stage = DLOCK__AOP_BUSY;
+    dlock__fail(DLOCK_ECLOSED, "client closed");
+    dlock__aop_finish(op, DLOCK_ECLOSED);
+  }
+}
+
+static void start_task(dlock_client *c, dlock__req *req) {
+  dlock__aop *op = req->data;
+  dlock__req_finish(req, NULL, DLOCK_OK, NULL); /* frees req */
+  live_link(op);
+  op->stage = DLOCK__AOP_BUSY;
+  op->start(op);
+}
+
+int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
+                     dlock_op *out) {
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    dlock__aop_discard(op);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  op->start = start;
+  dlock__req_task(req, start_task, NULL);
+  req->done = start_done;
+  req->data = op;
+  pthread_mutex_lock(&reg_mu);
+  uint64_t id = op->id = ++last_id;
+  op->node.key = &op->id;
+  op->node.klen = sizeof op->id;
+  int rc = dlock__map_put(&reg, &op->node);
+  pthread_mutex_unlock(&reg_mu);
+  if (rc != DLOCK_OK) {
+    free(req);
+    dlock__aop_discard(op);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  /* from here op may finish on the engine at any time: id is a copy */
+  rc = dlock__submit(op->c, req);
+  if (rc != DLOCK_OK) {
+    pthread_mutex_lock(&reg_mu);
+    dlock__map_del(&reg, &op->node);
+    pthread_mutex_unlock(&reg_mu);
+    free(req);
+    dlock__aop_discard(op);
+    return rc;
+  }
+  if (out)
+    *out = id;
+  return DLOCK_OK;
+}
+
+/* ---- requests and pool jobs ------------------------------------------------ */
+
+void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
+  dlock_client *c = op->c;
+  op->stage = DLOCK__AOP_BUSY;
+  req->done = done;
+  req->data = op;
+  req->queued_ms = dlock__now_ms();
+  if (req->script >= 0 && c->opts.replica_sync_ms > 0)
+    req->sync = 1; /* the replica guard (docs/cluster.md) */
+  if (c->stopping) {
+    dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
+    return;
+  }
+  dlock__send(c, req);
+}
+
+typedef struct job {
+  uv_work_t work;
+  dlock__aop *op;
+  int rc;
+  char *err;
+} job;
+
+static void job_run(uv_work_t *w) {
+  job *j = w->data;
+  dlock__clear_error();
+  j->rc = j->op->blocking(j->op);
+  if (j->rc < 0)
+    j->err = strdup(dlock_errmsg());
+}
+
+static void job_done(uv_work_t *w, int status) {
+  job *j = w->data;
+  dlock__aop *op = j->op;
+  dlock_client *c = op->c;
+  if (j->err) {
+    free(op->errmsg);
+    op->errmsg = j->err;
+  }
+  int rc = status == 0 ? j->rc : DLOCK_ECLOSED;
+  free(j);
+  dlock__aop_finish(op, rc);
+  dlock__client_live_done(c); /* last: c may go */
+}
+
+void dlock__aop_blocking(dlock__aop *op) {
+  dlock_client *c = op->c;
+  job *j = calloc(1, sizeof *j);
+  if (j == NULL) {
+    dlock__fail(DLOCK_ENOMEM, "out of memory");
+    dlock__aop_finish(op, DLOCK_ENOMEM);
+    return;
+  }
+  j->op = op;
+  j->work.data = j;
+  op->stage = DLOCK__AOP_BUSY;
+  c->live++; /* the client's close waits for the job */
+  if (uv_queue_work(c->loop, &j->work, job_run, job_done) != 0) {
+    c->live--;
+    free(j);
+    dlock__fail(DLOCK_ENOMEM, "cannot queue a thread-pool job");
+    dlock__aop_finish(op, DLOCK_ENOMEM);
+  }
+}
+
+/* ---- waiting ---------------------------------------------------------------- */
+
+typedef struct op_timer {
+  uv_timer_t t;
+  dlock_client *c;
+  dlock__aop *op; /* NULL once op finished */
+} op_timer;
+
+static void timer_fired(uv_timer_t *t) {
+  dlock__aop *op = ((op_timer *)t)->op;
+  if (op == NULL ||
+      (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING))
+    return;
+  if (dlock__aop_cancelled(op)) {
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+    return;
+  }
+  op->on_ready(op);
+}
+
+static void timer_closed(uv_handle_t *h) {
+  dlock_client *c = ((op_timer *)h)->c;
+  free(h);
+  dlock__client_live_done(c); /* last: c may go */
+}
+
+int dlock__aop_wait(dlock__aop *op, const char *channel, size_t len,
+                    dlock__wake_fn *wake, int lease_hints, int64_t until_ms) {
+  dlock_client *c = op->c;
+  int64_t now = dlock__now_ms();
+  if (op->w == NULL) {
+    dlock__waiter *w = calloc(1, sizeof *w);
+    op_timer *t = calloc(1, sizeof *t);
+    if (w == NULL || t == NULL) {
+      free(w);
+      free(t);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    w->sync = &c->async->sync;
+    w->notify = notify;
+    w->data = op;
+    w->lease_hints = lease_hints;
+    w->demand = 1;
+    int rc = dlock__subscribe_async(c, channel, len, wake, w);
+    if (rc != DLOCK_OK) {
+      free(w);
+      free(t);
+      return rc;
+    }
+    uv_timer_init(c->loop, &t->t);
+    t->c = c;
+    t->op = op;
+    c->live++; /* until the timer is closed */
+    op->w = w;
+    op->timer = &t->t;
+    pthread_mutex_lock(&w->sync->mu);
+    if (w->confirmed) /* subscribed already: the next try is due now */
+      w->wakes++;
+    pthread_mutex_unlock(&w->sync->mu);
+    op->stage = w->confirmed ? DLOCK__AOP_WAITING : DLOCK__AOP_SUBSCRIBING;
+    /* a confirmation that is late: go on without it, on hints */
+    int64_t limit = now + c->opts.command_timeout_ms;
+    if (!w->confirmed && (until_ms < 0 || until_ms > limit))
+      until_ms = limit;
+  } else {
+    op->stage = op->stage == DLOCK__AOP_BUSY && !op->w->confirmed
+                    ? DLOCK__AOP_SUBSCRIBING
+                    : DLOCK__AOP_WAITING;
+  }
+  dlock__waiter *w = op->w;
+  pthread_mutex_lock(&w->sync->mu);
+  int pending = w->wakes != w->seen || w->closed || w->denied ||
+                (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed);
+  if (w->retry_by && (until_ms < 0 || w->retry_by < until_ms))
+    until_ms = w->retry_by;
+  w->retry_by = 0;
+  pthread_mutex_unlock(&w->sync->mu);
+  if (until_ms >= 0)
+    uv_timer_start(op->timer, timer_fired,
+                   (uint64_t)(until_ms > now ? until_ms - now : 0), 0);
+  else
+    uv_timer_stop(op->timer);
+  if (pending)
+    make_ready(op, 0);
+  return DLOCK_OK;
+}
+
+int dlock__aop_woken(dlock__aop *op) {
+  dlock__waiter *w = op->w;
+  int rc = 0;
+  pthread_mutex_lock(&w->sync->mu);
+  if (w->closed) {
+    rc = DLOCK_ECLOSED;
+  } else if (w->denied) {
+    rc = dlock__fail(DLOCK_EPERM, "SUBSCRIBE: the ACL user may not subscribe "
+                     "to this channel (%s); dlock needs the channels in "
+                     "docs/security.md", w->denied_why);
+  } else if (w->wakes != w->seen) {
+    w->seen = w->wakes;
+    rc = 1;
+  } else if (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed) {
+    rc = 1;
+  }
+  if (w->confirmed)
+    op->stage = DLOCK__AOP_WAITING;
+  pthread_mutex_unlock(&w->sync->mu);
+  return rc;
+}
+
+/* ---- cancelling --------------------------------------------------------------- */
+
+int dlock_cancel(dlock_op id) {
+  dlock__clear_error();
+  pthread_mutex_lock(&reg_mu);
+  dlock__aop *op = id ? reg_get(id) : NULL;
+  int rc = DLOCK_OK;
+  if (op == NULL)
+    rc = dlock__fail(DLOCK_EINVAL, "operation %" PRIu64 " is not pending "
+                     "(completed, or never started)", id);
+  else if (op->type != DLOCK__AOP_ACQUIRE)
+    rc = dlock__fail(DLOCK_ENOTSUP, "operation %" PRIu64 " does not wait: it "
+                     "completes as usual", id);
+  else {
+    op->cancel = 1;
+    make_ready(op, 1); /* registered: not finished, so still alive */
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return rc;
+}
+
+int dlock__aop_cancelled(dlock__aop *op) {
+  pthread_mutex_lock(&reg_mu);
+  int cancel = op->cancel;
+  pthread_mutex_unlock(&reg_mu);
+  return cancel;
+}
+
+/* Take op out of the registry: from here dlock_cancel cannot see it.
+ * Returns whether it was cancelled before. */
+static int unregister(dlock__aop *op) {
+  pthread_mutex_lock(&reg_mu);
+  int cancel = op->cancel;
+  if (op->node.key) {
+    dlock__map_del(&reg, &op->node);
+    op->node.key = NULL;
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return cancel;
+}
+
+int dlock__aop_grant_cancelled(dlock__aop *op) {
+  pthread_mutex_lock(&reg_mu);
+  int cancel = op->cancel;
+  if (!cancel && op->node.key) {
+    dlock__map_del(&reg, &op->node);
+    op->node.key = NULL;
+  }
+  pthread_mutex_unlock(&reg_mu);
+  return cancel;
+}
+
+/* ---- finishing and delivering ------------------------------------------------- */
+
+static void op_free(dlock__aop *op) {
+  dlock__client_unref(op->c);
+  free(op->errmsg);
+  free(op);
+}
+
+static void deliver(dlock__aop *op) {
+  op->res.op = op->id;
+  op->res.errmsg = op->errmsg ? op->errmsg : "";
+  op->done(op->data, &op->res);
+}
+
+void dlock__aop_finish(dlock__aop *op, int rc) {
+  dlock_client *c = op->c;
+  dlock__async *a = c->async;
+  if (op->stage == DLOCK__AOP_DONE)
+    return;
+  if (rc < 0 && op->errmsg == NULL)
+    op->errmsg = strdup(dlock_errmsg());
+  if (unregister(op) && rc != DLOCK_OK && rc != DLOCK_ECLOSED) {
+    rc = DLOCK_ECANCELED;
+    free(op->errmsg);
+    op->errmsg = strdup("cancelled");
+  }
+  op->stage = DLOCK__AOP_DONE;
+  if (op->w) { /* no more wake-ups for it */
+    dlock__unsubscribe_async(c, op->w);
+    free(op->w);
+    op->w = NULL;
+  }
+  if (op->timer) {
+    ((op_timer *)op->timer)->op = NULL;
+    uv_close((uv_handle_t *)op->timer, timer_closed);
+    op->timer = NULL;
+  }
+  live_unlink(op);
+  pthread_mutex_lock(&a->mu);
+  if (op->ready)
+    ready_unlink(a, op);
+  pthread_mutex_unlock(&a->mu);
+  if (op->type == DLOCK__AOP_ACQUIRE) {
+    dlock__stats_wait_reset();
+    if (op->tries > 1)
+      dlock__stats_wait_mark();
+    dlock__acquire_done(c, op->lock->h.name, op->lock->h.name_len, op->owner,
+                        rc, op->t0_us);
+    dlock__stats_wait_reset();
+  } else if (op->type == DLOCK__AOP_RELEASE) {
+    dlock__stats_release(&c->stats, rc);
+  }
+  op->res.rc = rc;
+  if (c->opts.completions != DLOCK_COMPLETE_QUEUE) {
+    deliver(op);
+    op_free(op);
+    return;
+  }
+  pthread_mutex_lock(&a->mu);
+  op->rnext = NULL;
+  op->rprev = a->done_tail;
+  if (a->done_tail)
+    a->done_tail->rnext = op;
+  else
+    a->done_head = op;
+  a->done_tail = op;
+  if (!a->efd_set) {
+    uint64_t one = 1;
+    if (write(a->efd, &one, sizeof one) == sizeof one)
+      a->efd_set = 1;
+  }
+  pthread_mutex_unlock(&a->mu);
+}
+
+void dlock__async_shutdown(dlock_client *c) {
+  dlock__async *a = c->async;
+  dlock__aop *op = a->live;
+  while (op) {
+    dlock__aop *next = op->next;
+    if (op->stage != DLOCK__AOP_BUSY) { /* a busy one's request or job ends
+                                           it */
+      dlock__fail(DLOCK_ECLOSED, "client closed");
+      dlock__aop_finish(op, DLOCK_ECLOSED);
+    }
+    op = next;
+  }
+}
+
+/* ---- the completion queue --------------------------------------------------- */
+
+static _Thread_local dlock_client *tls_running; /* running its completions */
+
+int dlock_client_completion_fd(dlock_client *c) {
+  dlock__clear_error();
+  if (c == NULL || c->async->efd < 0) {
+    dlock__fail(DLOCK_EINVAL, c ? "the client completes on its engine thread "
+                "(opts.completions)" : "client is NULL");
+    return -1;
+  }
+  return c->async->efd;
+}
+
+int dlock_client_run_completions(dlock_client *c, int max) {
+  dlock__clear_error();
+  if (c == NULL)
+    return dlock__fail(DLOCK_EINVAL, "client is NULL");
+  dlock__async *a = c->async;
+  if (a->efd < 0)
+    return dlock__fail(DLOCK_EINVAL, "the client completes on its engine "
+                       "thread (opts.completions)");
+  if (tls_running == c)
+    return dlock__fail(DLOCK_EINVAL, "called from one of its completions");
+  int ran = 0;
+  while (max <= 0 || ran < max) {
+    pthread_mutex_lock(&a->mu);
+    dlock__aop *op = a->done_head;
+    if (op) {
+      a->done_head = op->rnext;
+      if (a->done_head)
+        a->done_head->rprev = NULL;
+      else
+        a->done_tail = NULL;
+    }
+    if (a->done_head == NULL && a->efd_set) {
+      uint64_t n;
+      if (read(a->efd, &n, sizeof n) == sizeof n)
+        a->efd_set = 0;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (op == NULL)
+      break;
+    dlock_client *prev = tls_running;
+    tls_running = c;
+    deliver(op);
+    tls_running = prev;
+    op_free(op);
+    ran++;
+  }
+  return ran;
+}
+
+void dlock__async_closed(dlock_client *c) {
+  /* the engine is gone: completions still queued run here */
+  if (c->async && c->async->efd >= 0)
+    dlock_client_run_completions(c, 0);
+}

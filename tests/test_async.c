@@ -1,0 +1,677 @@
+/* The non-blocking API (dlock/async.h) against a real server: grants,
+ * waits woken by pub/sub, timeouts, cancellation (racing grants too),
+ * closing with operations pending, a lost lease, owners shared with the
+ * blocking calls, and both completion modes. */
+#include <dirent.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "async/async.h"
+#include "harness.h"
+
+static th_server srv;
+
+static int suite_init(void) { return th_main_server_start(&srv) != 0; }
+
+static int suite_clean(void) {
+  th_server_stop(&srv);
+  return 0;
+}
+
+/* ---- collecting completions ---------------------------------------------- */
+
+#define MAX_OPS 2048
+
+typedef struct box {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n;                  /* completions so far */
+  int calls[MAX_OPS];     /* per tag: how many times its callback ran */
+  int rc[MAX_OPS];
+  dlock_result last;
+  char errmsg[256];
+  int off_engine;         /* callbacks not on an engine thread */
+  pthread_t thread;       /* of the latest callback */
+} box;
+
+typedef struct tag {
+  box *b;
+  int i;
+} tag;
+
+static void box_init(box *b) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+}
+
+static void on_done(void *data, const dlock_result *r) {
+  tag *t = data;
+  box *b = t->b;
+  pthread_mutex_lock(&b->mu);
+  b->calls[t->i]++;
+  b->rc[t->i] = r->rc;
+  b->last = *r;
+  snprintf(b->errmsg, sizeof b->errmsg, "%s", r->errmsg);
+  b->off_engine += !dlock__on_engine_thread();
+  b->thread = pthread_self();
+  b->n++;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* Wait until n completions came, at most ms: the count. */
+static int box_wait(box *b, int n, int ms) {
+  int64_t until = th_now_ms() + ms;
+  pthread_mutex_lock(&b->mu);
+  while (b->n < n && th_now_ms() < until) {
+    pthread_mutex_unlock(&b->mu);
+    usleep(1000);
+    pthread_mutex_lock(&b->mu);
+  }
+  int got = b->n;
+  pthread_mutex_unlock(&b->mu);
+  return got;
+}
+
+static tag tags[MAX_OPS];
+
+static tag *tag_of(box *b, int i) {
+  tags[i].b = b;
+  tags[i].i = i;
+  return &tags[i];
+}
+
+static dlock_lock *new_lock(dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  return l;
+}
+
+static char *channel_of(const char *name) {
+  static char ch[200];
+  snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+  return ch;
+}
+
+/* How many threads this process runs. */
+static int thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  if (d == NULL)
+    return -1;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* A free lock is granted on the engine thread; the hold is the owner's,
+ * which the state and the async release see. */
+static void test_acquire_release(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-basic");
+  dlock_lock *l = new_lock(c, name);
+  uint64_t me = dlock_owner_id_new();
+  box b;
+  box_init(&b);
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done, tag_of(&b, 0), &op),
+               DLOCK_OK);
+  CU_ASSERT(op != 0);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.last.op, op);
+  CU_ASSERT(b.last.grant.validity_ms > 29000 && b.last.grant.validity_ms <= 30000);
+  CU_ASSERT_EQUAL(b.off_engine, 0);
+  /* held by that owner: a re-entry by it, and the blocking state of a
+   * handle bound to it */
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done, tag_of(&b, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK);
+  TH_ASSERT_RC(dlock_lock_state_async(l, me, on_done, tag_of(&b, 2), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.last.state.locked, 1);
+  CU_ASSERT_EQUAL(b.last.state.held_by_me, 1);
+  CU_ASSERT_EQUAL(b.last.state.hold_count, 2);
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 3), NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 4), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[4], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  /* nothing left to release */
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 5), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[5], DLOCK_ENOTOWNER);
+  CU_ASSERT_PTR_NOT_NULL(strstr(b.errmsg, name));
+  for (int i = 0; i < 6; i++)
+    CU_ASSERT_EQUAL(b.calls[i], 1);
+  /* force release: one deleted, then nothing to delete */
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done, tag_of(&b, 6), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 7, 5000), 7);
+  TH_ASSERT_RC(dlock_force_release_async(l, on_done, tag_of(&b, 7), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 8, 5000), 8);
+  TH_ASSERT_RC(b.rc[7], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.last.released, 1);
+  TH_ASSERT_RC(dlock_force_release_async(l, on_done, tag_of(&b, 8), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 9, 5000), 9);
+  CU_ASSERT_EQUAL(b.last.released, 0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* A fenced lock's async grant carries its token, strictly increasing. */
+static void test_fenced_tokens(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_fenced_lock_new(c, th_name("async-fenced"), NULL, &l),
+               DLOCK_OK);
+  dlock_lock_bind_owner(l, dlock_owner_id_new());
+  box b;
+  box_init(&b);
+  int64_t last = 0;
+  for (int i = 0; i < 3; i++) {
+    TH_ASSERT_RC(dlock_acquire_async(l, 0, 0, 30000, on_done, tag_of(&b, 2 * i),
+                                     NULL), DLOCK_OK);
+    CU_ASSERT_EQUAL(box_wait(&b, 2 * i + 1, 5000), 2 * i + 1);
+    TH_ASSERT_RC(b.rc[2 * i], DLOCK_OK);
+    CU_ASSERT(b.last.grant.token > last);
+    last = b.last.grant.token;
+    TH_ASSERT_RC(dlock_release_async(l, 0, on_done, tag_of(&b, 2 * i + 1), NULL),
+                 DLOCK_OK);
+    CU_ASSERT_EQUAL(box_wait(&b, 2 * i + 2, 5000), 2 * i + 2);
+    TH_ASSERT_RC(b.rc[2 * i + 1], DLOCK_OK);
+  }
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* A wait is woken by the release's message, not by its hint (the holder's
+ * lease is 30 s), and takes no thread; try-once and a budget that runs
+ * out say EBUSY and ETIMEDOUT. */
+static void test_wait_woken(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  const char *name = th_name("async-wait");
+  dlock_lock *l = new_lock(c, name), *h = new_lock(holder, name);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+  box b;
+  box_init(&b);
+  uint64_t me = dlock_owner_id_new();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_EBUSY);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 150, 30000, on_done, tag_of(&b, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_ETIMEDOUT);
+  CU_ASSERT(th_now_ms() - t0 >= 150);
+  int threads = thread_count();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 20000, 30000, on_done, tag_of(&b, 2),
+                                   NULL), DLOCK_OK);
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
+  CU_ASSERT_EQUAL(thread_count(), threads); /* no thread for the wait */
+  CU_ASSERT_EQUAL(b.n, 2);
+  int64_t released = th_now_ms();
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  CU_ASSERT(th_now_ms() - released < 2000); /* the message, not the 30 s hint */
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 0, 5000)); /* unsubscribed */
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 3), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+/* Many waiters on one lock, one thread: each grant's callback releases, and
+ * the next waiter is let in by the release's message. */
+#define CHAIN 200
+typedef struct chain {
+  dlock_lock *l;
+  uint64_t owner[CHAIN];
+  atomic_int granted, released, holders, max_holders, errors;
+} chain;
+static chain ch;
+
+static void chain_released(void *data, const dlock_result *r) {
+  if (r->rc != DLOCK_OK)
+    atomic_fetch_add(&ch.errors, 1);
+  atomic_fetch_add(&ch.released, 1);
+}
+
+static void chain_granted(void *data, const dlock_result *r) {
+  int i = (int)(intptr_t)data;
+  if (r->rc != DLOCK_OK) {
+    atomic_fetch_add(&ch.errors, 1);
+    return;
+  }
+  int now = atomic_fetch_add(&ch.holders, 1) + 1;
+  if (now > atomic_load(&ch.max_holders))
+    atomic_store(&ch.max_holders, now);
+  atomic_fetch_add(&ch.granted, 1);
+  atomic_fetch_sub(&ch.holders, 1);
+  if (dlock_release_async(ch.l, ch.owner[i], chain_released, NULL, NULL) != DLOCK_OK)
+    atomic_fetch_add(&ch.errors, 1);
+}
+
+static void test_many_waiters(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  const char *name = th_name("async-chain");
+  memset(&ch, 0, sizeof ch);
+  ch.l = new_lock(c, name);
+  dlock_lock *h = new_lock(holder, name);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+  int threads = thread_count();
+  for (int i = 0; i < CHAIN; i++) {
+    ch.owner[i] = dlock_owner_id_new();
+    TH_ASSERT_RC(dlock_acquire_async(ch.l, ch.owner[i], 30000, 30000,
+                                     chain_granted, (void *)(intptr_t)i, NULL),
+                 DLOCK_OK);
+  }
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
+  CU_ASSERT_EQUAL(thread_count(), threads);
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  int64_t until = th_now_ms() + 20000;
+  while (atomic_load(&ch.released) < CHAIN && th_now_ms() < until)
+    usleep(2000);
+  CU_ASSERT_EQUAL(atomic_load(&ch.granted), CHAIN);
+  CU_ASSERT_EQUAL(atomic_load(&ch.released), CHAIN);
+  CU_ASSERT_EQUAL(atomic_load(&ch.errors), 0);
+  CU_ASSERT_EQUAL(atomic_load(&ch.max_holders), 1);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 0, 5000));
+  dlock_lock_free(ch.l);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+/* A cancelled wait ends at once with DLOCK_ECANCELED and leaves nothing:
+ * no hold, no subscription; a second cancel is too late. */
+static void test_cancel_wait(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  const char *name = th_name("async-cancel");
+  dlock_lock *l = new_lock(c, name), *h = new_lock(holder, name);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+  box b;
+  box_init(&b);
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_acquire_async(l, dlock_owner_id_new(), DLOCK_WAIT_FOREVER,
+                                   30000, on_done, tag_of(&b, 0), &op), DLOCK_OK);
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  CU_ASSERT(th_now_ms() - t0 < 1000);
+  TH_ASSERT_RC(b.rc[0], DLOCK_ECANCELED);
+  CU_ASSERT_EQUAL(b.calls[0], 1);
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_cancel(0), DLOCK_EINVAL);
+  CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 0, 5000));
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  /* a release does not wait: it cannot be cancelled */
+  uint64_t me = dlock_owner_id_new();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done, tag_of(&b, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 2), &op), DLOCK_OK);
+  int rc = dlock_cancel(op);
+  CU_ASSERT(rc == DLOCK_ENOTSUP || rc == DLOCK_EINVAL);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+static uint64_t commands_of(dlock_client *c) {
+  dlock_stats st;
+  memset(&st, 0, sizeof st);
+  st.version = DLOCK_STATS_VERSION;
+  dlock_client_stats(c, &st);
+  return st.commands;
+}
+
+/* Cancels racing grants, many times: the holder releases and the waiter's
+ * cancel follows at once. Whichever wins, nobody is left holding the lock
+ * without knowing: a cancelled acquire's grant is given back, and a grant
+ * that came first (the cancel too late) is the owner's to release. */
+static void test_cancel_races_grant(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  const char *name = th_name("async-race");
+  dlock_lock *l = new_lock(c, name), *h = new_lock(holder, name);
+  box b;
+  box_init(&b);
+  int cancelled = 0, granted = 0, bad = 0;
+  long before = dlock__aop_given_back();
+  for (int i = 0; i < 300; i++) {
+    TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+    uint64_t me = dlock_owner_id_new();
+    dlock_op op = 0;
+    TH_ASSERT_RC(dlock_acquire_async(l, me, 10000, 30000, on_done,
+                                     tag_of(&b, i), &op), DLOCK_OK);
+    if (i % 3 != 0) /* most of them race the try the release wakes */
+      CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
+    uint64_t sent = commands_of(c);
+    TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+    if (i % 3 == 1) { /* cancel the moment the try is on its way */
+      int64_t until = th_now_us() + 2000000;
+      while (commands_of(c) == sent && th_now_us() < until) {
+      }
+    } else if (i % 3 == 2) {
+      usleep((useconds_t)(i % 7) * 20); /* or a little later */
+    }
+    int crc = dlock_cancel(op);
+    CU_ASSERT_EQUAL_FATAL(box_wait(&b, i + 1, 10000), i + 1);
+    if (crc == DLOCK_OK) {
+      bad += b.rc[i] != DLOCK_ECANCELED;
+      cancelled++;
+    } else {
+      bad += crc != DLOCK_EINVAL || b.rc[i] != DLOCK_OK;
+      granted++;
+      dlock_lock_bind_owner(l, me);
+      TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+      dlock_lock_bind_owner(l, 0);
+    }
+    /* a given-back grant is released by a request of its own: the lock
+     * is free once it is in */
+    int64_t until = th_now_ms() + 5000;
+    while (th_int(&srv, "EXISTS %s", name) != 0 && th_now_ms() < until)
+      usleep(200);
+    CU_ASSERT_EQUAL_FATAL(th_int(&srv, "EXISTS %s", name), 0);
+  }
+  long given_back = dlock__aop_given_back() - before;
+  printf("\n    cancels %d (grants given back %ld), grants first %d ", cancelled,
+         given_back, granted);
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(cancelled > 0);
+  CU_ASSERT(given_back > 0); /* the race happened: a grant came after the cancel */
+  for (int i = 0; i < 300; i++)
+    CU_ASSERT_EQUAL(b.calls[i], 1);
+  dlock_lock_free(l);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+/* Closing a client completes every pending operation with DLOCK_ECLOSED,
+ * once, before the close returns: waits, and tries in flight. */
+static void test_close_pending(void) {
+  for (int mode = 0; mode < 2; mode++) {
+    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    o.completions = mode ? DLOCK_COMPLETE_QUEUE : DLOCK_COMPLETE_ENGINE;
+    dlock_client *c = th_client(&srv, &o), *holder = th_client(&srv, NULL);
+    const char *name = th_name("async-close");
+    dlock_lock *l = new_lock(c, name), *h = new_lock(holder, name);
+    TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+    box b;
+    box_init(&b);
+    for (int i = 0; i < 50; i++)
+      TH_ASSERT_RC(dlock_acquire_async(l, dlock_owner_id_new(), DLOCK_WAIT_FOREVER,
+                                       30000, on_done, tag_of(&b, i), NULL),
+                   DLOCK_OK);
+    CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
+    for (int i = 50; i < 60; i++) /* and some just started */
+      TH_ASSERT_RC(dlock_acquire_async(l, dlock_owner_id_new(), DLOCK_WAIT_FOREVER,
+                                       30000, on_done, tag_of(&b, i), NULL),
+                   DLOCK_OK);
+    dlock_client_close(c);
+    CU_ASSERT_EQUAL(b.n, 60); /* all of them, before the close returned */
+    int eclosed = 0;
+    for (int i = 0; i < 60; i++) {
+      CU_ASSERT_EQUAL(b.calls[i], 1);
+      eclosed += b.rc[i] == DLOCK_ECLOSED;
+    }
+    CU_ASSERT_EQUAL(eclosed, 60);
+    if (mode) /* a queue client's ran on the closing thread */
+      CU_ASSERT(pthread_equal(b.thread, pthread_self()));
+    TH_ASSERT_RC(dlock_acquire_async(l, 7, 0, 30000, on_done, tag_of(&b, 60), NULL),
+                 DLOCK_ECLOSED);
+    usleep(100000); /* nothing comes late */
+    CU_ASSERT_EQUAL(b.n, 60);
+    TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(h);
+    dlock_client_close(holder);
+  }
+}
+
+/* The completion queue: callbacks run only in dlock_client_run_completions
+ * on the caller's thread; its descriptor is readable exactly while
+ * completions wait. */
+static box qbox;
+static dlock_client *qclient;
+static int nested_rc;
+
+static void on_done_nested(void *data, const dlock_result *r) {
+  nested_rc = dlock_client_run_completions(qclient, 0);
+  on_done(data, r);
+}
+
+static int readable(int fd, int ms) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+static void test_queue_mode(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.completions = DLOCK_COMPLETE_QUEUE;
+  dlock_client *c = th_client(&srv, &o);
+  qclient = c;
+  const char *name = th_name("async-queue");
+  dlock_lock *l = new_lock(c, name);
+  int fd = dlock_client_completion_fd(c);
+  CU_ASSERT(fd >= 0);
+  CU_ASSERT(!readable(fd, 0));
+  box_init(&qbox);
+  uint64_t me = dlock_owner_id_new();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, 30000, on_done_nested,
+                                   tag_of(&qbox, 0), NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_lock_state_async(l, me, on_done, tag_of(&qbox, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT(readable(fd, 5000));
+  int64_t until = th_now_ms() + 5000; /* both in the queue */
+  while (th_int(&srv, "EXISTS %s", name) == 0 && th_now_ms() < until)
+    usleep(500);
+  usleep(50000);
+  CU_ASSERT_EQUAL(qbox.n, 0); /* nothing ran by itself */
+  int ran = 0;
+  until = th_now_ms() + 5000;
+  while (ran < 2 && th_now_ms() < until) {
+    if (readable(fd, 100))
+      ran += dlock_client_run_completions(c, 1);
+  }
+  CU_ASSERT_EQUAL(ran, 2);
+  CU_ASSERT_EQUAL(qbox.n, 2);
+  TH_ASSERT_RC(qbox.rc[0], DLOCK_OK);
+  TH_ASSERT_RC(qbox.rc[1], DLOCK_OK);
+  CU_ASSERT_EQUAL(qbox.off_engine, 2);
+  CU_ASSERT(pthread_equal(qbox.thread, pthread_self()));
+  TH_ASSERT_RC(nested_rc, DLOCK_EINVAL); /* not from inside a completion */
+  CU_ASSERT(!readable(fd, 0));
+  CU_ASSERT_EQUAL(dlock_client_run_completions(c, 0), 0);
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&qbox, 2), NULL), DLOCK_OK);
+  CU_ASSERT(readable(fd, 5000));
+  CU_ASSERT_EQUAL(dlock_client_run_completions(c, 0), 1);
+  TH_ASSERT_RC(qbox.rc[2], DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* A hold taken async under the watchdog that the server loses is reported
+ * to the lost callback, and its async release says DLOCK_ELOST. */
+static void test_lost_lease(void) {
+  th_lost_log log;
+  th_lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = 600;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  const char *name = th_name("async-lost");
+  dlock_lock *l = new_lock(c, name);
+  box b;
+  box_init(&b);
+  uint64_t me = dlock_owner_id_new();
+  TH_ASSERT_RC(dlock_acquire_async(l, me, 0, DLOCK_LEASE_WATCHDOG, on_done,
+                                   tag_of(&b, 0), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  usleep(900000); /* renewed past its first lease */
+  CU_ASSERT(th_int(&srv, "PTTL %s", name) > 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "DEL %s", name), 1);
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 5000), 1);
+  CU_ASSERT_EQUAL(log.owner, me);
+  TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 1), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_ELOST);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* Owners: async and blocking calls release each other's holds when the
+ * owner matches, and only then. */
+static void test_owners(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-owner");
+  dlock_lock *l = new_lock(c, name);
+  box b;
+  box_init(&b);
+  uint64_t x = dlock_owner_id_new();
+  TH_ASSERT_RC(dlock_acquire_async(l, x, 0, 30000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER); /* this thread is not x */
+  dlock_lock_bind_owner(l, x);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK); /* bound to x: it is */
+  dlock_lock_bind_owner(l, 0);
+  /* the thread's own id works as an async owner */
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(l, dlock_owner_id_new(), on_done,
+                                   tag_of(&b, 1), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_ENOTOWNER);
+  TH_ASSERT_RC(dlock_release_async(l, dlock_thread_id(), on_done, tag_of(&b, 2),
+                                   NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* Bad input: refused at the call, with no callback. */
+static void test_bad_input(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = new_lock(c, th_name("async-bad"));
+  box b;
+  box_init(&b);
+  tag *t = tag_of(&b, 0);
+  TH_ASSERT_RC(dlock_acquire_async(NULL, 1, 0, 1000, on_done, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_acquire_async(l, 1, 0, 1000, NULL, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_acquire_async(l, 0, 0, 1000, on_done, t, NULL), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "owner"));
+  TH_ASSERT_RC(dlock_acquire_async(l, 1, -5, 1000, on_done, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_acquire_async(l, 1, 0, 0, on_done, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_release_async(NULL, 1, on_done, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_release_async(l, 0, on_done, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_force_release_async(l, NULL, t, NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_lock_state_async(NULL, 1, on_done, t, NULL), DLOCK_EINVAL);
+  CU_ASSERT_EQUAL(dlock_client_completion_fd(c), -1); /* an engine client */
+  TH_ASSERT_RC(dlock_client_run_completions(c, 0), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_client_run_completions(NULL, 0), DLOCK_EINVAL);
+  CU_ASSERT_EQUAL(dlock_client_completion_fd(NULL), -1);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.completions = 7;
+  dlock_client *bad = NULL;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &bad), DLOCK_EINVAL);
+  /* a WRONGTYPE key: the server's error, and the key untouched */
+  const char *str = th_name("async-string");
+  dlock_lock *s = new_lock(c, str);
+  redisReply *r = th_cmd(&srv, "SET %s x", str);
+  freeReplyObject(r);
+  TH_ASSERT_RC(dlock_acquire_async(s, 1, 1000, 1000, on_done, tag_of(&b, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[1], DLOCK_EKIND); /* as the blocking call says */
+  CU_ASSERT_PTR_NOT_NULL(strstr(b.errmsg, "WRONGTYPE"));
+  r = th_cmd(&srv, "GET %s", str);
+  CU_ASSERT(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "x") == 0);
+  freeReplyObject(r);
+  /* a binary name with NUL bytes */
+  dlock_lock_opts lo = DLOCK_LOCK_OPTS_INIT;
+  lo.name_len = 5;
+  dlock_lock *bin = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, "a\0b\0c", &lo, &bin), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(bin, 3, 0, 1000, on_done, tag_of(&b, 2), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(bin, 3, on_done, tag_of(&b, 3), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  dlock_lock_free(bin);
+  dlock_lock_free(s);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+/* A dead server: the acquire completes with DLOCK_EIO within the connect
+ * timeout, never hangs. */
+static void test_dead_server(void) {
+  th_server dead;
+  CU_ASSERT_FATAL(th_server_start(&dead, "") == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 300;
+  o.command_timeout_ms = 500;
+  dlock_client *c = th_client(&dead, &o);
+  dlock_lock *l = new_lock(c, th_name("async-dead"));
+  th_server_kill(&dead);
+  box b;
+  box_init(&b);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_acquire_async(l, 1, 1000, 1000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 10000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_EIO);
+  CU_ASSERT(th_now_ms() - t0 < 5000);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&dead);
+}
+
+static void add(void) {
+  CU_pSuite s = CU_add_suite("async", suite_init, suite_clean);
+  CU_add_test(s, "acquire_release", test_acquire_release);
+  CU_add_test(s, "fenced_tokens", test_fenced_tokens);
+  CU_add_test(s, "wait_woken", test_wait_woken);
+  CU_add_test(s, "many_waiters", test_many_waiters);
+  CU_add_test(s, "cancel_wait", test_cancel_wait);
+  CU_add_test(s, "cancel_races_grant", test_cancel_races_grant);
+  CU_add_test(s, "close_pending", test_close_pending);
+  CU_add_test(s, "queue_mode", test_queue_mode);
+  CU_add_test(s, "lost_lease", test_lost_lease);
+  CU_add_test(s, "owners", test_owners);
+  CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "dead_server", test_dead_server);
+}
+
+int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
