@@ -66,7 +66,8 @@ static void test_every_workload_runs(void) {
   char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(args, 240000, text, sizeof text), 0);
   static const char *ids[] = {"W1", "W2", "W3", "W3p", "W4", "W5",
-                              "W6", "W7", "W8", "M1", "C1", "C2", "T1"};
+                              "W6", "W7", "W8", "M1", "W9", "W10", "C1",
+                              "C2", "T1"};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
     char key[64];
     snprintf(key, sizeof key, "\"workload\": \"%s\"", ids[i]);
@@ -85,6 +86,8 @@ static void test_every_workload_runs(void) {
   CU_ASSERT_EQUAL(bad, 0);
   const char *held = strstr(text, "\"metric\": \"locks still held\", \"value\": ");
   CU_ASSERT(held && atof(held + strlen("\"metric\": \"locks still held\", \"value\": ")) == 10000);
+  const char *added = strstr(text, "\"metric\": \"threads added\", \"value\": ");
+  CU_ASSERT(added && atof(added + strlen("\"metric\": \"threads added\", \"value\": ")) == 0);
   const char *max = strstr(text, "\"metric\": \"max concurrent holders\", \"value\": ");
   CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
 }

@@ -348,6 +348,14 @@ static int tls_out(dlock__conn *conn) {
   return 0;
 }
 
+/* The output buffer is written: empty it, and give its memory back after
+ * a burst (thousands of async tries in one turn) grew it big. */
+static void out_written(dlock__conn *conn) {
+  conn->out.len = 0;
+  if (conn->out.cap > 256 * 1024)
+    dlock__buf_free(&conn->out);
+}
+
 void dlock__conn_flush(dlock__conn *conn) {
   if (conn->out.len == 0 ||
       (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE))
@@ -359,12 +367,12 @@ void dlock__conn_flush(dlock__conn *conn) {
       conn_fail(conn, "%s", why);
       return;
     }
-    conn->out.len = 0;
+    out_written(conn);
     tls_out(conn);
     return;
   }
   if (raw_write(conn, conn->out.p, conn->out.len) == 0)
-    conn->out.len = 0;
+    out_written(conn);
 }
 
 static int is_push(const redisReply *r) {
