@@ -658,6 +658,32 @@ static void test_dead_server(void) {
   th_server_stop(&dead);
 }
 
+/* The two examples (examples/async_libuv.c, async_epoll.c) run against the
+ * server: 200 tasks over 4 locks on one thread, none failed, no two
+ * holders at once. */
+static void run_example(const char *env, const char *want) {
+  const char *exe = getenv(env);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(exe);
+  char cmd[1024], line[256] = "";
+  snprintf(cmd, sizeof cmd, "DLOCK_REDIS_URL='%s' timeout 60 '%s' 200", srv.url,
+           exe);
+  FILE *f = popen(cmd, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  if (fgets(line, sizeof line, f) == NULL)
+    line[0] = '\0';
+  int status = pclose(f);
+  if (strstr(line, want) == NULL || status != 0)
+    fprintf(stderr, "\n  %s: status %d: %s", exe, status, line);
+  CU_ASSERT_EQUAL(status, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+}
+
+static void test_examples(void) {
+  run_example("DLOCK_ASYNC_LIBUV_EXAMPLE", "200 tasks done, 0 failed, 0 overlaps");
+  run_example("DLOCK_ASYNC_EPOLL_EXAMPLE",
+              "200 tasks done, 200 uses, 0 failed, 0 overlaps");
+}
+
 static void add(void) {
   CU_pSuite s = CU_add_suite("async", suite_init, suite_clean);
   CU_add_test(s, "acquire_release", test_acquire_release);
@@ -672,6 +698,7 @@ static void add(void) {
   CU_add_test(s, "owners", test_owners);
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "dead_server", test_dead_server);
+  CU_add_test(s, "examples", test_examples);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
