@@ -658,6 +658,145 @@ static void test_dead_server(void) {
   th_server_stop(&dead);
 }
 
+/* A fair lock's async waiters are served in the order they queued; one
+ * that times out or is cancelled leaves the queue (nothing left behind). */
+#define FAIR_N 5
+static int fair_order[FAIR_N], fair_got;
+static dlock_lock *fair_lock;
+static uint64_t fair_owner[FAIR_N];
+static box fair_box;
+
+static void fair_released(void *data, const dlock_result *r) {
+  on_done(data, r);
+}
+
+static void fair_granted(void *data, const dlock_result *r) {
+  tag *t = data;
+  if (r->rc == DLOCK_OK) {
+    fair_order[fair_got++] = t->i;
+    dlock_release_async(fair_lock, fair_owner[t->i], fair_released,
+                        tag_of(&fair_box, 100 + t->i), NULL);
+  }
+  on_done(data, r);
+}
+
+static long long queue_len(const char *name) {
+  return th_int(&srv, "LLEN redisson_lock_queue:{%s}", name);
+}
+
+static int queue_becomes(const char *name, long long n) {
+  int64_t until = th_now_ms() + 5000;
+  while (queue_len(name) != n && th_now_ms() < until)
+    usleep(1000);
+  return queue_len(name) == n;
+}
+
+static void test_fair(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  char name[96];
+  snprintf(name, sizeof name, "%s", th_name("async-fair"));
+  dlock_lock *h = NULL;
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &fair_lock), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fair_lock_new(holder, name, NULL, &h), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+  box_init(&fair_box);
+  fair_got = 0;
+  for (int i = 0; i < FAIR_N; i++) {
+    fair_owner[i] = dlock_owner_id_new();
+    TH_ASSERT_RC(dlock_acquire_async(fair_lock, fair_owner[i], 20000, 30000,
+                                     fair_granted, tag_of(&fair_box, i), NULL),
+                 DLOCK_OK);
+    CU_ASSERT(queue_becomes(name, i + 1)); /* queued in this order */
+  }
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&fair_box, 2 * FAIR_N, 10000), 2 * FAIR_N);
+  for (int i = 0; i < FAIR_N; i++) {
+    CU_ASSERT_EQUAL(fair_order[i], i);
+    TH_ASSERT_RC(fair_box.rc[i], DLOCK_OK);
+    TH_ASSERT_RC(fair_box.rc[100 + i], DLOCK_OK);
+  }
+  CU_ASSERT_EQUAL(queue_len(name), 0);
+  /* a timeout and a cancel each leave the queue */
+  TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_acquire_async(fair_lock, dlock_owner_id_new(), 400, 30000,
+                                   on_done, tag_of(&b, 0), NULL), DLOCK_OK);
+  CU_ASSERT(queue_becomes(name, 1));
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_ETIMEDOUT);
+  CU_ASSERT(queue_becomes(name, 0));
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_acquire_async(fair_lock, dlock_owner_id_new(), 20000, 30000,
+                                   on_done, tag_of(&b, 1), &op), DLOCK_OK);
+  CU_ASSERT(queue_becomes(name, 1));
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_ECANCELED);
+  CU_ASSERT(queue_becomes(name, 0));
+  CU_ASSERT_EQUAL(th_int(&srv, "ZCARD redisson_lock_timeout:{%s}", name), 0);
+  TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(fair_lock);
+  dlock_lock_free(h);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
+/* Read and write locks: readers share, a writer waits for them (woken by
+ * the last read release) and readers wait for the writer; an async reader
+ * holding it cannot upgrade (DLOCK_EDEADLK). */
+static void test_rwlock(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-rw");
+  dlock_rwlock *rw = NULL;
+  TH_ASSERT_RC(dlock_rwlock_new(c, name, NULL, &rw), DLOCK_OK);
+  dlock_lock *rd = dlock_rwlock_read(rw), *wr = dlock_rwlock_write(rw);
+  uint64_t r1 = dlock_owner_id_new(), r2 = dlock_owner_id_new(),
+           w1 = dlock_owner_id_new();
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_acquire_async(rd, r1, 0, 30000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(rd, r2, 0, 30000, on_done, tag_of(&b, 1), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK); /* shared */
+  TH_ASSERT_RC(dlock_acquire_async(wr, r1, 0, 30000, on_done, tag_of(&b, 2), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_EDEADLK);
+  TH_ASSERT_RC(dlock_acquire_async(wr, w1, 10000, 30000, on_done, tag_of(&b, 3),
+                                   NULL), DLOCK_OK);
+  usleep(50000);
+  CU_ASSERT_EQUAL(b.n, 3); /* the writer waits for both readers */
+  TH_ASSERT_RC(dlock_release_async(rd, r1, on_done, tag_of(&b, 4), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  usleep(50000);
+  CU_ASSERT_EQUAL(b.calls[3], 0);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release_async(rd, r2, on_done, tag_of(&b, 5), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK); /* woken by the last read release */
+  CU_ASSERT(th_now_ms() - t0 < 2000);
+  /* a reader now waits for the writer */
+  TH_ASSERT_RC(dlock_acquire_async(rd, r1, 10000, 30000, on_done, tag_of(&b, 6),
+                                   NULL), DLOCK_OK);
+  usleep(50000);
+  CU_ASSERT_EQUAL(b.calls[6], 0);
+  TH_ASSERT_RC(dlock_release_async(wr, w1, on_done, tag_of(&b, 7), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 8, 5000), 8);
+  TH_ASSERT_RC(b.rc[6], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[7], DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(rd, r1, on_done, tag_of(&b, 8), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 9, 5000), 9);
+  TH_ASSERT_RC(b.rc[8], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_rwlock_free(rw);
+  dlock_client_close(c);
+}
+
 /* The two examples (examples/async_libuv.c, async_epoll.c) run against the
  * server: 200 tasks over 4 locks on one thread, none failed, no two
  * holders at once. */
@@ -698,6 +837,8 @@ static void add(void) {
   CU_add_test(s, "owners", test_owners);
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "dead_server", test_dead_server);
+  CU_add_test(s, "fair", test_fair);
+  CU_add_test(s, "rwlock", test_rwlock);
   CU_add_test(s, "examples", test_examples);
 }
 

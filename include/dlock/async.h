@@ -36,6 +36,7 @@
 #include "dlock/client.h"
 #include "dlock/error.h"
 #include "dlock/lock.h"
+#include "dlock/sync.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,9 +56,14 @@ typedef struct dlock_result {
                              closed first */
   const char *errmsg;     /* the detail dlock_errmsg() would give ("" on
                              success) */
-  dlock_grant grant;      /* acquire: the grant (token, validity) */
+  dlock_grant grant;      /* lock acquire: the grant (token, validity) */
   int released;           /* force release: 1 deleted, 0 it was free */
-  dlock_lock_state state; /* state: the snapshot */
+  dlock_lock_state state; /* lock state: the snapshot */
+  int64_t count;          /* latch: the count (get), the count left (count
+                             down) */
+  int set;                /* latch try_set_count: 1 set, 0 it was set */
+  const dlock_permit_id *ids; /* permits acquire: the n permits' ids */
+  size_t n;
 } dlock_result;
 
 /* data: the caller's pointer given with the call. */

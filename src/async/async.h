@@ -18,11 +18,34 @@
 
 typedef struct dlock__aop dlock__aop;
 
+/* What a kind gives the waiting recipe without a thread (wait.c): one try
+ * as a request and how to read it, and what to do with a grant. */
+typedef struct dlock__await {
+  const char *noun; /* for messages: "lock", "semaphore", ... */
+  /* Build one try into req (engine thread). */
+  int (*try_req)(dlock__aop *op, dlock__req *req);
+  /* Its reply: 1 granted (op->res filled), 0 not yet (*hint: the longest
+   * useful wait in ms, -1 unknown, -2 retry now), or an error. */
+  int (*try_reply)(dlock__aop *op, const redisReply *r, int64_t *hint);
+  /* Record a grant that stands (a hold for the watchdog): DLOCK_OK, or an
+   * error (the grant is then given back). NULL: nothing to record. */
+  int (*granted)(dlock__aop *op);
+  /* Undo a grant nobody will keep (cancelled, not recorded): a request
+   * sent without waiting for it (dlock__aop_fire). NULL: nothing to undo. */
+  void (*give_back)(dlock__aop *op);
+  /* Leave what the tries left behind when the wait ends without a grant
+   * (a fair queue's entry), the same way. NULL: nothing. */
+  void (*give_up)(dlock__aop *op);
+  /* The channel to wait on, appended to *ch, and its wake rule. */
+  int (*channel)(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake);
+  int fifo;        /* the waiters of a client are served in order (demand) */
+  int lease_hints; /* "-MS" messages (a fair lock's) */
+} dlock__await;
+
 enum dlock__aop_type {
-  DLOCK__AOP_ACQUIRE = 1,
-  DLOCK__AOP_RELEASE,
-  DLOCK__AOP_FORCE,
-  DLOCK__AOP_STATE,
+  DLOCK__AOP_ACQUIRE = 1, /* waits: may be cancelled */
+  DLOCK__AOP_RELEASE,     /* counted as a release */
+  DLOCK__AOP_OTHER,
 };
 
 enum dlock__aop_stage {
@@ -44,14 +67,21 @@ struct dlock__aop {
                                 once done (the client's async mu) */
   int ready;                 /* on the ready list */
   dlock_client *c;           /* referenced */
-  dlock_lock *lock;
+  dlock__handle *h;          /* the lock's or synchronizer's handle */
+  dlock_lock *lock;          /* a lock's (h), else NULL */
+  void *obj;                 /* the synchronizer's (h), else NULL */
+  const dlock__await *aw;    /* a wait's recipe (wait.c) */
   uint64_t owner;
+  int64_t demand;            /* a FIFO wait's (permits) */
+  void *ctx;                 /* the kind's, freed with op (free()) */
   /* what the kind's steps (src/async/lock.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
   int watchdog;
   int tries;
+  int granted;           /* a try was granted (given back or kept) */
   char rid[33];          /* a release's request id (its retries reuse it) */
+  int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__waiter *w;      /* from its first wait on */
   uv_timer_t *timer;     /* with w */
   void (*start)(dlock__aop *op);    /* engine: its first step */
@@ -82,10 +112,14 @@ void dlock__async_shutdown(dlock_client *c); /* the engine stops: ECLOSED */
 void dlock__async_closed(dlock_client *c);   /* after the engine is gone */
 void dlock__async_free(dlock_client *c);
 
-/* A new operation of type on lock's client (any thread); NULL with
+/* A new operation of type on handle h's client (any thread); NULL with
  * DLOCK_ENOMEM set. */
-dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
+dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
                            void *data);
+/* The checks every async call starts with: h (NULL: "what is NULL"),
+ * done, a closed client. */
+int dlock__aop_check(const dlock__handle *h, const char *what,
+                     dlock_done_fn *done);
 /* Free an op that never started (its start failed). */
 void dlock__aop_discard(dlock__aop *op);
 /* Register op and hand it to its engine, which calls start(op) there
@@ -107,16 +141,28 @@ void dlock__aop_finish(dlock__aop *op, int rc);
 int dlock__aop_grant_cancelled(dlock__aop *op);
 /* 1 when dlock_cancel asked for op (engine thread). */
 int dlock__aop_cancelled(dlock__aop *op);
-/* Wait on channel (engine thread): subscribes op's waiter on first use;
- * on_ready runs on a wake-up, the confirmation, or the timer at until_ms
- * (monotonic; -1 none). DLOCK_OK or an error. */
-int dlock__aop_wait(dlock__aop *op, const char *channel, size_t len,
-                    dlock__wake_fn *wake, int lease_hints, int64_t until_ms);
+/* Wait on op->aw's channel (engine thread): subscribes op's waiter on
+ * first use; on_ready runs on a wake-up, the confirmation, or the timer at
+ * until_ms (monotonic; -1 none). DLOCK_OK or an error. */
+int dlock__aop_wait(dlock__aop *op, int64_t until_ms);
 /* What woke op (engine thread, in on_ready): DLOCK_ECLOSED, DLOCK_EPERM
  * (denied), 1 a wake-up or the confirmation (taken), 0 the timer. */
 int dlock__aop_woken(dlock__aop *op);
+/* Put op on its client's ready list (op.c): its on_ready runs before the
+ * engine next polls; wake_loop when called off the engine thread. */
+void dlock__aop_ready(dlock__aop *op, int wake_loop);
+/* Close op's timer, if it has one (wait.c; engine thread). */
+void dlock__aop_timer_drop(dlock__aop *op);
 
-/* How many grants that raced a cancel were given back (lock.c; tests). */
+/* Send req without anyone waiting for its answer (engine thread): a grant
+ * given back, a queue left. Its outcome is not looked at. */
+void dlock__aop_fire(dlock_client *c, dlock__req *req);
+/* How many grants that raced a cancel were given back (tests). */
 long dlock__aop_given_back(void);
+
+/* The waiting recipe without a thread (wait.c): op->aw, wait_ms,
+ * deadline_ms (and demand for a FIFO wait) set; the start function of an
+ * acquire-type op (dlock__aop_start). */
+void dlock__await_start(dlock__aop *op);
 
 #endif /* DLOCK_ASYNC_INTERNAL_H */

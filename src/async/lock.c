@@ -8,13 +8,11 @@
  * without them, run their blocking form as a thread-pool job, which never
  * waits (wait_ms 0). */
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "async/async.h"
-#include "net/cluster.h"
 #include "lock/lock_impl.h"
 
 static int can_wait(const dlock_lock *l) {
@@ -22,20 +20,16 @@ static int can_wait(const dlock_lock *l) {
          l->m->wait_channel != NULL;
 }
 
-/* The common checks; *owner: the id the op acts for (0 allowed when
- * need_owner is 0). */
+/* The common checks, and the owner: *owner, or the handle's bound one
+ * (0 allowed when need_owner is 0). */
 static int check(dlock_lock *l, dlock_done_fn *done, uint64_t *owner,
                  int need_owner) {
-  dlock__clear_error();
-  if (l == NULL)
-    return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-  if (done == NULL)
-    return dlock__fail(DLOCK_EINVAL, "done is NULL");
+  int rc = dlock__aop_check(l ? &l->h : NULL, "lock", done);
+  if (rc != DLOCK_OK)
+    return rc;
   if (l->h.client == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls yet",
                        l->m->kind);
-  if (dlock__client_closed(l->h.client))
-    return dlock__fail(DLOCK_ECLOSED, "client is closed");
   if (*owner == 0)
     *owner = l->bound_owner;
   if (*owner == 0 && need_owner)
@@ -45,145 +39,79 @@ static int check(dlock_lock *l, dlock_done_fn *done, uint64_t *owner,
   return DLOCK_OK;
 }
 
-/* Send a release of a grant nobody will hold (cancelled, or not recorded),
- * without waiting for it: the op is not its owner. */
-static void give_back_done(dlock__req *req, redisReply *reply, int status) {
-  if (reply)
-    freeReplyObject(reply);
-  free(req);
+/* ---- acquire: a lock kind's requests as the waiting recipe's ---------------- */
+
+static int lock_try_req(dlock__aop *op, dlock__req *req) {
+  dlock_lock *l = op->lock;
+  if (l->m->wait_req) /* a try that may join a queue once subscribed */
+    return l->m->wait_req(l, op->owner, op->lease_ms,
+                          op->wait_ms != 0 && op->w != NULL, req);
+  return l->m->try_req(l, op->owner, op->lease_ms, req);
 }
 
-static atomic_long given_back;
+static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
+  dlock_lock *l = op->lock;
+  int64_t token = 0;
+  int rc = l->m->wait_reply ? l->m->wait_reply(l, r, hint, &token)
+                            : l->m->read_reply(r, 0, hint, &token);
+  if (rc == 1)
+    op->res.grant.token = token;
+  return rc;
+}
 
-long dlock__aop_given_back(void) { return atomic_load(&given_back); }
+static int lock_granted(dlock__aop *op) {
+  dlock_lock *l = op->lock;
+  if (l->m->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms, NULL) !=
+      DLOCK_OK)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
+  op->res.grant.validity_ms = op->lease_ms - (dlock__now_ms() - op->sent_ms);
+  return DLOCK_OK;
+}
 
-static void give_back(dlock__aop *op) {
+static void lock_give_back(dlock__aop *op) {
   char rid[33];
-  atomic_fetch_add(&given_back, 1);
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
       op->lock->m->release_req(op->lock, op->owner, rid, req) != DLOCK_OK) {
     free(req); /* the lease ends it */
     return;
   }
-  req->done = give_back_done;
-  req->data = NULL;
-  req->queued_ms = dlock__now_ms();
-  if (op->c->stopping) {
-    dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
-    return;
-  }
-  dlock__send(op->c, req);
+  dlock__aop_fire(op->c, req);
 }
 
-/* ---- acquire ------------------------------------------------------------------ */
-
-static void try_send(dlock__aop *op);
-
-static void try_ready(dlock__aop *op) {
-  int woke = dlock__aop_woken(op);
-  if (woke < 0) {
-    if (woke == DLOCK_ECLOSED)
-      dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
-    dlock__aop_finish(op, woke);
-    return;
-  }
-  try_send(op); /* woken, or its timer: the deadline's is the last try */
-}
-
-static void try_reply(dlock__req *req, redisReply *reply, int status) {
-  dlock__aop *op = req->data;
-  dlock_lock *l = op->lock;
-  int missed = req->sync_asked > 0 && req->synced == 0;
-  int rc = status;
-  if (status != DLOCK_OK)
-    rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
-                                                  : dlock_strerror(status));
-  free(req);
-  int64_t hint = -1, token = 0;
-  if (rc == DLOCK_OK) {
-    rc = l->m->read_reply(reply, 0, &hint, &token);
-    freeReplyObject(reply);
-  }
-  if (rc == 1) {
-    if (missed) {
-      give_back(op);
-      dlock__fail(DLOCK_EIO, "replica guard: the grant reached none of its "
-                  "master's replicas within replica_sync_ms; the lock was "
-                  "released again");
-      dlock__aop_finish(op, DLOCK_EIO);
-      return;
-    }
-    if (dlock__aop_grant_cancelled(op)) {
-      give_back(op);
-      dlock__aop_finish(op, DLOCK_ECANCELED);
-      return;
-    }
-    if (l->m->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms,
-                   NULL) != DLOCK_OK) {
-      give_back(op);
-      dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-      dlock__aop_finish(op, DLOCK_ENOMEM);
-      return;
-    }
-    op->res.grant.token = token;
-    op->res.grant.validity_ms = op->lease_ms - (dlock__now_ms() - op->sent_ms);
-    dlock__aop_finish(op, DLOCK_OK);
-    return;
-  }
-  if (rc < 0) {
-    dlock__aop_finish(op, rc);
-    return;
-  }
-  int64_t now = dlock__now_ms();
-  if (op->wait_ms == 0) {
-    dlock__fail(DLOCK_EBUSY, "lock \"%.100s\": not available (retry in %" PRId64
-                " ms)", l->h.name, hint);
-    dlock__aop_finish(op, DLOCK_EBUSY);
-    return;
-  }
-  if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
-    dlock__fail(DLOCK_ETIMEDOUT, "lock \"%.100s\": still not available after %"
-                PRId64 " ms", l->h.name, op->wait_ms);
-    dlock__aop_finish(op, DLOCK_ETIMEDOUT);
-    return;
-  }
-  if (dlock__aop_cancelled(op)) {
-    dlock__aop_finish(op, DLOCK_ECANCELED);
-    return;
-  }
-  dlock__buf channel = {0};
-  dlock__wake_fn *wake = dlock__wake_one;
-  int64_t until = dlock__wait_until(hint, now, op->deadline_ms);
-  if (op->w == NULL) {
-    rc = l->m->wait_channel(l, op->owner, &channel, &wake);
-    if (rc != DLOCK_OK)
-      rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  if (rc == DLOCK_OK)
-    rc = dlock__aop_wait(op, channel.p, channel.len, wake, 0, until);
-  dlock__buf_free(&channel);
-  if (rc != DLOCK_OK)
-    dlock__aop_finish(op, rc);
-}
-
-static void try_send(dlock__aop *op) {
+static void lock_give_up(dlock__aop *op) {
   dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL) {
-    dlock__fail(DLOCK_ENOMEM, "out of memory");
-    dlock__aop_finish(op, DLOCK_ENOMEM);
+  if (req == NULL ||
+      op->lock->m->give_up_req(op->lock, op->owner, req) != DLOCK_OK) {
+    free(req); /* the entry's liveness runs out */
     return;
   }
-  int rc = op->lock->m->try_req(op->lock, op->owner, op->lease_ms, req);
-  if (rc != DLOCK_OK) {
-    free(req);
-    dlock__aop_finish(op, rc);
-    return;
-  }
-  op->tries++;
-  op->sent_ms = dlock__now_ms(); /* the lease starts no earlier */
-  dlock__aop_send(op, req, try_reply);
+  dlock__aop_fire(op->c, req);
 }
+
+static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
+  return op->lock->m->wait_channel(op->lock, op->owner, ch, wake);
+}
+
+static const dlock__await lock_await = {
+    .noun = "lock",
+    .try_req = lock_try_req,
+    .try_reply = lock_try_reply,
+    .granted = lock_granted,
+    .give_back = lock_give_back,
+    .channel = lock_channel,
+};
+
+static const dlock__await lock_await_queued = { /* a kind that queues */
+    .noun = "lock",
+    .try_req = lock_try_req,
+    .try_reply = lock_try_reply,
+    .granted = lock_granted,
+    .give_back = lock_give_back,
+    .give_up = lock_give_up,
+    .channel = lock_channel,
+    .lease_hints = 1,
+};
 
 static int acquire_blocking(dlock__aop *op) {
   dlock_grant g = {0, 0};
@@ -209,9 +137,10 @@ int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   if (!can_wait(l) && wait_ms != 0)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously "
                        "yet: try once (wait_ms 0)", l->m->kind);
-  dlock__aop *op = dlock__aop_new(l, DLOCK__AOP_ACQUIRE, done, data);
+  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_ACQUIRE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->lock = l;
   op->owner = owner;
   op->wait_ms = wait_ms;
   op->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -219,9 +148,10 @@ int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  op->on_ready = try_ready;
-  if (can_wait(l))
-    return dlock__aop_start(op, try_send, out);
+  if (can_wait(l)) {
+    op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
+    return dlock__aop_start(op, dlock__await_start, out);
+  }
   op->blocking = acquire_blocking;
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
@@ -292,9 +222,10 @@ int dlock_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
     return rc;
   if (l->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
-  dlock__aop *op = dlock__aop_new(l, DLOCK__AOP_RELEASE, done, data);
+  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_RELEASE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->lock = l;
   op->owner = owner;
   if (dlock__lock_has_requests(l))
     return dlock__aop_start(op, release_send, out);
@@ -321,9 +252,10 @@ int dlock_force_release_async(dlock_lock *l, dlock_done_fn *done, void *data,
   if (l->m->force_release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no force release",
                        l->m->kind);
-  dlock__aop *op = dlock__aop_new(l, DLOCK__AOP_FORCE, done, data);
+  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_OTHER, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->lock = l;
   op->blocking = force_blocking;
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
@@ -340,9 +272,10 @@ int dlock_lock_state_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
   if (l->m->state == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no state query",
                        l->m->kind);
-  dlock__aop *op = dlock__aop_new(l, DLOCK__AOP_STATE, done, data);
+  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_OTHER, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->lock = l;
   op->owner = owner;
   op->blocking = state_blocking;
   return dlock__aop_start(op, dlock__aop_blocking, out);

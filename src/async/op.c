@@ -104,10 +104,7 @@ static void make_ready(dlock__aop *op, int wake_loop) {
   }
 }
 
-/* The pub/sub waiter's notify (sync->mu held, maybe cmu: only queue). */
-static void notify(dlock__waiter *w) {
-  make_ready(w->data, !dlock__on_engine_thread());
-}
+void dlock__aop_ready(dlock__aop *op, int wake_loop) { make_ready(op, wake_loop); }
 
 void dlock__async_prepare(dlock_client *c) {
   dlock__async *a = c->async;
@@ -131,7 +128,19 @@ void dlock__async_prepare(dlock_client *c) {
 
 /* ---- starting -------------------------------------------------------------- */
 
-dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
+int dlock__aop_check(const dlock__handle *h, const char *what,
+                     dlock_done_fn *done) {
+  dlock__clear_error();
+  if (h == NULL)
+    return dlock__fail(DLOCK_EINVAL, "%s is NULL", what);
+  if (done == NULL)
+    return dlock__fail(DLOCK_EINVAL, "done is NULL");
+  if (h->client && dlock__client_closed(h->client))
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  return DLOCK_OK;
+}
+
+dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
                            void *data) {
   dlock__aop *op = calloc(1, sizeof *op);
   if (op == NULL) {
@@ -139,8 +148,8 @@ dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
     return NULL;
   }
   op->type = type;
-  op->lock = lock;
-  op->c = lock->h.client;
+  op->h = h;
+  op->c = h->client;
   dlock__client_ref(op->c);
   op->done = done;
   op->data = data;
@@ -152,6 +161,7 @@ dlock__aop *dlock__aop_new(dlock_lock *lock, int type, dlock_done_fn *done,
 void dlock__aop_discard(dlock__aop *op) {
   dlock__client_unref(op->c);
   free(op->errmsg);
+  free(op->ctx);
   free(op);
 }
 
@@ -250,6 +260,23 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   dlock__send(c, req);
 }
 
+static void fired(dlock__req *req, redisReply *reply, int status) {
+  if (reply)
+    freeReplyObject(reply);
+  free(req);
+}
+
+void dlock__aop_fire(dlock_client *c, dlock__req *req) {
+  req->done = fired;
+  req->data = NULL;
+  req->queued_ms = dlock__now_ms();
+  if (c->stopping) {
+    dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
+    return;
+  }
+  dlock__send(c, req);
+}
+
 typedef struct job {
   uv_work_t work;
   dlock__aop *op;
@@ -297,115 +324,6 @@ void dlock__aop_blocking(dlock__aop *op) {
     dlock__fail(DLOCK_ENOMEM, "cannot queue a thread-pool job");
     dlock__aop_finish(op, DLOCK_ENOMEM);
   }
-}
-
-/* ---- waiting ---------------------------------------------------------------- */
-
-typedef struct op_timer {
-  uv_timer_t t;
-  dlock_client *c;
-  dlock__aop *op; /* NULL once op finished */
-} op_timer;
-
-static void timer_fired(uv_timer_t *t) {
-  dlock__aop *op = ((op_timer *)t)->op;
-  if (op == NULL ||
-      (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING))
-    return;
-  if (dlock__aop_cancelled(op)) {
-    dlock__aop_finish(op, DLOCK_ECANCELED);
-    return;
-  }
-  op->on_ready(op);
-}
-
-static void timer_closed(uv_handle_t *h) {
-  dlock_client *c = ((op_timer *)h)->c;
-  free(h);
-  dlock__client_live_done(c); /* last: c may go */
-}
-
-int dlock__aop_wait(dlock__aop *op, const char *channel, size_t len,
-                    dlock__wake_fn *wake, int lease_hints, int64_t until_ms) {
-  dlock_client *c = op->c;
-  int64_t now = dlock__now_ms();
-  if (op->w == NULL) {
-    dlock__waiter *w = calloc(1, sizeof *w);
-    op_timer *t = calloc(1, sizeof *t);
-    if (w == NULL || t == NULL) {
-      free(w);
-      free(t);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    w->sync = &c->async->sync;
-    w->notify = notify;
-    w->data = op;
-    w->lease_hints = lease_hints;
-    w->demand = 1;
-    int rc = dlock__subscribe_async(c, channel, len, wake, w);
-    if (rc != DLOCK_OK) {
-      free(w);
-      free(t);
-      return rc;
-    }
-    uv_timer_init(c->loop, &t->t);
-    t->c = c;
-    t->op = op;
-    c->live++; /* until the timer is closed */
-    op->w = w;
-    op->timer = &t->t;
-    pthread_mutex_lock(&w->sync->mu);
-    if (w->confirmed) /* subscribed already: the next try is due now */
-      w->wakes++;
-    pthread_mutex_unlock(&w->sync->mu);
-    op->stage = w->confirmed ? DLOCK__AOP_WAITING : DLOCK__AOP_SUBSCRIBING;
-    /* a confirmation that is late: go on without it, on hints */
-    int64_t limit = now + c->opts.command_timeout_ms;
-    if (!w->confirmed && (until_ms < 0 || until_ms > limit))
-      until_ms = limit;
-  } else {
-    op->stage = op->stage == DLOCK__AOP_BUSY && !op->w->confirmed
-                    ? DLOCK__AOP_SUBSCRIBING
-                    : DLOCK__AOP_WAITING;
-  }
-  dlock__waiter *w = op->w;
-  pthread_mutex_lock(&w->sync->mu);
-  int pending = w->wakes != w->seen || w->closed || w->denied ||
-                (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed);
-  if (w->retry_by && (until_ms < 0 || w->retry_by < until_ms))
-    until_ms = w->retry_by;
-  w->retry_by = 0;
-  pthread_mutex_unlock(&w->sync->mu);
-  if (until_ms >= 0)
-    uv_timer_start(op->timer, timer_fired,
-                   (uint64_t)(until_ms > now ? until_ms - now : 0), 0);
-  else
-    uv_timer_stop(op->timer);
-  if (pending)
-    make_ready(op, 0);
-  return DLOCK_OK;
-}
-
-int dlock__aop_woken(dlock__aop *op) {
-  dlock__waiter *w = op->w;
-  int rc = 0;
-  pthread_mutex_lock(&w->sync->mu);
-  if (w->closed) {
-    rc = DLOCK_ECLOSED;
-  } else if (w->denied) {
-    rc = dlock__fail(DLOCK_EPERM, "SUBSCRIBE: the ACL user may not subscribe "
-                     "to this channel (%s); dlock needs the channels in "
-                     "docs/security.md", w->denied_why);
-  } else if (w->wakes != w->seen) {
-    w->seen = w->wakes;
-    rc = 1;
-  } else if (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed) {
-    rc = 1;
-  }
-  if (w->confirmed)
-    op->stage = DLOCK__AOP_WAITING;
-  pthread_mutex_unlock(&w->sync->mu);
-  return rc;
 }
 
 /* ---- cancelling --------------------------------------------------------------- */
@@ -465,6 +383,7 @@ int dlock__aop_grant_cancelled(dlock__aop *op) {
 static void op_free(dlock__aop *op) {
   dlock__client_unref(op->c);
   free(op->errmsg);
+  free(op->ctx);
   free(op);
 }
 
@@ -487,16 +406,14 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     op->errmsg = strdup("cancelled");
   }
   op->stage = DLOCK__AOP_DONE;
+  if (rc != DLOCK_OK && !op->granted && op->w && op->aw && op->aw->give_up)
+    op->aw->give_up(op); /* a queue entry its tries made */
   if (op->w) { /* no more wake-ups for it */
     dlock__unsubscribe_async(c, op->w);
     free(op->w);
     op->w = NULL;
   }
-  if (op->timer) {
-    ((op_timer *)op->timer)->op = NULL;
-    uv_close((uv_handle_t *)op->timer, timer_closed);
-    op->timer = NULL;
-  }
+  dlock__aop_timer_drop(op);
   live_unlink(op);
   pthread_mutex_lock(&a->mu);
   if (op->ready)
@@ -506,8 +423,8 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     dlock__stats_wait_reset();
     if (op->tries > 1)
       dlock__stats_wait_mark();
-    dlock__acquire_done(c, op->lock->h.name, op->lock->h.name_len, op->owner,
-                        rc, op->t0_us);
+    dlock__acquire_done(c, op->h->name, op->h->name_len, op->owner, rc,
+                        op->t0_us);
     dlock__stats_wait_reset();
   } else if (op->type == DLOCK__AOP_RELEASE) {
     dlock__stats_release(&c->stats, rc);

@@ -256,6 +256,15 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply);
 
+/* Build one try of a release into req: script with KEYS[2] (keys[1],
+ * filled in) the unlock latch latch_prefix + rid, the latch DELed once the
+ * reply is in (dlock__req_drop_after), sent even when the client closes.
+ * A call and its retries after a lost reply share rid. */
+int dlock__release_req(dlock__req *req, int script,
+                       const dlock__buf *latch_prefix, const char *rid,
+                       size_t nkeys, const char **keys, size_t *klens,
+                       size_t nargs, const char *const *args,
+                       const size_t *alens);
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
 /* Whether a release that failed with DLOCK_EIO makes attempt number

@@ -112,6 +112,9 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
  * (all their wake-ups taken), 0 timed out at deadline_ms (-1 never),
  * DLOCK_ECLOSED. */
 int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
+/* A FIFO waiter's turn (wait.c): it is the oldest, or a message gave it
+ * one try (taken here). */
+int dlock__waiter_my_turn(dlock__waiter *w);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 /* The same for an async waiter (w->notify set, w->sync its client's), on

@@ -2,6 +2,8 @@
  * request id in a latch key (KEYS[2]) that its script writes with the
  * outcome, so a retry after a lost reply replays the first outcome instead
  * of releasing twice (docs/wire.md, "idempotent release"). */
+#include <string.h>
+
 #include "core/core.h"
 
 int64_t dlock__latch_ms(dlock_client *c) {
@@ -34,6 +36,27 @@ int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_pre
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &req, reply);
   }
+  dlock__buf_free(&latch);
+  return rc;
+}
+
+int dlock__release_req(dlock__req *req, int script,
+                       const dlock__buf *latch_prefix, const char *rid,
+                       size_t nkeys, const char **keys, size_t *klens,
+                       size_t nargs, const char *const *args,
+                       const size_t *alens) {
+  dlock__buf latch = {0};
+  if (dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) ||
+      dlock__buf_add(&latch, rid, strlen(rid))) {
+    dlock__buf_free(&latch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  keys[1] = latch.p;
+  klens[1] = latch.len;
+  int rc = dlock__req_script(req, script, nkeys, keys, klens, nargs, args, alens);
+  if (rc == DLOCK_OK)
+    rc = dlock__req_drop_after(req, latch.p, latch.len);
+  req->linger = 1; /* harmless when the client closes, and it frees the lock */
   dlock__buf_free(&latch);
   return rc;
 }

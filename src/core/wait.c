@@ -25,7 +25,7 @@ int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
 
 /* A FIFO waiter tries when it is the oldest (head) or a message gave it a
  * turn (one try: taken here). */
-static int my_turn(dlock__waiter *w) {
+int dlock__waiter_my_turn(dlock__waiter *w) {
   pthread_mutex_lock(&w->sync->mu);
   int mine = w->head || w->turn;
   w->turn = 0;
@@ -197,7 +197,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   }
   int early = spec->early && !spec->fifo;
   for (;;) {
-    if (!spec->fifo || my_turn(&w)) {
+    if (!spec->fifo || dlock__waiter_my_turn(&w)) {
       t.early = early ? &w : NULL;
       rc = attempt(spec, ctx, &t, &hint, deadline, &rechecks);
       if (rc != 0)

@@ -33,8 +33,6 @@ typedef struct fair {
 
 typedef struct attempt {
   fair *f;
-  const char *owner;
-  size_t olen;
   int64_t lease_ms;
   int64_t wait_ms;
   int tries;
@@ -46,43 +44,127 @@ typedef struct attempt {
                      after it) */
 } attempt;
 
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  fair *f = a->f;
-  dlock_lock *l = &f->base;
-  char lease[24], tw[24], slot[24];
-  /* The first try never queues: a waiter joins the queue only once it is
-   * subscribed to its channel, so its wake-up cannot be missed. A try with
-   * no wait never queues at all. */
-  const char *join = a->wait_ms != 0 && a->tries++ > 0 ? "1" : "0";
+/* ---- tries, releases and leaving as requests (method table 2 and 3) ------- */
+
+/* One try. The first try never queues: a waiter joins the queue only once
+ * it is subscribed to its channel, so its wake-up cannot be missed
+ * (join 0). A try with no wait never queues at all. */
+static int wait_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                    int join, dlock__req *req) {
+  fair *f = (fair *)l;
+  char owner[64], lease[24], tw[24], slot[24];
+  size_t olen = dlock__owner(l->h.client, owner_id, owner);
+  const char *pub = dlock__publish_cmd(l->h.client);
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {lease, a->owner, tw, slot, join, dlock__publish_cmd(l->h.client), f->channel.p};
-  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms),
-                    a->olen,
+  const char *args[] = {lease, owner, tw, slot, join ? "1" : "0", pub,
+                        f->channel.p};
+  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
+                    olen,
                     (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms),
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1,
-                    strlen(dlock__publish_cmd(l->h.client)), f->channel.len};
+                    strlen(pub), f->channel.len};
+  return dlock__req_script(req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 7,
+                           args, alens);
+}
+
+static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                   dlock__req *req) {
+  return wait_req(l, owner_id, lease_ms, 0, req);
+}
+
+/* lua/fair_acquire.lua: nil granted, else how long to wait at most. */
+static int read_reply(const redisReply *r, int release, int64_t *hint,
+                      int64_t *token) {
+  if (release)
+    return dlock__hashlock_release_answer(r);
+  *token = 0;
+  if (r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *hint = r->integer;
+    return 0;
+  }
+  return dlock__fail_reply(r, "acquire");
+}
+
+/* The same, with the hint cut to a third of the slot: re-trying that often
+ * is what keeps a queued waiter's place. */
+static int wait_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
+                      int64_t *token) {
+  fair *f = (fair *)l;
+  int rc = read_reply(r, 0, hint, token);
+  int64_t refresh = f->slot_ms / 3 > 0 ? f->slot_ms / 3 : 1;
+  if (rc == 0 && (*hint < 0 || *hint > refresh))
+    *hint = refresh;
+  return rc;
+}
+
+/* Leave the queue (lua/fair_cancel.lua). */
+static int give_up_req(dlock_lock *l, uint64_t owner_id, dlock__req *req) {
+  fair *f = (fair *)l;
+  char owner[64], tw[24];
+  size_t olen = dlock__owner(l->h.client, owner_id, owner);
+  const char *pub = dlock__publish_cmd(l->h.client);
+  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
+  const char *args[] = {owner, pub, f->channel.p, tw};
+  size_t alens[] = {olen, strlen(pub), f->channel.len,
+                    (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms)};
+  return dlock__req_script(req, DLOCK__SCRIPT_FAIR_CANCEL, 4, keys, klens, 4,
+                           args, alens);
+}
+
+static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
+                       dlock__req *req) {
+  fair *f = (fair *)l;
+  dlock_client *c = l->h.client;
+  char owner[64], lease[24], px[24];
+  size_t olen = dlock__owner(c, owner_id, owner);
+  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
+  const char *pub = dlock__publish_cmd(c);
+  const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p, f->alive.p};
+  size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len,
+                    f->alive.len};
+  const char *args[] = {lease, owner, px, pub, f->channel.p};
+  size_t alens[] = {
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)),
+      strlen(pub), f->channel.len};
+  return dlock__release_req(req, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
+                            rid, 5, keys, klens, 5, args, alens);
+}
+
+/* Each waiter has a channel of its own: redisson_lock__channel:{N}:U:T. */
+static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
+                        dlock__wake_fn **wake) {
+  fair *f = (fair *)l;
+  char owner[64];
+  dlock__owner(l->h.client, owner_id, owner);
+  *wake = dlock__wake_all;
+  if (dlock__buf_add(channel, f->channel.p, f->channel.len) != DLOCK_OK ||
+      dlock__buf_printf(channel, ":%s", owner) != DLOCK_OK)
+    return DLOCK_ENOMEM;
+  return DLOCK_OK;
+}
+
+/* ---- the blocking calls ----------------------------------------------------- */
+
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
+  attempt *a = ctx;
+  dlock_lock *l = &a->f->base;
   dlock__req req;
   redisReply *r;
-  int rc = dlock__req_script(&req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 7,
-                             args, alens);
+  int rc = wait_req(l, a->owner_id, a->lease_ms,
+                    a->wait_ms != 0 && a->tries++ > 0, &req);
   if (rc == DLOCK_OK)
     rc = dlock__try_call(l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
   a->sent_ms = t->sent_ms; /* the lease started there */
-  if (r->type == REDIS_REPLY_NIL) {
-    rc = 1;
-  } else if (r->type == REDIS_REPLY_INTEGER) {
-    /* re-try within a third of the slot: that is what keeps our place */
-    int64_t refresh = f->slot_ms / 3 > 0 ? f->slot_ms / 3 : 1;
-    *hint = r->integer < 0 || r->integer > refresh ? refresh : r->integer;
-    rc = 0;
-  } else {
-    rc = dlock__fail_reply(r, "acquire");
-  }
+  int64_t token;
+  rc = wait_reply(l, r, hint, &token);
   freeReplyObject(r);
   return rc;
 }
@@ -90,22 +172,17 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
 /* Leave the queue (retried once when the reply is lost). */
 static void give_up(void *ctx) {
   attempt *a = ctx;
-  fair *f = a->f;
-  dlock_lock *l = &f->base;
-  char tw[24];
-  const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
-  size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {a->owner, dlock__publish_cmd(l->h.client), f->channel.p, tw};
-  size_t alens[] = {a->olen, strlen(dlock__publish_cmd(l->h.client)), f->channel.len,
-                    (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms)};
+  dlock_lock *l = &a->f->base;
   char saved[512];
   snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
   redisReply *r = NULL;
-  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 4, keys,
-                              klens, 4, args, alens, &r);
-  if (rc == DLOCK_EIO)
-    rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_FAIR_CANCEL, 4, keys, klens,
-                            4, args, alens, &r);
+  int rc = DLOCK_EIO;
+  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
+    dlock__req req;
+    rc = give_up_req(l, a->owner_id, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(l->h.client, &req, &r);
+  }
   if (r)
     freeReplyObject(r);
   /* When both fail, dlock's scripts skip the entry once its liveness slot
@@ -126,23 +203,20 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   fair *f = (fair *)l;
   dlock_client *c = l->h.client;
-  char owner[64];
-  size_t olen = dlock__owner(c, owner_id, owner);
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {f, owner, olen,
-               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
+  attempt a = {f, watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
                wait_ms, 0, 0, owner_id, dlock__hashlock_count(l, owner_id),
                dlock__now_ms()};
   dlock__buf channel = {0};
-  if (dlock__buf_add(&channel, f->channel.p, f->channel.len) != DLOCK_OK ||
-      dlock__buf_printf(&channel, ":%s", owner) != DLOCK_OK) {
+  dlock__wake_fn *wake;
+  if (wait_channel(l, owner_id, &channel, &wake) != DLOCK_OK) {
     dlock__buf_free(&channel);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
   char what[140];
   snprintf(what, sizeof what, "fair lock \"%.100s\"", l->h.name);
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
-                           .channel_len = channel.len, .wake = dlock__wake_all,
+                           .channel_len = channel.len, .wake = wake,
                            .attempt = try_once, .give_up = give_up,
                            .early = 1, .lease_hints = 1, .handle = l,
                            .owner = owner_id, .recheck = recheck};
@@ -160,30 +234,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
 }
 
 static int release(dlock_lock *l, uint64_t owner_id) {
-  fair *f = (fair *)l;
-  dlock_client *c = l->h.client;
-  char owner[64], lease[24], px[24];
-  size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
-  const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p, f->alive.p};
-  size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len, f->alive.len};
-  const char *args[] = {lease, owner, px, dlock__publish_cmd(l->h.client), f->channel.p};
-  size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), strlen(dlock__publish_cmd(l->h.client)),
-      f->channel.len};
-  redisReply *r = NULL;
-  int rc = dlock__release_call(c, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
-                               5, keys, klens, 5, args, alens, &r);
-  if (rc != DLOCK_OK) {
-    if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
-      dlock__hashlock_forget(l, owner_id);
-    return rc;
-  }
-  /* the same outcomes as the reentrant lock's release (same hash) */
-  rc = dlock__hashlock_released(l, owner_id, r);
-  freeReplyObject(r);
-  return rc;
+  return dlock__lock_release_by_req(l, owner_id);
 }
 
 static int force_release(dlock_lock *l) {
@@ -206,7 +257,7 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods fair_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "fair",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
     .size = sizeof(fair),
@@ -215,6 +266,16 @@ static const dlock__lock_methods fair_methods = {
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
+    .try_req = try_req,
+    .release_req = release_req,
+    .read_reply = read_reply,
+    .hold = dlock__hashlock_hold,
+    .released = dlock__hashlock_released,
+    .forget = dlock__hashlock_forget,
+    .wait_channel = wait_channel,
+    .wait_req = wait_req,
+    .wait_reply = wait_reply,
+    .give_up_req = give_up_req,
 };
 
 int dlock_fair_lock_new(dlock_client *client, const char *name,

@@ -43,6 +43,12 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
                          t0_ms, ln);
 }
 
+int dlock__hashlock_release_answer(const redisReply *r) {
+  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
+    return 1;
+  return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
+}
+
 int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);

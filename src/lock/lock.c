@@ -278,6 +278,32 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
+int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
+  char rid[33];
+  int rc = dlock__random_hex(rid, 16);
+  redisReply *r = NULL;
+  int64_t start = dlock__now_ms();
+  for (int tries = 0; rc == DLOCK_OK || rc == DLOCK_EIO; tries++) {
+    if (!dlock__release_again(l->h.client, start, tries))
+      break;
+    dlock__req req;
+    rc = l->m->release_req(l, owner, rid, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(l->h.client, &req, &r);
+    if (rc != DLOCK_EIO)
+      break;
+  }
+  if (rc != DLOCK_OK) {
+    /* Unknown outcome: stop tracking; the lease ends it at the latest. */
+    if (rc == DLOCK_EIO)
+      l->m->forget(l, owner);
+    return rc;
+  }
+  rc = l->m->released(l, owner, r);
+  freeReplyObject(r);
+  return rc;
+}
+
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               const char *const *keys, const size_t *klens,
                               size_t nargs, const char *const *args,

@@ -59,6 +59,16 @@ typedef struct dlock__lock_methods {
    * methods can wait asynchronously. */
   int (*wait_channel)(dlock_lock *lock, uint64_t owner, dlock__buf *channel,
                       dlock__wake_fn **wake);
+  /* Optional, for a kind whose waiters queue (the fair lock): a try that
+   * joins the queue when join is 1 (the waiter is subscribed); its reply
+   * read with the handle; and the request that leaves the queue. NULL:
+   * try_req, read_reply, nothing to leave. A kind with give_up_req
+   * announces "-MS" lease hints on its channel. */
+  int (*wait_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms, int join,
+                  dlock__req *req);
+  int (*wait_reply)(dlock_lock *lock, const redisReply *r, int64_t *hint,
+                    int64_t *token);
+  int (*give_up_req)(dlock_lock *lock, uint64_t owner, dlock__req *req);
   /* version 3 ends here: append only */
 } dlock__lock_methods;
 
@@ -114,6 +124,10 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
 int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r);
 /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
 void dlock__hashlock_forget(dlock_lock *l, uint64_t owner);
+/* A release's reply (lua/lock_release.lua, fair_release.lua) as read_reply
+ * gives it: 1 released one hold (0 or 1: a hold remains or not), 0 there
+ * was none (nil), or an error. */
+int dlock__hashlock_release_answer(const redisReply *r);
 /* How many times this client holds N for owner (0 none, -1 lost). */
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 
@@ -126,6 +140,11 @@ int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
  * neither). */
 int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
                         int64_t try_ms, int64_t *sent_ms);
+
+/* The blocking release of a kind with release_req and released: one
+ * request id for the call and its retries on a lost reply (the unlock
+ * latch replays it), then the reply applied to the owner's hold. */
+int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner);
 
 /* Run a force-release script that answers 1 (deleted) or 0 (was free);
  * returns that, or an error. */

@@ -34,19 +34,11 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
       rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
 }
 
-/* A release's reply: 0 (a hold remains) or 1 (released) mean it released
- * one hold; nil that there was none (lua/lock_release.lua). */
-static int release_answer(const redisReply *r) {
-  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
-    return 1;
-  return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
-}
-
 /* lua/lock_acquire.lua: nil granted, else the holder's PTTL. */
 static int read_reply(const redisReply *r, int release, int64_t *hint,
                       int64_t *token) {
   if (release)
-    return release_answer(r);
+    return dlock__hashlock_release_answer(r);
   *token = 0;
   if (r->type == REDIS_REPLY_NIL)
     return 1;
@@ -61,7 +53,7 @@ static int read_reply(const redisReply *r, int release, int64_t *hint,
 static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
                              int64_t *token) {
   if (release)
-    return release_answer(r);
+    return dlock__hashlock_release_answer(r);
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
       r->element[0]->type == REDIS_REPLY_INTEGER &&
       r->element[1]->type == REDIS_REPLY_INTEGER) {
@@ -82,26 +74,16 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   char owner[64], lease[24], px[24];
   size_t olen = dlock__owner(c, owner_id, owner);
   dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
-  dlock__buf latch = {0};
-  if (dlock__buf_add(&latch, rl->latch_prefix.p, rl->latch_prefix.len) ||
-      dlock__buf_add(&latch, rid, strlen(rid))) {
-    dlock__buf_free(&latch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  const char *keys[] = {l->h.name, latch.p};
-  size_t klens[] = {l->h.name_len, latch.len};
-  const char *args[] = {lease, owner, px, dlock__publish_cmd(l->h.client), rl->channel.p, "0"};
+  const char *pub = dlock__publish_cmd(c);
+  const char *keys[] = {l->h.name, NULL};
+  size_t klens[] = {l->h.name_len, 0};
+  const char *args[] = {lease, owner, px, pub, rl->channel.p, "0"};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)), strlen(dlock__publish_cmd(l->h.client)),
-      rl->channel.len, 1};
-  int rc = dlock__req_script(req, DLOCK__SCRIPT_LOCK_RELEASE, 2, keys, klens, 6,
-                             args, alens);
-  if (rc == DLOCK_OK)
-    rc = dlock__req_drop_after(req, latch.p, latch.len);
-  req->linger = 1;
-  dlock__buf_free(&latch);
-  return rc;
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)),
+      strlen(pub), rl->channel.len, 1};
+  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &rl->latch_prefix,
+                            rid, 2, keys, klens, 6, args, alens);
 }
 
 static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
@@ -182,30 +164,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
 }
 
 static int release(dlock_lock *l, uint64_t owner_id) {
-  /* One request id for the call and its retries: the latch replays it. */
-  char rid[33];
-  int rc = dlock__random_hex(rid, 16);
-  redisReply *r = NULL;
-  int64_t start = dlock__now_ms();
-  for (int tries = 0; rc == DLOCK_OK || rc == DLOCK_EIO; tries++) {
-    if (!dlock__release_again(l->h.client, start, tries))
-      break;
-    dlock__req req;
-    rc = release_req(l, owner_id, rid, &req);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(l->h.client, &req, &r);
-    if (rc != DLOCK_EIO)
-      break;
-  }
-  if (rc != DLOCK_OK) {
-    /* Unknown outcome: stop tracking; the lease ends it at the latest. */
-    if (rc == DLOCK_EIO)
-      dlock__hashlock_forget(l, owner_id);
-    return rc;
-  }
-  rc = dlock__hashlock_released(l, owner_id, r);
-  freeReplyObject(r);
-  return rc;
+  return dlock__lock_release_by_req(l, owner_id);
 }
 
 static int force_release(dlock_lock *l) {

@@ -613,7 +613,9 @@ int dlock_redlock_new(dlock_lock *const *locks, size_t n,
     return dlock__fail(DLOCK_EINVAL, "bad dlock_redlock_opts (version, "
                        "member_timeout_ms > 0, 0 <= retry_min_ms <= retry_max_ms)");
   for (size_t i = 0; locks && i < n && i < DLOCK__MAX_MEMBERS; i++)
-    if (locks[i] && !dlock__lock_has_requests(locks[i]))
+    if (locks[i] && (!dlock__lock_has_requests(locks[i]) ||
+                     (strcmp(locks[i]->m->kind, "reentrant") != 0 &&
+                      strcmp(locks[i]->m->kind, "fenced") != 0)))
       return dlock__fail(DLOCK_EINVAL, "member %zu is a %s lock; RedLock members "
                          "must be reentrant or fenced locks (kinds that can be "
                          "asked by request)", i, locks[i]->m->kind);

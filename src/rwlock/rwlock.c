@@ -61,9 +61,173 @@ static dlock__hold_id hold_id(rw_half *h, who *w) {
   return id;
 }
 
+/* The caller's fields without the timeout prefix, and its hold's id. */
+static int who_id(rw_half *h, uint64_t owner_id, who *w, dlock__hold_id *id) {
+  int rc = who_init(h, owner_id, w);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__buf_free(&w->timeout_prefix);
+  *id = hold_id(h, w);
+  return DLOCK_OK;
+}
+
+/* ---- tries and releases as requests (method table 2 and 3) --------------- */
+
+static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
+                   dlock__req *req) {
+  rw_half *h = (rw_half *)l;
+  who w;
+  int rc = who_init(h, owner_id, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  char lease[24];
+  size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms);
+  if (h->is_write) {
+    const char *keys[] = {l->h.name};
+    size_t klens[] = {l->h.name_len};
+    const char *args[] = {lease, w.writer, w.reader};
+    size_t alens[] = {lease_len, w.writer_len, w.reader_len};
+    rc = dlock__req_script(req, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1, keys,
+                           klens, 3, args, alens);
+  } else {
+    const char *keys[] = {l->h.name, w.timeout_prefix.p};
+    size_t klens[] = {l->h.name_len, w.timeout_prefix.len};
+    const char *args[] = {lease, w.reader, w.writer};
+    size_t alens[] = {lease_len, w.reader_len, w.writer_len};
+    rc = dlock__req_script(req, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2, keys,
+                           klens, 3, args, alens);
+  }
+  dlock__buf_free(&w.timeout_prefix);
+  return rc;
+}
+
+/* An acquire's reply: nil granted, the PTTL of who holds it, or "upgrade"
+ * (the caller holds the read lock); a release's: nil none, 0 or 1 one hold
+ * released. */
+static int read_reply(const redisReply *r, int release, int64_t *hint,
+                      int64_t *token) {
+  if (release) {
+    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
+      return 1;
+    return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
+  }
+  *token = 0;
+  if (r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *hint = r->integer;
+    return 0;
+  }
+  if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "upgrade") == 0)
+    return dlock__fail(DLOCK_EDEADLK, "the caller holds the read lock; "
+                       "upgrading to write would wait for itself (release the "
+                       "read lock first)");
+  return dlock__fail_reply(r, "acquire");
+}
+
+static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
+                       dlock__req *req) {
+  rw_half *h = (rw_half *)l;
+  dlock_client *c = l->h.client;
+  who w;
+  int rc = who_init(h, owner_id, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__hold_id id = hold_id(h, &w);
+  const char *pub = dlock__publish_cmd(c);
+  char px[24], lease[24];
+  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c));
+  if (h->is_write) {
+    const char *keys[] = {l->h.name, NULL};
+    size_t klens[] = {l->h.name_len, 0};
+    const char *args[] = {lease, w.writer, px, pub, h->channel.p};
+    size_t alens[] = {
+        (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
+        w.writer_len, px_len, strlen(pub), h->channel.len};
+    rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
+                            &h->latch_prefix, rid, 2, keys, klens, 5, args, alens);
+  } else {
+    dlock__hold_releasing(c, &id);
+    const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
+    size_t klens[] = {l->h.name_len, 0, w.timeout_prefix.len, h->tag.len};
+    const char *args[] = {w.reader, px, pub, h->channel.p};
+    size_t alens[] = {w.reader_len, px_len, strlen(pub), h->channel.len};
+    rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
+                            &h->latch_prefix, rid, 4, keys, klens, 4, args, alens);
+  }
+  dlock__buf_free(&w.timeout_prefix);
+  return rc;
+}
+
+/* Record the owner's hold of this half: a reader's renewal also pushes its
+ * timeout key (lua/rwlock_read_renew.lua). */
+static int hold(dlock_lock *l, uint64_t owner_id, int watchdog,
+                int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
+  rw_half *h = (rw_half *)l;
+  who w;
+  int rc = who_init(h, owner_id, &w);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__hold_id id = hold_id(h, &w);
+  dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  if (!h->is_write) {
+    renew.script = DLOCK__SCRIPT_RWLOCK_READ_RENEW;
+    renew.extra = w.timeout_prefix.p;
+    renew.extra_len = w.timeout_prefix.len;
+  }
+  rc = dlock__hold_add(l->h.client, &id, owner_id, &renew, watchdog, lease_ms,
+                       t0_ms, ln);
+  dlock__buf_free(&w.timeout_prefix);
+  return rc;
+}
+
+/* A release's reply applied to the owner's hold. */
+static int released(dlock_lock *l, uint64_t owner_id, const redisReply *r) {
+  rw_half *h = (rw_half *)l;
+  dlock_client *c = l->h.client;
+  who w;
+  dlock__hold_id id;
+  int rc = who_id(h, owner_id, &w, &id);
+  if (rc != DLOCK_OK)
+    return rc;
+  const char *what = h->is_write ? "lease of the write lock"
+                                 : "lease of the read lock";
+  if (r->type == REDIS_REPLY_NIL) {
+    int64_t valid = dlock__hold_valid_ms(c, &id);
+    int had = dlock__hold_released(c, &id, -1);
+    return had ? dlock__fail_gone(what, l->h.name, valid)
+               : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
+                             h->is_write ? "write" : "read", l->h.name, w.reader);
+  }
+  if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+    /* one hold of ours is gone; the reply says what happened to the lock */
+    if (dlock__hold_released(c, &id, 0) == 2)
+      return dlock__fail_reported_lost(what, l->h.name);
+    return DLOCK_OK;
+  }
+  return dlock__fail_reply(r, "release");
+}
+
+static void forget(dlock_lock *l, uint64_t owner_id) {
+  rw_half *h = (rw_half *)l;
+  who w;
+  dlock__hold_id id;
+  if (who_id(h, owner_id, &w, &id) != DLOCK_OK)
+    return;
+  dlock__hold_released(l->h.client, &id, 0);
+}
+
+static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
+                        dlock__wake_fn **wake) {
+  rw_half *h = (rw_half *)l;
+  *wake = rw_wake;
+  return dlock__buf_add(channel, h->channel.p, h->channel.len);
+}
+
+/* ---- the blocking calls ----------------------------------------------------- */
+
 typedef struct attempt {
   rw_half *h;
-  who *w;
   int64_t lease_ms;
   int64_t sent_ms;
   uint64_t owner_id;
@@ -75,47 +239,24 @@ typedef struct attempt {
 
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
-  rw_half *h = a->h;
-  dlock_lock *l = &h->base;
-  char lease[24];
-  size_t lease_len = (size_t)snprintf(lease, sizeof lease, "%" PRId64, a->lease_ms);
+  dlock_lock *l = &a->h->base;
   dlock__req req;
   redisReply *r;
-  int rc;
-  if (h->is_write) {
-    const char *keys[] = {l->h.name};
-    size_t klens[] = {l->h.name_len};
-    const char *args[] = {lease, a->w->writer, a->w->reader};
-    size_t alens[] = {lease_len, a->w->writer_len, a->w->reader_len};
-    rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_WRITE_ACQUIRE, 1, keys,
-                           klens, 3, args, alens);
-  } else {
-    const char *keys[] = {l->h.name, a->w->timeout_prefix.p};
-    size_t klens[] = {l->h.name_len, a->w->timeout_prefix.len};
-    const char *args[] = {lease, a->w->reader, a->w->writer};
-    size_t alens[] = {lease_len, a->w->reader_len, a->w->writer_len};
-    rc = dlock__req_script(&req, DLOCK__SCRIPT_RWLOCK_READ_ACQUIRE, 2, keys,
-                           klens, 3, args, alens);
-  }
+  int rc = try_req(l, a->owner_id, a->lease_ms, &req);
   if (rc == DLOCK_OK)
     rc = dlock__try_call(l->h.client, t, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   a->sent_ms = t->sent_ms; /* the lease started there */
   a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
-  if (r->type == REDIS_REPLY_NIL) {
-    rc = 1;
-  } else if (r->type == REDIS_REPLY_INTEGER) {
-    *hint = r->integer;
-    rc = 0;
-  } else if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "upgrade") == 0) {
-    rc = dlock__fail(DLOCK_EDEADLK, "\"%.100s\": the caller holds the read "
-                     "lock; upgrading to write would wait for itself (release "
-                     "the read lock first)", l->h.name);
-  } else {
-    rc = dlock__fail_reply(r, "acquire");
-  }
+  int64_t token;
+  rc = read_reply(r, 0, hint, &token);
   freeReplyObject(r);
+  if (rc == DLOCK_EDEADLK) { /* name it */
+    char why[256];
+    snprintf(why, sizeof why, "%s", dlock_errmsg());
+    dlock__fail(DLOCK_EDEADLK, "\"%.100s\": %s", l->h.name, why);
+  }
   return rc;
 }
 
@@ -132,14 +273,13 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   rw_half *h = (rw_half *)l;
   dlock_client *c = l->h.client;
   who w;
-  int rc = who_init(h, owner_id, &w);
+  dlock__hold_id id;
+  int rc = who_id(h, owner_id, &w, &id);
   if (rc != DLOCK_OK)
     return rc;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  dlock__hold_id id = hold_id(h, &w);
-  attempt a = {h, &w,
-               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms, 0,
-               owner_id, dlock__hold_count(c, &id), dlock__now_ms()};
+  attempt a = {h, watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
+               0, owner_id, dlock__hold_count(c, &id), dlock__now_ms()};
   char what[140];
   snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
            l->h.name);
@@ -148,82 +288,19 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                            .attempt = try_once, .early = 1, .handle = l,
                            .owner = owner_id, .recheck = recheck};
   rc = dlock__wait_loop(c, &spec, wait_ms, &a);
-  if (rc == 1) {
-    dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
-    if (!h->is_write) {
-      renew.script = DLOCK__SCRIPT_RWLOCK_READ_RENEW;
-      renew.extra = w.timeout_prefix.p;
-      renew.extra_len = w.timeout_prefix.len;
-    }
-    rc = dlock__hold_add(c, &id, w.owner_id, &renew, watchdog, a.lease_ms,
-                         a.sent_ms, NULL);
-    if (rc == DLOCK_OK) {
-      grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
-    } else {
-      dlock__buf_free(&w.timeout_prefix);
-      release(l, owner_id); /* cannot track it: do not keep it */
-      return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-    }
+  if (rc != 1)
+    return rc;
+  rc = hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
+  if (rc != DLOCK_OK) {
+    release(l, owner_id); /* cannot track it: do not keep it */
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
   }
-  dlock__buf_free(&w.timeout_prefix);
-  return rc == 1 ? DLOCK_OK : rc;
+  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
+  return DLOCK_OK;
 }
 
 static int release(dlock_lock *l, uint64_t owner_id) {
-  rw_half *h = (rw_half *)l;
-  dlock_client *c = l->h.client;
-  who w;
-  int rc = who_init(h, owner_id, &w);
-  if (rc != DLOCK_OK)
-    return rc;
-  dlock__hold_id id = hold_id(h, &w);
-  char px[24], lease[24];
-  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c));
-  redisReply *r = NULL;
-  if (h->is_write) {
-    const char *keys[] = {l->h.name, NULL};
-    size_t klens[] = {l->h.name_len, 0};
-    const char *args[] = {lease, w.writer, px, dlock__publish_cmd(l->h.client), h->channel.p};
-    size_t alens[] = {
-        (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-        w.writer_len, px_len, strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
-    rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
-                             &h->latch_prefix, 2, keys, klens, 5, args, alens, &r);
-  } else {
-    dlock__hold_releasing(c, &id);
-    const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
-    size_t klens[] = {l->h.name_len, 0, w.timeout_prefix.len, h->tag.len};
-    const char *args[] = {w.reader, px, dlock__publish_cmd(l->h.client), h->channel.p};
-    size_t alens[] = {w.reader_len, px_len, strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
-    rc = dlock__release_call(c, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
-                             &h->latch_prefix, 4, keys, klens, 4, args, alens, &r);
-  }
-  dlock__buf_free(&w.timeout_prefix);
-  if (rc != DLOCK_OK) {
-    if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
-      dlock__hold_released(c, &id, 0);
-    return rc;
-  }
-  if (r->type == REDIS_REPLY_NIL) {
-    int64_t valid = dlock__hold_valid_ms(c, &id);
-    int had = dlock__hold_released(c, &id, -1);
-    rc = had ? dlock__fail_gone(h->is_write ? "lease of the write lock"
-                                            : "lease of the read lock",
-                                l->h.name, valid)
-             : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
-                           h->is_write ? "write" : "read", l->h.name, w.reader);
-  } else if (r->type == REDIS_REPLY_INTEGER &&
-             (r->integer == 0 || r->integer == 1)) {
-    /* one hold of ours is gone; the reply says what happened to the lock */
-    if (dlock__hold_released(c, &id, 0) == 2)
-      rc = dlock__fail_reported_lost(h->is_write ? "lease of the write lock"
-                                                 : "lease of the read lock",
-                                     l->h.name);
-  } else {
-    rc = dlock__fail_reply(r, "release");
-  }
-  freeReplyObject(r);
-  return rc;
+  return dlock__lock_release_by_req(l, owner_id);
 }
 
 static int force_release(dlock_lock *l) {
@@ -240,11 +317,10 @@ static int force_release(dlock_lock *l) {
 static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {
   rw_half *h = (rw_half *)l;
   who w;
-  int rc = who_init(h, owner_id, &w);
+  dlock__hold_id id;
+  int rc = who_id(h, owner_id, &w, &id);
   if (rc != DLOCK_OK)
     return rc;
-  dlock__buf_free(&w.timeout_prefix);
-  dlock__hold_id id = hold_id(h, &w);
   const char *keys[] = {l->h.name};
   size_t klens[] = {l->h.name_len};
   const char *args[] = {id.field};
@@ -275,7 +351,7 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods read_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "read",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
     .size = sizeof(rw_half),
@@ -284,10 +360,17 @@ static const dlock__lock_methods read_methods = {
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
+    .try_req = try_req,
+    .release_req = release_req,
+    .read_reply = read_reply,
+    .hold = hold,
+    .released = released,
+    .forget = forget,
+    .wait_channel = wait_channel,
 };
 
 static const dlock__lock_methods write_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "write",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(rw_half),
@@ -296,6 +379,13 @@ static const dlock__lock_methods write_methods = {
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
+    .try_req = try_req,
+    .release_req = release_req,
+    .read_reply = read_reply,
+    .hold = hold,
+    .released = released,
+    .forget = forget,
+    .wait_channel = wait_channel,
 };
 
 static int half_new(const dlock__lock_methods *m, dlock_client *client,

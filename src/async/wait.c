@@ -1,0 +1,270 @@
+/* The waiting recipe without a thread (docs/async.md, "How it works"):
+ * try; on a busy answer join the channel as an async waiter, then try on
+ * each wake-up, the confirmation or the timer (the reply's hint or the
+ * budget), until granted, an error or the budget's end. The blocking
+ * recipe is core/wait.c's; this is the same with a ready list and a timer
+ * per operation in place of the thread. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stdatomic.h>
+
+#include "async/async.h"
+
+/* The pub/sub waiter's notify (sync->mu held, maybe cmu: only queue). */
+static void notify(dlock__waiter *w) {
+  dlock__aop_ready(w->data, !dlock__on_engine_thread());
+}
+
+
+typedef struct op_timer {
+  uv_timer_t t;
+  dlock_client *c;
+  dlock__aop *op; /* NULL once op finished */
+} op_timer;
+
+static void timer_fired(uv_timer_t *t) {
+  dlock__aop *op = ((op_timer *)t)->op;
+  if (op == NULL ||
+      (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING))
+    return;
+  if (dlock__aop_cancelled(op)) {
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+    return;
+  }
+  op->on_ready(op);
+}
+
+static void timer_closed(uv_handle_t *h) {
+  dlock_client *c = ((op_timer *)h)->c;
+  free(h);
+  dlock__client_live_done(c); /* last: c may go */
+}
+
+int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
+  dlock_client *c = op->c;
+  int64_t now = dlock__now_ms();
+  if (op->w == NULL) {
+    dlock__waiter *w = calloc(1, sizeof *w);
+    op_timer *t = calloc(1, sizeof *t);
+    dlock__buf channel = {0};
+    dlock__wake_fn *wake = dlock__wake_one;
+    int rc = w && t ? op->aw->channel(op, &channel, &wake) : DLOCK_ENOMEM;
+    if (rc != DLOCK_OK) {
+      free(w);
+      free(t);
+      dlock__buf_free(&channel);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    w->sync = &c->async->sync;
+    w->notify = notify;
+    w->data = op;
+    w->fifo = op->aw->fifo;
+    w->lease_hints = op->aw->lease_hints;
+    w->demand = op->demand > 0 ? op->demand : 1;
+    rc = dlock__subscribe_async(c, channel.p, channel.len, wake, w);
+    dlock__buf_free(&channel);
+    if (rc != DLOCK_OK) {
+      free(w);
+      free(t);
+      return rc;
+    }
+    uv_timer_init(c->loop, &t->t);
+    t->c = c;
+    t->op = op;
+    c->live++; /* until the timer is closed */
+    op->w = w;
+    op->timer = &t->t;
+    pthread_mutex_lock(&w->sync->mu);
+    if (w->confirmed) /* subscribed already: the next try is due now */
+      w->wakes++;
+    pthread_mutex_unlock(&w->sync->mu);
+    op->stage = w->confirmed ? DLOCK__AOP_WAITING : DLOCK__AOP_SUBSCRIBING;
+    /* a confirmation that is late: go on without it, on hints */
+    int64_t limit = now + c->opts.command_timeout_ms;
+    if (!w->confirmed && (until_ms < 0 || until_ms > limit))
+      until_ms = limit;
+  } else {
+    op->stage = op->stage == DLOCK__AOP_BUSY && !op->w->confirmed
+                    ? DLOCK__AOP_SUBSCRIBING
+                    : DLOCK__AOP_WAITING;
+  }
+  dlock__waiter *w = op->w;
+  pthread_mutex_lock(&w->sync->mu);
+  int pending = w->wakes != w->seen || w->closed || w->denied ||
+                (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed);
+  if (w->retry_by && (until_ms < 0 || w->retry_by < until_ms))
+    until_ms = w->retry_by;
+  w->retry_by = 0;
+  pthread_mutex_unlock(&w->sync->mu);
+  if (until_ms >= 0)
+    uv_timer_start(op->timer, timer_fired,
+                   (uint64_t)(until_ms > now ? until_ms - now : 0), 0);
+  else
+    uv_timer_stop(op->timer);
+  if (pending)
+    dlock__aop_ready(op, 0);
+  return DLOCK_OK;
+}
+
+int dlock__aop_woken(dlock__aop *op) {
+  dlock__waiter *w = op->w;
+  int rc = 0;
+  pthread_mutex_lock(&w->sync->mu);
+  if (w->closed) {
+    rc = DLOCK_ECLOSED;
+  } else if (w->denied) {
+    rc = dlock__fail(DLOCK_EPERM, "SUBSCRIBE: the ACL user may not subscribe "
+                     "to this channel (%s); dlock needs the channels in "
+                     "docs/security.md", w->denied_why);
+  } else if (w->wakes != w->seen) {
+    w->seen = w->wakes;
+    rc = 1;
+  } else if (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed) {
+    rc = 1;
+  }
+  if (w->confirmed)
+    op->stage = DLOCK__AOP_WAITING;
+  pthread_mutex_unlock(&w->sync->mu);
+  return rc;
+}
+
+
+void dlock__aop_timer_drop(dlock__aop *op) {
+  if (op->timer == NULL)
+    return;
+  ((op_timer *)op->timer)->op = NULL;
+  uv_close((uv_handle_t *)op->timer, timer_closed);
+  op->timer = NULL;
+}
+
+/* ---- the recipe ------------------------------------------------------------ */
+
+static void try_send(dlock__aop *op);
+
+static void try_ready(dlock__aop *op) {
+  int woke = dlock__aop_woken(op);
+  if (woke < 0) {
+    if (woke == DLOCK_ECLOSED)
+      dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
+    dlock__aop_finish(op, woke);
+    return;
+  }
+  if (op->aw->fifo && !dlock__waiter_my_turn(op->w)) {
+    /* not this waiter's turn: the head's leaving or a release wakes it */
+    int64_t now = dlock__now_ms();
+    if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
+      dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
+                  PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
+      dlock__aop_finish(op, DLOCK_ETIMEDOUT);
+      return;
+    }
+    int rc = dlock__aop_wait(op, dlock__wait_until(-1, now, op->deadline_ms));
+    if (rc != DLOCK_OK)
+      dlock__aop_finish(op, rc);
+    return;
+  }
+  try_send(op); /* woken, or its timer: the deadline's is the last try */
+}
+
+/* A busy answer (or none yet, for a FIFO waiter behind others): wait. */
+static void not_yet(dlock__aop *op, int64_t hint) {
+  int64_t now = dlock__now_ms();
+  if (op->wait_ms == 0) {
+    dlock__fail(DLOCK_EBUSY, "%s \"%.100s\": not available (retry in %" PRId64
+                " ms)", op->aw->noun, op->h->name, hint);
+    dlock__aop_finish(op, DLOCK_EBUSY);
+    return;
+  }
+  if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
+    dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
+                PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
+    dlock__aop_finish(op, DLOCK_ETIMEDOUT);
+    return;
+  }
+  if (dlock__aop_cancelled(op)) {
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+    return;
+  }
+  int rc = dlock__aop_wait(op, dlock__wait_until(hint, now, op->deadline_ms));
+  if (rc != DLOCK_OK)
+    dlock__aop_finish(op, rc);
+}
+
+static atomic_long given_back;
+
+long dlock__aop_given_back(void) { return atomic_load(&given_back); }
+
+/* A grant nobody keeps: undone, and op ends with rc. */
+static void give_back(dlock__aop *op, int rc) {
+  atomic_fetch_add(&given_back, 1);
+  if (op->aw->give_back)
+    op->aw->give_back(op);
+  dlock__aop_finish(op, rc);
+}
+
+static void try_reply(dlock__req *req, redisReply *reply, int status) {
+  dlock__aop *op = req->data;
+  int missed = req->sync_asked > 0 && req->synced == 0;
+  int rc = status;
+  if (status != DLOCK_OK)
+    rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
+                                                  : dlock_strerror(status));
+  free(req);
+  int64_t hint = -1;
+  if (rc == DLOCK_OK) {
+    rc = reply->type == REDIS_REPLY_ERROR ? dlock__fail_reply(reply, "acquire")
+                                          : op->aw->try_reply(op, reply, &hint);
+    freeReplyObject(reply);
+  }
+  if (rc < 0) {
+    dlock__aop_finish(op, rc);
+  } else if (rc == 0) {
+    not_yet(op, hint);
+  } else if (missed) {
+    dlock__fail(DLOCK_EIO, "replica guard: the grant reached none of its "
+                "master's replicas within replica_sync_ms; it was given back");
+    op->granted = 1;
+    give_back(op, DLOCK_EIO);
+  } else if (dlock__aop_grant_cancelled(op)) {
+    op->granted = 1;
+    give_back(op, DLOCK_ECANCELED);
+  } else {
+    op->granted = 1;
+    rc = op->aw->granted ? op->aw->granted(op) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+      give_back(op, rc);
+    else
+      dlock__aop_finish(op, DLOCK_OK);
+  }
+}
+
+static void try_send(dlock__aop *op) {
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL) {
+    dlock__fail(DLOCK_ENOMEM, "out of memory");
+    dlock__aop_finish(op, DLOCK_ENOMEM);
+    return;
+  }
+  int rc = op->aw->try_req(op, req);
+  if (rc != DLOCK_OK) {
+    free(req);
+    dlock__aop_finish(op, rc);
+    return;
+  }
+  op->tries++;
+  op->sent_ms = dlock__now_ms(); /* a lease starts no earlier */
+  dlock__aop_send(op, req, try_reply);
+}
+
+void dlock__await_start(dlock__aop *op) {
+  op->on_ready = try_ready;
+  /* a FIFO waiter does not overtake this client's waiting ones: with any
+   * in line it joins the line without a first try (a try-once tries) */
+  if (op->aw->fifo && op->wait_ms != 0 && dlock__fifo_waiters(op->c) > 0)
+    not_yet(op, -1);
+  else
+    try_send(op);
+}
