@@ -73,27 +73,12 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
   return wait_req(l, owner_id, lease_ms, 0, req);
 }
 
-/* lua/fair_acquire.lua: nil granted, else how long to wait at most. */
-static int read_reply(const redisReply *r, int release, int64_t *hint,
-                      int64_t *token) {
-  if (release)
-    return dlock__hashlock_release_answer(r);
-  *token = 0;
-  if (r->type == REDIS_REPLY_NIL)
-    return 1;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    *hint = r->integer;
-    return 0;
-  }
-  return dlock__fail_reply(r, "acquire");
-}
-
 /* The same, with the hint cut to a third of the slot: re-trying that often
  * is what keeps a queued waiter's place. */
 static int wait_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
                       int64_t *token) {
   fair *f = (fair *)l;
-  int rc = read_reply(r, 0, hint, token);
+  int rc = dlock__hashlock_read_reply(r, 0, hint, token);
   int64_t refresh = f->slot_ms / 3 > 0 ? f->slot_ms / 3 : 1;
   if (rc == 0 && (*hint < 0 || *hint > refresh))
     *hint = refresh;
@@ -268,7 +253,7 @@ static const dlock__lock_methods fair_methods = {
     .destroy = destroy,
     .try_req = try_req,
     .release_req = release_req,
-    .read_reply = read_reply,
+    .read_reply = dlock__hashlock_read_reply,
     .hold = dlock__hashlock_hold,
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,

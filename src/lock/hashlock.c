@@ -43,6 +43,20 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
                          t0_ms, ln);
 }
 
+int dlock__hashlock_read_reply(const redisReply *r, int release, int64_t *hint,
+                               int64_t *token) {
+  if (release)
+    return dlock__hashlock_release_answer(r);
+  *token = 0;
+  if (r->type == REDIS_REPLY_NIL)
+    return 1;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *hint = r->integer;
+    return 0;
+  }
+  return dlock__fail_reply(r, "acquire");
+}
+
 int dlock__hashlock_release_answer(const redisReply *r) {
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
     return 1;

@@ -128,6 +128,10 @@ void dlock__hashlock_forget(dlock_lock *l, uint64_t owner);
  * gives it: 1 released one hold (0 or 1: a hold remains or not), 0 there
  * was none (nil), or an error. */
 int dlock__hashlock_release_answer(const redisReply *r);
+/* read_reply of the kinds whose acquire answers nil (granted) or how long
+ * to wait (lua/lock_acquire.lua, fair_acquire.lua), and release as above. */
+int dlock__hashlock_read_reply(const redisReply *r, int release, int64_t *hint,
+                               int64_t *token);
 /* How many times this client holds N for owner (0 none, -1 lost). */
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 

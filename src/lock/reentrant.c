@@ -34,21 +34,6 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
       rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
 }
 
-/* lua/lock_acquire.lua: nil granted, else the holder's PTTL. */
-static int read_reply(const redisReply *r, int release, int64_t *hint,
-                      int64_t *token) {
-  if (release)
-    return dlock__hashlock_release_answer(r);
-  *token = 0;
-  if (r->type == REDIS_REPLY_NIL)
-    return 1;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    *hint = r->integer;
-    return 0;
-  }
-  return dlock__fail_reply(r, "acquire");
-}
-
 /* lua/fenced_acquire.lua: {1, token} granted, {0, pttl} not. */
 static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
                              int64_t *token) {
@@ -148,7 +133,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                            .wake = dlock__wake_one, .attempt = try_once,
                            .handle = l, .owner = owner_id,
                            /* a fenced grant's token cannot be asked later */
-                           .recheck = l->m->read_reply == read_reply ? recheck
+                           .recheck = l->m->read_reply == dlock__hashlock_read_reply ? recheck
                                                                      : NULL};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
@@ -196,7 +181,7 @@ static const dlock__lock_methods reentrant_methods = {
     .destroy = destroy,
     .try_req = try_req,
     .release_req = release_req,
-    .read_reply = read_reply,
+    .read_reply = dlock__hashlock_read_reply,
     .hold = dlock__hashlock_hold,
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
