@@ -797,6 +797,179 @@ static void test_rwlock(void) {
   dlock_client_close(c);
 }
 
+/* Latch: set, count down and read by async calls; an await woken by the
+ * count reaching zero, one that times out, and one cancelled. */
+static void test_latch(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-latch");
+  dlock_latch *l = NULL;
+  TH_ASSERT_RC(dlock_latch_new(c, name, NULL, &l), DLOCK_OK);
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_latch_try_set_count_async(l, 2, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.last.set, 1);
+  TH_ASSERT_RC(dlock_latch_await_async(l, 0, on_done, tag_of(&b, 1), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_EBUSY); /* not zero yet */
+  TH_ASSERT_RC(dlock_latch_await_async(l, 150, on_done, tag_of(&b, 2), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_ETIMEDOUT);
+  dlock_op cancelled = 0;
+  TH_ASSERT_RC(dlock_latch_await_async(l, DLOCK_WAIT_FOREVER, on_done,
+                                       tag_of(&b, 3), &cancelled), DLOCK_OK);
+  TH_ASSERT_RC(dlock_latch_await_async(l, 20000, on_done, tag_of(&b, 4), NULL),
+               DLOCK_OK);
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  TH_ASSERT_RC(dlock_cancel(cancelled), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[3], DLOCK_ECANCELED);
+  TH_ASSERT_RC(dlock_latch_count_down_async(l, on_done, tag_of(&b, 5), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  CU_ASSERT_EQUAL(b.last.count, 1);
+  CU_ASSERT_EQUAL(b.calls[4], 0); /* still waiting */
+  TH_ASSERT_RC(dlock_latch_count_down_async(l, on_done, tag_of(&b, 6), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 7, 5000), 7); /* the count down, the await */
+  TH_ASSERT_RC(b.rc[4], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[6], DLOCK_OK);
+  TH_ASSERT_RC(dlock_latch_get_count_async(l, on_done, tag_of(&b, 7), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 8, 5000), 8);
+  CU_ASSERT_EQUAL(b.last.count, 0);
+  TH_ASSERT_RC(dlock_latch_try_set_count_async(l, 0, on_done, tag_of(&b, 8), NULL),
+               DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_latch_await_async(NULL, 0, on_done, tag_of(&b, 8), NULL),
+               DLOCK_EINVAL);
+  dlock_latch_free(l);
+  dlock_client_close(c);
+}
+
+/* GET name as a number (-1 when not one). */
+static long long count_of(const char *name) {
+  redisReply *r = th_cmd(&srv, "GET %s", name);
+  long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+  if (r)
+    freeReplyObject(r);
+  return v;
+}
+
+/* Semaphore: async waiters for permits are served in arrival order and
+ * woken by releases; a cancelled one leaves the permits it got. */
+static void test_semaphore(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-sem");
+  dlock_semaphore *s = NULL;
+  TH_ASSERT_RC(dlock_semaphore_new(c, name, NULL, &s), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_set_permits(s, 2, NULL), DLOCK_OK);
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_semaphore_acquire_async(s, 2, 0, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  /* a big demand first, then a small one: the small one must not overtake */
+  TH_ASSERT_RC(dlock_semaphore_acquire_async(s, 2, 20000, on_done, tag_of(&b, 1),
+                                             NULL), DLOCK_OK);
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  TH_ASSERT_RC(dlock_semaphore_acquire_async(s, 1, 20000, on_done, tag_of(&b, 2),
+                                             NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_release_async(s, 1, on_done, tag_of(&b, 3), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  usleep(100000);
+  CU_ASSERT_EQUAL(b.calls[2], 0); /* behind the demand of 2 */
+  CU_ASSERT_EQUAL(b.calls[1], 0);
+  TH_ASSERT_RC(dlock_semaphore_release_async(s, 1, on_done, tag_of(&b, 4), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK); /* the first waiter got both */
+  CU_ASSERT_EQUAL(b.calls[2], 0);
+  TH_ASSERT_RC(dlock_semaphore_release_async(s, 2, on_done, tag_of(&b, 5), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  CU_ASSERT_EQUAL(count_of(name), 1);
+  /* a cancelled wait: nothing taken */
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_semaphore_acquire_async(s, 2, 20000, on_done, tag_of(&b, 6),
+                                             &op), DLOCK_OK);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 7, 5000), 7);
+  TH_ASSERT_RC(b.rc[6], DLOCK_ECANCELED);
+  CU_ASSERT_EQUAL(count_of(name), 1);
+  TH_ASSERT_RC(dlock_semaphore_acquire_async(s, -1, 0, on_done, tag_of(&b, 7), NULL),
+               DLOCK_EINVAL);
+  dlock_semaphore_free(s);
+  dlock_client_close(c);
+}
+
+/* Expirable permits: ids in the result, renewed under the watchdog,
+ * released by id; a waiter woken by a release. */
+static dlock_permit_id got_ids[4];
+
+static void on_permits(void *data, const dlock_result *r) {
+  if (r->rc == DLOCK_OK && r->n <= 4)
+    memcpy(got_ids, r->ids, r->n * sizeof *r->ids);
+  on_done(data, r);
+}
+
+static void test_permits(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-permits");
+  dlock_permits *p = NULL;
+  TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_set_permits(p, 2, NULL), DLOCK_OK);
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_permits_acquire_async(p, 2, 0, DLOCK_LEASE_WATCHDOG,
+                                           on_permits, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.last.n, 2);
+  dlock_permit_id mine[2];
+  memcpy(mine, got_ids, sizeof mine);
+  CU_ASSERT_EQUAL(th_int(&srv, "ZCARD {%s}:timeout", name), 2);
+  TH_ASSERT_RC(dlock_permits_acquire_async(p, 1, 20000, 5000, on_permits,
+                                           tag_of(&b, 1), NULL), DLOCK_OK);
+  usleep(50000);
+  CU_ASSERT_EQUAL(b.calls[1], 0);
+  TH_ASSERT_RC(dlock_permits_release_async(p, mine, 1, on_done, tag_of(&b, 2),
+                                           NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  dlock_permit_id theirs = got_ids[0];
+  TH_ASSERT_RC(dlock_permits_release_async(p, &mine[1], 1, on_done, tag_of(&b, 3),
+                                           NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_release_async(p, &theirs, 1, on_done, tag_of(&b, 4),
+                                           NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[4], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "ZCARD {%s}:timeout", name), 0);
+  TH_ASSERT_RC(dlock_permits_release_async(p, &theirs, 1, on_done, tag_of(&b, 5),
+                                           NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[5], DLOCK_ENOTOWNER);
+  TH_ASSERT_RC(dlock_permits_acquire_async(p, 0, 0, 1000, on_done, tag_of(&b, 6),
+                                           NULL), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_permits_release_async(p, NULL, 1, on_done, tag_of(&b, 6),
+                                           NULL), DLOCK_EINVAL);
+  dlock_permits_free(p);
+  dlock_client_close(c);
+}
+
 /* The two examples (examples/async_libuv.c, async_epoll.c) run against the
  * server: 200 tasks over 4 locks on one thread, none failed, no two
  * holders at once. */
@@ -839,6 +1012,9 @@ static void add(void) {
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "fair", test_fair);
   CU_add_test(s, "rwlock", test_rwlock);
+  CU_add_test(s, "latch", test_latch);
+  CU_add_test(s, "semaphore", test_semaphore);
+  CU_add_test(s, "permits", test_permits);
   CU_add_test(s, "examples", test_examples);
 }
 

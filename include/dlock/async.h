@@ -116,7 +116,53 @@ DLOCK_API int dlock_lock_state_async(dlock_lock *lock, uint64_t owner,
                                      dlock_done_fn *done, void *data,
                                      dlock_op *op);
 
-/* Cancel an acquire. Its wait stops at once; a grant that raced the cancel
+/* ---- synchronizers (dlock/sync.h): the same calls, completed by callback --- */
+
+/* Count down (result: count, the count left), read the count (count), set
+ * the count if unset (set: 1 set, 0 it was set; count >= 1), as the
+ * blocking calls. */
+DLOCK_API int dlock_latch_count_down_async(dlock_latch *latch,
+                                           dlock_done_fn *done, void *data,
+                                           dlock_op *op);
+DLOCK_API int dlock_latch_get_count_async(dlock_latch *latch,
+                                          dlock_done_fn *done, void *data,
+                                          dlock_op *op);
+DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *latch, int64_t count,
+                                              dlock_done_fn *done, void *data,
+                                              dlock_op *op);
+/* Wait until the count is zero, up to wait_ms (0: check once, DLOCK_EBUSY
+ * when not zero; DLOCK_WAIT_FOREVER), without a thread. Cancellable. */
+DLOCK_API int dlock_latch_await_async(dlock_latch *latch, int64_t wait_ms,
+                                      dlock_done_fn *done, void *data,
+                                      dlock_op *op);
+
+/* Take n permits, waiting up to wait_ms without a thread (this client's
+ * waiters in arrival order, as dlock_semaphore_acquire). Cancellable: permits
+ * taken for a cancelled acquire are given back. */
+DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *sem, int64_t n,
+                                            int64_t wait_ms,
+                                            dlock_done_fn *done, void *data,
+                                            dlock_op *op);
+DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *sem, int64_t n,
+                                            dlock_done_fn *done, void *data,
+                                            dlock_op *op);
+
+/* Take n (1..64) expirable permits for lease_ms (or under the watchdog),
+ * waiting up to wait_ms without a thread. Result: ids and n (valid during
+ * the callback: copy them). Cancellable: permits taken for a cancelled
+ * acquire are given back. */
+DLOCK_API int dlock_permits_acquire_async(dlock_permits *p, size_t n,
+                                          int64_t wait_ms, int64_t lease_ms,
+                                          dlock_done_fn *done, void *data,
+                                          dlock_op *op);
+/* Release n permits by id (the ids are copied). */
+DLOCK_API int dlock_permits_release_async(dlock_permits *p,
+                                          const dlock_permit_id *ids, size_t n,
+                                          dlock_done_fn *done, void *data,
+                                          dlock_op *op);
+
+/* Cancel an acquire (of a lock, semaphore or permits) or a latch's await.
+ * Its wait stops at once; a grant that raced the cancel
  * is released again: a cancelled acquire never leaves a hold. Its callback
  * then reports DLOCK_ECANCELED (DLOCK_ECLOSED when the client closed
  * first). Returns DLOCK_OK when op was a pending acquire (its callback has

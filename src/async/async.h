@@ -43,7 +43,8 @@ typedef struct dlock__await {
 } dlock__await;
 
 enum dlock__aop_type {
-  DLOCK__AOP_ACQUIRE = 1, /* waits: may be cancelled */
+  DLOCK__AOP_ACQUIRE = 1, /* waits (may be cancelled), counted as an acquire */
+  DLOCK__AOP_AWAIT,       /* waits (may be cancelled): a latch's await */
   DLOCK__AOP_RELEASE,     /* counted as a release */
   DLOCK__AOP_OTHER,
 };
@@ -120,6 +121,19 @@ dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
  * done, a closed client. */
 int dlock__aop_check(const dlock__handle *h, const char *what,
                      dlock_done_fn *done);
+/* An operation that runs fn (the blocking call, reading its arguments from
+ * op->obj, op->num, op->ctx) as a thread-pool job: checks h (what names it
+ * in messages) and done, then starts it. ctx (may be NULL) is the op's to
+ * free. */
+int dlock__aop_job(dlock__handle *h, const char *what, int type,
+                   int (*fn)(dlock__aop *op), int64_t num, void *ctx,
+                   dlock_done_fn *done, void *data, dlock_op *out);
+/* A waiting operation of type on h with recipe aw and budget wait_ms
+ * (checked here) into *op, for the caller to fill in and dlock__aop_start
+ * with dlock__await_start. DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM. */
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
+                         int64_t wait_ms, dlock_done_fn *done, void *data,
+                         dlock__aop **op);
 /* Free an op that never started (its start failed). */
 void dlock__aop_discard(dlock__aop *op);
 /* Register op and hand it to its engine, which calls start(op) there

@@ -158,6 +158,41 @@ dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
   return op;
 }
 
+int dlock__aop_job(dlock__handle *h, const char *what, int type,
+                   int (*fn)(dlock__aop *op), int64_t num, void *ctx,
+                   dlock_done_fn *done, void *data, dlock_op *out) {
+  int rc = dlock__aop_check(h, what, done);
+  dlock__aop *op = rc == DLOCK_OK ? dlock__aop_new(h, type, done, data) : NULL;
+  if (op == NULL) {
+    free(ctx);
+    return rc != DLOCK_OK ? rc : DLOCK_ENOMEM;
+  }
+  op->obj = h;
+  op->num = num;
+  op->ctx = ctx;
+  op->owner = dlock_thread_id();
+  op->blocking = fn;
+  return dlock__aop_start(op, dlock__aop_blocking, out);
+}
+
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
+                         int64_t wait_ms, dlock_done_fn *done, void *data,
+                         dlock__aop **out) {
+  *out = NULL;
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  dlock__aop *op = dlock__aop_new(h, type, done, data);
+  if (op == NULL)
+    return DLOCK_ENOMEM;
+  op->obj = h;
+  op->aw = aw;
+  op->owner = dlock_thread_id();
+  op->wait_ms = wait_ms;
+  op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
+  *out = op;
+  return DLOCK_OK;
+}
+
 void dlock__aop_discard(dlock__aop *op) {
   dlock__client_unref(op->c);
   free(op->errmsg);
@@ -336,7 +371,7 @@ int dlock_cancel(dlock_op id) {
   if (op == NULL)
     rc = dlock__fail(DLOCK_EINVAL, "operation %" PRIu64 " is not pending "
                      "(completed, or never started)", id);
-  else if (op->type != DLOCK__AOP_ACQUIRE)
+  else if (op->type != DLOCK__AOP_ACQUIRE && op->type != DLOCK__AOP_AWAIT)
     rc = dlock__fail(DLOCK_ENOTSUP, "operation %" PRIu64 " does not wait: it "
                      "completes as usual", id);
   else {

@@ -265,6 +265,12 @@ int dlock__release_req(dlock__req *req, int script,
                        size_t nkeys, const char **keys, size_t *klens,
                        size_t nargs, const char *const *args,
                        const size_t *alens);
+/* The retry loop of a release: build makes one attempt's request (rid:
+ * the request id every attempt shares); an attempt whose reply is lost
+ * (DLOCK_EIO) is made again while dlock__release_again allows. */
+int dlock__release_retry(dlock_client *c,
+                         int (*build)(void *ctx, const char *rid, dlock__req *req),
+                         void *ctx, redisReply **reply);
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__latch_ms(dlock_client *c);
 /* Whether a release that failed with DLOCK_EIO makes attempt number

@@ -11,33 +11,49 @@ int64_t dlock__latch_ms(dlock_client *c) {
   return 2 * o->command_timeout_ms + o->connect_timeout_ms;
 }
 
+int dlock__release_retry(dlock_client *c,
+                         int (*build)(void *ctx, const char *rid, dlock__req *req),
+                         void *ctx, redisReply **reply) {
+  char rid[33];
+  int rc = dlock__random_hex(rid, 16);
+  int64_t start = dlock__now_ms();
+  for (int attempt = 0; rc == DLOCK_OK || rc == DLOCK_EIO; attempt++) {
+    if (!dlock__release_again(c, start, attempt))
+      break;
+    dlock__req req;
+    rc = build(ctx, rid, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(c, &req, reply);
+    if (rc != DLOCK_EIO)
+      break;
+  }
+  return rc;
+}
+
+typedef struct script_release {
+  int script;
+  const dlock__buf *latch_prefix;
+  size_t nkeys;
+  const char **keys;
+  size_t *klens;
+  size_t nargs;
+  const char *const *args;
+  const size_t *alens;
+} script_release;
+
+static int build_script(void *ctx, const char *rid, dlock__req *req) {
+  script_release *s = ctx;
+  return dlock__release_req(req, s->script, s->latch_prefix, rid, s->nkeys,
+                            s->keys, s->klens, s->nargs, s->args, s->alens);
+}
+
 int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
                         size_t nkeys, const char **keys, size_t *klens,
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply) {
-  dlock__buf latch = {0};
-  char rid[33];
-  if (dlock__random_hex(rid, 16) != DLOCK_OK ||
-      dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) != DLOCK_OK ||
-      dlock__buf_add(&latch, rid, 32) != DLOCK_OK) {
-    dlock__buf_free(&latch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  keys[1] = latch.p;
-  klens[1] = latch.len;
-  int64_t start = dlock__now_ms();
-  int rc = DLOCK_EIO;
-  for (int attempt = 0; rc == DLOCK_EIO && dlock__release_again(c, start, attempt);
-       attempt++) {
-    dlock__req req;
-    rc = dlock__req_script(&req, script, nkeys, keys, klens, nargs, args, alens);
-    if (rc == DLOCK_OK)
-      rc = dlock__req_drop_after(&req, latch.p, latch.len);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(c, &req, reply);
-  }
-  dlock__buf_free(&latch);
-  return rc;
+  script_release s = {script, latch_prefix, nkeys, keys, klens, nargs, args,
+                      alens};
+  return dlock__release_retry(c, build_script, &s, reply);
 }
 
 int dlock__release_req(dlock__req *req, int script,

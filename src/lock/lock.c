@@ -278,21 +278,20 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
+typedef struct lock_release {
+  dlock_lock *l;
+  uint64_t owner;
+} lock_release;
+
+static int build_release(void *ctx, const char *rid, dlock__req *req) {
+  lock_release *x = ctx;
+  return x->l->m->release_req(x->l, x->owner, rid, req);
+}
+
 int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
-  char rid[33];
-  int rc = dlock__random_hex(rid, 16);
+  lock_release x = {l, owner};
   redisReply *r = NULL;
-  int64_t start = dlock__now_ms();
-  for (int tries = 0; rc == DLOCK_OK || rc == DLOCK_EIO; tries++) {
-    if (!dlock__release_again(l->h.client, start, tries))
-      break;
-    dlock__req req;
-    rc = l->m->release_req(l, owner, rid, &req);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(l->h.client, &req, &r);
-    if (rc != DLOCK_EIO)
-      break;
-  }
+  int rc = dlock__release_retry(l->h.client, build_release, &x, &r);
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async/async.h"
 #include "core/scripts.h"
 #include "sync/synchronizer.h"
 
@@ -107,4 +108,73 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
                            .owner = dlock_thread_id()};
   rc = dlock__wait_loop(l->o.h.client, &spec, wait_ms, l);
   return rc == 1 ? DLOCK_OK : rc;
+}
+
+/* ---- async (dlock/async.h) ------------------------------------------------- */
+
+static int count_down_job(dlock__aop *op) {
+  return dlock_latch_count_down(op->obj, &op->res.count);
+}
+
+static int get_count_job(dlock__aop *op) {
+  return dlock_latch_get_count(op->obj, &op->res.count);
+}
+
+static int try_set_count_job(dlock__aop *op) {
+  return dlock_latch_try_set_count(op->obj, op->num, &op->res.set);
+}
+
+int dlock_latch_count_down_async(dlock_latch *l, dlock_done_fn *done,
+                                 void *data, dlock_op *out) {
+  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        count_down_job, 0, NULL, done, data, out);
+}
+
+int dlock_latch_get_count_async(dlock_latch *l, dlock_done_fn *done, void *data,
+                                dlock_op *out) {
+  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        get_count_job, 0, NULL, done, data, out);
+}
+
+int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count,
+                                    dlock_done_fn *done, void *data,
+                                    dlock_op *out) {
+  if (count < 1)
+    return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
+  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        try_set_count_job, count, NULL, done, data, out);
+}
+
+static int await_req(dlock__aop *op, dlock__req *req) {
+  return dlock__synchronizer_get_req(&((dlock_latch *)op->obj)->o, req);
+}
+
+static int await_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
+  int rc = dlock__reply_int(r, &op->res.count, "latch count");
+  *hint = -1; /* no bound: the zero message (or the periodic re-check) */
+  return rc != DLOCK_OK ? rc : op->res.count <= 0;
+}
+
+static int await_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
+  dlock_latch *l = op->obj;
+  *wake = dlock__wake_all;
+  return dlock__buf_add(ch, l->o.channel.p, l->o.channel.len);
+}
+
+static const dlock__await latch_await = {
+    .noun = "latch",
+    .try_req = await_req,
+    .try_reply = await_reply,
+    .channel = await_channel,
+};
+
+int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms,
+                            dlock_done_fn *done, void *data, dlock_op *out) {
+  int rc = dlock__aop_check(l ? &l->o.h : NULL, "latch", done);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__aop *op;
+  rc = dlock__aop_await_new(&l->o.h, DLOCK__AOP_AWAIT, &latch_await, wait_ms,
+                            done, data, &op);
+  return rc != DLOCK_OK ? rc : dlock__aop_start(op, dlock__await_start, out);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async/async.h"
 #include "core/scripts.h"
 #include "core/stats.h"
 #include "sync/synchronizer.h"
@@ -110,12 +111,24 @@ typedef struct attempt {
   dlock_permits *p;
   size_t n;
   int64_t lease_ms;
+  int watchdog;
   char raw[MAX_PERMITS][16];
   int64_t sent_ms;
+  dlock_permit_id ids[MAX_PERMITS]; /* an async acquire's, for its result */
 } attempt;
 
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
+/* New ids for a's n permits (hex into ids, raw into a). */
+static int new_ids(attempt *a, dlock_permit_id *ids) {
+  int rc = DLOCK_OK;
+  for (size_t i = 0; i < a->n && rc == DLOCK_OK; i++) {
+    rc = dlock__random_hex(ids[i].hex, 16);
+    if (rc == DLOCK_OK)
+      rc = unhex(&ids[i], a->raw[i]);
+  }
+  return rc;
+}
+
+static int acquire_req(attempt *a, dlock__req *req) {
   dlock_permits *p = a->p;
   const char *keys[] = {p->o.h.name, p->timeouts.p};
   size_t klens[] = {p->o.h.name_len, p->timeouts.len};
@@ -134,21 +147,47 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
     args[4 + i] = a->raw[i];
     alens[4 + i] = 16;
   }
-  redisReply *r;
-  a->sent_ms = dlock__now_ms();
-  int rc = dlock__script_call(p->o.h.client, DLOCK__SCRIPT_PERMITS_ACQUIRE, 2, keys,
-                              klens, 4 + a->n, args, alens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
+  return dlock__req_script(req, DLOCK__SCRIPT_PERMITS_ACQUIRE, 2, keys, klens,
+                           4 + a->n, args, alens);
+}
+
+/* lua/permits_acquire.lua: {1} taken, {0, ms} not (the next expiry). */
+static int acquire_reply(const redisReply *r, int64_t *hint) {
   if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
       r->element[0]->type == REDIS_REPLY_INTEGER) {
-    rc = r->element[0]->integer == 1;
+    int rc = r->element[0]->integer == 1;
     *hint = !rc && r->elements == 2 ? r->element[1]->integer : -1;
     if (*hint == 0)
       *hint = 1;
-  } else {
-    rc = dlock__fail_reply(r, "acquire permits");
+    return rc;
   }
+  return dlock__fail_reply(r, "acquire permits");
+}
+
+/* The permits taken are held by owner: the watchdog renews them when
+ * asked, and tells of their loss. */
+static int record(attempt *a, uint64_t owner) {
+  static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
+  int rc = DLOCK_OK;
+  for (size_t i = 0; i < a->n && rc == DLOCK_OK; i++) {
+    dlock__hold_id id = permit_hold(a->p, a->raw[i]);
+    rc = dlock__hold_add(a->p->o.h.client, &id, owner, &renew, a->watchdog,
+                         a->lease_ms, a->sent_ms, NULL);
+  }
+  return rc;
+}
+
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
+  attempt *a = ctx;
+  dlock__req req;
+  redisReply *r;
+  a->sent_ms = dlock__now_ms();
+  int rc = acquire_req(a, &req);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(a->p->o.h.client, &req, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = acquire_reply(r, hint);
   freeReplyObject(r);
   return rc;
 }
@@ -175,13 +214,9 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   a->p = p;
   a->n = n;
+  a->watchdog = watchdog;
   a->lease_ms = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms;
-  for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-    rc = dlock__random_hex(ids[i].hex, 16);
-    if (rc == DLOCK_OK)
-      rc = unhex(&ids[i], a->raw[i]);
-  }
-  if (rc != DLOCK_OK) {
+  if ((rc = new_ids(a, ids)) != DLOCK_OK) {
     free(a);
     return rc;
   }
@@ -197,13 +232,7 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   dlock__stats_wait_reset();
   rc = dlock__wait_loop(c, &spec, wait_ms, a);
   if (rc == 1) {
-    static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
-    rc = DLOCK_OK;
-    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
-      dlock__hold_id id = permit_hold(p, a->raw[i]);
-      rc = dlock__hold_add(c, &id, dlock_thread_id(), &renew,
-                           watchdog, a->lease_ms, a->sent_ms, NULL);
-    }
+    rc = record(a, dlock_thread_id());
     if (rc != DLOCK_OK)
       release_ids(p, ids, n); /* cannot track them: give back */
   }
@@ -221,6 +250,37 @@ int dlock_permits_release(dlock_permits *p, const dlock_permit_id *ids,
   return rc;
 }
 
+/* A release of n permits (raw ids) as a request; rid: its latch's id. */
+static int release_req(dlock_permits *p, char (*raw)[16], size_t n,
+                       const char *rid, dlock__req *req) {
+  dlock_client *c = p->o.h.client;
+  const char *keys[] = {p->o.h.name, NULL, p->timeouts.p};
+  size_t klens[] = {p->o.h.name_len, 0, p->timeouts.len};
+  char latch_ms[24];
+  const char *args[3 + MAX_PERMITS] = {dlock__publish_cmd(c), p->o.channel.p,
+                                       latch_ms};
+  size_t alens[3 + MAX_PERMITS] = {
+      strlen(dlock__publish_cmd(c)), p->o.channel.len,
+      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__latch_ms(c))};
+  for (size_t i = 0; i < n; i++) {
+    args[3 + i] = raw[i];
+    alens[3 + i] = 16;
+  }
+  return dlock__release_req(req, DLOCK__SCRIPT_PERMITS_RELEASE, &p->latch_prefix,
+                            rid, 3, keys, klens, 3 + n, args, alens);
+}
+
+typedef struct release_of {
+  dlock_permits *p;
+  char (*raw)[16];
+  size_t n;
+} release_of;
+
+static int build_release(void *ctx, const char *rid, dlock__req *req) {
+  release_of *x = ctx;
+  return release_req(x->p, x->raw, x->n, rid, req);
+}
+
 static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
                        size_t n) {
   int rc = dlock__synchronizer_check(p);
@@ -234,23 +294,14 @@ static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
     if ((rc = unhex(&ids[i], raw[i])) != DLOCK_OK)
       return rc;
   dlock_client *c = p->o.h.client;
-  const char *keys[] = {p->o.h.name, NULL, p->timeouts.p};
-  size_t klens[] = {p->o.h.name_len, 0, p->timeouts.len};
-  char latch_ms[24];
-  const char *args[3 + MAX_PERMITS] = {dlock__publish_cmd(p->o.h.client), p->o.channel.p, latch_ms};
-  size_t alens[3 + MAX_PERMITS] = {
-      strlen(dlock__publish_cmd(p->o.h.client)), p->o.channel.len,
-      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__latch_ms(c))};
   for (size_t i = 0; i < n; i++) {
-    args[3 + i] = raw[i];
-    alens[3 + i] = 16;
     dlock__hold_id id = permit_hold(p, raw[i]);
     dlock__hold_releasing(c, &id);
   }
-  /* retried on a lost reply; the latch (keys[1]) replays one that ran */
+  /* retried on a lost reply; the latch replays one that ran */
+  release_of x = {p, raw, n};
   redisReply *r;
-  rc = dlock__release_call(c, DLOCK__SCRIPT_PERMITS_RELEASE, &p->latch_prefix,
-                           3, keys, klens, 3 + n, args, alens, &r);
+  rc = dlock__release_retry(c, build_release, &x, &r);
   if (rc != DLOCK_OK)
     return rc;
   int64_t released = 0;
@@ -377,4 +428,115 @@ int dlock_permits_counts(dlock_permits *p, int64_t *available, int64_t *acquired
   if (acquired)
     *acquired = st[1];
   return DLOCK_OK;
+}
+
+/* ---- async (dlock/async.h) ------------------------------------------------- */
+
+static int async_req(dlock__aop *op, dlock__req *req) {
+  return acquire_req(op->ctx, req);
+}
+
+static int async_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
+  attempt *a = op->ctx;
+  a->sent_ms = op->sent_ms;
+  return acquire_reply(r, hint);
+}
+
+static int async_granted(dlock__aop *op) {
+  attempt *a = op->ctx;
+  int rc = record(a, op->owner);
+  if (rc != DLOCK_OK) {
+    for (size_t i = 0; i < a->n; i++) { /* given back: not tracked */
+      dlock__hold_id id = permit_hold(a->p, a->raw[i]);
+      dlock__hold_released(op->c, &id, 1);
+    }
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the permits");
+  }
+  op->res.ids = a->ids;
+  op->res.n = a->n;
+  return DLOCK_OK;
+}
+
+static void async_give_back(dlock__aop *op) {
+  attempt *a = op->ctx;
+  char rid[33];
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
+      release_req(a->p, a->raw, a->n, rid, req) != DLOCK_OK) {
+    free(req); /* their lease ends them */
+    return;
+  }
+  dlock__aop_fire(op->c, req);
+}
+
+static int async_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
+  attempt *a = op->ctx;
+  *wake = dlock__wake_by_count;
+  return dlock__buf_add(ch, a->p->o.channel.p, a->p->o.channel.len);
+}
+
+static const dlock__await permits_await = {
+    .noun = "permits of",
+    .try_req = async_req,
+    .try_reply = async_reply,
+    .granted = async_granted,
+    .give_back = async_give_back,
+    .channel = async_channel,
+    .fifo = 1,
+};
+
+int dlock_permits_acquire_async(dlock_permits *p, size_t n, int64_t wait_ms,
+                                int64_t lease_ms, dlock_done_fn *done,
+                                void *data, dlock_op *out) {
+  int rc = dlock__aop_check(p ? &p->o.h : NULL, "permits", done);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (n < 1 || n > MAX_PERMITS)
+    return dlock__fail(DLOCK_EINVAL, "n must be 1..%d", MAX_PERMITS);
+  if ((rc = dlock__check_wait_lease(wait_ms, lease_ms)) != DLOCK_OK)
+    return rc;
+  attempt *a = calloc(1, sizeof *a);
+  if (a == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  a->p = p;
+  a->n = n;
+  a->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  a->lease_ms = a->watchdog
+                    ? dlock__client_opts(p->o.h.client)->watchdog_timeout_ms
+                    : lease_ms;
+  dlock__aop *op = NULL;
+  if ((rc = new_ids(a, a->ids)) != DLOCK_OK ||
+      (rc = dlock__aop_await_new(&p->o.h, DLOCK__AOP_ACQUIRE, &permits_await,
+                                 wait_ms, done, data, &op)) != DLOCK_OK) {
+    free(a);
+    return rc;
+  }
+  op->ctx = a;
+  op->demand = (int64_t)n;
+  return dlock__aop_start(op, dlock__await_start, out);
+}
+
+typedef struct release_args {
+  size_t n;
+  dlock_permit_id ids[MAX_PERMITS];
+} release_args;
+
+static int release_job(dlock__aop *op) {
+  release_args *x = op->ctx;
+  return dlock_permits_release(op->obj, x->ids, x->n);
+}
+
+int dlock_permits_release_async(dlock_permits *p, const dlock_permit_id *ids,
+                                size_t n, dlock_done_fn *done, void *data,
+                                dlock_op *out) {
+  if (n < 1 || n > MAX_PERMITS || ids == NULL)
+    return dlock__fail(DLOCK_EINVAL, "n must be 1..%d and ids not NULL",
+                       MAX_PERMITS);
+  release_args *x = calloc(1, sizeof *x);
+  if (x == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  x->n = n;
+  memcpy(x->ids, ids, n * sizeof *ids); /* the caller's may go */
+  return dlock__aop_job(p ? &p->o.h : NULL, "permits", DLOCK__AOP_OTHER,
+                        release_job, 0, x, done, data, out);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async/async.h"
 #include "core/scripts.h"
 #include "core/stats.h"
 #include "sync/synchronizer.h"
@@ -155,4 +156,80 @@ int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {
   int rc = dlock__synchronizer_check(s);
   return rc != DLOCK_OK ? rc : dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_DRAIN, 0, NULL, 0, drained);
+}
+
+/* ---- async (dlock/async.h) ------------------------------------------------- */
+
+static int release_job(dlock__aop *op) {
+  return dlock_semaphore_release(op->obj, op->num);
+}
+
+int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n,
+                                  dlock_done_fn *done, void *data,
+                                  dlock_op *out) {
+  if (n < 0)
+    return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
+  return dlock__aop_job(s ? &s->o.h : NULL, "semaphore", DLOCK__AOP_OTHER,
+                        release_job, n, NULL, done, data, out);
+}
+
+static int acquire_req(dlock__aop *op, dlock__req *req) {
+  dlock_semaphore *s = op->obj;
+  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1,
+                                 &op->num, 0, req);
+}
+
+static int acquire_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
+  int64_t taken = 0;
+  int rc = dlock__reply_int(r, &taken, "acquire permits");
+  *hint = -1; /* permits come back by release only: wait for the message */
+  return rc != DLOCK_OK ? rc : taken == 1;
+}
+
+/* Permits taken for a cancelled acquire go back, announced. */
+static void acquire_give_back(dlock__aop *op) {
+  dlock_semaphore *s = op->obj;
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL || dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE,
+                                             1, &op->num, 1, req) != DLOCK_OK) {
+    free(req);
+    return;
+  }
+  dlock__aop_fire(op->c, req);
+}
+
+static int acquire_channel(dlock__aop *op, dlock__buf *ch,
+                           dlock__wake_fn **wake) {
+  dlock_semaphore *s = op->obj;
+  *wake = dlock__wake_by_count;
+  return dlock__buf_add(ch, s->o.channel.p, s->o.channel.len);
+}
+
+static const dlock__await sem_await = {
+    .noun = "semaphore",
+    .try_req = acquire_req,
+    .try_reply = acquire_reply,
+    .give_back = acquire_give_back,
+    .channel = acquire_channel,
+    .fifo = 1,
+};
+
+static void nothing_done(dlock__aop *op) { dlock__aop_finish(op, DLOCK_OK); }
+
+int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n,
+                                  int64_t wait_ms, dlock_done_fn *done,
+                                  void *data, dlock_op *out) {
+  int rc = dlock__aop_check(s ? &s->o.h : NULL, "semaphore", done);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (n < 0)
+    return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
+  dlock__aop *op;
+  rc = dlock__aop_await_new(&s->o.h, DLOCK__AOP_ACQUIRE, &sem_await, wait_ms,
+                            done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
+  op->num = op->demand = n;
+  /* 0 permits: granted, but through the callback as always */
+  return dlock__aop_start(op, n == 0 ? nothing_done : dlock__await_start, out);
 }

@@ -65,9 +65,9 @@ int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
   return dlock__synchronizer_run_key2(o, NULL, script, nnums, nums, publish, out);
 }
 
-int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
-                                 int script, size_t nnums, const int64_t *nums,
-                                 int publish, int64_t *out) {
+int dlock__synchronizer_req(dlock__synchronizer *o, const dlock__buf *key2,
+                            int script, size_t nnums, const int64_t *nums,
+                            int publish, dlock__req *req) {
   char buf[2][24];
   const char *args[4];
   size_t alens[4], n = 0;
@@ -84,9 +84,18 @@ int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
   }
   const char *keys[] = {o->h.name, key2 ? key2->p : NULL};
   size_t klens[] = {o->h.name_len, key2 ? key2->len : 0};
+  return dlock__req_script(req, script, key2 ? 2 : 1, keys, klens, n, args,
+                           alens);
+}
+
+int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
+                                 int script, size_t nnums, const int64_t *nums,
+                                 int publish, int64_t *out) {
+  dlock__req req;
   redisReply *r;
-  int rc = dlock__script_call(o->h.client, script, key2 ? 2 : 1, keys, klens, n,
-                              args, alens, &r);
+  int rc = dlock__synchronizer_req(o, key2, script, nnums, nums, publish, &req);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(o->h.client, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   int64_t v = 0;
@@ -106,12 +115,21 @@ int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnum
   return rc;
 }
 
-int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out) {
+int dlock__synchronizer_get_req(dlock__synchronizer *o, dlock__req *req) {
   const char *argv[] = {"GET", o->h.name};
   size_t lens[] = {3, o->h.name_len};
+  int rc = dlock__req_command(req, 2, argv, lens);
+  if (rc == DLOCK_OK)
+    dlock__req_route(req, o->h.name, o->h.name_len);
+  return rc;
+}
+
+int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out) {
+  dlock__req req;
   redisReply *r;
-  int rc = dlock__command_call(o->h.client, o->h.name, o->h.name_len, 2, argv,
-                               lens, &r);
+  int rc = dlock__synchronizer_get_req(o, &req);
+  if (rc == DLOCK_OK)
+    rc = dlock__call(o->h.client, &req, &r);
   if (rc != DLOCK_OK)
     return rc;
   rc = dlock__reply_int(r, out, what);

@@ -32,6 +32,10 @@ uint32_t dlock__wake_by_count(const char *msg, size_t len);
  * *out, may be NULL). */
 int dlock__synchronizer_run(dlock__synchronizer *o, int script, size_t nnums,
                             const int64_t *nums, int publish, int64_t *out);
+/* The request dlock__synchronizer_run_key2 makes (key2 may be NULL). */
+int dlock__synchronizer_req(dlock__synchronizer *o, const dlock__buf *key2,
+                            int script, size_t nnums, const int64_t *nums,
+                            int publish, dlock__req *req);
 /* The same with KEYS = {N, key2}. */
 int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
                                  int script, size_t nnums, const int64_t *nums,
@@ -40,6 +44,8 @@ int dlock__synchronizer_run_key2(dlock__synchronizer *o, const dlock__buf *key2,
  * do): OUT *done (may be NULL) is set to that on DLOCK_OK. */
 int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnums,
                            const int64_t *nums, int publish, int *done);
+/* GET N as a request (routed by N). */
+int dlock__synchronizer_get_req(dlock__synchronizer *o, dlock__req *req);
 /* GET N as a count (0 when missing). */
 int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out);
 
