@@ -582,6 +582,34 @@ static void test_t13_fair(void) {
   EXPECT(&r, "keys_left", ==, 0);
 }
 
+/* 22. the non-blocking API: each worker is one thread driving many owners
+ * (dlock-torture --async N, completions through the client's queue), with
+ * workers killed and connections cut; then a fair lock's async waiters in
+ * FIFO order, and a read-write lock shared by async readers */
+static void test_t22_async_owners(void) {
+  run r;
+  torture(&r, "--kind lock --procs 3 --async 40 --hold-us 500 --lease 3000 "
+              "--duration 5000 --nemesis kill,client-kill,pubsub-kill "
+              "--every 700");
+  clean(&r);
+  EXPECT(&r, "sections", >=, work(1000));
+  EXPECT(&r, "f_kill", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  torture(&r, "--kind fair --procs 2 --async 16 --hold-us 300 --slot 1000 "
+              "--duration 3000");
+  clean(&r);
+  EXPECT(&r, "fifo_violations", ==, 0);
+  EXPECT(&r, "fifo_checked", >, 0);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  torture(&r, "--kind rw --read-pct 80 --procs 2 --async 30 --hold-us 500 "
+              "--duration 3000");
+  clean(&r);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "shared_sections", >=, field(&r, "sections") / 100);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
 /* 14. multi-locks {A,B} and {B,A} at once */
 static void test_t14_multi_orders(void) {
   run r;
@@ -775,6 +803,7 @@ static void add(void) {
               test_t20_cluster_migrate_failover);
   CU_add_test(s, "t21_sentinel_failover", test_t21_sentinel_failover);
   CU_add_test(s, "t14_multi_orders", test_t14_multi_orders);
+  CU_add_test(s, "t22_async_owners", test_t22_async_owners);
   CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
   CU_add_test(s, "t15_no_sigpipe_under_kill_storms",
               test_t15_no_sigpipe_under_kill_storms);

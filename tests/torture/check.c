@@ -279,12 +279,13 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   int64_t faults = 0;
   for (int i = 0; i < TT_F_COUNT; i++)
     faults += r->faults[i];
-  printf("torture: kind=%s procs=%d threads=%d attempts=%" PRId64
+  printf("torture: kind=%s procs=%d %s=%d attempts=%" PRId64
          " sections=%" PRId64 " overlaps=%" PRId64 " reported_overlaps=%" PRId64
          " counter=%" PRId64 "/%" PRId64 " fifo=%" PRId64 "/%" PRId64
          " faults=%" PRId64 " lost_reports=%" PRId64 " timeouts=%" PRId64
          " errors=%" PRId64 " violations=%" PRId64 "\n",
-         kind_names[o->kind], o->procs, o->threads, r->attempts, r->sections,
+         kind_names[o->kind], o->procs, o->async ? "async" : "threads",
+         o->async ? o->async : o->threads, r->attempts, r->sections,
          r->overlaps, r->reported_overlaps, r->counter, r->commits,
          r->fifo_violations, r->fifo_checked, faults, r->lost_reports,
          r->timeouts, r->errors + r->release_errors, r->violations);

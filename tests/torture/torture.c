@@ -51,7 +51,7 @@ static const char *faults[TT_F_COUNT] = {
 static void usage(void) {
   fprintf(stderr,
           "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore]\n"
-          "  [--procs P] [--threads T] [--duration MS] [--sections N]\n"
+          "  [--procs P] [--threads T | --async N] [--duration MS] [--sections N]\n"
           "  [--servers N] [--paused K] [--blackholed K] [--one-engine 0|1]\n"
           "  [--lease MS]\n"
           "  [--watchdog MS] [--wait MS] [--hold-us US] [--permits N]\n"
@@ -108,6 +108,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       O.kind = (tt_kind)k;
     } else if (strcmp(a, "--procs") == 0) O.procs = (int)num(v);
     else if (strcmp(a, "--threads") == 0) O.threads = (int)num(v);
+    else if (strcmp(a, "--async") == 0) O.async = (int)num(v);
     else if (strcmp(a, "--duration") == 0) O.duration_ms = num(v);
     else if (strcmp(a, "--sections") == 0) O.sections = num(v);
     else if (strcmp(a, "--servers") == 0) O.servers = (int)num(v);

@@ -52,6 +52,10 @@ typedef struct tt_opts {
                           replica each (--cluster) */
   int sentinel;        /* a master, 2 replicas and 3 sentinels; the
                           clients use the sentinel URI (--sentinel) */
+  int async;           /* > 0: each worker runs one thread that drives this
+                          many owners at once with the non-blocking API
+                          (--async N; lock, fenced, fair, rw) instead of
+                          --threads blocking threads */
 } tt_opts;
 
 enum { /* faults */

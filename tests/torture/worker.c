@@ -1,6 +1,7 @@
 /* A torture worker process: one dlock client per server, T threads, each
  * looping acquire -> section -> release and logging every attempt. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,10 +258,207 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
+/* ---- the async worker (--async N) -------------------------------------------
+ * One thread drives N owners at once with the non-blocking API, the way an
+ * event-loop server would: completions come through the client's queue,
+ * whose descriptor the thread polls, and each owner's section lasts its
+ * hold on a timer of the loop (the due times below), not on a sleep. */
+
+typedef struct aowner {
+  thread_ctx t;
+  uint64_t owner;
+  int64_t idx;      /* its attempt's record, -1 none */
+  int reading;
+  dlock_lock *l;
+  int64_t due_ns;   /* in its section: leave it then; 0 not in one */
+  int64_t counter;  /* the counter it read on entering */
+  int idle;         /* stopped: no call of its own under way */
+} aowner;
+
+static aowner *owners;
+static int nowners, idle_owners;
+
+static tt_slot *slot_of(aowner *x) { return &P.a->slots[x->t.slot]; }
+
+static void a_next(aowner *x);
+
+static void a_released(void *data, const dlock_result *res) {
+  aowner *x = data;
+  tt_slot *s = slot_of(x);
+  tt_rec *r = &P.a->recs[x->idx];
+  r->done = tt_now_ns();
+  if (res->rc == DLOCK_ELOST) {
+    atomic_fetch_or(&r->flags, TT_R_ELOST);
+  } else if (res->rc != DLOCK_OK) {
+    atomic_fetch_or(&r->flags, TT_R_RELERR);
+    atomic_fetch_add(&s->release_errors, 1);
+    snprintf(s->last_error, sizeof s->last_error, "release: %s: %s",
+             dlock_errname(res->rc), res->errmsg);
+  }
+  atomic_store(&s->cur, -1);
+  atomic_store(&s->phase, TT_P_START);
+  int64_t n = atomic_fetch_add(&P.a->granted, 1) + 1;
+  if (P.o->sections > 0 && n >= P.o->sections)
+    atomic_store(&P.a->stop, 1);
+  a_next(x);
+}
+
+/* The section's end (its hold passed): commit, leave, release. */
+static void a_leave(aowner *x) {
+  tt_slot *s = slot_of(x);
+  tt_rec *r = &P.a->recs[x->idx];
+  x->due_ns = 0;
+  if (!x->reading && P.o->kind != TT_SEMAPHORE) {
+    atomic_store(&s->phase, TT_P_COMMIT);
+    P.a->counter = x->counter + 1;
+    atomic_fetch_add(&P.a->commits, 1);
+    atomic_store(&s->phase, TT_P_IN);
+  }
+  r->exit = tt_now_ns();
+  atomic_store(&s->phase, TT_P_RELEASING);
+  int rc = dlock_release_async(x->l, x->owner, a_released, x, NULL);
+  if (rc != DLOCK_OK) {
+    dlock_result fake = {.rc = rc, .errmsg = dlock_errmsg()};
+    a_released(x, &fake);
+  }
+}
+
+static void a_granted(void *data, const dlock_result *res) {
+  aowner *x = data;
+  tt_slot *s = slot_of(x);
+  tt_rec *r = &P.a->recs[x->idx];
+  r->rc = res->rc;
+  if (res->rc != DLOCK_OK) {
+    r->done = tt_now_ns();
+    atomic_store(&s->phase, TT_P_START);
+    atomic_store(&s->cur, -1);
+    if (res->rc == DLOCK_ETIMEDOUT)
+      atomic_fetch_add(&s->timeouts, 1);
+    else
+      atomic_fetch_add(&s->errors, 1);
+    if (res->rc != DLOCK_ETIMEDOUT)
+      snprintf(s->last_error, sizeof s->last_error, "acquire: %s: %s",
+               dlock_errname(res->rc), res->errmsg);
+    a_next(x);
+    return;
+  }
+  r->enter = tt_now_ns();
+  atomic_store(&s->phase, TT_P_IN);
+  atomic_fetch_add(&s->grants, 1);
+  int64_t hold = P.o->hold_us > 0
+                     ? (int64_t)(rand_r(&x->t.seed) % (P.o->hold_us + 1))
+                     : 0;
+  x->counter = P.a->counter; /* read now, written back when it leaves */
+  x->due_ns = r->enter + hold * 1000;
+  if (hold == 0)
+    a_leave(x);
+}
+
+static void a_next(aowner *x) {
+  tt_slot *s = slot_of(x);
+  int64_t idx = atomic_load(&P.a->stop) ? TT_MAX_RECS
+                                        : atomic_fetch_add(&P.a->nrecs, 1);
+  if (idx >= TT_MAX_RECS) {
+    atomic_store(&P.a->stop, 1);
+    atomic_store(&s->phase, TT_P_GONE);
+    x->idle = 1;
+    idle_owners++;
+    return;
+  }
+  x->idx = idx;
+  x->reading = P.o->kind == TT_RW &&
+               (int)(rand_r(&x->t.seed) % 100) < P.o->read_pct;
+  x->l = x->reading ? x->t.read : x->t.excl;
+  tt_rec *r = &P.a->recs[idx];
+  r->slot = x->t.slot;
+  atomic_store(&r->flags, x->reading ? TT_R_READ : 0);
+  atomic_store(&s->phase, TT_P_WAITING);
+  r->invoke = tt_now_ns();
+  atomic_store(&s->cur, idx);
+  int64_t lease = P.o->lease_ms > 0 ? P.o->lease_ms : DLOCK_LEASE_WATCHDOG;
+  int rc = dlock_acquire_async(x->l, x->owner, P.o->wait_ms, lease, a_granted,
+                               x, NULL);
+  if (rc != DLOCK_OK) {
+    dlock_result fake = {.rc = rc, .errmsg = dlock_errmsg()};
+    a_granted(x, &fake);
+  }
+}
+
+static int async_main(const tt_opts *o, tt_arena *a, int proc) {
+  if (o->kind != TT_LOCK && o->kind != TT_FENCED && o->kind != TT_FAIR &&
+      o->kind != TT_RW) {
+    fprintf(stderr, "worker %d: --async takes lock, fenced, fair or rw\n", proc);
+    return 2;
+  }
+  dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
+  co.watchdog_timeout_ms = o->watchdog_ms;
+  co.command_timeout_ms = o->command_timeout_ms;
+  co.on_lost = on_lost;
+  co.completions = DLOCK_COMPLETE_QUEUE;
+  if (dlock_client_open(a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
+    fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[0], dlock_errmsg());
+    return 3;
+  }
+  nowners = o->async;
+  P.nthreads = nowners;
+  P.first_slot = atomic_fetch_add(&a->nslots, nowners);
+  if (P.first_slot + nowners > TT_MAX_SLOTS)
+    return 4;
+  owners = calloc((size_t)nowners, sizeof *owners);
+  for (int i = 0; i < nowners; i++) {
+    aowner *x = &owners[i];
+    tt_slot *s = &a->slots[P.first_slot + i];
+    s->pid = getpid();
+    s->proc = proc;
+    atomic_store(&s->cur, -1);
+    x->t.slot = P.first_slot + i;
+    x->t.seed = o->seed ^ (unsigned)(getpid() * 7919 + i);
+    x->owner = dlock_owner_id_new();
+    s->owner_id = x->owner;
+    snprintf(s->owner, sizeof s->owner, "%s:%llu", dlock_client_id(P.clients[0]),
+             (unsigned long long)x->owner);
+    int rc = make_locks(&x->t, x->t.slot);
+    if (rc != DLOCK_OK) {
+      fprintf(stderr, "worker %d: make lock: %s\n", proc, dlock_errmsg());
+      return 3;
+    }
+  }
+  for (int i = 0; i < nowners; i++)
+    a_next(&owners[i]);
+  int fd = dlock_client_completion_fd(P.clients[0]);
+  /* after the stop, calls under way end within the wait budget */
+  int64_t stop_ns = 0, grace_ns = (o->wait_ms + 5000) * 1000000;
+  while (idle_owners < nowners) {
+    int64_t now = tt_now_ns(), next = now + 100000000;
+    for (int i = 0; i < nowners; i++) {
+      aowner *x = &owners[i];
+      if (x->due_ns && x->due_ns <= now)
+        a_leave(x);
+      else if (x->due_ns && x->due_ns < next)
+        next = x->due_ns;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    int ms = (int)((next - now + 999999) / 1000000);
+    if (poll(&p, 1, ms < 0 ? 0 : ms) == 1)
+      dlock_client_run_completions(P.clients[0], 0);
+    if (atomic_load(&a->stop) && stop_ns == 0)
+      stop_ns = tt_now_ns();
+    if (stop_ns && tt_now_ns() - stop_ns > grace_ns)
+      break;
+  }
+  dlock_client_close(P.clients[0]); /* what is left ends here (ECLOSED) */
+  for (int i = 0; i < nowners; i++)
+    free_locks(&owners[i].t);
+  free(owners);
+  return 0;
+}
+
 int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
   P.o = o;
   P.a = a;
   P.proc = proc;
+  if (o->async > 0)
+    return async_main(o, a, proc);
   int nclients = o->kind == TT_REDLOCK ? o->servers : 1;
   for (int i = 0; i < nclients; i++) {
     dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
