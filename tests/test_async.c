@@ -970,6 +970,47 @@ static void test_permits(void) {
   dlock_client_close(c);
 }
 
+/* The semaphore as a lock, through the lock interface: two owners hold it
+ * at once, a third waits and is let in by a release. */
+static void test_semaphore_lock(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("async-semlock");
+  dlock_permits *p = NULL;
+  TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_set_permits(p, 2, NULL), DLOCK_OK);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_semaphore_lock_new(c, name, NULL, &l), DLOCK_OK);
+  uint64_t o[3] = {dlock_owner_id_new(), dlock_owner_id_new(),
+                   dlock_owner_id_new()};
+  box b;
+  box_init(&b);
+  for (int i = 0; i < 3; i++)
+    TH_ASSERT_RC(dlock_acquire_async(l, o[i], i < 2 ? 0 : 20000, 30000, on_done,
+                                     tag_of(&b, i), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  usleep(50000);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK);
+  CU_ASSERT_EQUAL(b.calls[2], 0); /* both permits are held */
+  TH_ASSERT_RC(dlock_release_async(l, o[0], on_done, tag_of(&b, 3), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[2], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(l, o[0], on_done, tag_of(&b, 4), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  TH_ASSERT_RC(b.rc[4], DLOCK_ENOTOWNER); /* o[0] has none left */
+  for (int i = 1; i < 3; i++)
+    TH_ASSERT_RC(dlock_release_async(l, o[i], on_done, tag_of(&b, 4 + i), NULL),
+                 DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 7, 5000), 7);
+  TH_ASSERT_RC(b.rc[5], DLOCK_OK);
+  TH_ASSERT_RC(b.rc[6], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "ZCARD {%s}:timeout", name), 0);
+  dlock_lock_free(l);
+  dlock_permits_free(p);
+  dlock_client_close(c);
+}
+
 /* The two examples (examples/async_libuv.c, async_epoll.c) run against the
  * server: 200 tasks over 4 locks on one thread, none failed, no two
  * holders at once. */
@@ -1015,6 +1056,7 @@ static void add(void) {
   CU_add_test(s, "latch", test_latch);
   CU_add_test(s, "semaphore", test_semaphore);
   CU_add_test(s, "permits", test_permits);
+  CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "examples", test_examples);
 }
 

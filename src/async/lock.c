@@ -134,6 +134,8 @@ int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return rc;
   if (l->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
+  if (l->m->version >= 3 && l->m->acquire_async)
+    return l->m->acquire_async(l, owner, wait_ms, lease_ms, done, data, out);
   if (!can_wait(l) && wait_ms != 0)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously "
                        "yet: try once (wait_ms 0)", l->m->kind);

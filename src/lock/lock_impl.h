@@ -8,6 +8,7 @@
 #define DLOCK_LOCK_IMPL_H
 
 #include "core/core.h"
+#include "dlock/async.h"
 #include "dlock/lock.h"
 
 typedef struct dlock__lock_methods {
@@ -69,6 +70,11 @@ typedef struct dlock__lock_methods {
   int (*wait_reply)(dlock_lock *lock, const redisReply *r, int64_t *hint,
                     int64_t *token);
   int (*give_up_req)(dlock_lock *lock, uint64_t owner, dlock__req *req);
+  /* Optional: a kind built on another async call (the semaphore lock, on
+   * the permits') starts its async acquire itself; arguments checked. */
+  int (*acquire_async)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
+                       int64_t lease_ms, dlock_done_fn *done, void *data,
+                       dlock_op *op);
   /* version 3 ends here: append only */
 } dlock__lock_methods;
 

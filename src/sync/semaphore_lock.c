@@ -30,6 +30,8 @@ static long find_latest(sem_lock *s, uint64_t owner) {
   return -1;
 }
 
+static int remember(sem_lock *s, held h);
+
 static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                       int64_t lease_ms, dlock_grant *grant) {
   sem_lock *s = (sem_lock *)l;
@@ -38,13 +40,25 @@ static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   int rc = dlock_permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id);
   if (rc != DLOCK_OK)
     return rc;
+  if ((rc = remember(s, h)) != DLOCK_OK) {
+    dlock_permits_release(s->p, &h.id, 1);
+    return rc;
+  }
+  int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
+                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
+                      : lease_ms;
+  grant->validity_ms = lease - (dlock__now_ms() - t0);
+  return DLOCK_OK;
+}
+
+/* Keep h as one of owner's holds through this handle. */
+static int remember(sem_lock *s, held h) {
   pthread_mutex_lock(&s->mu);
   if (s->n == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 4;
     held *v = realloc(s->v, cap * sizeof *v);
     if (v == NULL) {
       pthread_mutex_unlock(&s->mu);
-      dlock_permits_release(s->p, &h.id, 1);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     s->v = v;
@@ -52,11 +66,57 @@ static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   }
   s->v[s->n++] = h;
   pthread_mutex_unlock(&s->mu);
-  int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
-                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
-                      : lease_ms;
-  grant->validity_ms = lease - (dlock__now_ms() - t0);
   return DLOCK_OK;
+}
+
+/* ---- async: the permits' async acquire, then the same bookkeeping ------- */
+
+typedef struct sl_async {
+  sem_lock *s;
+  uint64_t owner;
+  int64_t lease_ms, t0_ms;
+  dlock_done_fn *done;
+  void *data;
+} sl_async;
+
+static void sl_released(void *data, const dlock_result *r) {}
+
+static void sl_granted(void *data, const dlock_result *r) {
+  sl_async *x = data;
+  dlock_result res = *r;
+  res.ids = NULL;
+  res.n = 0;
+  if (r->rc == DLOCK_OK) {
+    held h = {x->owner, r->ids[0]};
+    if (remember(x->s, h) != DLOCK_OK) {
+      dlock_permits_release_async(x->s->p, &h.id, 1, sl_released, NULL, NULL);
+      res.rc = DLOCK_ENOMEM;
+      res.errmsg = "out of memory recording the permit";
+    } else {
+      res.grant.validity_ms = x->lease_ms - (dlock__now_ms() - x->t0_ms);
+    }
+  }
+  x->done(x->data, &res);
+  free(x);
+}
+
+static int sl_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                            int64_t lease_ms, dlock_done_fn *done, void *data,
+                            dlock_op *op) {
+  sem_lock *s = (sem_lock *)l;
+  sl_async *x = calloc(1, sizeof *x);
+  if (x == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  *x = (sl_async){s, owner,
+                  lease_ms == DLOCK_LEASE_WATCHDOG
+                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
+                      : lease_ms,
+                  dlock__now_ms(), done, data};
+  int rc = dlock_permits_acquire_async(s->p, 1, wait_ms, lease_ms, sl_granted, x,
+                                       op);
+  if (rc != DLOCK_OK)
+    free(x);
+  return rc;
 }
 
 static int sl_release(dlock_lock *l, uint64_t owner) {
@@ -104,7 +164,7 @@ static void sl_destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods semaphore_lock_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "semaphore",
     .caps = DLOCK_CAP_SHARED,
     .size = sizeof(sem_lock),
@@ -113,6 +173,7 @@ static const dlock__lock_methods semaphore_lock_methods = {
     .force_release = NULL,
     .state = sl_state,
     .destroy = sl_destroy,
+    .acquire_async = sl_acquire_async,
 };
 
 int dlock_semaphore_lock_new(dlock_client *client, const char *name,
