@@ -1011,6 +1011,78 @@ static void test_semaphore_lock(void) {
   dlock_client_close(c);
 }
 
+/* A multi-lock: all members or none. Waiting for a busy member it holds
+ * nothing else; a cancel leaves nothing; members on two engines are
+ * refused. */
+static void test_multi(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  char a[96], bname[96];
+  snprintf(a, sizeof a, "%s", th_name("async-multi-a"));
+  snprintf(bname, sizeof bname, "%s", th_name("async-multi-b"));
+  dlock_lock *m[2] = {new_lock(c, a), new_lock(c, bname)}, *multi = NULL;
+  dlock_lock *hb = new_lock(holder, bname);
+  TH_ASSERT_RC(dlock_multi_new(m, 2, &multi), DLOCK_OK);
+  uint64_t x = dlock_owner_id_new();
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_acquire_async(multi, x, 0, 30000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  CU_ASSERT(b.last.grant.validity_ms > 29000);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s %s", a, bname), 2);
+  TH_ASSERT_RC(dlock_release_async(multi, x, on_done, tag_of(&b, 1), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s %s", a, bname), 0);
+  /* B held elsewhere: the walk waits for B alone */
+  TH_ASSERT_RC(dlock_acquire(hb, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(multi, x, 0, 30000, on_done, tag_of(&b, 2), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_acquire_async(multi, x, 20000, 30000, on_done, tag_of(&b, 3),
+                                   NULL), DLOCK_OK);
+  char bch[200];
+  snprintf(bch, sizeof bch, "redisson_lock__channel:{%s}", bname);
+  CU_ASSERT(th_wait_numsub(&srv, bch, 1, 5000));
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", a), 0); /* A given back meanwhile */
+  TH_ASSERT_RC(dlock_release(hb), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s %s", a, bname), 2);
+  TH_ASSERT_RC(dlock_release_async(multi, x, on_done, tag_of(&b, 4), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  TH_ASSERT_RC(b.rc[4], DLOCK_OK);
+  /* a cancel while waiting for B: nothing left */
+  TH_ASSERT_RC(dlock_acquire(hb, 0, 30000), DLOCK_OK);
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_acquire_async(multi, x, DLOCK_WAIT_FOREVER, 30000, on_done,
+                                   tag_of(&b, 5), &op), DLOCK_OK);
+  CU_ASSERT(th_wait_numsub(&srv, bch, 1, 5000));
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[5], DLOCK_ECANCELED);
+  CU_ASSERT(th_wait_numsub(&srv, bch, 0, 5000));
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", a), 0);
+  TH_ASSERT_RC(dlock_release(hb), DLOCK_OK);
+  /* members on two engines */
+  dlock_lock *two[2] = {m[0], hb}, *mixed = NULL;
+  TH_ASSERT_RC(dlock_multi_new(two, 2, &mixed), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(mixed, x, 0, 30000, on_done, tag_of(&b, 6), NULL),
+               DLOCK_ENOTSUP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "engine"));
+  dlock_lock_free(mixed);
+  for (int i = 0; i < 10; i++)
+    CU_ASSERT(b.calls[i] <= 1);
+  dlock_lock_free(multi);
+  dlock_lock_free(m[0]);
+  dlock_lock_free(m[1]);
+  dlock_lock_free(hb);
+  dlock_client_close(c);
+  dlock_client_close(holder);
+}
+
 /* The two examples (examples/async_libuv.c, async_epoll.c) run against the
  * server: 200 tasks over 4 locks on one thread, none failed, no two
  * holders at once. */
@@ -1057,6 +1129,7 @@ static void add(void) {
   CU_add_test(s, "semaphore", test_semaphore);
   CU_add_test(s, "permits", test_permits);
   CU_add_test(s, "semaphore_lock", test_semaphore_lock);
+  CU_add_test(s, "multi", test_multi);
   CU_add_test(s, "examples", test_examples);
 }
 

@@ -54,6 +54,9 @@ enum dlock__aop_stage {
   DLOCK__AOP_BUSY,        /* a request or a pool job is in flight */
   DLOCK__AOP_SUBSCRIBING, /* waiting for its channel's confirmation */
   DLOCK__AOP_WAITING,     /* waiting for a wake-up or its timer */
+  DLOCK__AOP_COMPOSITE,   /* a combinator's: runs inner operations of its
+                             members (on this engine thread), on_cancel
+                             stops the one under way */
   DLOCK__AOP_DONE
 };
 
@@ -81,6 +84,14 @@ struct dlock__aop {
   int watchdog;
   int tries;
   int granted;           /* a try was granted (given back or kept) */
+  int internal;          /* an inner operation of a combinator's: its
+                            callback runs on the engine thread at once,
+                            whatever the client's completion mode */
+  dlock_op inner;        /* a combinator's inner operation under way (to
+                            cancel), 0 */
+  int inner_n;           /* a combinator's inner operations under way */
+  void (*on_cancel)(dlock__aop *op); /* a combinator's, on dlock_cancel */
+  uv_timer_t *ctimer;    /* a combinator's timer (composite.c) */
   char rid[33];          /* a release's request id (its retries reuse it) */
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__waiter *w;      /* from its first wait on */
@@ -134,6 +145,21 @@ int dlock__aop_job(dlock__handle *h, const char *what, int type,
 int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **op);
+/* An operation on client c for handle h (a combinator's, whose handle has
+ * no client: c is its members' engine's). One with on_cancel set before
+ * its start is a combinator's: c's close waits for it until it finishes.
+ * DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
+                             dlock_done_fn *done, void *data, dlock__aop **op);
+/* The one engine thread every member lock's client runs on: that client
+ * of members[0], or NULL with DLOCK_ENOTSUP set (members on several
+ * engines: use one client, or share_engine). */
+dlock_client *dlock__aop_members_engine(dlock_lock *const *members, size_t n);
+/* Arm (ms >= 0) or stop (-1) a combinator op's timer: fn runs on the
+ * engine thread then. */
+void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));
+/* Close a combinator op's timer (finish does). */
+void dlock__aop_ctimer_drop(dlock__aop *op);
 /* Free an op that never started (its start failed). */
 void dlock__aop_discard(dlock__aop *op);
 /* Register op and hand it to its engine, which calls start(op) there

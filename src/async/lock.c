@@ -15,7 +15,7 @@
 #include "async/async.h"
 #include "lock/lock_impl.h"
 
-static int can_wait(const dlock_lock *l) {
+int dlock__lock_can_wait(const dlock_lock *l) {
   return dlock__lock_has_requests(l) && l->m->version >= 3 &&
          l->m->wait_channel != NULL;
 }
@@ -27,9 +27,6 @@ static int check(dlock_lock *l, dlock_done_fn *done, uint64_t *owner,
   int rc = dlock__aop_check(l ? &l->h : NULL, "lock", done);
   if (rc != DLOCK_OK)
     return rc;
-  if (l->h.client == NULL)
-    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls yet",
-                       l->m->kind);
   if (*owner == 0)
     *owner = l->bound_owner;
   if (*owner == 0 && need_owner)
@@ -127,6 +124,12 @@ static int acquire_blocking(dlock__aop *op) {
 int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms, dlock_done_fn *done, void *data,
                         dlock_op *out) {
+  return dlock__acquire_op(l, owner, wait_ms, lease_ms, done, data, 0, out);
+}
+
+int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                      int64_t lease_ms, dlock_done_fn *done, void *data,
+                      int internal, dlock_op *out) {
   int rc = check(l, done, &owner, 1);
   if (rc != DLOCK_OK)
     return rc;
@@ -136,12 +139,16 @@ int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
   if (l->m->version >= 3 && l->m->acquire_async)
     return l->m->acquire_async(l, owner, wait_ms, lease_ms, done, data, out);
-  if (!can_wait(l) && wait_ms != 0)
+  if (l->h.client == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async acquire",
+                       l->m->kind);
+  if (!dlock__lock_can_wait(l) && wait_ms != 0)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously "
                        "yet: try once (wait_ms 0)", l->m->kind);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_ACQUIRE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->internal = internal;
   op->lock = l;
   op->owner = owner;
   op->wait_ms = wait_ms;
@@ -150,7 +157,7 @@ int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  if (can_wait(l)) {
+  if (dlock__lock_can_wait(l)) {
     op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
     return dlock__aop_start(op, dlock__await_start, out);
   }
@@ -219,14 +226,25 @@ static int release_blocking(dlock__aop *op) {
 
 int dlock_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
                         void *data, dlock_op *out) {
+  return dlock__release_op(l, owner, done, data, 0, out);
+}
+
+int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
+                      void *data, int internal, dlock_op *out) {
   int rc = check(l, done, &owner, 1);
   if (rc != DLOCK_OK)
     return rc;
   if (l->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
+  if (l->m->version >= 3 && l->m->release_async)
+    return l->m->release_async(l, owner, done, data, out);
+  if (l->h.client == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async release",
+                       l->m->kind);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_RELEASE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
+  op->internal = internal;
   op->lock = l;
   op->owner = owner;
   if (dlock__lock_has_requests(l))
@@ -236,6 +254,26 @@ int dlock_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
 }
 
 /* ---- force release and state: thread-pool jobs ------------------------------ */
+
+/* A pool-job op on l's client, or a combinator's members' engine. */
+static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
+                  dlock_done_fn *done, void *data, dlock_op *out) {
+  dlock_client *c = l->h.client;
+  if (c == NULL && l->m->version >= 3 && l->m->async_client)
+    c = l->m->async_client(l);
+  else if (c == NULL)
+    dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls", l->m->kind);
+  if (c == NULL)
+    return DLOCK_ENOTSUP;
+  dlock__aop *op;
+  int rc = dlock__aop_new_on(c, &l->h, DLOCK__AOP_OTHER, done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
+  op->lock = l;
+  op->owner = owner;
+  op->blocking = fn;
+  return dlock__aop_start(op, dlock__aop_blocking, out);
+}
 
 static int force_blocking(dlock__aop *op) {
   int rc = op->lock->m->force_release(op->lock);
@@ -254,12 +292,7 @@ int dlock_force_release_async(dlock_lock *l, dlock_done_fn *done, void *data,
   if (l->m->force_release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no force release",
                        l->m->kind);
-  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_OTHER, done, data);
-  if (op == NULL)
-    return DLOCK_ENOMEM;
-  op->lock = l;
-  op->blocking = force_blocking;
-  return dlock__aop_start(op, dlock__aop_blocking, out);
+  return job_op(l, force_blocking, 0, done, data, out);
 }
 
 static int state_blocking(dlock__aop *op) {
@@ -274,11 +307,5 @@ int dlock_lock_state_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
   if (l->m->state == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no state query",
                        l->m->kind);
-  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_OTHER, done, data);
-  if (op == NULL)
-    return DLOCK_ENOMEM;
-  op->lock = l;
-  op->owner = owner;
-  op->blocking = state_blocking;
-  return dlock__aop_start(op, dlock__aop_blocking, out);
+  return job_op(l, state_blocking, owner, done, data, out);
 }

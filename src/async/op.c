@@ -116,6 +116,11 @@ void dlock__async_prepare(dlock_client *c) {
     pthread_mutex_unlock(&a->mu);
     if (op == NULL)
       return;
+    if (op->stage == DLOCK__AOP_COMPOSITE) {
+      if (dlock__aop_cancelled(op) && op->on_cancel)
+        op->on_cancel(op);
+      continue;
+    }
     if (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING)
       continue; /* a request is in flight: its answer looks again */
     if (dlock__aop_cancelled(op)) {
@@ -193,6 +198,86 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
   return DLOCK_OK;
 }
 
+int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
+                             dlock_done_fn *done, void *data, dlock__aop **out) {
+  dlock__aop *op = calloc(1, sizeof *op);
+  if (op == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  op->type = type;
+  op->h = h;
+  op->c = c;
+  dlock__client_ref(c);
+  op->done = done;
+  op->data = data;
+  op->deadline_ms = -1;
+  op->t0_us = dlock__now_us();
+  *out = op;
+  return DLOCK_OK;
+}
+
+dlock_client *dlock__aop_members_engine(dlock_lock *const *members, size_t n) {
+  dlock_client *c = members[0]->h.client;
+  for (size_t i = 0; i < n; i++) {
+    dlock_client *mc = members[i]->h.client;
+    if (mc == NULL || c == NULL || mc->engine != c->engine) {
+      dlock__fail(DLOCK_ENOTSUP, "async calls of a multi-lock or RedLock need "
+                  "members whose clients run on one engine thread (one client, "
+                  "or share_engine); member %zu's does not", i);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+typedef struct comp_timer {
+  uv_timer_t t;
+  dlock__aop *op; /* NULL once op finished */
+  dlock_client *c;
+  void (*fn)(dlock__aop *op);
+} comp_timer;
+
+static void ctimer_fired(uv_timer_t *t) {
+  comp_timer *ct = (comp_timer *)t;
+  if (ct->op && ct->fn)
+    ct->fn(ct->op);
+}
+
+static void ctimer_closed(uv_handle_t *h) {
+  dlock_client *c = ((comp_timer *)h)->c;
+  free(h);
+  dlock__client_live_done(c); /* last: c may go */
+}
+
+void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
+  comp_timer *ct = (comp_timer *)op->ctimer;
+  if (ms < 0) {
+    if (ct)
+      uv_timer_stop(&ct->t);
+    return;
+  }
+  if (ct == NULL) {
+    ct = calloc(1, sizeof *ct);
+    if (ct == NULL)
+      return; /* no timer: the wait ends with the next answer */
+    uv_timer_init(op->c->loop, &ct->t);
+    ct->op = op;
+    ct->c = op->c;
+    op->c->live++;
+    op->ctimer = &ct->t;
+  }
+  ct->fn = fn;
+  uv_timer_start(&ct->t, ctimer_fired, (uint64_t)ms, 0);
+}
+
+void dlock__aop_ctimer_drop(dlock__aop *op) {
+  comp_timer *ct = (comp_timer *)op->ctimer;
+  if (ct == NULL)
+    return;
+  ct->op = NULL;
+  uv_close((uv_handle_t *)&ct->t, ctimer_closed);
+  op->ctimer = NULL;
+}
+
 void dlock__aop_discard(dlock__aop *op) {
   dlock__client_unref(op->c);
   free(op->errmsg);
@@ -228,6 +313,7 @@ static void start_done(dlock__req *req, redisReply *reply, int status) {
   if (status != DLOCK_OK) {
     live_link(op);
     op->stage = DLOCK__AOP_BUSY;
+    op->on_cancel = NULL; /* never counted as a combinator's */
     dlock__fail(DLOCK_ECLOSED, "client closed");
     dlock__aop_finish(op, DLOCK_ECLOSED);
   }
@@ -237,7 +323,12 @@ static void start_task(dlock_client *c, dlock__req *req) {
   dlock__aop *op = req->data;
   dlock__req_finish(req, NULL, DLOCK_OK, NULL); /* frees req */
   live_link(op);
-  op->stage = DLOCK__AOP_BUSY;
+  if (op->on_cancel) { /* a combinator's: the close waits for it */
+    op->stage = DLOCK__AOP_COMPOSITE;
+    c->live++;
+  } else {
+    op->stage = DLOCK__AOP_BUSY;
+  }
   op->start(op);
 }
 
@@ -465,9 +556,13 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     dlock__stats_release(&c->stats, rc);
   }
   op->res.rc = rc;
-  if (c->opts.completions != DLOCK_COMPLETE_QUEUE) {
+  int composite = op->ctimer != NULL || op->on_cancel != NULL;
+  dlock__aop_ctimer_drop(op);
+  if (op->internal || c->opts.completions != DLOCK_COMPLETE_QUEUE) {
     deliver(op);
     op_free(op);
+    if (composite)
+      dlock__client_live_done(c); /* last: c may go */
     return;
   }
   pthread_mutex_lock(&a->mu);
@@ -484,19 +579,28 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
       a->efd_set = 1;
   }
   pthread_mutex_unlock(&a->mu);
+  if (composite)
+    dlock__client_live_done(c); /* last: c may go */
 }
 
 void dlock__async_shutdown(dlock_client *c) {
   dlock__async *a = c->async;
-  dlock__aop *op = a->live;
-  while (op) {
-    dlock__aop *next = op->next;
-    if (op->stage != DLOCK__AOP_BUSY) { /* a busy one's request or job ends
-                                           it */
-      dlock__fail(DLOCK_ECLOSED, "client closed");
-      dlock__aop_finish(op, DLOCK_ECLOSED);
+  /* combinators first stop their inner operations (on this engine: they
+   * end soon, and their answers end the combinators) */
+  for (dlock__aop *op = a->live; op; op = op->next)
+    if (op->stage == DLOCK__AOP_COMPOSITE && op->inner)
+      dlock_cancel(op->inner);
+  /* then everything waiting here ends; a busy one's request or job ends
+   * it. Ending one may end others (a combinator's): start over each time */
+  for (dlock__aop *op = a->live; op;) {
+    if (op->stage == DLOCK__AOP_BUSY ||
+        (op->stage == DLOCK__AOP_COMPOSITE && op->inner_n > 0)) {
+      op = op->next;
+      continue;
     }
-    op = next;
+    dlock__fail(DLOCK_ECLOSED, "client closed");
+    dlock__aop_finish(op, DLOCK_ECLOSED);
+    op = a->live;
   }
 }
 

@@ -75,6 +75,12 @@ typedef struct dlock__lock_methods {
   int (*acquire_async)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
                        int64_t lease_ms, dlock_done_fn *done, void *data,
                        dlock_op *op);
+  /* Optional: a combinator's client for its async calls (its members'
+   * one engine), or NULL with the error set. */
+  dlock_client *(*async_client)(dlock_lock *lock);
+  /* Optional: a combinator's async release (owner checked). */
+  int (*release_async)(dlock_lock *lock, uint64_t owner, dlock_done_fn *done,
+                       void *data, dlock_op *op);
   /* version 3 ends here: append only */
 } dlock__lock_methods;
 
@@ -84,6 +90,17 @@ struct dlock_lock {
   uint64_t bound_owner; /* 0: the calling thread owns */
   unsigned caps;        /* m->caps, or a combinator's own */
 };
+
+/* The async acquire and release (src/async/lock.c) with internal 1: an
+ * inner operation of a combinator, whose callback runs on the engine
+ * thread at once whatever the client's completion mode. */
+int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                      int64_t lease_ms, dlock_done_fn *done, void *data,
+                      int internal, dlock_op *op);
+int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
+                      void *data, int internal, dlock_op *op);
+/* Whether the kind waits without a thread (src/async/lock.c). */
+int dlock__lock_can_wait(const dlock_lock *l);
 
 /* Allocate a backend's struct (m->size bytes) with dlock__handle_new (out
  * must not be NULL: constructors pass their own local). */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async/async.h"
 #include "dlock/multi.h"
 #include "lock/lock_impl.h"
 
@@ -124,8 +125,211 @@ static int state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   return DLOCK_OK;
 }
 
+/* ---- async: the same walk, one member's inner operation at a time -------- */
+
+typedef struct mwalk {
+  multi *m;
+  int taken[DLOCK__MAX_MEMBERS];
+  size_t i;          /* the member being asked */
+  int alone;         /* waiting for member i alone (holding nothing else) */
+  int64_t validity;
+  int64_t lease_ms;  /* as the caller gave it */
+  size_t releases;   /* a release's members still to answer */
+  int first_rc;      /* a release's first failure */
+  char first_err[256];
+} mwalk;
+
+static void no_answer(void *data, const dlock_result *r) {}
+
+/* Give back every member taken, without waiting (inner releases). */
+static void m_release_taken(dlock__aop *op) {
+  mwalk *w = op->ctx;
+  for (size_t i = w->m->n; i > 0; i--)
+    if (w->taken[i - 1] &&
+        dlock__release_op(w->m->members[i - 1], op->owner, no_answer, NULL, 1,
+                          NULL) != DLOCK_OK)
+      dlock__lock_forget(w->m->members[i - 1], op->owner); /* its lease ends it */
+  memset(w->taken, 0, sizeof w->taken);
+}
+
+static void m_fail(dlock__aop *op, int rc) {
+  m_release_taken(op);
+  dlock__aop_finish(op, rc);
+}
+
+static void m_answer(void *data, const dlock_result *r);
+
+static void m_ask(dlock__aop *op, int64_t wait_ms) {
+  mwalk *w = op->ctx;
+  int rc = dlock__acquire_op(w->m->members[w->i], op->owner, wait_ms, w->lease_ms,
+                             m_answer, op, 1, &op->inner);
+  op->inner_n = rc == DLOCK_OK;
+  if (rc != DLOCK_OK) {
+    op->inner = 0;
+    m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, dlock_errmsg()));
+  }
+}
+
+/* Take the members not taken yet, in order, each tried once. */
+static void m_step(dlock__aop *op) {
+  mwalk *w = op->ctx;
+  while (w->i < w->m->n && w->taken[w->i])
+    w->i++;
+  if (w->i < w->m->n) {
+    m_ask(op, 0);
+    return;
+  }
+  if (dlock__aop_grant_cancelled(op)) {
+    m_fail(op, DLOCK_ECANCELED);
+    return;
+  }
+  op->res.grant.validity_ms = w->validity;
+  dlock__aop_finish(op, DLOCK_OK);
+}
+
+static void m_answer(void *data, const dlock_result *r) {
+  dlock__aop *op = data;
+  mwalk *w = op->ctx;
+  op->inner = 0;
+  op->inner_n = 0;
+  size_t i = w->i;
+  if (r->rc == DLOCK_OK) {
+    w->taken[i] = 1;
+    if (w->alone) { /* start over, holding it */
+      w->alone = 0;
+      w->validity = r->grant.validity_ms;
+      w->i = 0;
+    } else if (r->grant.validity_ms < w->validity) {
+      w->validity = r->grant.validity_ms;
+    }
+    if (dlock__aop_cancelled(op))
+      m_fail(op, DLOCK_ECANCELED);
+    else
+      m_step(op);
+    return;
+  }
+  char why[256];
+  snprintf(why, sizeof why, "%s", r->errmsg);
+  m_release_taken(op);
+  w->validity = INT64_MAX;
+  if (r->rc == DLOCK_ECANCELED || dlock__aop_cancelled(op)) {
+    m_fail(op, DLOCK_ECANCELED);
+  } else if (w->alone) {
+    m_fail(op, r->rc == DLOCK_ETIMEDOUT
+                   ? dlock__fail(r->rc, "multi-lock: member %zu still held", i)
+                   : dlock__fail(r->rc, "%s", why));
+  } else if (r->rc != DLOCK_EBUSY) {
+    m_fail(op, dlock__fail(r->rc, "member %zu: %s", i, why));
+  } else if (op->wait_ms == 0) {
+    m_fail(op, dlock__fail(DLOCK_EBUSY, "member %zu is held: %s", i, why));
+  } else {
+    int64_t left = op->deadline_ms < 0 ? DLOCK_WAIT_FOREVER
+                                       : op->deadline_ms - dlock__now_ms();
+    if (op->deadline_ms >= 0 && left <= 0) {
+      m_fail(op, dlock__fail(DLOCK_ETIMEDOUT, "multi-lock: member %zu still held",
+                             i));
+      return;
+    }
+    w->alone = 1; /* wait for the busy member alone, then start over */
+    m_ask(op, left);
+  }
+}
+
+/* dlock_cancel: the inner operation under way is cancelled; its answer
+ * ends the walk. */
+static void m_cancel(dlock__aop *op) {
+  if (op->inner)
+    dlock_cancel(op->inner);
+}
+
+static dlock_client *m_client(dlock_lock *l) {
+  multi *m = (multi *)l;
+  return dlock__aop_members_engine(m->members, m->n);
+}
+
+static int m_start(dlock_lock *l, uint64_t owner, int type, dlock_done_fn *done,
+                   void *data, dlock__aop **out) {
+  multi *m = (multi *)l;
+  dlock_client *c = m_client(l);
+  if (c == NULL)
+    return DLOCK_ENOTSUP;
+  for (size_t i = 0; i < m->n; i++)
+    if (!dlock__lock_can_wait(m->members[i]))
+      return dlock__fail(DLOCK_ENOTSUP, "member %zu is a %s lock, which cannot "
+                         "wait asynchronously", i, m->members[i]->m->kind);
+  mwalk *w = calloc(1, sizeof *w);
+  int rc = w ? dlock__aop_new_on(c, &l->h, type, done, data, out)
+             : dlock__fail(DLOCK_ENOMEM, "out of memory");
+  if (rc != DLOCK_OK) {
+    free(w);
+    return rc;
+  }
+  w->m = m;
+  w->validity = INT64_MAX;
+  (*out)->ctx = w;
+  (*out)->owner = owner;
+  (*out)->on_cancel = m_cancel;
+  return DLOCK_OK;
+}
+
+static int m_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                           int64_t lease_ms, dlock_done_fn *done, void *data,
+                           dlock_op *out) {
+  dlock__aop *op;
+  int rc = m_start(l, owner, DLOCK__AOP_ACQUIRE, done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
+  ((mwalk *)op->ctx)->lease_ms = lease_ms;
+  op->wait_ms = wait_ms;
+  op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
+  return dlock__aop_start(op, m_step, out);
+}
+
+static void m_released(void *data, const dlock_result *r) {
+  dlock__aop *op = data;
+  mwalk *w = op->ctx;
+  if (r->rc != DLOCK_OK && w->first_rc == DLOCK_OK) {
+    w->first_rc = r->rc;
+    snprintf(w->first_err, sizeof w->first_err, "%s", r->errmsg);
+  }
+  op->inner_n = (int)--w->releases;
+  if (w->releases > 0)
+    return;
+  if (w->first_rc != DLOCK_OK)
+    dlock__fail(w->first_rc, "%s", w->first_err);
+  dlock__aop_finish(op, w->first_rc);
+}
+
+/* Every member's release at once, in reverse order; the first failure. */
+static void m_release_all(dlock__aop *op) {
+  mwalk *w = op->ctx;
+  w->releases = w->m->n + 1; /* + this loop's own, so none ends it early */
+  op->inner_n = (int)w->releases;
+  for (size_t i = w->m->n; i > 0; i--) {
+    if (dlock__release_op(w->m->members[i - 1], op->owner, m_released, op, 1,
+                          NULL) != DLOCK_OK) {
+      dlock_result r = {.rc = DLOCK_EIO, .errmsg = dlock_errmsg()};
+      m_released(op, &r);
+    }
+  }
+  dlock_result r = {.rc = DLOCK_OK, .errmsg = ""};
+  m_released(op, &r);
+}
+
+static void m_release_cancel(dlock__aop *op) {}
+
+static int m_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
+                           void *data, dlock_op *out) {
+  dlock__aop *op;
+  int rc = m_start(l, owner, DLOCK__AOP_RELEASE, done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
+  op->on_cancel = m_release_cancel;
+  return dlock__aop_start(op, m_release_all, out);
+}
+
 static const dlock__lock_methods multi_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "multi",
     .caps = 0, /* set per instance below */
     .size = sizeof(multi),
@@ -134,6 +338,9 @@ static const dlock__lock_methods multi_methods = {
     .force_release = force_release,
     .state = state,
     .destroy = NULL,
+    .acquire_async = m_acquire_async,
+    .async_client = m_client,
+    .release_async = m_release_async,
 };
 
 int dlock_multi_new(dlock_lock *const *locks, size_t n, dlock_lock **out) {
