@@ -1083,6 +1083,139 @@ static void test_multi(void) {
   dlock_client_close(holder);
 }
 
+/* RedLock over three members whose clients share one engine: a quorum
+ * granted, EQUORUM when two are held elsewhere, a wait that later rounds
+ * win, and a cancel between rounds that leaves nothing. */
+static void test_redlock(void) {
+  dlock_client *cl[3];
+  cl[0] = th_client(&srv, NULL);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.share_engine = cl[0];
+  cl[1] = th_client(&srv, &o);
+  cl[2] = th_client(&srv, &o);
+  dlock_client *holder = th_client(&srv, NULL);
+  char names[3][96];
+  dlock_lock *m[3], *h[3], *rl = NULL;
+  for (int i = 0; i < 3; i++) {
+    snprintf(names[i], sizeof names[i], "%s", th_name("async-redlock"));
+    m[i] = new_lock(cl[i], names[i]);
+    h[i] = new_lock(holder, names[i]);
+  }
+  dlock_redlock_opts ro = DLOCK_REDLOCK_OPTS_INIT;
+  TH_ASSERT_RC(dlock_redlock_new(m, 3, &ro, &rl), DLOCK_OK);
+  uint64_t x = dlock_owner_id_new();
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_acquire_async(rl, x, 0, 30000, on_done, tag_of(&b, 0), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  TH_ASSERT_RC(b.rc[0], DLOCK_OK);
+  CU_ASSERT(b.last.grant.validity_ms > 29000);
+  int64_t until = th_now_ms() + 5000; /* a round stops at its majority */
+  while (th_int(&srv, "EXISTS %s %s %s", names[0], names[1], names[2]) != 3 &&
+         th_now_ms() < until)
+    usleep(1000);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s %s %s", names[0], names[1], names[2]), 3);
+  TH_ASSERT_RC(dlock_release_async(rl, x, on_done, tag_of(&b, 1), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  TH_ASSERT_RC(b.rc[1], DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s %s %s", names[0], names[1], names[2]), 0);
+  /* two members held elsewhere: no quorum */
+  TH_ASSERT_RC(dlock_acquire(h[1], 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h[2], 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(rl, x, 0, 30000, on_done, tag_of(&b, 2), NULL),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
+  TH_ASSERT_RC(b.rc[2], DLOCK_EQUORUM);
+  /* a wait: later rounds win once one of them is released */
+  TH_ASSERT_RC(dlock_acquire_async(rl, x, 5000, 30000, on_done, tag_of(&b, 3), NULL),
+               DLOCK_OK);
+  usleep(200000);
+  CU_ASSERT_EQUAL(b.calls[3], 0);
+  TH_ASSERT_RC(dlock_release(h[2]), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
+  TH_ASSERT_RC(b.rc[3], DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(rl, x, on_done, tag_of(&b, 4), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 5, 5000), 5);
+  TH_ASSERT_RC(b.rc[4], DLOCK_OK);
+  /* a cancel between rounds */
+  TH_ASSERT_RC(dlock_acquire(h[2], 0, 30000), DLOCK_OK);
+  dlock_op op = 0;
+  TH_ASSERT_RC(dlock_acquire_async(rl, x, DLOCK_WAIT_FOREVER, 30000, on_done,
+                                   tag_of(&b, 5), &op), DLOCK_OK);
+  usleep(100000);
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
+  TH_ASSERT_RC(b.rc[5], DLOCK_ECANCELED);
+  usleep(100000); /* a round's give-back may still be on its way */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", names[0]), 0);
+  TH_ASSERT_RC(dlock_release(h[1]), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(h[2]), DLOCK_OK);
+  /* members on two engines */
+  dlock_lock *two[3] = {m[0], m[1], h[0]}, *mixed = NULL;
+  TH_ASSERT_RC(dlock_redlock_new(two, 3, &ro, &mixed), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(mixed, x, 0, 30000, on_done, tag_of(&b, 6), NULL),
+               DLOCK_ENOTSUP);
+  dlock_lock_free(mixed);
+  for (int i = 0; i < 7; i++)
+    CU_ASSERT(b.calls[i] <= 1);
+  dlock_lock_free(rl);
+  for (int i = 0; i < 3; i++) {
+    dlock_lock_free(m[i]);
+    dlock_lock_free(h[i]);
+  }
+  for (int i = 2; i >= 0; i--)
+    dlock_client_close(cl[i]);
+  dlock_client_close(holder);
+}
+
+/* Closing a client ends its combinators' operations too, once each,
+ * before the close returns: a multi-lock waiting for a member, a RedLock
+ * between failed rounds. */
+static void test_close_combinators(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.share_engine = c;
+  dlock_client *c2 = th_client(&srv, &o), *c3 = th_client(&srv, &o);
+  char names[3][96];
+  dlock_lock *m[3], *h[3], *multi = NULL, *rl = NULL;
+  dlock_client *owners[3] = {c, c2, c3};
+  for (int i = 0; i < 3; i++) {
+    snprintf(names[i], sizeof names[i], "%s", th_name("async-close-combo"));
+    m[i] = new_lock(owners[i], names[i]);
+    h[i] = new_lock(holder, names[i]);
+  }
+  TH_ASSERT_RC(dlock_multi_new(m, 2, &multi), DLOCK_OK);
+  TH_ASSERT_RC(dlock_redlock_new(m, 3, NULL, &rl), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h[1], 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(h[2], 0, 30000), DLOCK_OK);
+  box b;
+  box_init(&b);
+  TH_ASSERT_RC(dlock_acquire_async(multi, 11, DLOCK_WAIT_FOREVER, 30000, on_done,
+                                   tag_of(&b, 0), NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_async(rl, 12, DLOCK_WAIT_FOREVER, 30000, on_done,
+                                   tag_of(&b, 1), NULL), DLOCK_OK);
+  usleep(200000);
+  CU_ASSERT_EQUAL(b.n, 0);
+  dlock_client_close(c);
+  CU_ASSERT_EQUAL(b.n, 2);
+  TH_ASSERT_RC(b.rc[0], DLOCK_ECLOSED);
+  TH_ASSERT_RC(b.rc[1], DLOCK_ECLOSED);
+  usleep(100000);
+  CU_ASSERT_EQUAL(b.calls[0], 1);
+  CU_ASSERT_EQUAL(b.calls[1], 1);
+  dlock_lock_free(multi);
+  dlock_lock_free(rl);
+  for (int i = 0; i < 3; i++) {
+    dlock_release(h[i]);
+    dlock_lock_free(m[i]);
+    dlock_lock_free(h[i]);
+  }
+  dlock_client_close(c3);
+  dlock_client_close(c2);
+  dlock_client_close(holder);
+}
+
 /* The two examples (examples/async_libuv.c, async_epoll.c) run against the
  * server: 200 tasks over 4 locks on one thread, none failed, no two
  * holders at once. */
@@ -1130,6 +1263,8 @@ static void add(void) {
   CU_add_test(s, "permits", test_permits);
   CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "multi", test_multi);
+  CU_add_test(s, "redlock", test_redlock);
+  CU_add_test(s, "close_combinators", test_close_combinators);
   CU_add_test(s, "examples", test_examples);
 }
 

@@ -91,6 +91,8 @@ struct dlock__aop {
                             cancel), 0 */
   int inner_n;           /* a combinator's inner operations under way */
   void (*on_cancel)(dlock__aop *op); /* a combinator's, on dlock_cancel */
+  void (*on_end)(dlock__aop *op);    /* a combinator's, when it finishes:
+                                        let go of what it still refers to */
   uv_timer_t *ctimer;    /* a combinator's timer (composite.c) */
   char rid[33];          /* a release's request id (its retries reuse it) */
   int64_t num;           /* a call's number argument (latch count, permits) */
@@ -158,6 +160,8 @@ dlock_client *dlock__aop_members_engine(dlock_lock *const *members, size_t n);
 /* Arm (ms >= 0) or stop (-1) a combinator op's timer: fn runs on the
  * engine thread then. */
 void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));
+/* The client's engine has begun to stop (engine thread). */
+int dlock__client_stopping(const dlock_client *c);
 /* Close a combinator op's timer (finish does). */
 void dlock__aop_ctimer_drop(dlock__aop *op);
 /* Free an op that never started (its start failed). */

@@ -36,6 +36,31 @@ static int check(dlock_lock *l, dlock_done_fn *done, uint64_t *owner,
   return DLOCK_OK;
 }
 
+/* A pool-job op on l's client, or a combinator's members' engine. */
+static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
+                  dlock_done_fn *done, void *data, dlock_op *out) {
+  dlock_client *c = l->h.client;
+  if (c == NULL && l->m->version >= 3 && l->m->async_client)
+    c = l->m->async_client(l);
+  else if (c == NULL)
+    dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls", l->m->kind);
+  if (c == NULL)
+    return DLOCK_ENOTSUP;
+  dlock__aop *op;
+  int rc = dlock__aop_new_on(c, &l->h, DLOCK__AOP_OTHER, done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
+  op->lock = l;
+  op->owner = owner;
+  op->blocking = fn;
+  return dlock__aop_start(op, dlock__aop_blocking, out);
+}
+
+
+static int release_blocking(dlock__aop *op) {
+  return op->lock->m->release(op->lock, op->owner);
+}
+
 /* ---- acquire: a lock kind's requests as the waiting recipe's ---------------- */
 
 static int lock_try_req(dlock__aop *op, dlock__req *req) {
@@ -220,9 +245,6 @@ static void release_send(dlock__aop *op) {
   dlock__aop_send(op, req, release_reply);
 }
 
-static int release_blocking(dlock__aop *op) {
-  return op->lock->m->release(op->lock, op->owner);
-}
 
 int dlock_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
                         void *data, dlock_op *out) {
@@ -238,9 +260,8 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
   if (l->m->version >= 3 && l->m->release_async)
     return l->m->release_async(l, owner, done, data, out);
-  if (l->h.client == NULL)
-    return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async release",
-                       l->m->kind);
+  if (l->h.client == NULL) /* a combinator's blocking release, bounded */
+    return job_op(l, release_blocking, owner, done, data, out);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_RELEASE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
@@ -254,26 +275,6 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
 }
 
 /* ---- force release and state: thread-pool jobs ------------------------------ */
-
-/* A pool-job op on l's client, or a combinator's members' engine. */
-static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
-                  dlock_done_fn *done, void *data, dlock_op *out) {
-  dlock_client *c = l->h.client;
-  if (c == NULL && l->m->version >= 3 && l->m->async_client)
-    c = l->m->async_client(l);
-  else if (c == NULL)
-    dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls", l->m->kind);
-  if (c == NULL)
-    return DLOCK_ENOTSUP;
-  dlock__aop *op;
-  int rc = dlock__aop_new_on(c, &l->h, DLOCK__AOP_OTHER, done, data, &op);
-  if (rc != DLOCK_OK)
-    return rc;
-  op->lock = l;
-  op->owner = owner;
-  op->blocking = fn;
-  return dlock__aop_start(op, dlock__aop_blocking, out);
-}
 
 static int force_blocking(dlock__aop *op) {
   int rc = op->lock->m->force_release(op->lock);

@@ -269,6 +269,8 @@ void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
   uv_timer_start(&ct->t, ctimer_fired, (uint64_t)ms, 0);
 }
 
+int dlock__client_stopping(const dlock_client *c) { return c->stopping; }
+
 void dlock__aop_ctimer_drop(dlock__aop *op) {
   comp_timer *ct = (comp_timer *)op->ctimer;
   if (ct == NULL)
@@ -556,6 +558,8 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     dlock__stats_release(&c->stats, rc);
   }
   op->res.rc = rc;
+  if (op->on_end)
+    op->on_end(op);
   int composite = op->ctimer != NULL || op->on_cancel != NULL;
   dlock__aop_ctimer_drop(op);
   if (op->internal || c->opts.completions != DLOCK_COMPLETE_QUEUE) {

@@ -173,6 +173,10 @@ static void m_ask(dlock__aop *op, int64_t wait_ms) {
 /* Take the members not taken yet, in order, each tried once. */
 static void m_step(dlock__aop *op) {
   mwalk *w = op->ctx;
+  if (dlock__client_stopping(op->c)) { /* its close waits for this */
+    m_fail(op, dlock__fail(DLOCK_ECLOSED, "client closed"));
+    return;
+  }
   while (w->i < w->m->n && w->taken[w->i])
     w->i++;
   if (w->i < w->m->n) {
@@ -212,7 +216,9 @@ static void m_answer(void *data, const dlock_result *r) {
   snprintf(why, sizeof why, "%s", r->errmsg);
   m_release_taken(op);
   w->validity = INT64_MAX;
-  if (r->rc == DLOCK_ECANCELED || dlock__aop_cancelled(op)) {
+  if (dlock__client_stopping(op->c)) { /* the close cancelled it */
+    m_fail(op, dlock__fail(DLOCK_ECLOSED, "client closed"));
+  } else if (r->rc == DLOCK_ECANCELED || dlock__aop_cancelled(op)) {
     m_fail(op, DLOCK_ECANCELED);
   } else if (w->alone) {
     m_fail(op, r->rc == DLOCK_ETIMEDOUT

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "async/async.h"
 #include "dlock/multi.h"
 #include "lock/lock_impl.h"
 
@@ -45,6 +46,11 @@ struct round {
   size_t granted;    /* tries answered with a grant, releases that released */
   size_t want_granted, want_pending; /* what the caller waits for: wake it
                                         only then (one wake-up, not n) */
+  /* An async caller (on the members' one engine thread, as the calls'
+   * answers) is told instead, once, after the answer that met its want;
+   * it clears this before it lets go of the round. */
+  void (*notify)(void *arg);
+  void *notify_arg;
   size_t n;
   call calls[];
 };
@@ -84,9 +90,17 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   if (status == DLOCK_OK && c->m->read_reply(reply, !r->is_try, &hint, &token) == 1)
     r->granted++;
   r->pending--;
-  if (r->pending <= r->want_pending || r->granted >= r->want_granted)
+  void (*notify)(void *) = NULL;
+  void *arg = NULL;
+  if (r->pending <= r->want_pending || r->granted >= r->want_granted) {
     pthread_cond_signal(&r->cv);
+    notify = r->notify;
+    arg = r->notify_arg;
+    r->notify = NULL; /* once */
+  }
   round_unref_locked(r);
+  if (notify)
+    notify(arg);
 }
 
 typedef struct redlock {
@@ -316,14 +330,10 @@ static const char *member_where(const dlock_lock *m, char *buf, size_t n) {
   return buf;
 }
 
-static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
-                     int64_t round_end, tally *t) {
+/* What each member answered a try round started at t0 (r->mu held). */
+static void tally_round(redlock *rl, round *r, int64_t t0, int64_t round_end,
+                        tally *t) {
   char at[300];
-  round *r = round_start(rl, TRY, owner, lease, NULL);
-  if (r == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  pthread_mutex_lock(&r->mu);
-  round_wait(r, rl->quorum, round_end);
   t->elapsed = dlock__now_ms() - t0;
   t->why[0] = '\0';
   for (size_t i = 0; i < rl->n; i++) {
@@ -361,6 +371,16 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
       }
     }
   }
+}
+
+static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
+                     int64_t round_end, tally *t) {
+  round *r = round_start(rl, TRY, owner, lease, NULL);
+  if (r == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  pthread_mutex_lock(&r->mu);
+  round_wait(r, rl->quorum, round_end);
+  tally_round(rl, r, t0, round_end, t);
   round_unref_locked(r);
   return DLOCK_OK;
 }
@@ -588,8 +608,178 @@ static void destroy(dlock_lock *l) {
   pthread_mutex_destroy(&rl->mu);
 }
 
+/* ---- async: rounds on the members' engine thread ----------------------------
+ * The same rounds as acquire(), with the engine's timers in place of the
+ * waits: a round ends with its answers (a majority, or all) or its timer;
+ * a failed one is given back without waiting (each member's release goes
+ * ahead of its next try on its connection) and the next starts after the
+ * retry delay. */
+
+typedef struct rwalk {
+  redlock *rl;
+  int64_t lease;     /* the rounds' lease (round_lease) */
+  int watchdog;
+  int first;
+  round *r;          /* the round under way, NULL between rounds */
+  int64_t t0, round_end;
+} rwalk;
+
+static void r_round(dlock__aop *op);
+
+/* Let go of the round under way (its calls keep it until they end). */
+static void r_drop(rwalk *w) {
+  if (w->r == NULL)
+    return;
+  pthread_mutex_lock(&w->r->mu);
+  w->r->notify = NULL;
+  round_unref_locked(w->r);
+  w->r = NULL;
+}
+
+/* Give back a failed round: every member but those held elsewhere. */
+static void r_undo(redlock *rl, uint64_t owner, const tally *t) {
+  if (t->nbusy >= rl->n)
+    return;
+  round *rel = round_start(rl, RELEASE, owner, 0, t->busy);
+  if (rel == NULL)
+    return;
+  stuck_members(rl, rel, NULL); /* the latest release round */
+  round_unref(rel);
+}
+
+/* The round under way is over (its answers, or its timer): decide. */
+static void r_decide(dlock__aop *op) {
+  rwalk *w = op->ctx;
+  redlock *rl = w->rl;
+  if (w->r == NULL)
+    return; /* decided already */
+  dlock__aop_ctimer(op, -1, NULL);
+  tally t = {.ngranted = 0};
+  pthread_mutex_lock(&w->r->mu);
+  tally_round(rl, w->r, w->t0, w->round_end, &t);
+  pthread_mutex_unlock(&w->r->mu);
+  r_drop(w);
+  op->inner_n = 0;
+  int64_t validity = w->lease - t.elapsed - (w->lease / 100 + 2);
+  if (t.ngranted >= rl->quorum && validity > 0) {
+    if (dlock__aop_grant_cancelled(op) || dlock__client_stopping(op->c)) {
+      r_undo(rl, op->owner, &t);
+      dlock__aop_finish(op, dlock__aop_cancelled(op)
+                                ? DLOCK_ECANCELED
+                                : dlock__fail(DLOCK_ECLOSED, "client closed"));
+      return;
+    }
+    keep_grant(rl, op->owner, w->watchdog, w->lease, w->t0, &t);
+    op->res.grant.validity_ms = validity;
+    dlock__aop_finish(op, DLOCK_OK);
+    return;
+  }
+  if (t.ngranted >= rl->quorum)
+    dlock__append(t.why, sizeof t.why, "; validity spent (%" PRId64 " ms elapsed of "
+           "a %" PRId64 " ms lease)", t.elapsed, w->lease);
+  r_undo(rl, op->owner, &t);
+  int64_t now = dlock__now_ms();
+  if (dlock__aop_cancelled(op)) {
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+  } else if (dlock__client_stopping(op->c)) {
+    dlock__aop_finish(op, dlock__fail(DLOCK_ECLOSED, "client closed"));
+  } else if (op->wait_ms == 0) {
+    dlock__aop_finish(op, dlock__fail(DLOCK_EQUORUM, "redlock: %zu of %zu members "
+                      "granted (%zu held elsewhere), %zu needed%s", t.ngranted,
+                      rl->n, t.nbusy, rl->quorum, t.why));
+  } else if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
+    dlock__aop_finish(op, dlock__fail(DLOCK_EQUORUM, "redlock: no quorum within %"
+                      PRId64 " ms; last round %zu of %zu granted, %zu needed%s",
+                      op->wait_ms, t.ngranted, rl->n, rl->quorum, t.why));
+  } else {
+    int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
+    if (op->deadline_ms >= 0 && now + delay > op->deadline_ms)
+      delay = op->deadline_ms - now;
+    dlock__aop_ctimer(op, delay, r_round); /* the next round */
+  }
+}
+
+static void r_answered(void *arg) { r_decide(arg); }
+
+static void r_round(dlock__aop *op) {
+  rwalk *w = op->ctx;
+  redlock *rl = w->rl;
+  w->t0 = dlock__now_ms();
+  w->round_end = w->t0 + rl->member_timeout_ms;
+  if (!w->first && op->deadline_ms >= 0 && op->deadline_ms < w->round_end)
+    w->round_end = op->deadline_ms;
+  w->first = 0;
+  w->r = round_start(rl, TRY, op->owner, w->lease, NULL);
+  if (w->r == NULL) {
+    dlock__aop_finish(op, dlock__fail(DLOCK_ENOMEM, "out of memory"));
+    return;
+  }
+  op->inner_n = 1;
+  pthread_mutex_lock(&w->r->mu);
+  w->r->want_granted = rl->quorum;
+  w->r->want_pending = 0;
+  int over = w->r->pending == 0 || w->r->granted >= rl->quorum;
+  if (!over) {
+    w->r->notify = r_answered;
+    w->r->notify_arg = op;
+  }
+  pthread_mutex_unlock(&w->r->mu);
+  if (over) {
+    r_decide(op);
+    return;
+  }
+  dlock__aop_ctimer(op, w->round_end - w->t0, r_decide);
+}
+
+/* dlock_cancel: between rounds it ends at once (nothing is held); a round
+ * under way decides first (a grant is given back). */
+static void r_cancel(dlock__aop *op) {
+  rwalk *w = op->ctx;
+  if (w->r == NULL)
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+}
+
+static dlock_client *r_client(dlock_lock *l) {
+  redlock *rl = (redlock *)l;
+  return dlock__aop_members_engine(rl->members, rl->n);
+}
+
+static void r_free(dlock__aop *op);
+
+static int r_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                           int64_t lease_ms, dlock_done_fn *done, void *data,
+                           dlock_op *out) {
+  redlock *rl = (redlock *)l;
+  dlock_client *c = r_client(l);
+  if (c == NULL)
+    return DLOCK_ENOTSUP;
+  rwalk *w = calloc(1, sizeof *w);
+  dlock__aop *op = NULL;
+  int rc = w ? dlock__aop_new_on(c, &l->h, DLOCK__AOP_ACQUIRE, done, data, &op)
+             : dlock__fail(DLOCK_ENOMEM, "out of memory");
+  if (rc != DLOCK_OK) {
+    free(w);
+    return rc;
+  }
+  w->rl = rl;
+  w->lease = round_lease(rl, lease_ms);
+  w->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  w->first = 1;
+  op->ctx = w;
+  op->owner = owner;
+  op->wait_ms = wait_ms;
+  op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
+  op->on_cancel = r_cancel;
+  op->on_end = r_free;
+  return dlock__aop_start(op, r_round, out);
+}
+
+/* The op ends: a round still under way is let go (not an answer of it
+ * reaches the op any more). */
+static void r_free(dlock__aop *op) { r_drop(op->ctx); }
+
 static const dlock__lock_methods redlock_methods = {
-    .version = 1,
+    .version = 3,
     .kind = "redlock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_MULTI_NODE,
     .size = sizeof(redlock),
@@ -598,6 +788,8 @@ static const dlock__lock_methods redlock_methods = {
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
+    .acquire_async = r_acquire_async,
+    .async_client = r_client,
 };
 
 int dlock_redlock_new(dlock_lock *const *locks, size_t n,
