@@ -9,6 +9,7 @@
 
 #include "async/async.h"
 #include "net/cluster.h"
+#include "net/tls.h"
 #include "lock/lock_impl.h"
 
 /* ---- the registry: pending operations by id (dlock_cancel) --------------- */
@@ -418,6 +419,9 @@ static void job_run(uv_work_t *w) {
   j->rc = j->op->blocking(j->op);
   if (j->rc < 0)
     j->err = strdup(dlock_errmsg());
+  /* OpenSSL's state of this pool thread (random ids, TLS): libuv's threads
+   * outlive the library's use of them */
+  dlock__tls_thread_done();
 }
 
 static void job_done(uv_work_t *w, int status) {
