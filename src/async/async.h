@@ -201,7 +201,8 @@ void dlock__aop_timer_drop(dlock__aop *op);
 /* Send req without anyone waiting for its answer (engine thread): a grant
  * given back, a queue left. Its outcome is not looked at. */
 void dlock__aop_fire(dlock_client *c, dlock__req *req);
-/* How many grants that raced a cancel were given back (tests). */
+/* How many grants were given back: after a cancel, a replica guard miss
+ * or a failure to record them (tests). */
 long dlock__aop_given_back(void);
 
 /* The waiting recipe without a thread (wait.c): op->aw, wait_ms,

@@ -4,9 +4,10 @@
  * A kind with request methods (version 2) and a wait channel (version 3)
  * acquires and releases by request, and waits without a thread: one try
  * per request, the waiting recipe of docs/threading.md with an async
- * waiter and a timer in place of the thread. Other calls, and kinds
- * without them, run their blocking form as a thread-pool job, which never
- * waits (wait_ms 0). */
+ * waiter and a timer in place of the thread (async/wait.c). A kind built
+ * on other async calls (the semaphore lock) or a combinator starts its
+ * own (acquire_async, release_async). Other calls run their blocking form
+ * as a thread-pool job, which never waits for a lock. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +56,6 @@ static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
   op->blocking = fn;
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
-
 
 static int release_blocking(dlock__aop *op) {
   return op->lock->m->release(op->lock, op->owner);
@@ -168,8 +168,8 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async acquire",
                        l->m->kind);
   if (!dlock__lock_can_wait(l) && wait_ms != 0)
-    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously "
-                       "yet: try once (wait_ms 0)", l->m->kind);
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously: "
+                       "try once (wait_ms 0)", l->m->kind);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_ACQUIRE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;

@@ -5,11 +5,10 @@
  * recipe is core/wait.c's; this is the same with a ready list and a timer
  * per operation in place of the thread. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdatomic.h>
 
 #include "async/async.h"
 
@@ -18,7 +17,7 @@ static void notify(dlock__waiter *w) {
   dlock__aop_ready(w->data, !dlock__on_engine_thread());
 }
 
-
+/* A waiting op's timer: the reply's hint, the budget, a lease hint. */
 typedef struct op_timer {
   uv_timer_t t;
   dlock_client *c;
@@ -130,7 +129,6 @@ int dlock__aop_woken(dlock__aop *op) {
   pthread_mutex_unlock(&w->sync->mu);
   return rc;
 }
-
 
 void dlock__aop_timer_drop(dlock__aop *op) {
   if (op->timer == NULL)
