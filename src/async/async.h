@@ -63,17 +63,21 @@ enum dlock__aop_stage {
 struct dlock__aop {
   dlock__map_node node;  /* the process's registry of pending ops */
   uint64_t id;
-  int type;
-  int cancel;            /* dlock_cancel asked (under the registry's mutex) */
-  int stage;             /* engine thread */
+  uint8_t type;
+  uint8_t cancel;        /* dlock_cancel asked (under the registry's mutex) */
+  uint8_t stage;         /* engine thread */
+  uint8_t ready;         /* on the ready list (the client's async mu) */
+  uint8_t watchdog;
+  uint8_t granted;       /* a try was granted (given back or kept) */
+  uint8_t internal;      /* an inner operation of a combinator's: its
+                            callback runs on the engine thread at once,
+                            whatever the client's completion mode */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
-  int ready;                 /* on the ready list */
   dlock_client *c;           /* referenced */
   dlock__handle *h;          /* the lock's or synchronizer's handle */
   dlock_lock *lock;          /* a lock's (h), else NULL */
-  void *obj;                 /* the synchronizer's (h), else NULL */
   const dlock__await *aw;    /* a wait's recipe (wait.c) */
   uint64_t owner;
   int64_t demand;            /* a FIFO wait's (permits) */
@@ -81,12 +85,7 @@ struct dlock__aop {
   /* what the kind's steps (src/async/lock.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
-  int watchdog;
   int tries;
-  int granted;           /* a try was granted (given back or kept) */
-  int internal;          /* an inner operation of a combinator's: its
-                            callback runs on the engine thread at once,
-                            whatever the client's completion mode */
   dlock_op inner;        /* a combinator's inner operation under way (to
                             cancel), 0 */
   int inner_n;           /* a combinator's inner operations under way */
@@ -94,7 +93,6 @@ struct dlock__aop {
   void (*on_end)(dlock__aop *op);    /* a combinator's, when it finishes:
                                         let go of what it still refers to */
   uv_timer_t *ctimer;    /* a combinator's timer (composite.c) */
-  char rid[33];          /* a release's request id (its retries reuse it) */
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__waiter *w;      /* from its first wait on */
   uv_timer_t *timer;     /* with w */

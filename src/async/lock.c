@@ -229,13 +229,14 @@ static void release_send(dlock__aop *op) {
   }
   if (op->tries == 0) {
     op->sent_ms = dlock__now_ms(); /* the retry window starts */
-    if (dlock__random_hex(op->rid, 16) != DLOCK_OK) {
+    op->ctx = malloc(33); /* the request id, the same for the retries */
+    if (op->ctx == NULL || dlock__random_hex(op->ctx, 16) != DLOCK_OK) {
       free(req);
-      dlock__aop_finish(op, DLOCK_ENOMEM);
+      dlock__aop_finish(op, dlock__fail(DLOCK_ENOMEM, "out of memory"));
       return;
     }
   }
-  int rc = op->lock->m->release_req(op->lock, op->owner, op->rid, req);
+  int rc = op->lock->m->release_req(op->lock, op->owner, op->ctx, req);
   if (rc != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);

@@ -173,7 +173,6 @@ int dlock__aop_job(dlock__handle *h, const char *what, int type,
     free(ctx);
     return rc != DLOCK_OK ? rc : DLOCK_ENOMEM;
   }
-  op->obj = h;
   op->num = num;
   op->ctx = ctx;
   op->owner = dlock_thread_id();
@@ -190,7 +189,6 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
   dlock__aop *op = dlock__aop_new(h, type, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
-  op->obj = h;
   op->aw = aw;
   op->owner = dlock_thread_id();
   op->wait_ms = wait_ms;
@@ -551,14 +549,17 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
   if (op->ready)
     ready_unlink(a, op);
   pthread_mutex_unlock(&a->mu);
-  if (op->type == DLOCK__AOP_ACQUIRE) {
+  /* counted as the blocking calls are: a combinator's own operation and
+   * its members' inner ones are not */
+  int counted = !op->internal && op->h->client != NULL;
+  if (counted && op->type == DLOCK__AOP_ACQUIRE) {
     dlock__stats_wait_reset();
     if (op->tries > 1)
       dlock__stats_wait_mark();
     dlock__acquire_done(c, op->h->name, op->h->name_len, op->owner, rc,
                         op->t0_us);
     dlock__stats_wait_reset();
-  } else if (op->type == DLOCK__AOP_RELEASE) {
+  } else if (counted && op->type == DLOCK__AOP_RELEASE) {
     dlock__stats_release(&c->stats, rc);
   }
   op->res.rc = rc;

@@ -165,8 +165,10 @@ static void m_ask(dlock__aop *op, int64_t wait_ms) {
                              m_answer, op, 1, &op->inner);
   op->inner_n = rc == DLOCK_OK;
   if (rc != DLOCK_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", dlock_errmsg());
     op->inner = 0;
-    m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, dlock_errmsg()));
+    m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, why));
   }
 }
 

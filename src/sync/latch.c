@@ -113,15 +113,15 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
 /* ---- async (dlock/async.h) ------------------------------------------------- */
 
 static int count_down_job(dlock__aop *op) {
-  return dlock_latch_count_down(op->obj, &op->res.count);
+  return dlock_latch_count_down((void *)op->h, &op->res.count);
 }
 
 static int get_count_job(dlock__aop *op) {
-  return dlock_latch_get_count(op->obj, &op->res.count);
+  return dlock_latch_get_count((void *)op->h, &op->res.count);
 }
 
 static int try_set_count_job(dlock__aop *op) {
-  return dlock_latch_try_set_count(op->obj, op->num, &op->res.set);
+  return dlock_latch_try_set_count((void *)op->h, op->num, &op->res.set);
 }
 
 int dlock_latch_count_down_async(dlock_latch *l, dlock_done_fn *done,
@@ -146,7 +146,7 @@ int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count,
 }
 
 static int await_req(dlock__aop *op, dlock__req *req) {
-  return dlock__synchronizer_get_req(&((dlock_latch *)op->obj)->o, req);
+  return dlock__synchronizer_get_req(&((dlock_latch *)(void *)op->h)->o, req);
 }
 
 static int await_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
@@ -156,7 +156,7 @@ static int await_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
 }
 
 static int await_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  dlock_latch *l = op->obj;
+  dlock_latch *l = (void *)op->h;
   *wake = dlock__wake_all;
   return dlock__buf_add(ch, l->o.channel.p, l->o.channel.len);
 }

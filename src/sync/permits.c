@@ -523,7 +523,7 @@ typedef struct release_args {
 
 static int release_job(dlock__aop *op) {
   release_args *x = op->ctx;
-  return dlock_permits_release(op->obj, x->ids, x->n);
+  return dlock_permits_release((void *)op->h, x->ids, x->n);
 }
 
 int dlock_permits_release_async(dlock_permits *p, const dlock_permit_id *ids,

@@ -161,7 +161,7 @@ int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {
 /* ---- async (dlock/async.h) ------------------------------------------------- */
 
 static int release_job(dlock__aop *op) {
-  return dlock_semaphore_release(op->obj, op->num);
+  return dlock_semaphore_release((void *)op->h, op->num);
 }
 
 int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n,
@@ -174,7 +174,7 @@ int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n,
 }
 
 static int acquire_req(dlock__aop *op, dlock__req *req) {
-  dlock_semaphore *s = op->obj;
+  dlock_semaphore *s = (void *)op->h;
   return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1,
                                  &op->num, 0, req);
 }
@@ -188,7 +188,7 @@ static int acquire_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
 
 /* Permits taken for a cancelled acquire go back, announced. */
 static void acquire_give_back(dlock__aop *op) {
-  dlock_semaphore *s = op->obj;
+  dlock_semaphore *s = (void *)op->h;
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE,
                                              1, &op->num, 1, req) != DLOCK_OK) {
@@ -200,7 +200,7 @@ static void acquire_give_back(dlock__aop *op) {
 
 static int acquire_channel(dlock__aop *op, dlock__buf *ch,
                            dlock__wake_fn **wake) {
-  dlock_semaphore *s = op->obj;
+  dlock_semaphore *s = (void *)op->h;
   *wake = dlock__wake_by_count;
   return dlock__buf_add(ch, s->o.channel.p, s->o.channel.len);
 }
