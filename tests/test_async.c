@@ -238,7 +238,8 @@ static void test_wait_woken(void) {
   TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
   CU_ASSERT_EQUAL(box_wait(&b, 3, 5000), 3);
   TH_ASSERT_RC(b.rc[2], DLOCK_OK);
-  CU_ASSERT(th_now_ms() - released < 2000); /* the message, not the 30 s hint */
+  /* the message, not the 30 s hint: 1-6 ms with two CPU hogs running */
+  CU_ASSERT(th_now_ms() - released < 2000);
   CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 0, 5000)); /* unsubscribed */
   TH_ASSERT_RC(dlock_release_async(l, me, on_done, tag_of(&b, 3), NULL), DLOCK_OK);
   CU_ASSERT_EQUAL(box_wait(&b, 4, 5000), 4);
@@ -328,7 +329,7 @@ static void test_cancel_wait(void) {
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
   CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
-  CU_ASSERT(th_now_ms() - t0 < 1000);
+  CU_ASSERT(th_now_ms() - t0 < 1000); /* 1-2 ms with two CPU hogs running */
   TH_ASSERT_RC(b.rc[0], DLOCK_ECANCELED);
   CU_ASSERT_EQUAL(b.calls[0], 1);
   TH_ASSERT_RC(dlock_cancel(op), DLOCK_EINVAL);
@@ -790,7 +791,7 @@ static void test_rwlock(void) {
   TH_ASSERT_RC(dlock_release_async(rd, r2, on_done, tag_of(&b, 5), NULL), DLOCK_OK);
   CU_ASSERT_EQUAL(box_wait(&b, 6, 5000), 6);
   TH_ASSERT_RC(b.rc[3], DLOCK_OK); /* woken by the last read release */
-  CU_ASSERT(th_now_ms() - t0 < 2000);
+  CU_ASSERT(th_now_ms() - t0 < 2000); /* 1 ms with two CPU hogs running */
   /* a reader now waits for the writer */
   TH_ASSERT_RC(dlock_acquire_async(rd, r1, 10000, 30000, on_done, tag_of(&b, 6),
                                    NULL), DLOCK_OK);
