@@ -92,8 +92,9 @@ DLOCK_API int dlock_client_run_completions(dlock_client *client, int max);
  * dlock_acquire_grant(). The wait takes no thread: pub/sub wake-ups and
  * timers on the engine. OUT *op (may be NULL): the operation. Result: rc
  * and grant. Errors at the call: DLOCK_EINVAL (NULL lock or done, bad
- * values, no owner), DLOCK_ENOTSUP (a kind that cannot wait without a
- * thread yet: try once with wait_ms 0), DLOCK_ECLOSED, DLOCK_ENOMEM. */
+ * values, no owner), DLOCK_ENOTSUP (a multi-lock or RedLock whose
+ * members' clients run on several engine threads, or a multi-lock over
+ * semaphore locks), DLOCK_ECLOSED, DLOCK_ENOMEM. */
 DLOCK_API int dlock_acquire_async(dlock_lock *lock, uint64_t owner,
                                   int64_t wait_ms, int64_t lease_ms,
                                   dlock_done_fn *done, void *data,

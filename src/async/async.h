@@ -77,7 +77,6 @@ struct dlock__aop {
                                 once done (the client's async mu) */
   dlock_client *c;           /* referenced */
   dlock__handle *h;          /* the lock's or synchronizer's handle */
-  dlock_lock *lock;          /* a lock's (h), else NULL */
   const dlock__await *aw;    /* a wait's recipe (wait.c) */
   uint64_t owner;
   int64_t demand;            /* a FIFO wait's (permits) */
@@ -132,13 +131,14 @@ dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
  * done, a closed client. */
 int dlock__aop_check(const dlock__handle *h, const char *what,
                      dlock_done_fn *done);
-/* An operation that runs fn (the blocking call, reading its arguments from
- * op->obj, op->num, op->ctx) as a thread-pool job: checks h (what names it
- * in messages) and done, then starts it. ctx (may be NULL) is the op's to
- * free. */
-int dlock__aop_job(dlock__handle *h, const char *what, int type,
-                   int (*fn)(dlock__aop *op), int64_t num, void *ctx,
-                   dlock_done_fn *done, void *data, dlock_op *out);
+/* An operation on c (NULL: h's client) that runs fn (the blocking call,
+ * reading its arguments from op->h, op->num, op->ctx, op->owner) as a
+ * thread-pool job: checks h (what names it in messages) and done, then
+ * starts it. ctx (may be NULL) is the op's to free, also on an error. */
+int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
+                   int type, int (*fn)(dlock__aop *op), int64_t num, void *ctx,
+                   uint64_t owner, dlock_done_fn *done, void *data,
+                   dlock_op *out);
 /* A waiting operation of type on h with recipe aw and budget wait_ms
  * (checked here) into *op, for the caller to fill in and dlock__aop_start
  * with dlock__await_start. DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM. */

@@ -6,8 +6,9 @@
  * per request, the waiting recipe of docs/threading.md with an async
  * waiter and a timer in place of the thread (async/wait.c). A kind built
  * on other async calls (the semaphore lock) or a combinator starts its
- * own (acquire_async, release_async). Other calls run their blocking form
- * as a thread-pool job, which never waits for a lock. */
+ * own (acquire_async, release_async); every kind in the tree has one of
+ * the two. Other calls run their blocking form as a thread-pool job,
+ * which never waits for a lock. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,11 @@
 
 #include "async/async.h"
 #include "lock/lock_impl.h"
+
+/* A lock operation's lock: its handle. */
+static dlock_lock *lock_of(const dlock__aop *op) {
+  return (dlock_lock *)(void *)op->h;
+}
 
 int dlock__lock_can_wait(const dlock_lock *l) {
   return dlock__lock_has_requests(l) && l->m->version >= 3 &&
@@ -47,24 +53,18 @@ static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
     dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls", l->m->kind);
   if (c == NULL)
     return DLOCK_ENOTSUP;
-  dlock__aop *op;
-  int rc = dlock__aop_new_on(c, &l->h, DLOCK__AOP_OTHER, done, data, &op);
-  if (rc != DLOCK_OK)
-    return rc;
-  op->lock = l;
-  op->owner = owner;
-  op->blocking = fn;
-  return dlock__aop_start(op, dlock__aop_blocking, out);
+  return dlock__aop_job(c, &l->h, "lock", DLOCK__AOP_OTHER, fn, 0, NULL, owner,
+                        done, data, out);
 }
 
 static int release_blocking(dlock__aop *op) {
-  return op->lock->m->release(op->lock, op->owner);
+  return lock_of(op)->m->release(lock_of(op), op->owner);
 }
 
 /* ---- acquire: a lock kind's requests as the waiting recipe's ---------------- */
 
 static int lock_try_req(dlock__aop *op, dlock__req *req) {
-  dlock_lock *l = op->lock;
+  dlock_lock *l = lock_of(op);
   if (l->m->wait_req) /* a try that may join a queue once subscribed */
     return l->m->wait_req(l, op->owner, op->lease_ms,
                           op->wait_ms != 0 && op->w != NULL, req);
@@ -72,7 +72,7 @@ static int lock_try_req(dlock__aop *op, dlock__req *req) {
 }
 
 static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
-  dlock_lock *l = op->lock;
+  dlock_lock *l = lock_of(op);
   int64_t token = 0;
   int rc = l->m->wait_reply ? l->m->wait_reply(l, r, hint, &token)
                             : l->m->read_reply(r, 0, hint, &token);
@@ -82,7 +82,7 @@ static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
 }
 
 static int lock_granted(dlock__aop *op) {
-  dlock_lock *l = op->lock;
+  dlock_lock *l = lock_of(op);
   if (l->m->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms, NULL) !=
       DLOCK_OK)
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
@@ -94,7 +94,7 @@ static void lock_give_back(dlock__aop *op) {
   char rid[33];
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
-      op->lock->m->release_req(op->lock, op->owner, rid, req) != DLOCK_OK) {
+      lock_of(op)->m->release_req(lock_of(op), op->owner, rid, req) != DLOCK_OK) {
     free(req); /* the lease ends it */
     return;
   }
@@ -104,7 +104,7 @@ static void lock_give_back(dlock__aop *op) {
 static void lock_give_up(dlock__aop *op) {
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL ||
-      op->lock->m->give_up_req(op->lock, op->owner, req) != DLOCK_OK) {
+      lock_of(op)->m->give_up_req(lock_of(op), op->owner, req) != DLOCK_OK) {
     free(req); /* the entry's liveness runs out */
     return;
   }
@@ -112,7 +112,7 @@ static void lock_give_up(dlock__aop *op) {
 }
 
 static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  return op->lock->m->wait_channel(op->lock, op->owner, ch, wake);
+  return lock_of(op)->m->wait_channel(lock_of(op), op->owner, ch, wake);
 }
 
 static const dlock__await lock_await = {
@@ -135,17 +135,6 @@ static const dlock__await lock_await_queued = { /* a kind that queues */
     .lease_hints = 1,
 };
 
-static int acquire_blocking(dlock__aop *op) {
-  dlock_grant g = {0, 0};
-  op->tries = 1;
-  int rc = op->lock->m->acquire(op->lock, op->owner, 0,
-                                op->watchdog ? DLOCK_LEASE_WATCHDOG : op->lease_ms,
-                                &g);
-  if (rc == DLOCK_OK)
-    op->res.grant = g;
-  return rc;
-}
-
 int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms, dlock_done_fn *done, void *data,
                         dlock_op *out) {
@@ -164,17 +153,13 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
   if (l->m->version >= 3 && l->m->acquire_async)
     return l->m->acquire_async(l, owner, wait_ms, lease_ms, done, data, out);
-  if (l->h.client == NULL)
+  if (l->h.client == NULL || !dlock__lock_can_wait(l))
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async acquire",
                        l->m->kind);
-  if (!dlock__lock_can_wait(l) && wait_ms != 0)
-    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot wait asynchronously: "
-                       "try once (wait_ms 0)", l->m->kind);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_ACQUIRE, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
   op->internal = internal;
-  op->lock = l;
   op->owner = owner;
   op->wait_ms = wait_ms;
   op->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -182,12 +167,8 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  if (dlock__lock_can_wait(l)) {
-    op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
-    return dlock__aop_start(op, dlock__await_start, out);
-  }
-  op->blocking = acquire_blocking;
-  return dlock__aop_start(op, dlock__aop_blocking, out);
+  op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
+  return dlock__aop_start(op, dlock__await_start, out);
 }
 
 /* ---- release ------------------------------------------------------------------ */
@@ -196,7 +177,7 @@ static void release_send(dlock__aop *op);
 
 static void release_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
-  dlock_lock *l = op->lock;
+  dlock_lock *l = lock_of(op);
   int rc = status;
   if (status != DLOCK_OK)
     rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
@@ -236,7 +217,7 @@ static void release_send(dlock__aop *op) {
       return;
     }
   }
-  int rc = op->lock->m->release_req(op->lock, op->owner, op->ctx, req);
+  int rc = lock_of(op)->m->release_req(lock_of(op), op->owner, op->ctx, req);
   if (rc != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);
@@ -267,7 +248,6 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
   if (op == NULL)
     return DLOCK_ENOMEM;
   op->internal = internal;
-  op->lock = l;
   op->owner = owner;
   if (dlock__lock_has_requests(l))
     return dlock__aop_start(op, release_send, out);
@@ -278,7 +258,7 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
 /* ---- force release and state: thread-pool jobs ------------------------------ */
 
 static int force_blocking(dlock__aop *op) {
-  int rc = op->lock->m->force_release(op->lock);
+  int rc = lock_of(op)->m->force_release(lock_of(op));
   if (rc < 0)
     return rc;
   op->res.released = rc;
@@ -298,7 +278,7 @@ int dlock_force_release_async(dlock_lock *l, dlock_done_fn *done, void *data,
 }
 
 static int state_blocking(dlock__aop *op) {
-  return op->lock->m->state(op->lock, op->owner, &op->res.state);
+  return lock_of(op)->m->state(lock_of(op), op->owner, &op->res.state);
 }
 
 int dlock_lock_state_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,

@@ -80,7 +80,7 @@ static void ready_unlink(dlock__async *a, dlock__aop *op) {
 
 /* Put op on its client's ready list; its engine looks at it before it
  * next polls (woken when this is another thread). */
-static void make_ready(dlock__aop *op, int wake_loop) {
+void dlock__aop_ready(dlock__aop *op, int wake_loop) {
   dlock_client *c = op->c;
   dlock__async *a = c->async;
   pthread_mutex_lock(&a->mu);
@@ -105,7 +105,6 @@ static void make_ready(dlock__aop *op, int wake_loop) {
   }
 }
 
-void dlock__aop_ready(dlock__aop *op, int wake_loop) { make_ready(op, wake_loop); }
 
 void dlock__async_prepare(dlock_client *c) {
   dlock__async *a = c->async;
@@ -148,34 +147,26 @@ int dlock__aop_check(const dlock__handle *h, const char *what,
 
 dlock__aop *dlock__aop_new(dlock__handle *h, int type, dlock_done_fn *done,
                            void *data) {
-  dlock__aop *op = calloc(1, sizeof *op);
-  if (op == NULL) {
-    dlock__fail(DLOCK_ENOMEM, "out of memory");
-    return NULL;
-  }
-  op->type = type;
-  op->h = h;
-  op->c = h->client;
-  dlock__client_ref(op->c);
-  op->done = done;
-  op->data = data;
-  op->deadline_ms = -1;
-  op->t0_us = dlock__now_us();
+  dlock__aop *op = NULL;
+  dlock__aop_new_on(h->client, h, type, done, data, &op);
   return op;
 }
 
-int dlock__aop_job(dlock__handle *h, const char *what, int type,
-                   int (*fn)(dlock__aop *op), int64_t num, void *ctx,
-                   dlock_done_fn *done, void *data, dlock_op *out) {
+int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
+                   int type, int (*fn)(dlock__aop *op), int64_t num, void *ctx,
+                   uint64_t owner, dlock_done_fn *done, void *data,
+                   dlock_op *out) {
   int rc = dlock__aop_check(h, what, done);
-  dlock__aop *op = rc == DLOCK_OK ? dlock__aop_new(h, type, done, data) : NULL;
-  if (op == NULL) {
+  dlock__aop *op = NULL;
+  if (rc == DLOCK_OK)
+    rc = dlock__aop_new_on(c ? c : h->client, h, type, done, data, &op);
+  if (rc != DLOCK_OK) {
     free(ctx);
-    return rc != DLOCK_OK ? rc : DLOCK_ENOMEM;
+    return rc;
   }
   op->num = num;
   op->ctx = ctx;
-  op->owner = dlock_thread_id();
+  op->owner = owner;
   op->blocking = fn;
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
@@ -198,7 +189,7 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
 }
 
 int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
-                             dlock_done_fn *done, void *data, dlock__aop **out) {
+                      dlock_done_fn *done, void *data, dlock__aop **out) {
   dlock__aop *op = calloc(1, sizeof *op);
   if (op == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -471,7 +462,7 @@ int dlock_cancel(dlock_op id) {
                      "completes as usual", id);
   else {
     op->cancel = 1;
-    make_ready(op, 1); /* registered: not finished, so still alive */
+    dlock__aop_ready(op, 1); /* registered: not finished, so still alive */
   }
   pthread_mutex_unlock(&reg_mu);
   return rc;

@@ -142,6 +142,16 @@ void dlock__aop_timer_drop(dlock__aop *op) {
 
 static void try_send(dlock__aop *op);
 
+/* The budget is spent at now: op ends with DLOCK_ETIMEDOUT (1), or not (0). */
+static int timed_out(dlock__aop *op, int64_t now) {
+  if (op->deadline_ms < 0 || now < op->deadline_ms)
+    return 0;
+  dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
+              PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
+  dlock__aop_finish(op, DLOCK_ETIMEDOUT);
+  return 1;
+}
+
 static void try_ready(dlock__aop *op) {
   int woke = dlock__aop_woken(op);
   if (woke < 0) {
@@ -153,12 +163,8 @@ static void try_ready(dlock__aop *op) {
   if (op->aw->fifo && !dlock__waiter_my_turn(op->w)) {
     /* not this waiter's turn: the head's leaving or a release wakes it */
     int64_t now = dlock__now_ms();
-    if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
-      dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
-                  PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
-      dlock__aop_finish(op, DLOCK_ETIMEDOUT);
+    if (timed_out(op, now))
       return;
-    }
     int rc = dlock__aop_wait(op, dlock__wait_until(-1, now, op->deadline_ms));
     if (rc != DLOCK_OK)
       dlock__aop_finish(op, rc);
@@ -176,12 +182,8 @@ static void not_yet(dlock__aop *op, int64_t hint) {
     dlock__aop_finish(op, DLOCK_EBUSY);
     return;
   }
-  if (op->deadline_ms >= 0 && now >= op->deadline_ms) {
-    dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
-                PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
-    dlock__aop_finish(op, DLOCK_ETIMEDOUT);
+  if (timed_out(op, now))
     return;
-  }
   if (dlock__aop_cancelled(op)) {
     dlock__aop_finish(op, DLOCK_ECANCELED);
     return;

@@ -126,14 +126,16 @@ static int try_set_count_job(dlock__aop *op) {
 
 int dlock_latch_count_down_async(dlock_latch *l, dlock_done_fn *done,
                                  void *data, dlock_op *out) {
-  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
-                        count_down_job, 0, NULL, done, data, out);
+  return dlock__aop_job(NULL, l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        count_down_job, 0, NULL, dlock_thread_id(), done,
+                        data, out);
 }
 
 int dlock_latch_get_count_async(dlock_latch *l, dlock_done_fn *done, void *data,
                                 dlock_op *out) {
-  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
-                        get_count_job, 0, NULL, done, data, out);
+  return dlock__aop_job(NULL, l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        get_count_job, 0, NULL, dlock_thread_id(), done,
+                        data, out);
 }
 
 int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count,
@@ -141,8 +143,9 @@ int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count,
                                     dlock_op *out) {
   if (count < 1)
     return dlock__fail(DLOCK_EINVAL, "count must be >= 1");
-  return dlock__aop_job(l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
-                        try_set_count_job, count, NULL, done, data, out);
+  return dlock__aop_job(NULL, l ? &l->o.h : NULL, "latch", DLOCK__AOP_OTHER,
+                        try_set_count_job, count, NULL, dlock_thread_id(), done,
+                        data, out);
 }
 
 static int await_req(dlock__aop *op, dlock__req *req) {

@@ -537,6 +537,7 @@ int dlock_permits_release_async(dlock_permits *p, const dlock_permit_id *ids,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   x->n = n;
   memcpy(x->ids, ids, n * sizeof *ids); /* the caller's may go */
-  return dlock__aop_job(p ? &p->o.h : NULL, "permits", DLOCK__AOP_OTHER,
-                        release_job, 0, x, done, data, out);
+  return dlock__aop_job(NULL, p ? &p->o.h : NULL, "permits", DLOCK__AOP_OTHER,
+                        release_job, 0, x, dlock_thread_id(), done,
+                        data, out);
 }

@@ -169,8 +169,9 @@ int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n,
                                   dlock_op *out) {
   if (n < 0)
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
-  return dlock__aop_job(s ? &s->o.h : NULL, "semaphore", DLOCK__AOP_OTHER,
-                        release_job, n, NULL, done, data, out);
+  return dlock__aop_job(NULL, s ? &s->o.h : NULL, "semaphore", DLOCK__AOP_OTHER,
+                        release_job, n, NULL, dlock_thread_id(), done,
+                        data, out);
 }
 
 static int acquire_req(dlock__aop *op, dlock__req *req) {
