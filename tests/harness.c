@@ -548,13 +548,12 @@ void th_lost_init(th_lost_log *log) {
 
 void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
                 dlock_lost_reason reason) {
-  (void)name;
-  (void)len;
   th_lost_log *log = data;
   pthread_mutex_lock(&log->mu);
   log->count++;
   log->reason = reason;
   log->owner = owner;
+  snprintf(log->name, sizeof log->name, "%.*s", (int)len, name);
   pthread_cond_broadcast(&log->cv);
   pthread_mutex_unlock(&log->mu);
 }

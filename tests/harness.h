@@ -197,6 +197,7 @@ typedef struct th_lost_log {
   int count;
   dlock_lost_reason reason; /* of the latest */
   uint64_t owner;
+  char name[256]; /* the latest's (cut at 255 bytes) */
 } th_lost_log;
 void th_lost_init(th_lost_log *log);
 void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,

@@ -397,6 +397,85 @@ static void test_events(void) {
   dlock_client_close(c2);
 }
 
+typedef struct one_done {
+  pthread_mutex_t mu;
+  int calls, rc;
+} one_done;
+
+static void on_one_done(void *data, const dlock_result *r) {
+  one_done *d = data;
+  pthread_mutex_lock(&d->mu);
+  d->calls++;
+  d->rc = r->rc;
+  pthread_mutex_unlock(&d->mu);
+}
+
+/* The operation's rc once its callback ran (bounded, 5 s); -1000 if not. */
+static int one_done_wait(one_done *d) {
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end; usleep(1000)) {
+    pthread_mutex_lock(&d->mu);
+    int calls = d->calls, rc = d->rc;
+    pthread_mutex_unlock(&d->mu);
+    if (calls > 0)
+      return rc;
+  }
+  return -1000;
+}
+
+/* The semaphore lock (a lock made of an expirable permit) is one acquire
+ * and one release, in the statistics and in the events, blocking or async:
+ * not a lock's and a permit's. Every event names the semaphore (a permit's
+ * hold is kept under its deadlines key, {N}:timeout). */
+static void test_semaphore_lock(void) {
+  static event_log log = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, {0}, {0}, {{0}}};
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.on_event = on_event;
+  o.on_event_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  char name[96];
+  snprintf(name, sizeof name, "%s", th_name("stats-semlock"));
+  dlock_permits *p = NULL;
+  TH_ASSERT_RC(dlock_permits_new(c, name, NULL, &p), DLOCK_OK);
+  TH_ASSERT_RC(dlock_permits_try_set_permits(p, 1, 0, NULL), DLOCK_OK);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_semaphore_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY); /* 1 permit */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  uint64_t owner = dlock_owner_id_new();
+  one_done got = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  one_done gave = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  TH_ASSERT_RC(dlock_acquire_async(l, owner, 0, 30000, on_one_done, &got, NULL),
+               DLOCK_OK);
+  TH_ASSERT_RC(one_done_wait(&got), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release_async(l, owner, on_one_done, &gave, NULL), DLOCK_OK);
+  TH_ASSERT_RC(one_done_wait(&gave), DLOCK_OK);
+  dlock_stats st = stats_of(c);
+  CU_ASSERT_EQUAL(st.acquired_at_once, 2);
+  CU_ASSERT_EQUAL(st.acquire_busy, 1);
+  CU_ASSERT_EQUAL(st.released, 2);
+  CU_ASSERT_EQUAL(st.hold.count, 2);
+  /* a plain lock's acquire after them: its event comes after theirs */
+  char marker[96];
+  snprintf(marker, sizeof marker, "%s", th_name("stats-semlock-marker"));
+  dlock_lock *m = new_lock(c, marker);
+  TH_ASSERT_RC(dlock_acquire(m, 0, 30000), DLOCK_OK);
+  int n = events_wait(&log, 5);
+  CU_ASSERT_EQUAL(n, 5);
+  static const dlock_event_type want[] = {
+      DLOCK_EVENT_ACQUIRED, DLOCK_EVENT_RELEASED, DLOCK_EVENT_ACQUIRED,
+      DLOCK_EVENT_RELEASED, DLOCK_EVENT_ACQUIRED};
+  for (int i = 0; i < n && i < 5; i++) {
+    CU_ASSERT_EQUAL(log.type[i], want[i]);
+    CU_ASSERT_STRING_EQUAL(log.name[i], i < 4 ? name : marker);
+  }
+  TH_ASSERT_RC(dlock_release(m), DLOCK_OK);
+  dlock_lock_free(m);
+  dlock_lock_free(l);
+  dlock_permits_free(p);
+  dlock_client_close(c);
+}
+
 /* examples/metrics.c: a program serving its statistics over HTTP; two
  * requests, each answered with text that parses, the second showing the
  * program's own acquires. */
@@ -472,6 +551,7 @@ static void add(void) {
   CU_pSuite s = CU_add_suite("stats", suite_init, suite_clean);
   CU_add_test(s, "acquires_and_releases", test_acquires_and_releases);
   CU_add_test(s, "semaphore", test_semaphore);
+  CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "watchdog_and_losses", test_watchdog_and_losses);
   CU_add_test(s, "reconnects", test_reconnects);
   CU_add_test(s, "prometheus_text", test_prometheus_text);

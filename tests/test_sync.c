@@ -651,6 +651,7 @@ static void test_permits_reported_lost_release(void) {
   TH_ASSERT_RC(dlock_permits_acquire(p, 1, 0, DLOCK_LEASE_WATCHDOG, &id), DLOCK_OK);
   CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
   CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_MAX_HOLD);
+  CU_ASSERT_STRING_EQUAL(log.name, name); /* the semaphore's, not a key's */
   char raw[16];
   permit_raw(&id, raw);
   /* the permit back in the deadlines, far in the future; not available */

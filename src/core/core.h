@@ -362,12 +362,17 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
 /* ---- holds and the watchdog (watchdog.c) ---------------------------------- */
 
 /* A hold is identified by the lock's key (renewal KEYS[i]) and the owner
- * field on the wire ("U:T", or "U:T:write" for a writer). */
+ * field on the wire ("U:T", or "U:T:write" for a writer). label: the name
+ * the application gave, when the key is another (a permit's hold is keyed
+ * by {N}:timeout): the lost-lock callback and the events say it. NULL: the
+ * key is the name. Only dlock__hold_add reads it. */
 typedef struct dlock__hold_id {
   const char *name;
   size_t name_len;
   const char *field;
   size_t field_len;
+  const char *label;
+  size_t label_len;
 } dlock__hold_id;
 
 /* How the watchdog renews a hold: script gets KEYS = the holds' names and

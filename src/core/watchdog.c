@@ -37,12 +37,17 @@ typedef struct hold {
   dlock__listener *ln;
   char *extra;
   size_t extra_len;
-  size_t field_len, name_len;
-  char key[];
+  size_t field_len, name_len, label_len;
+  char key[]; /* then the label, when there is one */
 } hold;
 
 static const char *hold_field(const hold *h) { return h->key + 1; }
 static const char *hold_name(const hold *h) { return h->key + 1 + h->field_len; }
+/* The name the application knows the hold by (callbacks, events). */
+static const char *hold_label(const hold *h, size_t *len) {
+  *len = h->label_len ? h->label_len : h->name_len;
+  return h->label_len ? h->key + h->node.klen : hold_name(h);
+}
 
 /* The table key for id, in stack or heap memory (free if != stack). Fields
  * may be binary (permit ids), so the field's length comes first. */
@@ -96,7 +101,8 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
     goto nomem; /* cannot happen: fields are owners or 16-byte ids */
   if (h == NULL) {
     size_t klen = 1 + id->field_len + id->name_len;
-    h = calloc(1, sizeof *h + klen);
+    size_t label_len = id->label ? id->label_len : 0;
+    h = calloc(1, sizeof *h + klen + label_len);
     if (h && r->extra_len && (h->extra = malloc(r->extra_len)) == NULL) {
       free(h);
       h = NULL;
@@ -108,6 +114,9 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
     h->node.klen = klen;
     h->field_len = id->field_len;
     h->name_len = id->name_len;
+    if (label_len)
+      memcpy(h->key + klen, id->label, label_len);
+    h->label_len = label_len;
     h->owner_id = owner_id;
     h->script = r->script;
     if (r->extra_len)
@@ -161,10 +170,12 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
     if (outcome >= 0 && !h->lost) { /* a hold that ends here: how long */
       ev.duration_us = (dlock__now_ms() - h->acquired_ms) * 1000;
       dlock__hist_add(&c->stats.hold, ev.duration_us);
-      if (c->opts.on_event && (name = malloc(h->name_len + 1)) != NULL) {
-        memcpy(name, hold_name(h), h->name_len);
+      size_t len;
+      const char *label = hold_label(h, &len);
+      if (c->opts.on_event && (name = malloc(len + 1)) != NULL) {
+        memcpy(name, label, len);
         ev.name = name;
-        ev.name_len = h->name_len;
+        ev.name_len = len;
         ev.owner_id = h->owner_id;
       }
     }
@@ -266,7 +277,9 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
     out->v = v;
     out->cap = cap;
   }
-  lost_note *note = malloc(sizeof *note + h->name_len);
+  size_t len;
+  const char *label = hold_label(h, &len);
+  lost_note *note = malloc(sizeof *note + len);
   if (note == NULL)
     return;
   note->owner_id = h->owner_id;
@@ -274,8 +287,8 @@ static void mark_lost(hold *h, dlock_lost_reason reason, lost_list *out) {
   note->ln = h->ln;
   if (note->ln)
     note->ln->ref(note->ln);
-  note->len = h->name_len;
-  memcpy(note->name, hold_name(h), h->name_len);
+  note->len = len;
+  memcpy(note->name, label, len);
   out->v[out->n++] = note;
 }
 

@@ -106,7 +106,7 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   dlock_client *c = l->h.client;
   char owner[64], lease[24], px[24];
   size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen};
+  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen, NULL, 0};
   const char *pub = dlock__publish_cmd(c);
   const char *keys[] = {l->h.name, NULL, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, 0, f->queue.len, f->timeouts.len,

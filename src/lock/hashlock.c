@@ -6,7 +6,7 @@
 
 static dlock__hold_id hold_id(dlock_lock *l, uint64_t owner, char buf[64]) {
   dlock__hold_id id = {l->h.name, l->h.name_len, buf,
-                       dlock__owner(l->h.client, owner, buf)};
+                       dlock__owner(l->h.client, owner, buf), NULL, 0};
   return id;
 }
 

@@ -57,7 +57,7 @@ static int who_init(rw_half *h, uint64_t owner_id, who *w) {
 static dlock__hold_id hold_id(rw_half *h, who *w) {
   dlock__hold_id id = {h->base.h.name, h->base.h.name_len,
                        h->is_write ? w->writer : w->reader,
-                       h->is_write ? w->writer_len : w->reader_len};
+                       h->is_write ? w->writer_len : w->reader_len, NULL, 0};
   return id;
 }
 

@@ -103,7 +103,8 @@ static int unhex(const dlock_permit_id *id, char raw[16]) {
 }
 
 static dlock__hold_id permit_hold(dlock_permits *p, const char *raw) {
-  dlock__hold_id id = {p->timeouts.p, p->timeouts.len, raw, 16};
+  dlock__hold_id id = {p->timeouts.p, p->timeouts.len, raw, 16, p->o.h.name,
+                       p->o.h.name_len};
   return id;
 }
 
@@ -197,6 +198,11 @@ static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
 
 int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
                           int64_t lease_ms, dlock_permit_id *ids) {
+  return dlock__permits_acquire(p, n, wait_ms, lease_ms, ids, 1);
+}
+
+int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
+                           int64_t lease_ms, dlock_permit_id *ids, int counted) {
   int rc = dlock__synchronizer_check(p);
   if (rc != DLOCK_OK)
     return rc;
@@ -237,8 +243,9 @@ int dlock_permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
       release_ids(p, ids, n); /* cannot track them: give back */
   }
   free(a);
-  dlock__acquire_done(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
-                      t0_us);
+  if (counted)
+    dlock__acquire_done(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
+                        t0_us);
   return rc;
 }
 
@@ -279,6 +286,11 @@ typedef struct release_of {
 static int build_release(void *ctx, const char *rid, dlock__req *req) {
   release_of *x = ctx;
   return release_req(x->p, x->raw, x->n, rid, req);
+}
+
+int dlock__permits_release(dlock_permits *p, const dlock_permit_id *ids,
+                           size_t n) {
+  return release_ids(p, ids, n);
 }
 
 static int release_ids(dlock_permits *p, const dlock_permit_id *ids,

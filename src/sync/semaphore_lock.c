@@ -8,6 +8,7 @@
 
 #include "dlock/sync.h"
 #include "lock/lock_impl.h"
+#include "sync/synchronizer.h"
 
 typedef struct held {
   uint64_t owner;
@@ -37,11 +38,12 @@ static int sl_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   sem_lock *s = (sem_lock *)l;
   held h = {owner, {{0}}};
   int64_t t0 = dlock__now_ms();
-  int rc = dlock_permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id);
+  /* counted once, as a lock, by dlock_acquire */
+  int rc = dlock__permits_acquire(s->p, 1, wait_ms, lease_ms, &h.id, 0);
   if (rc != DLOCK_OK)
     return rc;
   if ((rc = remember(s, h)) != DLOCK_OK) {
-    dlock_permits_release(s->p, &h.id, 1);
+    dlock__permits_release(s->p, &h.id, 1);
     return rc;
   }
   int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
@@ -130,7 +132,7 @@ static int sl_release(dlock_lock *l, uint64_t owner) {
   if (i < 0)
     return dlock__fail(DLOCK_ENOTOWNER, "no permit of \"%.100s\" is held by "
                        "this owner through this handle", l->h.name);
-  return dlock_permits_release(s->p, &h.id, 1);
+  return dlock__permits_release(s->p, &h.id, 1); /* dlock_release counts it */
 }
 
 static int sl_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {

@@ -58,4 +58,13 @@ int dlock__sem_add(dlock__synchronizer *o, int64_t delta, int64_t *available);
 int dlock__sem_set(dlock__synchronizer *o, const dlock__buf *timeouts,
                    int64_t permits, int64_t *available);
 
+/* The expirable-permit semaphore's acquire and release (permits.c) for the
+ * semaphore lock (semaphore_lock.c), which dlock_acquire and dlock_release
+ * already count: an acquire counted (statistics, events) when counted, a
+ * release never. */
+int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
+                           int64_t lease_ms, dlock_permit_id *ids, int counted);
+int dlock__permits_release(dlock_permits *p, const dlock_permit_id *ids,
+                           size_t n);
+
 #endif /* DLOCK_SYNC_SYNCHRONIZER_H */
