@@ -670,6 +670,72 @@ static void test_dead_server(void) {
   th_server_stop(&dead);
 }
 
+/* A try whose answer is lost (the command timeout ends it after it was
+ * written) is asked about, as the blocking wait does: the server's hold
+ * count says whether it ran. It ran (the server stopped with the try in
+ * its socket, then resumed: it runs the try before it answers the
+ * question on a newer connection): the grant is kept, not tried again (a
+ * second try would re-enter: one release would leave the lock held). It
+ * did not run (CLIENT PAUSE held it, the closed connection dropped it): a
+ * fresh try gets it. Either way one release frees the lock. The reentrant
+ * lock both ways; the read and write locks and the fair lock, ran. */
+static void test_lost_answer(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "") == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 5000; /* the question waits for the server */
+  o.command_timeout_ms = 300;
+  dlock_client *c = th_client(&s, &o);
+  const char *name = th_name("async-lost-answer");
+  dlock_lock *locks[4] = {new_lock(c, name), NULL, NULL, NULL};
+  TH_ASSERT_RC(dlock_read_lock_new(c, name, NULL, &locks[1]), DLOCK_OK);
+  TH_ASSERT_RC(dlock_write_lock_new(c, name, NULL, &locks[2]), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &locks[3]), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(locks[0], 0, 30000), DLOCK_OK); /* connected */
+  TH_ASSERT_RC(dlock_release(locks[0]), DLOCK_OK);
+  box b;
+  box_init(&b);
+  /* the reentrant lock both ways; the read-write lock's halves and the
+   * fair lock: ran */
+  static const int kind[] = {0, 0, 1, 2, 3}, ran_of[] = {1, 0, 1, 1, 1};
+  for (int i = 0; i < 5; i++) {
+    dlock_lock *l = locks[kind[i]];
+    int ran = ran_of[i];
+    uint64_t me = dlock_owner_id_new(), sent = commands_of(c);
+    if (ran) {
+      th_server_pause(&s, 1);
+    } else {
+      redisReply *r = th_cmd(&s, "CLIENT PAUSE 1500 ALL");
+      CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+      if (r)
+        freeReplyObject(r);
+    }
+    int64_t t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_acquire_async(l, me, 10000, 30000, on_done,
+                                     tag_of(&b, i), NULL), DLOCK_OK);
+    /* the try, then the question (sent once the try timed out) */
+    while (commands_of(c) < sent + 2 && th_now_ms() - t0 < 3000)
+      usleep(1000);
+    CU_ASSERT(th_now_ms() - t0 >= o.command_timeout_ms); /* the answer lost */
+    if (ran)
+      th_server_pause(&s, 0);
+    CU_ASSERT_EQUAL_FATAL(box_wait(&b, i + 1, 10000), i + 1);
+    printf("\n    %s lock, the try %s: %s in %lld ms ", dlock_lock_kind(l),
+           ran ? "ran" : "did not run", dlock_errname(b.rc[i]),
+           (long long)(th_now_ms() - t0));
+    TH_ASSERT_RC(b.rc[i], DLOCK_OK);
+    CU_ASSERT_STRING_EQUAL(b.errmsg, ""); /* not the lost answer's */
+    dlock_lock_bind_owner(l, me);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    dlock_lock_bind_owner(l, 0);
+    CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 0); /* one hold, not two */
+  }
+  for (int k = 0; k < 4; k++)
+    dlock_lock_free(locks[k]);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 /* A fair lock's async waiters are served in the order they queued; one
  * that times out or is cancelled leaves the queue (nothing left behind). */
 #define FAIR_N 5
@@ -1268,6 +1334,7 @@ static void add(void) {
   CU_add_test(s, "owners", test_owners);
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "dead_server", test_dead_server);
+  CU_add_test(s, "lost_answer", test_lost_answer);
   CU_add_test(s, "fair", test_fair);
   CU_add_test(s, "rwlock", test_rwlock);
   CU_add_test(s, "latch", test_latch);

@@ -38,6 +38,11 @@ typedef struct dlock__await {
   void (*give_up)(dlock__aop *op);
   /* The channel to wait on, appended to *ch, and its wake rule. */
   int (*channel)(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake);
+  /* A try whose answer was lost (its connection dropped or timed out after
+   * it was written): did it run? A blocking call, on the thread pool: 1 it
+   * did (op->sent_ms: its lease started no earlier), 0 it did not, or an
+   * error. Asked only when op->prior >= 0. NULL: never asked (DLOCK_EIO). */
+  int (*recheck)(dlock__aop *op);
   int fifo;        /* the waiters of a client are served in order (demand) */
   int lease_hints; /* "-MS" messages (a fair lock's) */
 } dlock__await;
@@ -72,6 +77,8 @@ struct dlock__aop {
   uint8_t internal;      /* an inner operation of a combinator's: its
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
+  uint8_t rechecks;      /* lost answers asked about (aw->recheck) */
+  uint8_t unsent;        /* the last recheck reached no server */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
@@ -84,6 +91,8 @@ struct dlock__aop {
   /* what the kind's steps (src/async/lock.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
+  int64_t prior;         /* an acquire's: the owner's hold count before it
+                            (aw->recheck), -1 not known */
   int tries;
   dlock_op inner;        /* a combinator's inner operation under way (to
                             cancel), 0 */
@@ -171,6 +180,11 @@ int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
 /* Run op->blocking on the thread pool; op finishes with its result back
  * on the engine thread (engine thread). */
 void dlock__aop_blocking(dlock__aop *op);
+/* Run fn(op) on the thread pool, then(op, its result) back on the engine
+ * thread (DLOCK_ECLOSED when the pool dropped it); a failure's message is
+ * op->errmsg then (engine thread). */
+void dlock__aop_blocking_then(dlock__aop *op, int (*fn)(dlock__aop *op),
+                              void (*then)(dlock__aop *op, int rc));
 /* Send req for op (engine thread); done gets it back there. */
 void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done);
 /* End op with rc (engine thread): the detail is the thread's dlock_errmsg()

@@ -115,6 +115,13 @@ static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
   return lock_of(op)->m->wait_channel(lock_of(op), op->owner, ch, wake);
 }
 
+/* A try whose answer was lost: did it run? (a pool thread) */
+static int lock_recheck(dlock__aop *op) {
+  dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
+  return dlock__lock_recheck(lock_of(op), op->owner, op->prior, op->sent_ms,
+                             &op->sent_ms);
+}
+
 static const dlock__await lock_await = {
     .noun = "lock",
     .try_req = lock_try_req,
@@ -122,6 +129,7 @@ static const dlock__await lock_await = {
     .granted = lock_granted,
     .give_back = lock_give_back,
     .channel = lock_channel,
+    .recheck = lock_recheck,
 };
 
 static const dlock__await lock_await_queued = { /* a kind that queues */
@@ -132,6 +140,7 @@ static const dlock__await lock_await_queued = { /* a kind that queues */
     .give_back = lock_give_back,
     .give_up = lock_give_up,
     .channel = lock_channel,
+    .recheck = lock_recheck,
     .lease_hints = 1,
 };
 
@@ -168,6 +177,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
   op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
+  op->prior = l->m->hold_count ? l->m->hold_count(l, owner) : -1;
   return dlock__aop_start(op, dlock__await_start, out);
 }
 

@@ -398,6 +398,8 @@ void dlock__aop_fire(dlock_client *c, dlock__req *req) {
 typedef struct job {
   uv_work_t work;
   dlock__aop *op;
+  int (*fn)(dlock__aop *op);
+  void (*then)(dlock__aop *op, int rc); /* NULL: finish op */
   int rc;
   char *err;
 } job;
@@ -405,7 +407,7 @@ typedef struct job {
 static void job_run(uv_work_t *w) {
   job *j = w->data;
   dlock__clear_error();
-  j->rc = j->op->blocking(j->op);
+  j->rc = j->fn(j->op);
   if (j->rc < 0)
     j->err = strdup(dlock_errmsg());
   /* OpenSSL's state of this pool thread (random ids, TLS): libuv's threads
@@ -422,12 +424,21 @@ static void job_done(uv_work_t *w, int status) {
     op->errmsg = j->err;
   }
   int rc = status == 0 ? j->rc : DLOCK_ECLOSED;
+  void (*then)(dlock__aop *, int) = j->then;
   free(j);
-  dlock__aop_finish(op, rc);
+  if (then)
+    then(op, rc);
+  else
+    dlock__aop_finish(op, rc);
   dlock__client_live_done(c); /* last: c may go */
 }
 
 void dlock__aop_blocking(dlock__aop *op) {
+  dlock__aop_blocking_then(op, op->blocking, NULL);
+}
+
+void dlock__aop_blocking_then(dlock__aop *op, int (*fn)(dlock__aop *op),
+                              void (*then)(dlock__aop *op, int rc)) {
   dlock_client *c = op->c;
   job *j = calloc(1, sizeof *j);
   if (j == NULL) {
@@ -436,6 +447,8 @@ void dlock__aop_blocking(dlock__aop *op) {
     return;
   }
   j->op = op;
+  j->fn = fn;
+  j->then = then;
   j->work.data = j;
   op->stage = DLOCK__AOP_BUSY;
   c->live++; /* the client's close waits for the job */

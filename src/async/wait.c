@@ -205,9 +205,67 @@ static void give_back(dlock__aop *op, int rc) {
   dlock__aop_finish(op, rc);
 }
 
+/* A try granted: kept (op ends DLOCK_OK), or given back. */
+static void grant(dlock__aop *op) {
+  op->granted = 1;
+  if (dlock__aop_grant_cancelled(op)) {
+    give_back(op, DLOCK_ECANCELED);
+    return;
+  }
+  int rc = op->aw->granted ? op->aw->granted(op) : DLOCK_OK;
+  if (rc != DLOCK_OK)
+    give_back(op, rc);
+  else
+    dlock__aop_finish(op, DLOCK_OK);
+}
+
+/* A wait asks about this many lost answers before DLOCK_EIO ends it, as
+ * the blocking wait does. */
+#define MAX_RECHECKS 16
+
+static int recheck_job(dlock__aop *op) {
+  int rc = op->aw->recheck(op);
+  op->unsent = rc == DLOCK_EIO && dlock__last_call_unsent();
+  return rc;
+}
+
+static void rechecked(dlock__aop *op, int rc);
+
+/* The try's answer was lost (DLOCK_EIO, set): ask whether it ran, when the
+ * kind can be asked and the budget lasts (1: asking), else 0. */
+static int recheck(dlock__aop *op) {
+  if (op->aw->recheck == NULL || op->prior < 0 || op->rechecks >= MAX_RECHECKS ||
+      (op->deadline_ms >= 0 && dlock__now_ms() >= op->deadline_ms))
+    return 0;
+  op->rechecks++;
+  free(op->errmsg); /* the lost answer's, for the recheck's message */
+  op->errmsg = strdup(dlock_errmsg());
+  dlock__aop_blocking_then(op, recheck_job, rechecked);
+  return 1;
+}
+
+/* What the server said of the try whose answer was lost (engine thread). */
+static void rechecked(dlock__aop *op, int rc) {
+  if (rc < 0) {
+    dlock__fail(rc, "%s", op->errmsg ? op->errmsg : dlock_strerror(rc));
+    if (rc != DLOCK_EIO || op->unsent || !recheck(op))
+      dlock__aop_finish(op, rc);
+    return;
+  }
+  free(op->errmsg); /* the lost answer's: no longer the outcome */
+  op->errmsg = NULL;
+  if (rc == 1) /* it ran: a grant whose lease started at op->sent_ms */
+    grant(op);
+  else if (dlock__aop_cancelled(op)) /* it did not run: a fresh try */
+    dlock__aop_finish(op, DLOCK_ECANCELED);
+  else if (!timed_out(op, dlock__now_ms()))
+    try_send(op);
+}
+
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   int missed = req->sync_asked > 0 && req->synced == 0;
+  int written = req->written;
   int rc = status;
   if (status != DLOCK_OK)
     rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
@@ -220,7 +278,8 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
     freeReplyObject(reply);
   }
   if (rc < 0) {
-    dlock__aop_finish(op, rc);
+    if (status != DLOCK_EIO || !written || !recheck(op))
+      dlock__aop_finish(op, rc);
   } else if (rc == 0) {
     not_yet(op, hint);
   } else if (missed) {
@@ -228,16 +287,8 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
                 "master's replicas within replica_sync_ms; it was given back");
     op->granted = 1;
     give_back(op, DLOCK_EIO);
-  } else if (dlock__aop_grant_cancelled(op)) {
-    op->granted = 1;
-    give_back(op, DLOCK_ECANCELED);
   } else {
-    op->granted = 1;
-    rc = op->aw->granted ? op->aw->granted(op) : DLOCK_OK;
-    if (rc != DLOCK_OK)
-      give_back(op, rc);
-    else
-      dlock__aop_finish(op, DLOCK_OK);
+    grant(op);
   }
 }
 

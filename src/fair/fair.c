@@ -261,6 +261,7 @@ static const dlock__lock_methods fair_methods = {
     .wait_req = wait_req,
     .wait_reply = wait_reply,
     .give_up_req = give_up_req,
+    .hold_count = dlock__hashlock_count,
 };
 
 int dlock_fair_lock_new(dlock_client *client, const char *name,

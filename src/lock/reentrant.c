@@ -186,6 +186,7 @@ static const dlock__lock_methods reentrant_methods = {
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
     .wait_channel = wait_channel,
+    .hold_count = dlock__hashlock_count,
 };
 
 static const dlock__lock_methods fenced_methods = {

@@ -71,6 +71,15 @@ static int who_id(rw_half *h, uint64_t owner_id, who *w, dlock__hold_id *id) {
   return DLOCK_OK;
 }
 
+/* The owner's hold count of this half (the client's registry), -1 lost. */
+static int64_t hold_count(dlock_lock *l, uint64_t owner_id) {
+  who w;
+  dlock__hold_id id;
+  if (who_id((rw_half *)l, owner_id, &w, &id) != DLOCK_OK)
+    return -1;
+  return dlock__hold_count(l->h.client, &id);
+}
+
 /* ---- tries and releases as requests (method table 2 and 3) --------------- */
 
 static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
@@ -367,6 +376,7 @@ static const dlock__lock_methods read_methods = {
     .released = released,
     .forget = forget,
     .wait_channel = wait_channel,
+    .hold_count = hold_count,
 };
 
 static const dlock__lock_methods write_methods = {
@@ -386,6 +396,7 @@ static const dlock__lock_methods write_methods = {
     .released = released,
     .forget = forget,
     .wait_channel = wait_channel,
+    .hold_count = hold_count,
 };
 
 static int half_new(const dlock__lock_methods *m, dlock_client *client,
