@@ -1049,6 +1049,28 @@ th_server *th_node_of(th_server *s, const char *key) {
   return s;
 }
 
+long long th_replicated(th_server *m, const char *key, int want, int timeout_ms) {
+  struct timeval tv = {2 + timeout_ms / 1000, 0};
+  redisContext *ctx = redisConnectWithTimeout("127.0.0.1", m->port, tv);
+  long long n = -1;
+  redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "SET %s 1", key) : NULL;
+  if (r) {
+    freeReplyObject(r);
+    r = redisCommand(ctx, "DEL %s", key);
+  }
+  if (r) {
+    freeReplyObject(r);
+    r = redisCommand(ctx, "WAIT %d %d", want, timeout_ms);
+    if (r && r->type == REDIS_REPLY_INTEGER)
+      n = r->integer;
+  }
+  if (r)
+    freeReplyObject(r);
+  if (ctx)
+    redisFree(ctx);
+  return n;
+}
+
 /* A TLS port's plain twin (tls_port_is noted it in the environment), or
  * port itself. */
 static int plain_port(int port) {

@@ -132,6 +132,14 @@ void th_server_pause(th_server *s, int paused);
  * goes to node[0] and follows a MOVED answer once. */
 redisReply *th_cmd(th_server *s, const char *fmt, ...);
 long long th_int(th_server *s, const char *fmt, ...);
+/* How many replicas of master m (one server: a cluster's node, a
+ * sentinel setup's master) have every write m took so far, waiting up to
+ * timeout_ms for want of them; -1 on error. WAIT counts the replicas'
+ * acknowledgements of its own connection's writes (one on a fresh
+ * connection returns at once, however far they lag), so a write of its
+ * own on key (a key m serves; set, then deleted) goes first: the
+ * replication stream is in order. */
+long long th_replicated(th_server *m, const char *key, int want, int timeout_ms);
 
 /* Subscribers of channel on s (PUBSUB NUMSUB; on a cluster the sum over
  * its nodes), -1 on error. */

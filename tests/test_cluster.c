@@ -681,7 +681,7 @@ static void test_failover(void) {
              *lt = new_lock(c, later);
   TH_ASSERT_RC(dlock_acquire(lk, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(ll, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_int(master, "WAIT 1 2000"), 1); /* on the replica */
+  CU_ASSERT_EQUAL(th_replicated(master, "dlock-test:fence{fo}", 1, 5000), 1);
   th_server_kill(master);
   freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
   CU_ASSERT(th_becomes_master(replica, 5000));

@@ -262,7 +262,7 @@ static th_server *two_locks(dlock_client *c, const char *a, char na[96],
   th_server *m = th_sentinel_master(&srv);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   TH_ASSERT_RC(dlock_acquire(*la, 0, lease), DLOCK_OK);
-  CU_ASSERT(th_int(m, "WAIT 2 2000") == 2); /* on both replicas */
+  CU_ASSERT(th_replicated(m, "dlock-test:fence", 2, 5000) == 2); /* on both replicas */
   return m;
 }
 
