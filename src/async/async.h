@@ -41,7 +41,7 @@ typedef struct dlock__await {
   /* A try whose answer was lost (its connection dropped or timed out after
    * it was written): did it run? A blocking call, on the thread pool: 1 it
    * did (op->sent_ms: its lease started no earlier), 0 it did not, or an
-   * error. Asked only when op->prior >= 0. NULL: never asked (DLOCK_EIO). */
+   * error. Asked only when op->askable. NULL: never asked (DLOCK_EIO). */
   int (*recheck)(dlock__aop *op);
   int fifo;        /* the waiters of a client are served in order (demand) */
   int lease_hints; /* "-MS" messages (a fair lock's) */
@@ -77,6 +77,7 @@ struct dlock__aop {
   uint8_t internal;      /* an inner operation of a combinator's: its
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
+  uint8_t askable;       /* aw->recheck can ask about a lost answer */
   uint8_t rechecks;      /* lost answers asked about (aw->recheck) */
   uint8_t unsent;        /* the last recheck reached no server */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
@@ -91,8 +92,6 @@ struct dlock__aop {
   /* what the kind's steps (src/async/lock.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
-  int64_t prior;         /* an acquire's: the owner's hold count before it
-                            (aw->recheck), -1 not known */
   int tries;
   dlock_op inner;        /* a combinator's inner operation under way (to
                             cancel), 0 */

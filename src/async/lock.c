@@ -115,11 +115,15 @@ static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
   return lock_of(op)->m->wait_channel(lock_of(op), op->owner, ch, wake);
 }
 
-/* A try whose answer was lost: did it run? (a pool thread) */
+/* A try whose answer was lost: did it run? (a pool thread) The server's
+ * count of the owner's holds against this client's, read now: holds the
+ * same owner took or let go meanwhile (an event loop's owner may have
+ * several operations under way) are in both. */
 static int lock_recheck(dlock__aop *op) {
+  dlock_lock *l = lock_of(op);
+  int64_t known = l->m->hold_count(l, op->owner);
   dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
-  return dlock__lock_recheck(lock_of(op), op->owner, op->prior, op->sent_ms,
-                             &op->sent_ms);
+  return dlock__lock_recheck(l, op->owner, known, op->sent_ms, &op->sent_ms);
 }
 
 static const dlock__await lock_await = {
@@ -177,7 +181,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
   op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
-  op->prior = l->m->hold_count ? l->m->hold_count(l, owner) : -1;
+  op->askable = l->m->hold_count != NULL;
   return dlock__aop_start(op, dlock__await_start, out);
 }
 

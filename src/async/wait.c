@@ -234,7 +234,7 @@ static void rechecked(dlock__aop *op, int rc);
 /* The try's answer was lost (DLOCK_EIO, set): ask whether it ran, when the
  * kind can be asked and the budget lasts (1: asking), else 0. */
 static int recheck(dlock__aop *op) {
-  if (op->aw->recheck == NULL || op->prior < 0 || op->rechecks >= MAX_RECHECKS ||
+  if (op->aw->recheck == NULL || !op->askable || op->rechecks >= MAX_RECHECKS ||
       (op->deadline_ms >= 0 && dlock__now_ms() >= op->deadline_ms))
     return 0;
   op->rechecks++;

@@ -82,11 +82,11 @@ typedef struct dlock__lock_methods {
   int (*release_async)(dlock_lock *lock, uint64_t owner, dlock_done_fn *done,
                        void *data, dlock_op *op);
   /* Optional: the owner's hold count as the client's hold registry has it
-   * (-1: reported lost). An async acquire reads it before its first try;
-   * when a try's answer is lost, the server's count (state) then says
-   * whether the try ran (dlock__lock_recheck), as the blocking wait asks.
-   * NULL: not asked, the acquire fails with DLOCK_EIO (a fenced grant's
-   * token cannot be asked later). */
+   * (-1: reported lost). When an async try's answer is lost, the server's
+   * count (state) against it says whether the try ran
+   * (dlock__lock_recheck), as the blocking wait asks. NULL: not asked, the
+   * acquire fails with DLOCK_EIO (a fenced grant's token cannot be asked
+   * later). */
   int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
   /* version 3 ends here: append only */
 } dlock__lock_methods;
