@@ -223,8 +223,13 @@ static void test_latch_in_background_shells(void) {
   CU_ASSERT_EQUAL(run_dlock(down, NULL, 0), 0);
   for (int i = 0; i < 3; i++)
     CU_ASSERT_EQUAL(th_wait_worker(pids[i], 5000), 0);
+  /* a latch with no count: Redisson's await returns at once, and so does
+   * `latch wait`, but it says so (a mistyped name must not pass silently) */
   char *wait_gone[] = {"latch", "wait", "--wait", "100ms", (char *)name, NULL};
-  CU_ASSERT_EQUAL(run_dlock(wait_gone, NULL, 0), 0);
+  char err[1024];
+  CU_ASSERT_EQUAL(run_dlock(wait_gone, err, sizeof err), 0);
+  CU_ASSERT(strstr(err, "has no count") != NULL);
+  CU_ASSERT(strstr(err, name) != NULL);
 }
 
 static void test_status_and_force_unlock(void) {
@@ -641,37 +646,79 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(run_dlock(help, NULL, 0), 0);
 }
 
-/* Run dlock (or another program: args[0] a path) with stdout and stderr in
- * out; the exit status. */
-static int run_output(char *const args[], char *out, size_t size) {
+/* Run argv (a program's path first) to the end (bounded): its stdout (and
+ * stderr when err_too) in out, NUL-terminated, *len bytes (may be NULL:
+ * binary-safe); the exit status. */
+static int capture(char *const argv[], int err_too, char *out, size_t size,
+                   size_t *len) {
   int fds[2];
   if (pipe(fds) != 0)
     return -1;
-  char *argv[32] = {(char *)dlock_bin};
-  int n = args[0][0] == '/' ? 0 : 1;
-  for (int i = 0; args[i] && n < 31; i++)
-    argv[n++] = args[i];
-  argv[n] = NULL;
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 1);
-    dup2(fds[1], 2);
+    if (err_too)
+      dup2(fds[1], 2);
     close(fds[0]);
     execv(argv[0], argv);
     _exit(127);
   }
   close(fds[1]);
-  size_t len = 0;
-  ssize_t r;
-  while (len + 1 < size && (r = read(fds[0], out + len, size - 1 - len)) > 0)
-    len += (size_t)r;
-  out[len] = '\0';
+  size_t n = 0;
+  ssize_t r = 1;
+  int64_t end = th_now_ms() + 30000; /* a hung program fails, not hangs */
+  while (n + 1 < size && r > 0 && th_now_ms() < end) {
+    struct pollfd p = {fds[0], POLLIN, 0};
+    if (poll(&p, 1, 100) > 0)
+      r = read(fds[0], out + n, size - 1 - n);
+    if (r > 0 && p.revents)
+      n += (size_t)r;
+  }
+  out[n] = '\0';
+  if (len)
+    *len = n;
   close(fds[0]);
-  return th_wait_worker(pid, 30000);
+  return th_wait_worker(pid, (int)(end > th_now_ms() ? end - th_now_ms() : 1));
 }
 
-/* `dlock run --read` beside a plain lock's holder: refused (exit 65) with
- * both kinds named, and the holder's lock untouched. */
+/* Run dlock (or another program: args[0] a path) with stdout and stderr in
+ * out; the exit status. */
+static int run_output(char *const args[], char *out, size_t size) {
+  char *argv[32] = {(char *)dlock_bin};
+  int n = args[0][0] == '/' ? 0 : 1;
+  for (int i = 0; args[i] && n < 31; i++)
+    argv[n++] = args[i];
+  argv[n] = NULL;
+  return capture(argv, 1, out, size, NULL);
+}
+
+/* A file only its owner may read, holding text. */
+static void secret_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fputs(text, f);
+  fclose(f);
+  chmod(path, 0600);
+}
+
+/* The length of NAME's fair queue (wait until it is want, up to 10 s). */
+static long long queue_len(const char *name, long long want) {
+  long long n = -1;
+  for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(5000)) {
+    n = th_int(&srv, "LLEN redisson_lock_queue:{%s}", name);
+    if (n == want)
+      break;
+  }
+  return n;
+}
+
+/* `dlock run --read` (--write, --semaphore, latch) beside a plain lock's
+ * holder: refused (exit 65) with both kinds named, and the holder's lock
+ * untouched. `run --fair` there waits instead: the two share Redisson's
+ * hash and cannot be told apart (a fair lock without waiters is a plain
+ * one). A plain release wakes only plain waiters, as in Redisson, so the
+ * fair waiter finds the lock free at its next try: within a third of its
+ * 5 s wait slot. */
 static void test_kind_mixup(void) {
   const char *name = th_name("mixed");
   dlock_client *c = th_client(&srv, NULL);
@@ -687,7 +734,19 @@ static void test_kind_mixup(void) {
   char *latch[] = {"latch", "set", (char *)name, "2", NULL};
   CU_ASSERT_EQUAL(run_output(latch, out, sizeof out), 65);
   CU_ASSERT(strstr(out, "not a count-down latch") != NULL);
+  char *sem[] = {"run", "--wait", "0", "--semaphore", "--permits", "2",
+                 (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(sem, out, sizeof out), 65);
+  char *try[] = {"run", "--fair", "--wait", "0", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(try, out, sizeof out), 75);
+  char *fair[] = {"run", "--fair", "--wait", "20s", (char *)name, "--", "true", NULL};
+  pid_t waiter = start(fair, NULL);
+  CU_ASSERT_EQUAL(queue_len(name, 1), 1);
+  int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK); /* still ours */
+  CU_ASSERT_EQUAL(th_wait_worker(waiter, 20000), 0);
+  /* 1.67 s at most by design; 3 s leaves room for two CPU hogs */
+  CU_ASSERT(th_now_ms() - t0 < 3000);
   dlock_lock_free(l);
   dlock_client_close(c);
 }
@@ -785,9 +844,7 @@ static void test_credentials(void) {
   unsetenv("DLOCK_REDIS_PASSWORD");
   /* or from a file no one else may read */
   snprintf(pwfile, sizeof pwfile, "%s/pw", tmpdir);
-  FILE *f = fopen(pwfile, "w");
-  fputs("cli-s3cret\n", f);
-  fclose(f);
+  secret_file(pwfile, "cli-s3cret\n");
   chmod(pwfile, 0644);
   char *get[] = {"--redis", url, "--password-file", pwfile, "latch", "get",
                  "creds", NULL};
@@ -797,7 +854,7 @@ static void test_credentials(void) {
   chmod(pwfile, 0600);
   CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
   CU_ASSERT(strncmp(out, "2", 1) == 0);
-  f = fopen(pwfile, "w");
+  FILE *f = fopen(pwfile, "w");
   fclose(f);
   CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 64); /* empty */
   char *help[] = {"--help", NULL};
@@ -806,29 +863,178 @@ static void test_credentials(void) {
   th_server_stop(&a);
 }
 
-/* --redis and --password-file before or after the command, not after --. */
-static void test_global_options_anywhere(void) {
+/* The one rule: dlock's options (global ones included) go before NAME, in
+ * any of the places before it; after NAME they are refused (latch, sem,
+ * status, ...) or COMMAND's (run). */
+static void test_options_before_name(void) {
   char out[1024], name[200], dead[64];
-  snprintf(name, sizeof name, "%s", th_name("anywhere"));
+  snprintf(name, sizeof name, "%s", th_name("before-name"));
   snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", dlock_tool_free_port());
   setenv("DLOCK_REDIS_URL", dead, 1); /* only --redis reaches the server */
-  char *set[] = {"latch", "set", name, "2", "--redis", srv.url, NULL};
+  char *set[] = {"--redis", srv.url, "latch", "set", name, "2", NULL};
   CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
-  char *get[] = {"latch", "--redis", srv.url, "get", name, NULL};
-  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
+  char *get1[] = {"latch", "--redis", srv.url, "get", name, NULL};
+  CU_ASSERT_EQUAL(run_output(get1, out, sizeof out), 0);
   CU_ASSERT(strncmp(out, "2", 1) == 0);
-  /* after `--` they belong to the command */
+  char *get2[] = {"latch", "get", "--redis", srv.url, name, NULL};
+  CU_ASSERT_EQUAL(run_output(get2, out, sizeof out), 0);
+  CU_ASSERT(strncmp(out, "2", 1) == 0);
+  char *after[] = {"latch", "get", name, "--redis", srv.url, NULL};
+  CU_ASSERT_EQUAL(run_output(after, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "options go before NAME") != NULL);
+  char *status_after[] = {"status", name, "--json", NULL};
+  CU_ASSERT_EQUAL(run_output(status_after, out, sizeof out), 64);
+  /* a NAME that starts with a dash, after `--` */
+  char *dash[] = {"--redis", srv.url, "status", "--", "-dash", NULL};
+  CU_ASSERT_EQUAL(run_output(dash, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "name:    -dash") != NULL);
+  /* run: everything after NAME is COMMAND's, dlock's options included */
   char lock[220];
   snprintf(lock, sizeof lock, "%s:lock", name);
-  char *run[] = {"run", lock, "--redis", srv.url, "--", "echo", "--redis", "x",
-                 NULL};
+  char *run[] = {"run", "--redis", srv.url, lock, "echo", "--redis", "x",
+                 "--wait", "0", "--", "y", NULL};
   CU_ASSERT_EQUAL(run_output(run, out, sizeof out), 0);
-  CU_ASSERT_STRING_EQUAL(out, "--redis x\n");
-  char *missing[] = {"latch", "get", name, "--redis", NULL};
+  CU_ASSERT_STRING_EQUAL(out, "--redis x --wait 0 -- y\n");
+  /* an option right after NAME is a mistake, not a program to exec */
+  char *late[] = {"run", "--redis", srv.url, lock, "--wait", "0", "--", "echo",
+                  "hi", NULL};
+  CU_ASSERT_EQUAL(run_output(late, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "options go before NAME") != NULL);
+  char *help[] = {"run", "--help", NULL};
+  CU_ASSERT_EQUAL(run_output(help, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "Options go before NAME") != NULL);
+  char *missing[] = {"latch", "get", "--redis", NULL};
   CU_ASSERT_EQUAL(run_output(missing, out, sizeof out), 64);
   CU_ASSERT(strstr(out, "--redis needs a value") != NULL);
   setenv("DLOCK_REDIS_URL", srv.url, 1);
   th_int(&srv, "DEL %s", name);
+}
+
+/* Property: whatever words follow `run NAME [--] printf FORMAT`, dlock's
+ * options, empty strings, spaces and bytes that are not UTF-8 among them,
+ * the command gets them exactly (printf writes each NUL-terminated). */
+static void test_run_argv_exact(void) {
+  static const char *const pool[] = {
+      "--redis", "redis://127.0.0.1:1", "--tls-ca", "--password-file",
+      "/etc/passwd", "--wait", "0", "--", "-h", "--help", "--fair",
+      "--version", "", " ", "a b", "\xff\xfe\x80", "\xc3\xa9", "-", "--x=1",
+      "run", "latch", "%s", "\\0", "*", "$HOME", "'\"", "\t\n"};
+  const size_t npool = sizeof pool / sizeof pool[0];
+  unsigned seed = (unsigned)th_now_us();
+  srand(seed);
+  char name[200];
+  snprintf(name, sizeof name, "%s", th_name("argv"));
+  int bad = 0;
+  for (int round = 0; round < 40 && !bad; round++) {
+    char *argv[64] = {(char *)dlock_bin, "run", name};
+    int n = 3;
+    if (rand() % 2)
+      argv[n++] = "--";
+    argv[n++] = "printf";
+    argv[n++] = "%s\\0";
+    char words[24][12];
+    char want[1024];
+    size_t wlen = 0;
+    int k = 1 + rand() % 20;
+    for (int j = 0; j < k; j++) {
+      const char *w;
+      if (rand() % 4 == 0) { /* random bytes, none NUL */
+        int len = rand() % 8;
+        for (int b = 0; b < len; b++)
+          words[j][b] = (char)(1 + rand() % 255);
+        words[j][len] = '\0';
+        w = words[j];
+      } else {
+        w = pool[rand() % npool];
+      }
+      argv[n++] = (char *)w;
+      memcpy(want + wlen, w, strlen(w) + 1); /* the word and its NUL */
+      wlen += strlen(w) + 1;
+    }
+    argv[n] = NULL;
+    char got[2048];
+    size_t glen = 0;
+    int rc = capture(argv, 0, got, sizeof got, &glen);
+    if (rc != 0 || glen != wlen || memcmp(got, want, wlen) != 0) {
+      fprintf(stderr, "\n  seed %u round %d: exit %d, %zu bytes, want %zu\n",
+              seed, round, rc, glen, wlen);
+      bad = 1;
+    }
+  }
+  CU_ASSERT(!bad);
+}
+
+/* A --tls-* or --sentinel-* flag for a URL it does not apply to: refused
+ * (64) with the flag and the URL named, never run without it. */
+static void test_flags_need_their_url(void) {
+  char out[2048], plain[64], tls[64];
+  int port = dlock_tool_free_port();
+  snprintf(plain, sizeof plain, "redis://127.0.0.1:%d", port);
+  snprintf(tls, sizeof tls, "rediss://127.0.0.1:%d", port);
+  char *ca[] = {"--redis", plain, "--tls-ca", "/nonexistent/ca.crt", "run", "x",
+                "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(ca, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "--tls-ca") && strstr(out, plain));
+  char *insecure[] = {"run", "--tls-insecure", "x", "--", "true", NULL};
+  setenv("DLOCK_REDIS_URL", plain, 1);
+  CU_ASSERT_EQUAL(run_output(insecure, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "--tls-insecure") && strstr(out, "DLOCK_REDIS_URL"));
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  char *mixed[] = {"--redis", tls, "--redis", plain, "--redis", tls,
+                   "--tls-server-name", "h", "run", "x", "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(mixed, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "--tls-server-name") && strstr(out, plain));
+  char *sentinel[] = {"--redis", plain, "--sentinel-user", "u", "latch", "get",
+                      "x", NULL};
+  CU_ASSERT_EQUAL(run_output(sentinel, out, sizeof out), 64);
+  CU_ASSERT(strstr(out, "--sentinel-user") && strstr(out, plain));
+}
+
+/* The sentinels' password reaches them from --sentinel-password-file and
+ * DLOCK_SENTINEL_PASSWORD, over TLS (rediss+sentinel://, in the TLS
+ * variant) as in plaintext. */
+static void test_sentinel_password(void) {
+  th_server k;
+  CU_ASSERT_FATAL(th_sentinel_start(&k, 0, 1) == 0);
+  th_server *sentinel = &k.node[k.nnodes - 1];
+  redisReply *r = th_cmd(sentinel, "ACL SETUSER default on >sent-pw");
+  CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+  if (r)
+    freeReplyObject(r);
+  char out[4096], pwfile[128];
+  char *get[] = {"--redis", k.url, "latch", "get", "sentinel-pw", NULL};
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 78); /* no password */
+  setenv("DLOCK_SENTINEL_PASSWORD", "sent-pw", 1);
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "0\n");
+  unsetenv("DLOCK_SENTINEL_PASSWORD");
+  snprintf(pwfile, sizeof pwfile, "%s/sentinel-pw", tmpdir);
+  secret_file(pwfile, "sent-pw\n");
+  char *file[] = {"--redis", k.url, "--sentinel-password-file", pwfile, "latch",
+                  "get", "sentinel-pw", NULL};
+  CU_ASSERT_EQUAL(run_output(file, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "0\n");
+  th_server_stop(&k);
+}
+
+/* COMMAND's environment never holds the passwords dlock was given. */
+static void test_passwords_not_passed_on(void) {
+  th_server a;
+  CU_ASSERT_FATAL(th_server_start(&a, "--requirepass env-s3cret") == 0);
+  char out[16384], url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", a.port);
+  setenv("DLOCK_REDIS_PASSWORD", "env-s3cret", 1);
+  setenv("DLOCK_SENTINEL_PASSWORD", "sentinel-s3cret", 1);
+  char *env[] = {"--redis", url, "run", (char *)th_name("env"), "--", "env", NULL};
+  CU_ASSERT_EQUAL(run_output(env, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "DLOCK_SENTINEL_PASSWORD") == NULL);
+  CU_ASSERT(strstr(out, "DLOCK_REDIS_PASSWORD") == NULL);
+  ASSERT_NO_SECRET(out, "env-s3cret");
+  ASSERT_NO_SECRET(out, "sentinel-s3cret");
+  CU_ASSERT(strstr(out, "DLOCK_REDIS_URL") != NULL); /* the rest stays */
+  unsetenv("DLOCK_REDIS_PASSWORD");
+  unsetenv("DLOCK_SENTINEL_PASSWORD");
+  th_server_stop(&a);
 }
 
 /* sem set: a plain semaphore's count, or the total of `run --semaphore`'s. */
@@ -870,41 +1076,100 @@ static int alive(pid_t pid) {
   return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
 }
 
-/* kill -9 of `dlock run`: its command must not run on without the lock,
- * and it is gone before the lease could pass to anyone else. */
+/* The pid a command wrote to path (the event: it runs), 0 after 10 s. */
+static long pid_from(const char *path) {
+  long pid = 0;
+  for (int64_t end = th_now_ms() + 10000; pid == 0 && th_now_ms() < end;) {
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%ld", &pid) != 1)
+      pid = 0;
+    if (f)
+      fclose(f);
+    if (pid == 0)
+      usleep(5000);
+  }
+  return pid;
+}
+
+/* Is pid gone within ms? */
+static int gone_within(long pid, int ms) {
+  int64_t t0 = th_now_ms();
+  while (alive((pid_t)pid) && th_now_ms() - t0 < ms)
+    usleep(2000);
+  return !alive((pid_t)pid);
+}
+
+/* kill -9 of `dlock run`, or its lost lease: nothing its command started
+ * runs on without the lock, the shell's background step (a grandchild) as
+ * well as the shell, and the kill's before the lease could pass on. */
 static void test_run_killed_takes_command_along(void) {
   char name[200], pidfile[128], script[512];
   snprintf(name, sizeof name, "%s", th_name("orphan"));
   snprintf(pidfile, sizeof pidfile, "%s/orphan.pid", tmpdir);
   unlink(pidfile);
-  snprintf(script, sizeof script, "echo $$ > %s.tmp && mv %s.tmp %s && exec sleep 30",
+  /* step1 runs in the background of the command's shell */
+  snprintf(script, sizeof script,
+           "sleep 30 & echo $! > %s.tmp && mv %s.tmp %s; wait; sleep 30",
            pidfile, pidfile, pidfile);
   char *args[] = {"run", name, "--", "sh", "-c", script, NULL};
   pid_t dlock_pid = start(args, NULL);
-  long child = 0;
-  for (int64_t end = th_now_ms() + 10000; child == 0 && th_now_ms() < end;) {
-    FILE *f = fopen(pidfile, "r"); /* the event: the command is running */
-    if (f && fscanf(f, "%ld", &child) != 1)
-      child = 0;
-    if (f)
-      fclose(f);
-    if (child == 0)
-      usleep(5000);
-  }
-  CU_ASSERT_FATAL(child > 0);
-  CU_ASSERT(alive((pid_t)child));
+  long step = pid_from(pidfile);
+  CU_ASSERT_FATAL(step > 0);
+  CU_ASSERT(alive((pid_t)step));
   kill(dlock_pid, SIGKILL);
   waitpid(dlock_pid, NULL, 0);
-  int64_t t0 = th_now_ms();
-  while (alive((pid_t)child) && th_now_ms() - t0 < 2000)
-    usleep(2000);
-  CU_ASSERT(!alive((pid_t)child));
+  CU_ASSERT(gone_within(step, 2000));
   /* ... while the lock (10 s watchdog lease) was still held: no one else
    * could have entered yet */
   CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
-  if (alive((pid_t)child))
-    kill((pid_t)child, SIGKILL);
+  if (alive((pid_t)step))
+    kill((pid_t)step, SIGKILL);
   th_int(&srv, "DEL %s", name);
+
+  /* a lost lease (a fixed 300 ms one) signals the whole group too */
+  unlink(pidfile);
+  char *lease[] = {"run", "--lease", "300ms", name, "--", "sh", "-c", script,
+                   NULL};
+  pid_t lease_pid = start(lease, NULL);
+  step = pid_from(pidfile);
+  CU_ASSERT_FATAL(step > 0);
+  CU_ASSERT_EQUAL(th_wait_worker(lease_pid, 10000), 76);
+  CU_ASSERT(gone_within(step, 2000));
+  if (alive((pid_t)step))
+    kill((pid_t)step, SIGKILL);
+}
+
+/* A waiting `run --fair` stopped by TERM or INT gives up its place in the
+ * queue at once (as a --wait timeout does) and ends as the signal would
+ * have ended it; the next waiter is not held up behind a dead entry. */
+static void test_fair_waiter_leaves_on_signal(void) {
+  const char *name = th_name("fair-signal");
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  const int sigs[] = {SIGTERM, SIGINT};
+  for (int k = 0; k < 2; k++) {
+    char *args[] = {"run", "--fair", (char *)name, "--", "true", NULL};
+    pid_t waiter = start(args, NULL);
+    CU_ASSERT_EQUAL(queue_len(name, 1), 1); /* the event: it is queued */
+    kill(waiter, sigs[k]);
+    CU_ASSERT_EQUAL(th_wait_worker(waiter, 10000), 128 + sigs[k]);
+    CU_ASSERT_EQUAL(th_int(&srv, "LLEN redisson_lock_queue:{%s}", name), 0);
+    CU_ASSERT_EQUAL(th_int(&srv, "ZCARD redisson_lock_timeout:{%s}", name), 0);
+  }
+  /* the next waiter gets the lock at the release, not seconds after */
+  char *next[] = {"run", "--fair", (char *)name, "--", "true", NULL};
+  pid_t waiter = start(next, NULL);
+  CU_ASSERT_EQUAL(queue_len(name, 1), 1);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_wait_worker(waiter, 10000), 0);
+  int64_t took = th_now_ms() - t0;
+  /* 1 s: measured 20-40 ms, with two CPU hogs up to 90 ms (headroom 10x) */
+  CU_ASSERT(took < 1000);
+  dlock_lock_free(l);
+  dlock_client_close(c);
 }
 
 /* run NAME COMMAND without `--` (flock's form); a --permits that differs
@@ -926,6 +1191,33 @@ static void test_run_forms(void) {
   CU_ASSERT(strstr(out, "has 3 permits, not 2") != NULL);
 }
 
+/* Where line `what` first shows in out (-1: nowhere). */
+static long pos_of(const char *out, const char *what) {
+  const char *p = strstr(out, what);
+  return p ? p - out : -1;
+}
+
+/* The demo (the README's first command) prints things in the order they
+ * happened: the latch's waiters are released after the count-down to 0 is
+ * announced, never before. (One server is enough: the plain variant.) */
+static void test_demo_tells_the_order(void) {
+  const char *demo = getenv("DLOCK_DEMO");
+  CU_ASSERT_FATAL(demo != NULL);
+  if (th_cluster_mode() || th_tls_mode())
+    return; /* the same script: the plain variant runs it */
+  static char out[65536];
+  char *argv[] = {(char *)demo, NULL};
+  CU_ASSERT_EQUAL(capture(argv, 1, out, sizeof out, NULL), 0);
+  long one_left = pos_of(out, "1 left: the waiters still wait");
+  long to_zero = pos_of(out, "count-down (1 -> 0)");
+  CU_ASSERT(one_left >= 0 && to_zero > one_left);
+  for (int i = 1; i <= 3; i++) {
+    char line[64];
+    snprintf(line, sizeof line, "waiter %d released", i);
+    CU_ASSERT(pos_of(out, line) > to_zero);
+  }
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -939,11 +1231,17 @@ static void add_tests(void) {
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);
   CU_add_test(s, "credentials", test_credentials);
-  CU_add_test(s, "global_options_anywhere", test_global_options_anywhere);
+  CU_add_test(s, "options_before_name", test_options_before_name);
+  CU_add_test(s, "run_argv_exact", test_run_argv_exact);
+  CU_add_test(s, "flags_need_their_url", test_flags_need_their_url);
+  CU_add_test(s, "sentinel_password", test_sentinel_password);
+  CU_add_test(s, "passwords_not_passed_on", test_passwords_not_passed_on);
   CU_add_test(s, "sem_set", test_sem_set);
   CU_add_test(s, "run_forms", test_run_forms);
   CU_add_test(s, "run_killed_takes_command_along", test_run_killed_takes_command_along);
+  CU_add_test(s, "fair_waiter_leaves_on_signal", test_fair_waiter_leaves_on_signal);
   CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "demo_tells_the_order", test_demo_tells_the_order);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -84,7 +84,7 @@ static void test_clear_errors(void) {
 }
 
 /* Sentinels that want a password (ACL on each): without the sentinel
- * credentials, or with wrong ones, the open fails saying so; with them
+ * credentials, or with wrong ones, the open fails with DLOCK_EAUTH saying so (a configuration error, not an outage); with them
  * (dlock_client_opts v6) the client finds the master, and its +switch-master
  * watch is subscribed (the AUTH goes ahead of SUBSCRIBE on that connection
  * too). The master's credentials are not the sentinels': a redis:// URI
@@ -101,11 +101,11 @@ static void test_sentinel_credentials(void) {
     freeReplyObject(r);
   }
   dlock_client *c = NULL;
-  TH_ASSERT_RC(dlock_client_open(srv.url, NULL, &c), DLOCK_EIO);
+  TH_ASSERT_RC(dlock_client_open(srv.url, NULL, &c), DLOCK_EAUTH);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "NOAUTH"));
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.sentinel_password = "wrong";
-  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EIO);
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_EAUTH);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "refused the sentinel credentials"));
   CU_ASSERT_PTR_NULL(strstr(dlock_errmsg(), "wrong"));
   o.sentinel_username = "default";

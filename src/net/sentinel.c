@@ -121,13 +121,15 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
 }
 
 /* Ask the sentinels in turn for the master of u's name, and check it:
- * DLOCK_OK with host/port, or DLOCK_EIO with what each one said. Blocking:
+ * DLOCK_OK with host/port; DLOCK_EAUTH when every sentinel that answered
+ * refused the sentinel credentials (a configuration error: no retry helps);
+ * else DLOCK_EIO; why says what each one said. Blocking:
  * at most the connect and command timeouts per sentinel and master. */
 static int search(const dlock__uri *u, const dlock_client_opts *o,
                   dlock__tls_ctx *tls, char *host, size_t hn, int *port,
                   int *replicas, char *why, size_t n) {
   why[0] = '\0';
-  int reached = 0;
+  int reached = 0, refused = 0, answered = 0;
   for (int i = 0; i < u->nseeds; i++) {
     const char *sh = u->seed_hosts[i];
     int sp = u->seed_ports[i];
@@ -145,6 +147,7 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
       else
         note(why, n, "sentinel %s:%d: %s", sh, sp, err);
       reached |= a == 0;
+      refused += a == 0;
       dlock__sock_close(&s);
       continue;
     }
@@ -154,14 +157,20 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
              r->element[0]->type == REDIS_REPLY_STRING &&
              r->element[1]->type == REDIS_REPLY_STRING &&
              r->element[0]->len < hn;
-    if (r && r->type != REDIS_REPLY_ERROR)
+    int noauth = r && r->type == REDIS_REPLY_ERROR &&
+                 (!strncmp(r->str, "NOAUTH", 6) || !strncmp(r->str, "WRONGPASS", 9));
+    if (r)
       reached = 1;
+    refused += noauth;
+    answered += r && r->type != REDIS_REPLY_ERROR;
     if (ok) {
       snprintf(host, hn, "%s", r->element[0]->str);
       *port = atoi(r->element[1]->str);
     } else if (r && r->type == REDIS_REPLY_NIL) {
       note(why, n, "sentinel %s:%d knows no master named \"%s\"", sh, sp,
            u->master_name);
+    } else if (noauth) {
+      note(why, n, "sentinel %s:%d wants a password: %s", sh, sp, r->str);
     } else {
       note(why, n, "sentinel %s:%d: %s", sh, sp,
            r && r->type == REDIS_REPLY_ERROR ? r->str
@@ -182,7 +191,7 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
     snprintf(all, sizeof all, "%s", why);
     snprintf(why, n, "no sentinel reachable (%.360s)", all);
   }
-  return DLOCK_EIO;
+  return refused && !answered ? DLOCK_EAUTH : DLOCK_EIO;
 }
 
 int dlock__sentinel_new(dlock_client *c) {
@@ -191,9 +200,14 @@ int dlock__sentinel_new(dlock_client *c) {
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->sentinel = s;
   char why[400];
-  if (search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
-             &s->replicas, why, sizeof why) != DLOCK_OK)
-    return dlock__fail(DLOCK_EIO, "sentinel: no master \"%s\" found: %s",
+  int rc = search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
+                  &s->replicas, why, sizeof why);
+  if (rc == DLOCK_EAUTH)
+    return dlock__fail(rc, "sentinel: the sentinels refused the sentinel "
+                       "credentials (sentinel_password, sentinel_username): %s",
+                       why);
+  if (rc != DLOCK_OK)
+    return dlock__fail(rc, "sentinel: no master \"%s\" found: %s",
                        c->uri.master_name, why);
   return DLOCK_OK;
 }

@@ -26,6 +26,7 @@
 #include <dlock/dlock.h>
 
 #include "check.h"
+#include "command.h"
 
 enum {
   EXIT_USAGE = 64,    /* bad command line (sysexits EX_USAGE) */
@@ -56,6 +57,9 @@ static const char *sentinel_user;
  * --tls-server-name, --tls-insecure */
 static const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
 static int tls_insecure;
+/* the first --tls-* and --sentinel-* flag given: a URL they do not apply to
+ * is refused with its name, never run without them */
+static const char *tls_flag, *sentinel_flag;
 
 /* ---- messages and parsing ------------------------------------------------- */
 
@@ -93,8 +97,10 @@ static void usage_main(FILE *f) {
           "  --tls-cert FILE --tls-key FILE (a client certificate),\n"
           "  --tls-server-name NAME, --tls-insecure (no verification: INSECURE).\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
-          "--redis and the other options here may come before or after COMMAND (but\n"
-          "  before the `--` of `run`).\n"
+          "Options, these and a command's own, go before NAME; what follows NAME\n"
+          "  is never dlock's (`run`: COMMAND's, byte for byte). A --tls-* flag\n"
+          "  for a URL without TLS, or --sentinel-* for one without Sentinel, is\n"
+          "  refused.\n"
           "Passwords: keep them out of URLs (every user sees them in ps):\n"
           "  --password-file FILE (mode 600 or stricter; its first line) or\n"
           "  DLOCK_REDIS_PASSWORD, used for every server in place of a URL's\n"
@@ -211,9 +217,181 @@ static const char *default_url(void) {
 
 static int64_t replica_sync_ms; /* run --replica-sync */
 
+/* ---- global options ---------------------------------------------------- */
+
+/* --password-file (opt): the first line of a file no one else may read,
+ * into buf (4096 bytes). */
+static int read_password_file(const char *opt, const char *path, char *buf,
+                              int *have) {
+  const size_t size = 4096;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    int err = errno;
+    if (fd >= 0)
+      close(fd);
+    return usage_error("%s %s: %s", opt, path, strerror(err));
+  }
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+    close(fd);
+    return usage_error("%s %s is readable or writable by group or "
+                       "others (mode %03o): chmod 600 it", opt, path,
+                       (unsigned)(st.st_mode & 0777));
+  }
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n < 0)
+    return usage_error("%s %s: %s", opt, path, strerror(errno));
+  buf[n] = '\0';
+  size_t len = strcspn(buf, "\r\n");
+  if (len == (size_t)n && len == size - 1)
+    return usage_error("%s %s: its first line is longer than %zu "
+                       "bytes", opt, path, size - 2);
+  buf[len] = '\0';
+  if (len == 0)
+    return usage_error("%s %s: no password on its first line", opt, path);
+  *have = 1;
+  return 0;
+}
+
+/* A password from the environment variable name, unless a file gave one. */
+static int env_password(const char *name, char *buf, int *have) {
+  const char *env = getenv(name);
+  if (*have || env == NULL || *env == '\0')
+    return 0;
+  if (strlen(env) >= 4096)
+    return usage_error("%s is too long", name);
+  snprintf(buf, 4096, "%s", env);
+  *have = 1;
+  return 0;
+}
+
+/* A global option at argv[*i]: taken, with its value, and *i moved onto the
+ * value. Returns 0 when taken, -1 when argv[*i] is not a global option, or
+ * an exit status. */
+static int take_global(int argc, char **argv, int *i) {
+  const char *o = argv[*i];
+  if (!strcmp(o, "--tls-insecure")) {
+    tls_insecure = 1;
+    tls_flag = tls_flag ? tls_flag : o;
+    return 0;
+  }
+  static const char *const with_value[] = {
+      "--redis", "--password-file", "--sentinel-password-file", "--sentinel-user",
+      "--tls-ca", "--tls-ca-dir", "--tls-cert", "--tls-key", "--tls-server-name"};
+  size_t k = 0;
+  while (k < sizeof with_value / sizeof with_value[0] && strcmp(o, with_value[k]))
+    k++;
+  if (k == sizeof with_value / sizeof with_value[0])
+    return -1;
+  if (*i + 1 >= argc)
+    return usage_error("%s needs a value", o);
+  const char *val = argv[++*i];
+  if (!strncmp(o, "--tls-", 6))
+    tls_flag = tls_flag ? tls_flag : o;
+  if (!strncmp(o, "--sentinel-", 11))
+    sentinel_flag = sentinel_flag ? sentinel_flag : o;
+  if (!strcmp(o, "--password-file"))
+    return read_password_file(o, val, password, &have_password);
+  if (!strcmp(o, "--sentinel-password-file"))
+    return read_password_file(o, val, sentinel_password, &have_sentinel_password);
+  const char **dest = !strcmp(o, "--sentinel-user")    ? &sentinel_user
+                      : !strcmp(o, "--tls-ca")           ? &tls_ca
+                      : !strcmp(o, "--tls-ca-dir")       ? &tls_ca_dir
+                      : !strcmp(o, "--tls-cert")         ? &tls_cert
+                      : !strcmp(o, "--tls-key")          ? &tls_key
+                      : !strcmp(o, "--tls-server-name")  ? &tls_server_name
+                                                         : NULL;
+  if (dest) {
+    *dest = val;
+    return 0;
+  }
+  if (nredis == MAX_REDIS)
+    return usage_error("at most %d --redis", MAX_REDIS);
+  if (dlock_uri_check(val) != DLOCK_OK)
+    return usage_error("bad --redis URL \"%s\": %s", shown(val), dlock_errmsg());
+  redis_urls[nredis++] = val;
+  return 0;
+}
+
+/* One option of a subcommand's that is not its own: a global one, or a
+ * usage error naming cmd. Same returns as take_global, never -1. */
+static int other_option(const char *cmd, int argc, char **argv, int *i) {
+  int status = take_global(argc, argv, i);
+  if (status >= 0)
+    return status;
+  return usage_error("%s: unknown option %s", cmd, argv[*i]);
+}
+
+/* Does a subcommand's option list go on at word a? Options end at the
+ * first word that is not one ("-" alone is a word); `--` ends them too and
+ * is the caller's to skip. */
+static int is_option(const char *a) { return a[0] == '-' && a[1] != '\0'; }
+
+/* The operands argv[i..argc) of a subcommand that ended its options
+ * without `--` (dashdash 0): one that looks like an option is refused, not
+ * taken as a name or a count. */
+static int operands_only(const char *cmd, int argc, char **argv, int i,
+                         int dashdash) {
+  for (; !dashdash && i < argc; i++) {
+    char *end;
+    if (is_option(argv[i]) && (strtod(argv[i], &end), *end != '\0'))
+      return usage_error("%s: options go before NAME, as for every command "
+                         "(%s came after it; `--` before a NAME that starts "
+                         "with -)", cmd, argv[i]);
+  }
+  return 0;
+}
+
+/* Does url use TLS, or Sentinel? */
+static int url_tls(const char *url) { return strncmp(url, "rediss", 6) == 0; }
+static int url_sentinel(const char *url) {
+  const char *p = strstr(url, "://");
+  return p && p - url >= 9 && !strncmp(p - 9, "+sentinel", 9);
+}
+
+/* The options and environment every subcommand's connection uses, checked
+ * once before the first connection: a flag that would be dropped for a URL
+ * is refused, and the passwords leave the environment (a `run` command
+ * never sees them). Returns 0 or an exit status. */
+static int globals_ready(void) {
+  static int done;
+  if (done++)
+    return 0;
+  if (nredis == 0 && dlock_uri_check(default_url()) != DLOCK_OK)
+    return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
+                       dlock_errmsg());
+  int status = env_password("DLOCK_REDIS_PASSWORD", password, &have_password);
+  if (status == 0)
+    status = env_password("DLOCK_SENTINEL_PASSWORD", sentinel_password,
+                          &have_sentinel_password);
+  unsetenv("DLOCK_REDIS_PASSWORD");
+  unsetenv("DLOCK_SENTINEL_PASSWORD");
+  if (status != 0)
+    return status;
+  int n = nredis ? nredis : 1;
+  for (int k = 0; k < n; k++) {
+    const char *url = nredis ? redis_urls[k] : default_url();
+    const char *from = nredis ? "--redis" : "DLOCK_REDIS_URL";
+    if (tls_flag && !url_tls(url))
+      return usage_error("%s is for TLS URLs (rediss://...), and %s %s is "
+                         "not one: refused rather than run in plaintext",
+                         tls_flag, from, shown(url));
+    if (sentinel_flag && !url_sentinel(url))
+      return usage_error("%s is for Sentinel URLs (redis+sentinel://, "
+                         "rediss+sentinel://), and %s %s is not one",
+                         sentinel_flag, from, shown(url));
+  }
+  return 0;
+}
+
+
 /* engine: NULL, or a client whose engine thread this one shares */
 static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                       dlock_client *engine, dlock_client **out) {
+  int status = globals_ready();
+  if (status)
+    return status;
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.client_name = "dlock-cli"; /* named dlock-cli:HOST:PID:CLIENT-ID */
   o.share_engine = engine; /* RedLock: every member on one thread */
@@ -223,11 +401,11 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   o.on_lost = lost;
   o.replica_sync_ms = replica_sync_ms;
   o.password = have_password ? password : NULL;
-  if (strncmp(url, "redis+sentinel://", 17) == 0) {
+  if (url_sentinel(url)) {
     o.sentinel_username = sentinel_user;
     o.sentinel_password = have_sentinel_password ? sentinel_password : NULL;
   }
-  if (strncmp(url, "rediss", 6) == 0) {
+  if (url_tls(url)) {
     o.tls_ca_file = tls_ca;
     o.tls_ca_dir = tls_ca_dir;
     o.tls_cert_file = tls_cert;
@@ -239,24 +417,44 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   if (rc != DLOCK_OK) {
     char what[600];
     snprintf(what, sizeof what, "cannot connect to %s", shown(url));
-    return fail(rc, what);
+    status = fail(rc, what);
+    if (rc == DLOCK_EAUTH && url_sentinel(url) && strstr(dlock_errmsg(), "sentinel credentials"))
+      fprintf(stderr, "%s: hint: the sentinels' password comes from "
+              "--sentinel-password-file FILE or DLOCK_SENTINEL_PASSWORD, "
+              "their ACL user from --sentinel-user\n", prog);
+    return status;
   }
   return 0;
 }
 
 /* ---- run ------------------------------------------------------------------- */
 
-static atomic_int child_pid;
-static atomic_int lost_flag;
 static int lost_signal = SIGTERM;
 static int orphan_signal = SIGKILL;
 
+/* The signals `run` passes on to COMMAND's process group; while it waits
+ * for the lock, they make it give up the wait (a fair lock's queue place
+ * included) and then end it as they would have. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+/* What `run` is doing, for the signal thread and the lost callbacks. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int acquiring; /* the main thread is in the acquire */
+  pid_t group;   /* COMMAND's process group while it runs */
+  int signal;    /* the first signal that came while there was no group */
+  int lost;      /* the lease was lost */
+  uint64_t owner; /* the acquiring thread */
+} run_state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+
 static void tell_child_lost(void) {
-  if (!atomic_exchange(&lost_flag, 1)) {
-    pid_t pid = atomic_load(&child_pid);
-    if (pid > 0)
-      kill(pid, lost_signal);
-  }
+  pthread_mutex_lock(&run_state.mu);
+  if (!run_state.lost && run_state.group > 0)
+    kill(-run_state.group, lost_signal);
+  run_state.lost = 1;
+  pthread_mutex_unlock(&run_state.mu);
 }
 
 static void on_client_lost(void *data, const char *name, size_t len,
@@ -268,10 +466,51 @@ static void on_redlock_lost(void *data, dlock_lock *rl, uint64_t owner) {
   tell_child_lost();
 }
 
-static void forward(int sig) {
-  pid_t pid = atomic_load(&child_pid);
-  if (pid > 0)
-    kill(pid, sig);
+/* COMMAND's group exists: a loss or a signal that came first reaches it at
+ * its exec. */
+static void on_group(pid_t group, void *data) {
+  pthread_mutex_lock(&run_state.mu);
+  run_state.group = group;
+  if (run_state.lost)
+    kill(-group, lost_signal);
+  pthread_mutex_unlock(&run_state.mu);
+}
+
+/* The forwarded signals, blocked in every thread, arrive here: to COMMAND's
+ * group while it runs; before, the first one interrupts the acquire (again
+ * until it ends: an acquire between two waits is not interruptible yet). */
+static void *signal_thread(void *arg) {
+  const sigset_t *set = arg;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+  for (;;) {
+    int sig = 0;
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+    int rc = sigwait(set, &sig);
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    if (rc != 0)
+      continue;
+    pthread_mutex_lock(&run_state.mu);
+    if (run_state.group > 0)
+      kill(-run_state.group, sig);
+    else if (run_state.signal == 0)
+      run_state.signal = sig;
+    while (run_state.acquiring && run_state.signal) {
+      int n = 0;
+      dlock_interrupt_owner(run_state.owner, &n);
+      if (n > 0)
+        break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 10 * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait(&run_state.cv, &run_state.mu, &ts);
+    }
+    pthread_mutex_unlock(&run_state.mu);
+  }
+  return NULL;
 }
 
 /* With a fixed lease, nobody renews it: when it runs out while the command
@@ -306,6 +545,8 @@ static void *lease_watch(void *arg) {
 
 static void run_help(void) {
   printf("usage: dlock [--redis URL]... run [options] NAME [--] COMMAND [ARG]...\n"
+         "Options go before NAME; everything after NAME is COMMAND's, byte for\n"
+         "byte (an optional `--` right after NAME is dropped).\n"
          "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
          "  --fair            a fair lock (FIFO among waiters)\n"
          "  --read, --write   the read or write half of a read-write lock\n"
@@ -316,18 +557,25 @@ static void run_help(void) {
          "  --wait D          give up after D (default: wait forever); 0 = try\n"
          "  --lease D         fixed lease; default: the watchdog renews it\n"
          "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
-         "  --replica-sync D  on a cluster, wait up to D (below 3s) for the\n"
-         "                    master's replicas to have each lock write; a\n"
-         "                    grant none of them got is given back (exit 69)\n"
-         "  --lost-signal S   signal sent to COMMAND when the lease is lost\n"
-         "                    (default TERM)\n"
-         "  --orphan-signal S signal the kernel sends COMMAND if dlock itself\n"
-         "                    dies (even by kill -9), so it never runs on\n"
-         "                    without the lock (default KILL)\n"
+         "  --replica-sync D  on a cluster or with Sentinel, wait up to D (below\n"
+         "                    3s) for the master's replicas to have each lock\n"
+         "                    write; a grant none of them got is given back\n"
+         "                    (exit 69)\n"
+         "  --lost-signal S   signal sent to COMMAND's process group when the\n"
+         "                    lease is lost (default TERM)\n"
+         "  --orphan-signal S signal COMMAND's process group gets if dlock\n"
+         "                    itself dies (even by kill -9), so nothing it\n"
+         "                    started runs on without the lock (default KILL)\n"
+         "COMMAND runs in a process group of its own: INT, TERM, HUP, QUIT, USR1\n"
+         "and USR2 sent to dlock go to that group; before the lock is acquired\n"
+         "they end the wait (a fair queue place is given up) and dlock with it.\n"
          "Several --redis: a RedLock over all of them (plain locks only).\n"
-         "Exit: COMMAND's status (128+N when killed by signal N), 75 when the\n"
-         "lock was not acquired in time, 76 when the lease was lost while\n"
-         "COMMAND ran, 64 usage, 69 Redis unreachable.\n");
+         "Exit: COMMAND's status (128+N when killed by signal N); 64 usage,\n"
+         "65 NAME holds another kind of object, 69 Redis unreachable, 70\n"
+         "unexpected error, 75 not acquired in time, 76 the lease was lost\n"
+         "while COMMAND ran, 77 refused by the server's ACL, 78 the server\n"
+         "refused the password, ACL user or database, or TLS verification\n"
+         "failed.\n");
 }
 
 typedef struct run_opts {
@@ -372,16 +620,21 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
   return 0;
 }
 
-/* Parse `run [options] NAME -- COMMAND...`. Returns 0, -1 after --help, or
- * an exit status. */
+/* Parse `run [options] NAME [--] COMMAND...`: options (run's and the
+ * global ones) before NAME, everything after it COMMAND's, byte for byte;
+ * an optional `--` right after NAME is dropped, as flock(1) has none.
+ * Returns 0, -1 after --help, or an exit status. */
 static int parse_run(int argc, char **argv, run_opts *ro) {
   *ro = (run_opts){.wait_ms = -1, .lease_ms = DLOCK_LEASE_WATCHDOG,
                    .watchdog_ms = 10000};
   int i = 1;
-  for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
+  for (; i < argc && is_option(argv[i]); i++) {
     const char *o = argv[i];
     int status = 0;
-    if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+    if (!strcmp(o, "--")) {
+      i++;
+      break;
+    } else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
       run_help();
       return -1;
     } else if (!strcmp(o, "--fair")) {
@@ -398,7 +651,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
                !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
-      status = usage_error("run: unknown option %s", o);
+      status = other_option("run", argc, argv, &i);
     }
     if (status)
       return status;
@@ -408,11 +661,15 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
                        "each other");
   if (ro->sem != (ro->permits > 0))
     return usage_error("run: --semaphore and --permits go together");
-  if (i >= argc || !strcmp(argv[i], "--"))
+  if (i >= argc)
     return usage_error("run: missing NAME");
   ro->name = argv[i++];
   if (i < argc && !strcmp(argv[i], "--"))
-    i++; /* optional, as for flock: NAME COMMAND... is unambiguous here */
+    i++; /* optional: NAME COMMAND... is unambiguous */
+  else if (i < argc && is_option(argv[i]))
+    return usage_error("run: options go before NAME: dlock run [OPTIONS] NAME "
+                       "[--] COMMAND... (%s came after %s; everything after "
+                       "NAME is COMMAND's)", argv[i], ro->name);
   if (i >= argc)
     return usage_error("run: missing the command (NAME -- COMMAND...)");
   ro->command = argv + i;
@@ -461,52 +718,27 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
   return dlock_reentrant_lock_new(clients[0], name, NULL, lock);
 }
 
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
-
-/* Run the command while the lock is held: signals are forwarded to it, and
- * with a fixed lease a watcher signals it when the lease runs out. Returns
- * its exit status (128+N for signal N). */
-static int run_command(char **command, int64_t lease_ms, int64_t validity_ms) {
-  struct sigaction sa = {0};
-  sa.sa_handler = forward;
-  sigemptyset(&sa.sa_mask);
-  for (size_t k = 0; k < NFORWARDED; k++)
-    sigaction(forwarded[k], &sa, NULL);
+/* Run the command while the lock is held: in a process group of its own
+ * that gets the forwarded signals, the lost signal (with a fixed lease, a
+ * watcher sends it when the lease runs out) and, if dlock dies, the orphan
+ * signal. Returns its exit status (128+N for signal N). */
+static int run_command(char **command, int64_t lease_ms, int64_t validity_ms,
+                       const sigset_t *mask) {
   lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
                     validity_ms};
   pthread_t watcher;
   int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
                  pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* The command must not outlive its lock holder (flock's child holds
-     * the locked descriptor itself; ours depends on this process): when
-     * dlock dies, even by SIGKILL, the kernel sends it orphan_signal. A
-     * dlock that died before this line has already left it orphaned. */
-    if (prctl(PR_SET_PDEATHSIG, orphan_signal) != 0 || getppid() != parent)
-      _exit(EXIT_SOFTWARE);
-    struct sigaction dfl = {0};
-    dfl.sa_handler = SIG_DFL;
-    for (size_t k = 0; k < NFORWARDED; k++)
-      sigaction(forwarded[k], &dfl, NULL);
-    execvp(command[0], command);
-    fprintf(stderr, "%s: cannot run %s: %s\n", prog, command[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
-  }
-  int st = 0, status;
-  if (pid < 0) {
-    fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+  command_job job;
+  int status;
+  if (command_start(&job, command, orphan_signal, mask, on_group, NULL) != 0) {
+    fprintf(stderr, "%s: cannot start the command: %s\n", prog, strerror(errno));
     status = EXIT_SOFTWARE;
   } else {
-    atomic_store(&child_pid, pid);
-    if (atomic_load(&lost_flag)) /* lost before the child existed */
-      kill(pid, lost_signal);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-      ;
-    atomic_store(&child_pid, 0);
-    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    status = command_wait(&job);
+    pthread_mutex_lock(&run_state.mu);
+    run_state.group = 0;
+    pthread_mutex_unlock(&run_state.mu);
   }
   if (watching) {
     pthread_mutex_lock(&lt.mu);
@@ -518,40 +750,51 @@ static int run_command(char **command, int64_t lease_ms, int64_t validity_ms) {
   return status;
 }
 
-static int cmd_run(int argc, char **argv) {
-  run_opts ro;
-  int status = parse_run(argc, argv, &ro);
-  if (status)
-    return status < 0 ? 0 : status;
-  int n = nredis ? nredis : 1;
+/* Take the lock, run COMMAND, let go. Signals: see signal_thread. */
+static int run_locked(const run_opts *ro, const sigset_t *mask) {
+  int n = nredis ? nredis : 1, status = 0;
   dlock_client *clients[MAX_REDIS] = {0};
   dlock_lock *members[MAX_REDIS] = {0}, *lock = NULL;
   for (int k = 0; k < n && status == 0; k++)
-    status = connect_to(nredis ? redis_urls[k] : default_url(), ro.watchdog_ms,
+    status = connect_to(nredis ? redis_urls[k] : default_url(), ro->watchdog_ms,
                         nredis > 1 ? NULL : on_client_lost,
                         k > 0 ? clients[0] : NULL, &clients[k]);
   int rc = DLOCK_OK;
-  if (status == 0 && (rc = make_run_lock(&ro, n, clients, members, &lock)) != DLOCK_OK)
-    status = fail(rc, ro.name);
+  if (status == 0 && (rc = make_run_lock(ro, n, clients, members, &lock)) != DLOCK_OK)
+    status = fail(rc, ro->name);
   dlock_grant grant = {0, 0};
   if (status == 0) {
-    rc = dlock_acquire_grant(lock, ro.wait_ms, ro.lease_ms, &grant);
-    if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
-        (rc == DLOCK_EQUORUM && ro.wait_ms >= 0)) {
-      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, ro.name,
-              ro.wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
+    rc = dlock_acquire_grant(lock, ro->wait_ms, ro->lease_ms, &grant);
+    pthread_mutex_lock(&run_state.mu);
+    run_state.acquiring = 0;
+    int sig = run_state.signal;
+    pthread_cond_broadcast(&run_state.cv);
+    pthread_mutex_unlock(&run_state.mu);
+    if (sig) { /* asked to stop while waiting: leave nothing behind */
+      if (rc == DLOCK_OK)
+        dlock_release(lock);
+      fprintf(stderr, "%s: %s: gave up %s on signal %d (%s)\n", prog, ro->name,
+              rc == DLOCK_OK ? "the lock just acquired" : "waiting",
+              sig, strsignal(sig));
+      status = 128 + sig;
+    } else if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
+               (rc == DLOCK_EQUORUM && ro->wait_ms >= 0)) {
+      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, ro->name,
+              ro->wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
       status = EXIT_TIMEOUT;
     } else if (rc != DLOCK_OK) {
-      status = fail(rc, ro.name);
+      status = fail(rc, ro->name);
     }
   }
   if (status == 0) {
-    status = run_command(ro.command, ro.lease_ms, grant.validity_ms);
+    status = run_command(ro->command, ro->lease_ms, grant.validity_ms, mask);
     rc = dlock_release(lock);
-    if (atomic_load(&lost_flag) || rc == DLOCK_ELOST) {
+    pthread_mutex_lock(&run_state.mu);
+    int lost = run_state.lost;
+    pthread_mutex_unlock(&run_state.mu);
+    if (lost || rc == DLOCK_ELOST) {
       fprintf(stderr, "%s: the lease of %s was lost while the command ran%s\n",
-              prog, ro.name, atomic_load(&lost_flag) ? " (the command was signalled)"
-                                                     : "");
+              prog, ro->name, lost ? " (the command was signalled)" : "");
       status = EXIT_LOST;
     } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
       fail(rc, "release");
@@ -565,30 +808,75 @@ static int cmd_run(int argc, char **argv) {
   return status;
 }
 
+static int cmd_run(int argc, char **argv) {
+  run_opts ro;
+  int status = parse_run(argc, argv, &ro);
+  if (status)
+    return status < 0 ? 0 : status;
+  /* the forwarded signals go to signal_thread alone: blocked before any
+   * other thread (the engine's) exists */
+  sigset_t set, mask;
+  sigemptyset(&set);
+  for (size_t k = 0; k < NFORWARDED; k++)
+    sigaddset(&set, forwarded[k]);
+  pthread_sigmask(SIG_BLOCK, &set, &mask);
+  run_state.owner = dlock_thread_id();
+  run_state.acquiring = 1;
+  pthread_t signals;
+  if (pthread_create(&signals, NULL, signal_thread, &set) != 0) {
+    fprintf(stderr, "%s: cannot start a thread\n", prog);
+    return EXIT_SOFTWARE;
+  }
+  status = run_locked(&ro, &mask);
+  pthread_cancel(signals);
+  pthread_join(signals, NULL);
+  if (status > 128 && status - 128 == run_state.signal) {
+    /* end as the signal would have ended us, so a shell sees it */
+    signal(status - 128, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    raise(status - 128);
+  }
+  return status;
+}
+
 /* ---- latch, sem ------------------------------------------------------------ */
 
-/* Take "--wait D" options and --help off argv; returns the index of the
- * first operand, or -1 after printing an error (-2 after help). */
+/* `latch` and `sem`: [OPTIONS] OP [OPTIONS] NAME...: the options (--wait D
+ * when wait_ms is given, --help, the global ones) taken, *op set; returns
+ * the index of the first operand, or -1 after printing an error (-2 after
+ * help). */
 static int small_options(int argc, char **argv, int64_t *wait_ms,
-                         void (*help)(void)) {
-  int i = 2;
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                         void (*help)(void), const char **op) {
+  *op = NULL;
+  int i = 1, dashdash = 0;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!is_option(a) && *op)
+      break;
+    if (!is_option(a)) {
+      *op = a;
+    } else if (!strcmp(a, "--") && *op) {
+      dashdash = 1;
+      i++;
+      break;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       help();
       return -2;
-    }
-    if (wait_ms && !strcmp(argv[i], "--wait") && i + 1 < argc) {
+    } else if (wait_ms && !strcmp(a, "--wait") && i + 1 < argc) {
       *wait_ms = parse_duration(argv[++i]);
       if (*wait_ms == -2) {
         usage_error("bad duration \"%s\" for --wait", argv[i]);
         return -1;
       }
-      continue;
+    } else if (other_option(argv[0], argc, argv, &i) != 0) {
+      return -1;
     }
-    usage_error("%s %s: unknown option %s", argv[0], argv[1], argv[i]);
+  }
+  if (*op == NULL) {
+    usage_error("%s: missing the operation", argv[0]);
     return -1;
   }
-  return i;
+  return operands_only(argv[0], argc, argv, i, dashdash) ? -1 : i;
 }
 
 static void latch_help(void) {
@@ -597,6 +885,9 @@ static void latch_help(void) {
          "       dlock latch wait [--wait D] NAME  wait until the count is 0\n"
          "       dlock latch get NAME           print the count\n"
          "       dlock latch delete NAME        delete it\n"
+         "`wait` on a latch with no count (never set, or counted down to 0:\n"
+         "Redisson deletes it then) returns at once, as Redisson's await does,\n"
+         "and says so on stderr.\n"
          "Exit: 0; 1 when `set` found it already set; 75 when `wait` timed out.\n");
 }
 
@@ -606,10 +897,10 @@ static int cmd_latch(int argc, char **argv) {
     return argc < 2 ? EXIT_USAGE : 0;
   }
   int64_t wait_ms = -1;
-  int i = small_options(argc, argv, &wait_ms, latch_help);
+  const char *op;
+  int i = small_options(argc, argv, &wait_ms, latch_help, &op);
   if (i < 0)
     return i == -2 ? 0 : EXIT_USAGE;
-  const char *op = argv[1];
   int want = !strcmp(op, "set") ? 2 : 1;
   if (strcmp(op, "set") && strcmp(op, "count-down") && strcmp(op, "wait") &&
       strcmp(op, "get") && strcmp(op, "delete"))
@@ -649,7 +940,14 @@ static int cmd_latch(int argc, char **argv) {
       if (rc == DLOCK_OK)
         printf("%s\n", deleted ? "deleted" : "no latch");
     } else {
-      rc = dlock_latch_await(l, wait_ms);
+      /* Redisson's await returns at once on a latch with no count: say so,
+       * so a mistyped name does not pass silently */
+      rc = dlock_latch_get_count(l, &count);
+      if (rc == DLOCK_OK && count == 0)
+        fprintf(stderr, "%s: latch %s has no count (never set, or already "
+                "counted down to 0): nothing to wait for\n", prog, argv[i]);
+      if (rc == DLOCK_OK && count > 0)
+        rc = dlock_latch_await(l, wait_ms);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
         fprintf(stderr, "%s: latch %s did not reach 0 in time\n", prog, argv[i]);
         status = EXIT_TIMEOUT;
@@ -710,10 +1008,10 @@ static int cmd_sem(int argc, char **argv) {
     return argc < 2 ? EXIT_USAGE : 0;
   }
   int64_t wait_ms = -1;
-  int i = small_options(argc, argv, &wait_ms, sem_help);
+  const char *op;
+  int i = small_options(argc, argv, &wait_ms, sem_help, &op);
   if (i < 0)
     return i == -2 ? 0 : EXIT_USAGE;
-  const char *op = argv[1];
   int init = !strcmp(op, "init"), set = !strcmp(op, "set"),
       acq = !strcmp(op, "acquire"), rel = !strcmp(op, "release"),
       avail = !strcmp(op, "available");
@@ -859,21 +1157,26 @@ static int open_first(dlock_client **out) {
 }
 
 static int cmd_status(int argc, char **argv) {
-  int as_json = 0, i = 1;
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "--json"))
+  int as_json = 0, i = 1, dashdash = 0, status;
+  for (; i < argc && is_option(argv[i]); i++) {
+    if (!strcmp(argv[i], "--")) {
+      dashdash = i++;
+      break;
+    } else if (!strcmp(argv[i], "--json"))
       as_json = 1;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       status_help();
       return 0;
-    } else
-      return usage_error("status: unknown option %s", argv[i]);
+    } else if ((status = other_option("status", argc, argv, &i)) != 0)
+      return status;
   }
+  if ((status = operands_only("status", argc, argv, i, dashdash)) != 0)
+    return status;
   if (argc - i != 1)
     return usage_error("status: expected NAME");
   dlock_client *c = NULL;
   dlock_inspection *in = NULL;
-  int status = open_first(&c);
+  status = open_first(&c);
   if (status)
     return status;
   int rc = dlock_inspect(c, argv[i], NULL, &in);
@@ -939,10 +1242,13 @@ static void print_list_text(const char *name, const dlock_inspection *in) {
 }
 
 static int cmd_list(int argc, char **argv) {
-  int as_json = 0, i = 1;
+  int as_json = 0, i = 1, dashdash = 0, status;
   long limit = 1000, count = 1000, max_scans = 1000;
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "--json"))
+  for (; i < argc && is_option(argv[i]); i++) {
+    if (!strcmp(argv[i], "--")) {
+      dashdash = i++;
+      break;
+    } else if (!strcmp(argv[i], "--json"))
       as_json = 1;
     else if (!strcmp(argv[i], "--limit") || !strcmp(argv[i], "--count") ||
              !strcmp(argv[i], "--scans")) {
@@ -957,14 +1263,16 @@ static int cmd_list(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       list_help();
       return 0;
-    } else
-      return usage_error("list: unknown option %s", argv[i]);
+    } else if ((status = other_option("list", argc, argv, &i)) != 0)
+      return status;
   }
+  if ((status = operands_only("list", argc, argv, i, dashdash)) != 0)
+    return status;
   if (argc - i > 1)
     return usage_error("list: expected at most one PATTERN");
   const char *pattern = i < argc ? argv[i] : "*";
   dlock_client *c = NULL;
-  int status = open_first(&c);
+  status = open_first(&c);
   if (status)
     return status;
   uint64_t cursor = 0;
@@ -1034,11 +1342,14 @@ static void watch_help(void) {
 }
 
 static int cmd_watch(int argc, char **argv) {
-  int as_json = 0, i = 1;
+  int as_json = 0, i = 1, dashdash = 0, status;
   int64_t every = 1000, for_ms = -1, changes = -1;
-  for (; i < argc && argv[i][0] == '-'; i++) {
+  for (; i < argc && is_option(argv[i]); i++) {
     const char *o = argv[i];
-    if (!strcmp(o, "--json")) {
+    if (!strcmp(o, "--")) {
+      dashdash = i++;
+      break;
+    } else if (!strcmp(o, "--json")) {
       as_json = 1;
     } else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
       watch_help();
@@ -1052,15 +1363,17 @@ static int cmd_watch(int argc, char **argv) {
         return usage_error("watch: bad duration \"%s\" for %s (like 500ms, 30s)",
                            argv[i], o);
       *(!strcmp(o, "--every") ? &every : &for_ms) = d;
-    } else {
-      return usage_error("watch: unknown option %s", o);
+    } else if ((status = other_option("watch", argc, argv, &i)) != 0) {
+      return status;
     }
   }
+  if ((status = operands_only("watch", argc, argv, i, dashdash)) != 0)
+    return status;
   if (argc - i != 1)
     return usage_error("watch: expected NAME");
   const char *name = argv[i];
   dlock_client *c = NULL;
-  int status = open_first(&c);
+  status = open_first(&c);
   if (status)
     return status;
   dlock_watcher *w = NULL;
@@ -1132,14 +1445,18 @@ static void check_help(void) {
 }
 
 static int cmd_check(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    check_help();
-    return 0;
+  int i = 1, status;
+  for (; i < argc && is_option(argv[i]); i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      check_help();
+      return 0;
+    } else if ((status = other_option("check", argc, argv, &i)) != 0)
+      return status;
   }
-  if (argc > 1)
+  if (i < argc)
     return usage_error("check: takes no arguments");
   dlock_client *c = NULL;
-  int status = open_first(&c);
+  status = open_first(&c);
   if (status)
     return status;
   int rc = dlock_cli_check(c, stdout);
@@ -1157,16 +1474,21 @@ static void unlock_help(void) {
 }
 
 static int cmd_unlock(int argc, char **argv) {
-  int force = 0, i = 1;
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "--force"))
+  int force = 0, i = 1, dashdash = 0, status;
+  for (; i < argc && is_option(argv[i]); i++) {
+    if (!strcmp(argv[i], "--")) {
+      dashdash = i++;
+      break;
+    } else if (!strcmp(argv[i], "--force"))
       force = 1;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       unlock_help();
       return 0;
-    } else
-      return usage_error("unlock: unknown option %s", argv[i]);
+    } else if ((status = other_option("unlock", argc, argv, &i)) != 0)
+      return status;
   }
+  if ((status = operands_only("unlock", argc, argv, i, dashdash)) != 0)
+    return status;
   if (!force)
     return usage_error("unlock: only --force is supported (a lock belongs to "
                        "its holder; `dlock run` releases its own)");
@@ -1176,7 +1498,7 @@ static int cmd_unlock(int argc, char **argv) {
   dlock_client *c = NULL;
   dlock_inspection *in = NULL;
   dlock_lock *l = NULL;
-  int status = open_first(&c);
+  status = open_first(&c);
   if (status)
     return status;
   int rc = dlock_inspect(c, name, NULL, &in);
@@ -1200,115 +1522,12 @@ static int cmd_unlock(int argc, char **argv) {
 
 /* ---- main ------------------------------------------------------------------ */
 
-/* --password-file (opt): the first line of a file no one else may read,
- * into buf (4096 bytes). */
-static int read_password_file(const char *opt, const char *path, char *buf,
-                              int *have) {
-  const size_t size = 4096;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    int err = errno;
-    if (fd >= 0)
-      close(fd);
-    return usage_error("%s %s: %s", opt, path, strerror(err));
-  }
-  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-    close(fd);
-    return usage_error("%s %s is readable or writable by group or "
-                       "others (mode %03o): chmod 600 it", opt, path,
-                       (unsigned)(st.st_mode & 0777));
-  }
-  ssize_t n = read(fd, buf, size - 1);
-  close(fd);
-  if (n < 0)
-    return usage_error("%s %s: %s", opt, path, strerror(errno));
-  buf[n] = '\0';
-  size_t len = strcspn(buf, "\r\n");
-  if (len == (size_t)n && len == size - 1)
-    return usage_error("%s %s: its first line is longer than %zu "
-                       "bytes", opt, path, size - 2);
-  buf[len] = '\0';
-  if (len == 0)
-    return usage_error("%s %s: no password on its first line", opt, path);
-  *have = 1;
-  return 0;
-}
-
-/* A password from the environment variable name, unless a file gave one. */
-static int env_password(const char *name, char *buf, int *have) {
-  const char *env = getenv(name);
-  if (*have || env == NULL || *env == '\0')
-    return 0;
-  if (strlen(env) >= 4096)
-    return usage_error("%s is too long", name);
-  snprintf(buf, 4096, "%s", env);
-  *have = 1;
-  return 0;
-}
-
-/* A global option at argv[*i] (anywhere before a `--`): taken, with its
- * value, and *i moved onto the value. Returns 0 when taken, -1 when argv[*i]
- * is not a global option, or an exit status. */
-static int take_global(int argc, char **argv, int *i) {
-  const char *o = argv[*i];
-  if (!strcmp(o, "--tls-insecure")) {
-    tls_insecure = 1;
-    return 0;
-  }
-  static const char *const with_value[] = {
-      "--redis", "--password-file", "--sentinel-password-file", "--sentinel-user",
-      "--tls-ca", "--tls-ca-dir", "--tls-cert", "--tls-key", "--tls-server-name"};
-  size_t k = 0;
-  while (k < sizeof with_value / sizeof with_value[0] && strcmp(o, with_value[k]))
-    k++;
-  if (k == sizeof with_value / sizeof with_value[0])
-    return -1;
-  if (*i + 1 >= argc)
-    return usage_error("%s needs a value", o);
-  const char *val = argv[++*i];
-  if (!strcmp(o, "--password-file"))
-    return read_password_file(o, val, password, &have_password);
-  if (!strcmp(o, "--sentinel-password-file"))
-    return read_password_file(o, val, sentinel_password, &have_sentinel_password);
-  const char **dest = !strcmp(o, "--sentinel-user")    ? &sentinel_user
-                      : !strcmp(o, "--tls-ca")           ? &tls_ca
-                      : !strcmp(o, "--tls-ca-dir")       ? &tls_ca_dir
-                      : !strcmp(o, "--tls-cert")         ? &tls_cert
-                      : !strcmp(o, "--tls-key")          ? &tls_key
-                      : !strcmp(o, "--tls-server-name")  ? &tls_server_name
-                                                         : NULL;
-  if (dest) {
-    *dest = val;
-    return 0;
-  }
-  if (nredis == MAX_REDIS)
-    return usage_error("at most %d --redis", MAX_REDIS);
-  if (dlock_uri_check(val) != DLOCK_OK)
-    return usage_error("bad --redis URL \"%s\": %s", shown(val), dlock_errmsg());
-  redis_urls[nredis++] = val;
-  return 0;
-}
-
 int main(int argc, char **argv) {
-  /* Global options may come anywhere before a `--` (after the command too,
-   * as with kubectl or docker): take them out, then parse the rest. */
-  char *rest[argc + 1];
-  int n = 0, args_only = 0;
-  for (int k = 0; k < argc; k++) {
-    if (k > 0 && !args_only && !strcmp(argv[k], "--"))
-      args_only = 1;
-    int status = k > 0 && !args_only ? take_global(argc, argv, &k) : -1;
-    if (status > 0)
-      return status;
-    if (status < 0)
-      rest[n++] = argv[k];
-  }
-  rest[n] = NULL;
-  argc = n;
-  argv = rest;
+  /* dlock [GLOBAL OPTIONS] COMMAND [OPTIONS] NAME ...: global options go
+   * before COMMAND or among its options, before NAME; what follows NAME is
+   * never dlock's (run's COMMAND gets it byte for byte). */
   int i = 1;
-  for (; i < argc && argv[i][0] == '-'; i++) {
+  for (; i < argc && is_option(argv[i]); i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage_main(stdout);
       return 0;
@@ -1317,22 +1536,15 @@ int main(int argc, char **argv) {
       printf("dlock %s\n", DLOCK_VERSION_STRING);
       return 0;
     }
-    return usage_error("unknown option %s", argv[i]);
+    int status = take_global(argc, argv, &i);
+    if (status > 0)
+      return status;
+    if (status < 0)
+      return usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
     return usage_error("missing command (run, latch, sem, status, list, watch, "
                        "unlock, check)");
-  if (nredis == 0) { /* check DLOCK_REDIS_URL now, for a clear usage error */
-    if (dlock_uri_check(default_url()) != DLOCK_OK)
-      return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
-                         dlock_errmsg());
-  }
-  int status = env_password("DLOCK_REDIS_PASSWORD", password, &have_password);
-  if (status == 0)
-    status = env_password("DLOCK_SENTINEL_PASSWORD", sentinel_password,
-                          &have_sentinel_password);
-  if (status != 0)
-    return status;
   const char *cmd = argv[i];
   int sub_argc = argc - i;
   char **sub_argv = argv + i;
