@@ -751,37 +751,190 @@ static void test_kind_mixup(void) {
   dlock_client_close(c);
 }
 
-/* `dlock check` with the user docs/security.md gives (the same line) passes
- * and leaves nothing that outlives a second; without channels it names the
- * refusal and exits 77. */
-static void test_check_acl(void) {
-  th_server a;
-  CU_ASSERT_FATAL(th_server_start(&a, NULL) == 0);
-  freeReplyObject(th_cmd(&a, /* hiredis splits the words */
-      "ACL SETUSER dlock on >CHANGE-ME resetkeys ~* resetchannels &redisson_* "
-      "-@all +ping +select +client|setname +evalsha +eval +subscribe "
-      "+unsubscribe +publish +del +exists +type +time +pexpire +pttl +get +set "
-      "+incr +incrby +decr +decrby +hget +hset +hdel +hexists +hincrby +hlen "
-      "+hkeys +hgetall +lindex +lpop +rpush +lrem +lrange +llen +zscore +zadd "
-      "+zrem +zrange +zrangebyscore +zincrby +zcount +zcard"));
-  freeReplyObject(th_cmd(&a, "ACL SETUSER nochannels on >pw ~* resetchannels +@all"));
-  char url[128], out[8192];
-  snprintf(url, sizeof url, "redis://dlock:CHANGE-ME@127.0.0.1:%d", a.port);
-  char *check[] = {"--redis", url, "check", NULL};
-  CU_ASSERT_EQUAL(run_output(check, out, sizeof out), 0);
-  CU_ASSERT(strstr(out, "dlock check: all 6 passed") != NULL);
-  CU_ASSERT(strstr(out, "CHANGE-ME") == NULL);
-  redisReply *keys = th_cmd(&a, "KEYS dlock-check:*");
-  for (size_t i = 0; keys && i < keys->elements; i++) {
-    long long pttl = th_int(&a, "PTTL %s", keys->element[i]->str);
-    CU_ASSERT(pttl == -2 || (pttl > 0 && pttl <= 1000));
+/* Run an ACL line on every node of s (a cluster's too: a user is per node). */
+static void acl_everywhere(th_server *s, const char *line) {
+  int n = s->nnodes ? s->nnodes : 1;
+  for (int i = 0; i < n; i++) {
+    th_server *node = s->nnodes ? &s->node[i] : s;
+    redisReply *r = th_cmd(node, line); /* hiredis splits the words */
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    if (r && r->type != REDIS_REPLY_STATUS)
+      fprintf(stderr, "\n  %s: %s\n", line, r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    if (r)
+      freeReplyObject(r);
   }
-  freeReplyObject(keys);
-  snprintf(url, sizeof url, "redis://nochannels:pw@127.0.0.1:%d", a.port);
-  CU_ASSERT_EQUAL(run_output(check, out, sizeof out), 77);
-  CU_ASSERT(strstr(out, "FAIL  lock") != NULL);
-  CU_ASSERT(strstr(out, "can't publish") != NULL);
-  th_server_stop(&a);
+}
+
+/* s's URL with user:password@ in it. */
+static void url_as(const th_server *s, const char *user, char *out, size_t n) {
+  const char *rest = strstr(s->url, "://");
+  snprintf(out, n, "%.*s://%s:pw@%s", (int)(rest - s->url), s->url, user, rest + 3);
+}
+
+/* The ready ACL line of docs/security.md, read from the file itself, with
+ * the password pw. */
+static void security_md_line(char *out, size_t n) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/security.md", getenv("DLOCK_DOCS"));
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_FATAL(f != NULL);
+  char line[2048];
+  out[0] = '\0';
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "ACL SETUSER dlock on >CHANGE-ME ", 32) == 0) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(out, n, "ACL SETUSER dlock on >pw %s", line + 32);
+    }
+  fclose(f);
+  CU_ASSERT_FATAL(out[0] != '\0');
+}
+
+/* Run dlock as user on s with args after the URL (NULL-terminated): the
+ * exit status, out its output. */
+static int as_user(const th_server *s, const char *user, char *const args[],
+                   char *out, size_t n) {
+  char url[1024];
+  url_as(s, user, url, sizeof url);
+  char *argv[32] = {"--redis", url};
+  int k = 2;
+  for (int i = 0; args[i] && k < 31; i++)
+    argv[k++] = args[i];
+  argv[k] = NULL;
+  return run_output(argv, out, n);
+}
+
+/* `dlock check` with the user of docs/security.md (the line read from the
+ * file) passes, and so does every subcommand, on the suite's topology;
+ * check leaves nothing that outlives a second. Each missing permission
+ * fails check (77), and check names it: +subscribe (only a contended
+ * call subscribes), channels (a fair release publishes only to a queued
+ * waiter), +scan (dlock list), +wait (the replica guard). */
+static void test_check_acl(void) {
+  char line[2048], out[16384];
+  security_md_line(line, sizeof line);
+  acl_everywhere(&srv, line);
+  char *check[] = {"check", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "dlock", check, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "dlock check: all 10 passed") != NULL);
+  if (!strstr(out, "all 10 passed"))
+    fprintf(stderr, "\n%s", out);
+  CU_ASSERT(strstr(out, "pw@") == NULL);
+  /* every subcommand, with that user */
+  const char *name = th_name("acl-cli");
+  char n1[256], n2[256], n3[256], n5[256], pattern[256];
+  snprintf(n1, sizeof n1, "%s:lock", name);
+  snprintf(n2, sizeof n2, "%s:latch", name);
+  snprintf(n3, sizeof n3, "%s:permits", name);
+  snprintf(n5, sizeof n5, "%s:sem", name);
+  snprintf(pattern, sizeof pattern, "%s:*", name);
+  char *const cmds[][12] = {
+      {"run", n1, "--", "true", NULL},
+      {"run", "--fair", n1, "--", "true", NULL},
+      {"run", "--semaphore", "--permits", "2", n3, "--", "true", NULL},
+      {"latch", "set", n2, "1", NULL},
+      {"latch", "get", n2, NULL},
+      {"latch", "count-down", n2, NULL},
+      {"latch", "wait", n2, NULL},
+      {"latch", "delete", n2, NULL},
+      {"sem", "init", n5, "2", NULL},
+      {"sem", "set", n5, "3", NULL},
+      {"sem", "acquire", n5, NULL},
+      {"sem", "release", n5, NULL},
+      {"sem", "available", n5, NULL},
+      {"status", n1, NULL},
+      {"list", pattern, NULL},
+      {"watch", "--for", "300ms", n1, NULL},
+      {"unlock", "--force", n1, NULL},
+  };
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    int rc = as_user(&srv, "dlock", cmds[i], out, sizeof out);
+    if (rc != 0)
+      fprintf(stderr, "\n  dlock %s %s: exit %d: %s", cmds[i][0], cmds[i][1], rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+  }
+  char n4[256]; /* a read-write lock needs a name of its own */
+  snprintf(n4, sizeof n4, "%s:rw", name);
+  char *rw[] = {"run", "--read", n4, "--", "true", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "dlock", rw, out, sizeof out), 0);
+  /* contended: a waiting run subscribes; `watch` subscribes to the channels */
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_fair_lock_new(c, n1, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  char url[1024];
+  url_as(&srv, "dlock", url, sizeof url);
+  char *fair[] = {"--redis", url, "run", "--fair", n1, "--", "true", NULL};
+  pid_t waiter = start(fair, NULL);
+  CU_ASSERT_EQUAL(queue_len(n1, 1), 1);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_wait_worker(waiter, 10000), 0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  /* check leaves nothing behind past a second */
+  dlock_client *lc = th_client(&srv, NULL);
+  uint64_t cursor = 0;
+  int scans = 0;
+  do {
+    dlock_listing *page = NULL;
+    TH_ASSERT_RC(dlock_list(lc, "dlock-check:*", &cursor, 1000, &page), DLOCK_OK);
+    for (size_t i = 0; page && i < page->n; i++) {
+      long long pttl = th_int(&srv, "PTTL %b", page->names[i], page->lens[i]);
+      CU_ASSERT(pttl == -2 || (pttl > 0 && pttl <= 1000));
+    }
+    dlock_listing_free(page);
+  } while (cursor != 0 && ++scans < 1000);
+  dlock_client_close(lc);
+
+  /* one missing permission at a time: check fails and names it */
+  static const struct {
+    const char *user, *acl, *names;
+  } missing[] = {
+      {"nosub", "-subscribe -ssubscribe", "missing permission: +"},
+      {"nochan", "resetchannels", "missing permission: a channel pattern"},
+      {"noscan", "-scan", "missing permission: +scan"},
+  };
+  for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+    char acl[2200]; /* the line for another user ("ACL SETUSER dlock " is 18) */
+    snprintf(acl, sizeof acl, "ACL SETUSER %s %s %s", missing[i].user, line + 18,
+             missing[i].acl);
+    acl_everywhere(&srv, acl);
+    CU_ASSERT_EQUAL(as_user(&srv, missing[i].user, check, out, sizeof out), 77);
+    CU_ASSERT(strstr(out, missing[i].names) != NULL);
+    if (!strstr(out, missing[i].names))
+      fprintf(stderr, "\n  %s:\n%s", missing[i].user, out);
+  }
+  /* nosub: only the contended lines fail (uncontended calls subscribe to
+   * nothing), and a contended `dlock run` exits 77 */
+  as_user(&srv, "nosub", check, out, sizeof out);
+  CU_ASSERT(strstr(out, "ok    lock: acquire") != NULL);
+  CU_ASSERT(strstr(out, "FAIL  lock, contended") != NULL);
+}
+
+/* WAIT for the replica guard (Sentinel: the client knows the master's
+ * replicas): `check --replica-sync` passes with +wait, and without it the
+ * refusal is named (not taken for a replica that did not answer). */
+static void test_check_acl_wait(void) {
+  if (th_cluster_mode() || th_tls_mode())
+    return; /* one topology is enough: the plain variant runs it */
+  th_server k;
+  CU_ASSERT_FATAL(th_sentinel_start(&k, 1, 1) == 0);
+  char line[2048], acl[2200], out[16384];
+  security_md_line(line, sizeof line);
+  snprintf(acl, sizeof acl, "ACL SETUSER nowait %s -wait", line + 18);
+  for (int i = 0; i < k.nnodes - k.sentinels; i++) { /* master and replica */
+    th_server one = k.node[i];
+    one.nnodes = 0;
+    acl_everywhere(&one, line);
+    acl_everywhere(&one, acl);
+  }
+  char *check[] = {"check", "--replica-sync", "1s", NULL};
+  CU_ASSERT_EQUAL(as_user(&k, "dlock", check, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "replica guard is on") != NULL);
+  CU_ASSERT_EQUAL(as_user(&k, "nowait", check, out, sizeof out), 77);
+  CU_ASSERT(strstr(out, "missing permission: +wait") != NULL);
+  if (!strstr(out, "missing permission: +wait"))
+    fprintf(stderr, "\n%s", out);
+  th_server_stop(&k);
 }
 
 /* A failing path's output must not show the password. */
@@ -1230,6 +1383,7 @@ static void add_tests(void) {
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);
+  CU_add_test(s, "check_acl_wait", test_check_acl_wait);
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "options_before_name", test_options_before_name);
   CU_add_test(s, "run_argv_exact", test_run_argv_exact);

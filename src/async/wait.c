@@ -115,9 +115,7 @@ int dlock__aop_woken(dlock__aop *op) {
   if (w->closed) {
     rc = DLOCK_ECLOSED;
   } else if (w->denied) {
-    rc = dlock__fail(DLOCK_EPERM, "SUBSCRIBE: the ACL user may not subscribe "
-                     "to this channel (%s); dlock needs the channels in "
-                     "docs/security.md", w->denied_why);
+    rc = dlock__subscribe_denied("", 0, w->denied_why);
   } else if (w->wakes != w->seen) {
     w->seen = w->wakes;
     rc = 1;
@@ -264,7 +262,10 @@ static void rechecked(dlock__aop *op, int rc) {
 
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
-  int missed = req->sync_asked > 0 && req->synced == 0;
+  char why[320];
+  int missed = req->sync_asked > 0 && req->synced <= 0
+                   ? dlock__guard_missed(op->h->client, req, why, sizeof why)
+                   : 0;
   int written = req->written;
   int rc = status;
   if (status != DLOCK_OK)
@@ -283,10 +284,9 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
   } else if (rc == 0) {
     not_yet(op, hint);
   } else if (missed) {
-    dlock__fail(DLOCK_EIO, "replica guard: the grant reached none of its "
-                "master's replicas within replica_sync_ms; it was given back");
+    dlock__fail(missed, "%s; the grant was given back", why);
     op->granted = 1;
-    give_back(op, DLOCK_EIO);
+    give_back(op, missed);
   } else {
     grant(op);
   }

@@ -71,6 +71,10 @@ static void waited(dlock__req *wait, redisReply *reply, int status) {
   redisReply *script_reply = wait->arg;
   if (status == DLOCK_OK && reply && reply->type == REDIS_REPLY_INTEGER)
     req->synced = (int)reply->integer;
+  else if (status == DLOCK_OK && reply && reply->type == REDIS_REPLY_ERROR) {
+    req->synced = -1; /* refused: an ACL without +wait; its words kept */
+    snprintf(req->errmsg, sizeof req->errmsg, "%s", reply->str);
+  }
   if (reply)
     freeReplyObject(reply);
   free(wait);

@@ -143,7 +143,8 @@ struct dlock__req {
    * follows the script's reply on the same connection. */
   int sync;         /* wanted (set by dlock__call inside a guard) */
   int sync_asked;   /* replicas the WAIT asked for (0: none sent) */
-  int synced;       /* replicas that acknowledged within the time */
+  int synced;       /* replicas that acknowledged within the time; -1: the
+                       server refused WAIT (an ACL without +wait) */
   int written;      /* its bytes went out (or may have): a failure after it
                        leaves its outcome unknown */
   char errmsg[256]; /* failure detail, copied to the caller's thread */
@@ -196,6 +197,11 @@ extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
  * none of the replicas it asked for, with why. */
 void dlock__guard_begin(void);
 int dlock__guard_end(char *why, size_t n);
+/* req's WAIT fell short (sync_asked > 0, synced <= 0): why it did, and the
+ * code to report: DLOCK_EPERM when the server refused WAIT, else
+ * DLOCK_EIO. */
+int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
+                        size_t n);
 
 /* dlock__req_command (routed by route on a cluster, NULL: any node) +
  * dlock__call. */

@@ -22,13 +22,26 @@
 static _Thread_local dlock__sync tls_sync;
 static _Thread_local int tls_on_engine;
 static _Thread_local struct {
-  int on, missed;
-  char why[200];
+  int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
+  char why[320];
 } tls_guard;
 
 void dlock__guard_begin(void) {
   tls_guard.on = 1;
   tls_guard.missed = 0;
+}
+
+int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
+                        size_t n) {
+  if (req->synced < 0) {
+    snprintf(why, n, "replica guard: the server refused WAIT (%.120s): the "
+             "ACL user needs +wait (docs/security.md)", req->errmsg);
+    return DLOCK_EPERM;
+  }
+  snprintf(why, n, "replica guard: the write reached none of the %d replicas "
+           "of its master (slot %d) within replica_sync_ms (%lld ms)",
+           req->sync_asked, req->slot, (long long)c->opts.replica_sync_ms);
+  return DLOCK_EIO;
 }
 
 int dlock__guard_end(char *why, size_t n) {
@@ -291,13 +304,9 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     freeReplyObject(cs.reply);
     return rc;
   }
-  if (req->sync_asked > 0 && req->synced == 0 && !tls_guard.missed) {
-    tls_guard.missed = 1;
-    snprintf(tls_guard.why, sizeof tls_guard.why,
-             "replica guard: the write reached none of the %d replicas of "
-             "its master (slot %d) within replica_sync_ms (%lld ms)",
-             req->sync_asked, req->slot, (long long)c->opts.replica_sync_ms);
-  }
+  if (req->sync_asked > 0 && req->synced <= 0 && !tls_guard.missed)
+    tls_guard.missed = dlock__guard_missed(c, req, tls_guard.why,
+                                           sizeof tls_guard.why);
   *reply = cs.reply;
   return DLOCK_OK;
 }

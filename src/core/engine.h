@@ -117,6 +117,10 @@ int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
 int dlock__waiter_my_turn(dlock__waiter *w);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
+/* DLOCK_EPERM for a refused SUBSCRIBE of channel (len 0: not named), the
+ * message saying whether the command or the channel was refused (why: the
+ * server's words). */
+int dlock__subscribe_denied(const char *channel, size_t len, const char *why);
 /* The same for an async waiter (w->notify set, w->sync its client's), on
  * the engine thread: subscribe returns at once (w->confirmed says whether
  * the channel is confirmed already; notify tells when it is, or denied). */

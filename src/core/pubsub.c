@@ -654,11 +654,7 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   pthread_mutex_unlock(&w->sync->mu);
   if (denied) {
     dlock__unsubscribe(c, w);
-    return dlock__fail(DLOCK_EPERM,
-                       "SUBSCRIBE %.*s: the ACL user may not subscribe to this "
-                       "channel (%s); dlock needs the channels in "
-                       "docs/security.md (`dlock check` tests a URL)",
-                       (int)(len < 200 ? len : 200), channel, w->denied_why);
+    return dlock__subscribe_denied(channel, len, w->denied_why);
   }
   return DLOCK_OK;
 }
@@ -707,6 +703,23 @@ int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
 }
 
 int dlock__fifo_waiters(dlock_client *c) { return atomic_load(&c->fifo_waiters); }
+
+int dlock__subscribe_denied(const char *channel, size_t len, const char *why) {
+  int cmd = strstr(why, "'subscribe' command") || strstr(why, "'ssubscribe' command");
+  if (cmd)
+    return dlock__fail(DLOCK_EPERM, "the ACL user may not run %s (+%s), which "
+                       "every wait needs (%s); the commands, keys and channels "
+                       "dlock needs are in docs/security.md (`dlock check` "
+                       "tests a URL)", strstr(why, "'ssubscribe'") ? "SSUBSCRIBE"
+                                                                  : "SUBSCRIBE",
+                       strstr(why, "'ssubscribe'") ? "ssubscribe" : "subscribe",
+                       why);
+  return dlock__fail(DLOCK_EPERM, "the ACL user may not subscribe to the channel"
+                     "%s%.*s (%s): it needs a channel pattern such as "
+                     "&redisson_*; see docs/security.md (`dlock check` tests a "
+                     "URL)", len ? " " : "", (int)(len < 200 ? len : 200),
+                     channel, why);
+}
 
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
   pthread_mutex_lock(&w->sync->mu);

@@ -97,17 +97,17 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
     dlock__wait_top(lock);
   dlock__guard_begin();
   rc = lock->m->acquire(lock, owner, wait_ms, lease_ms, &g);
-  char why[200];
+  char why[320];
   int missed = dlock__guard_end(why, sizeof why);
   if (wait_ms != 0)
     dlock__wait_top(NULL);
   if (rc == DLOCK_OK && missed) {
     /* a failover now would lose the grant: give it back, and say so */
     if (lock->m->release(lock, owner) != DLOCK_OK)
-      rc = dlock__fail(DLOCK_EIO, "%s; releasing it failed too (%s): the "
+      rc = dlock__fail(missed, "%s; releasing it failed too (%s): the "
                        "lease ends it", why, dlock_errmsg());
     else
-      rc = dlock__fail(DLOCK_EIO, "%s; the lock was released again", why);
+      rc = dlock__fail(missed, "%s; the lock was released again", why);
   }
   if (lock->h.client) { /* a combinator's members are not counted apart */
     dlock__acquire_done(lock->h.client, lock->h.name, lock->h.name_len, owner,
@@ -153,7 +153,7 @@ int dlock_release(dlock_lock *lock) {
   /* the release's write waits for the replicas too (a failover that lost
    * it would show the hold again until its lease ended); its outcome
    * stands whatever they acknowledged */
-  char why[200];
+  char why[320];
   dlock__guard_begin();
   rc = lock->m->release(lock, dlock__lock_owner_id(lock));
   dlock__guard_end(why, sizeof why);

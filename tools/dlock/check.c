@@ -1,8 +1,13 @@
-/* `dlock check`: can these credentials do everything dlock needs? One real
- * use of each primitive on throw-away names, printed one line each. Every
- * key it makes is deleted, or expires within a second. Public API only. */
+/* `dlock check`: can these credentials do everything dlock needs? Real use
+ * of each primitive on throw-away names, uncontended and contended (a second
+ * owner waits, so it subscribes, and is handed the object, so the release
+ * publishes to it), the SCAN of `dlock list`, and WAIT when the replica
+ * guard is on: one line each, and for a refusal the permission that is
+ * missing. Every key it makes is deleted, or expires within a second.
+ * Public API only. */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,50 +20,211 @@ typedef struct run {
   int failed, first_rc, passed;
 } run;
 
-static void report(run *r, const char *what, int rc) {
+/* The permission a refusal's text names: the server says "... the 'CMD'
+ * command" for a command (Redis and Valkey), and "channel" for a channel
+ * (a script's PUBLISH, or SUBSCRIBE); the key patterns say "key". */
+static void missing(const char *msg, char *out, size_t n) {
+  const char *q = strstr(msg, "the '");
+  const char *e = q ? strstr(q + 5, "' command") : NULL;
+  if (e && e - (q + 5) < 64) {
+    int len = (int)(e - (q + 5));
+    snprintf(out, n, "+%.*s", len, q + 5);
+    for (char *p = out; *p; p++) /* Redis shows it as "publish|sub" or "spublish" */
+      if (*p >= 'A' && *p <= 'Z')
+        *p = (char)(*p - 'A' + 'a');
+  } else if (strstr(msg, "channel")) {
+    snprintf(out, n, "a channel pattern (&redisson_*)");
+  } else if (strstr(msg, "key")) {
+    snprintf(out, n, "a key pattern (~* or the object's names)");
+  } else {
+    snprintf(out, n, "unknown: see the server's words");
+  }
+}
+
+static void report(run *r, const char *what, int rc, const char *msg) {
   if (rc == DLOCK_OK) {
     fprintf(r->out, "ok    %s\n", what);
     r->passed++;
     return;
   }
   fprintf(r->out, "FAIL  %s: %s (%s): %s\n", what, dlock_strerror(rc),
-          dlock_errname(rc), dlock_errmsg());
+          dlock_errname(rc), msg);
+  if (rc == DLOCK_EPERM) {
+    char perm[128];
+    missing(msg, perm, sizeof perm);
+    fprintf(r->out, "      missing permission: %s\n", perm);
+  }
   if (r->failed++ == 0)
     r->first_rc = rc;
 }
 
 /* Run call only while rc is DLOCK_OK: a sequence stops at its first
- * failure, and rc is that failure. */
-#define STEP(rc, call)                                                        \
+ * failure, and rc is that failure; msg keeps its message. */
+#define STEP(rc, msg, call)                                                   \
   do {                                                                        \
-    if ((rc) == DLOCK_OK)                                                     \
+    if ((rc) == DLOCK_OK) {                                                   \
       (rc) = (call);                                                          \
+      if ((rc) != DLOCK_OK)                                                   \
+        snprintf((msg), sizeof(msg), "%s", dlock_errmsg());                   \
+    }                                                                         \
   } while (0)
+
+/* ---- a second owner, waiting without a thread --------------------------- */
+
+enum { OTHER = 0xC4EC }; /* the contender's owner id */
+
+typedef struct pending {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  char msg[512];
+  dlock_permit_id id;
+} pending;
+
+static void pending_init(pending *p) {
+  memset(p, 0, sizeof *p);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+}
+
+static void on_done(void *data, const dlock_result *res) {
+  pending *p = data;
+  pthread_mutex_lock(&p->mu);
+  p->rc = res->rc;
+  snprintf(p->msg, sizeof p->msg, "%s", res->errmsg ? res->errmsg : "");
+  if (res->n > 0 && res->ids)
+    p->id = res->ids[0];
+  p->done = 1;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* The operation's end (its rc, its message in msg): it always ends, by
+ * its own wait_ms; 10 s is a bound for a server that stopped answering. */
+static int pending_end(pending *p, int started, char *msg, size_t n) {
+  if (started != DLOCK_OK) {
+    snprintf(msg, n, "%s", dlock_errmsg());
+    return started;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 10;
+  pthread_mutex_lock(&p->mu);
+  while (!p->done && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0)
+    ;
+  int rc = p->done ? p->rc : DLOCK_ETIMEDOUT;
+  snprintf(msg, n, "%s", p->done ? p->msg : "no answer within 10 s");
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+/* A contended try that must wait (subscribed) and time out: ok, or the
+ * refusal. */
+static int times_out(int rc) { return rc == DLOCK_ETIMEDOUT ? DLOCK_OK : rc; }
+
+/* Wait (bounded) until the fair queue of l has a waiter: the event that
+ * the contender joined it. */
+static void wait_queued(dlock_client *c, const char *name) {
+  for (int i = 0; i < 500; i++) {
+    dlock_inspection *in = NULL;
+    int queued = dlock_inspect(c, name, NULL, &in) == DLOCK_OK &&
+                 in->queue_length > 0;
+    dlock_inspection_free(in);
+    if (queued)
+      return;
+    usleep(2000);
+  }
+}
+
+/* ---- the checks ---------------------------------------------------------- */
+
+/* Contended: another owner waits (subscribes; a fair one queues) and times
+ * out; then it waits again and the release hands it the lock (a fair
+ * release publishes only to a queued waiter). */
+static int contend(dlock_client *c, dlock_lock *l, const char *name, int fair,
+                   char *msg, size_t n) {
+  int rc = dlock_acquire(l, 0, 2000);
+  if (rc != DLOCK_OK) {
+    snprintf(msg, n, "%s", dlock_errmsg());
+    return rc;
+  }
+  pending p;
+  pending_init(&p);
+  rc = times_out(pending_end(
+      &p, dlock_acquire_async(l, OTHER, 200, 1000, on_done, &p, NULL), msg, n));
+  if (rc != DLOCK_OK) {
+    dlock_release(l);
+    return rc;
+  }
+  pending_init(&p);
+  int started = dlock_acquire_async(l, OTHER, 3000, 1000, on_done, &p, NULL);
+  if (started == DLOCK_OK && fair)
+    wait_queued(c, name);
+  rc = dlock_release(l);
+  if (rc != DLOCK_OK)
+    snprintf(msg, n, "%s", dlock_errmsg());
+  char other[512];
+  int got = pending_end(&p, started, other, sizeof other);
+  if (rc == DLOCK_OK && got != DLOCK_OK) {
+    rc = got;
+    snprintf(msg, n, "%s", other);
+  }
+  if (got == DLOCK_OK) {
+    pending_init(&p);
+    pending_end(&p, dlock_release_async(l, OTHER, on_done, &p, NULL), other,
+                sizeof other);
+  }
+  return rc;
+}
 
 static void check_lock(run *r, dlock_client *c, const char *name, int fair) {
   dlock_lock *l = NULL;
+  char msg[512] = "";
   int rc = fair ? dlock_fair_lock_new(c, name, NULL, &l)
                 : dlock_reentrant_lock_new(c, name, NULL, &l);
-  STEP(rc, dlock_acquire(l, 0, 1000));
-  STEP(rc, dlock_acquire(l, 0, 1000)); /* re-entry */
-  STEP(rc, dlock_release(l));
-  STEP(rc, dlock_release(l)); /* publishes: needs the channel */
-  report(r, fair ? "fair lock: acquire, re-enter, release (queue, publish)"
-                 : "lock: acquire, re-enter, release (publish)", rc);
-  if (rc != DLOCK_OK && l)
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_acquire(l, 0, 1000));
+  STEP(rc, msg, dlock_acquire(l, 0, 1000)); /* re-entry */
+  STEP(rc, msg, dlock_release(l));
+  STEP(rc, msg, dlock_release(l)); /* publishes: needs the channel */
+  report(r, fair ? "fair lock: acquire, re-enter, release"
+                 : "lock: acquire, re-enter, release (publish)", rc, msg);
+  int crc = rc == DLOCK_OK ? contend(c, l, name, fair, msg, sizeof msg) : rc;
+  report(r, fair ? "fair lock, contended: a waiter queues and subscribes, the "
+                   "release hands it the lock (publish to its channel)"
+                 : "lock, contended: a waiter subscribes, the release wakes it",
+         crc, msg);
+  if ((rc != DLOCK_OK || crc != DLOCK_OK) && l)
     dlock_force_release(l, NULL);
   dlock_lock_free(l);
 }
 
 static void check_rwlock(run *r, dlock_client *c, const char *name) {
   dlock_rwlock *rw = NULL;
+  char msg[512] = "";
   int rc = dlock_rwlock_new(c, name, NULL, &rw);
-  STEP(rc, dlock_acquire(dlock_rwlock_write(rw), 0, 1000));
-  STEP(rc, dlock_acquire(dlock_rwlock_read(rw), 0, 1000)); /* writer reads */
-  STEP(rc, dlock_release(dlock_rwlock_write(rw)));          /* downgrade */
-  STEP(rc, dlock_release(dlock_rwlock_read(rw)));
-  report(r, "read-write lock: write, read, downgrade, release", rc);
-  if (rc != DLOCK_OK && rw) {
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_acquire(dlock_rwlock_write(rw), 0, 1000));
+  STEP(rc, msg, dlock_acquire(dlock_rwlock_read(rw), 0, 1000)); /* writer reads */
+  STEP(rc, msg, dlock_release(dlock_rwlock_write(rw)));          /* downgrade */
+  STEP(rc, msg, dlock_release(dlock_rwlock_read(rw)));
+  report(r, "read-write lock: write, read, downgrade, release", rc, msg);
+  /* contended: a reader of another owner waits for the writer */
+  int crc = rc;
+  STEP(crc, msg, dlock_acquire(dlock_rwlock_write(rw), 0, 2000));
+  pending p;
+  pending_init(&p);
+  if (crc == DLOCK_OK)
+    crc = times_out(pending_end(&p,
+                                dlock_acquire_async(dlock_rwlock_read(rw), OTHER,
+                                                    200, 1000, on_done, &p, NULL),
+                                msg, sizeof msg));
+  STEP(crc, msg, dlock_release(dlock_rwlock_write(rw)));
+  report(r, "read-write lock, contended: a reader waits for the writer "
+            "(subscribe)", crc, msg);
+  if (rw && (rc != DLOCK_OK || crc != DLOCK_OK)) {
     dlock_force_release(dlock_rwlock_write(rw), NULL);
     dlock_force_release(dlock_rwlock_read(rw), NULL);
   }
@@ -67,15 +233,17 @@ static void check_rwlock(run *r, dlock_client *c, const char *name) {
 
 static void check_latch(run *r, dlock_client *c, const char *name) {
   dlock_latch *l = NULL;
+  char msg[512] = "";
   int rc = dlock_latch_new(c, name, NULL, &l);
-  STEP(rc, dlock_latch_try_set_count(l, 1, NULL));
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_latch_try_set_count(l, 1, NULL));
   /* a wait subscribes to the latch's channel: it must time out, not fail */
-  int waited = rc == DLOCK_OK ? dlock_latch_await(l, 200) : rc;
-  if (waited != DLOCK_ETIMEDOUT)
-    STEP(rc, waited == DLOCK_OK ? DLOCK_EPROTO : waited);
-  STEP(rc, dlock_latch_count_down(l, NULL));
-  STEP(rc, dlock_latch_await(l, 0));
-  report(r, "count-down latch: set, wait (subscribe), count down", rc);
+  STEP(rc, msg, times_out(dlock_latch_await(l, 200)));
+  STEP(rc, msg, dlock_latch_count_down(l, NULL)); /* publishes */
+  STEP(rc, msg, dlock_latch_await(l, 0));
+  report(r, "count-down latch: set, wait (subscribe), count down (publish)",
+         rc, msg);
   if (l)
     dlock_latch_delete(l, NULL);
   dlock_latch_free(l);
@@ -83,30 +251,56 @@ static void check_latch(run *r, dlock_client *c, const char *name) {
 
 static void check_semaphore(run *r, dlock_client *c, const char *name) {
   dlock_semaphore *s = NULL;
+  char msg[512] = "";
   int rc = dlock_semaphore_new(c, name, NULL, &s);
-  STEP(rc, dlock_semaphore_try_set_permits(s, 1, 1000, NULL)); /* expires */
-  STEP(rc, dlock_semaphore_acquire(s, 1, 0));
-  STEP(rc, dlock_semaphore_release(s, 1));
-  report(r, "semaphore: set permits, acquire, release", rc);
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_semaphore_try_set_permits(s, 1, 1000, NULL)); /* expires */
+  STEP(rc, msg, dlock_semaphore_acquire(s, 1, 0));
+  /* contended: no permit left, a second acquire waits (subscribes) */
+  STEP(rc, msg, times_out(dlock_semaphore_acquire(s, 1, 200)));
+  STEP(rc, msg, dlock_semaphore_release(s, 1)); /* publishes */
+  report(r, "semaphore: set permits, acquire, wait for a permit (subscribe), "
+            "release (publish)", rc, msg);
   dlock_semaphore_free(s);
 }
 
 static void check_permits(run *r, dlock_client *c, const char *name) {
   dlock_permits *p = NULL;
-  dlock_permit_id id;
+  dlock_permit_id id, id2;
+  char msg[512] = "";
   int rc = dlock_permits_new(c, name, NULL, &p);
-  STEP(rc, dlock_permits_try_set_permits(p, 1, 1000, NULL)); /* expires */
-  STEP(rc, dlock_permits_acquire(p, 1, 0, 1000, &id));
-  STEP(rc, dlock_permits_release(p, &id, 1));
-  report(r, "expirable-permit semaphore: set, acquire, release", rc);
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_permits_try_set_permits(p, 1, 1000, NULL)); /* expires */
+  STEP(rc, msg, dlock_permits_acquire(p, 1, 0, 1000, &id));
+  STEP(rc, msg, times_out(dlock_permits_acquire(p, 1, 200, 1000, &id2)));
+  STEP(rc, msg, dlock_permits_release(p, &id, 1)); /* publishes */
+  report(r, "expirable-permit semaphore: set, acquire, wait for a permit "
+            "(subscribe), release (publish)", rc, msg);
   dlock_permits_free(p);
 }
 
-int dlock_cli_check(dlock_client *c, FILE *out) {
+static void check_list(run *r, dlock_client *c, const char *base) {
+  char pattern[160], msg[512] = "";
+  snprintf(pattern, sizeof pattern, "%s:*", base);
+  uint64_t cursor = 0;
+  dlock_listing *page = NULL;
+  int rc = dlock_list(c, pattern, &cursor, 100, &page);
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  dlock_listing_free(page);
+  report(r, "dlock list: SCAN", rc, msg);
+}
+
+int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard) {
   char base[96], name[128];
   snprintf(base, sizeof base, "dlock-check:%ld:%ld", (long)getpid(),
            (long)time(NULL));
   run r = {out, 0, DLOCK_OK, 0};
+  if (replica_guard)
+    fprintf(out, "(the replica guard is on: every lock write below also "
+                 "sends WAIT)\n");
   const char *kinds[] = {"lock", "fair", "rw", "latch", "sem", "permits"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     snprintf(name, sizeof name, "%s:%s", base, kinds[k]);
@@ -119,6 +313,7 @@ int dlock_cli_check(dlock_client *c, FILE *out) {
     default: check_permits(&r, c, name); break;
     }
   }
+  check_list(&r, c, base);
   if (r.failed)
     fprintf(out, "dlock check: %d of %d failed (the permissions dlock needs: "
                  "docs/security.md)\n", r.failed, r.failed + r.passed);

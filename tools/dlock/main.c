@@ -1437,11 +1437,15 @@ static int cmd_watch(int argc, char **argv) {
 }
 
 static void check_help(void) {
-  printf("usage: dlock check\n"
-         "Use every kind of lock, latch and semaphore once on throw-away names\n"
-         "with the configured URL and credentials, and print what worked: a\n"
-         "missing ACL permission shows as a failure naming it (exit 77). Keys it\n"
-         "makes are deleted or expire within a second.\n");
+  printf("usage: dlock check [--replica-sync D]\n"
+         "Use every kind of lock, latch and semaphore on throw-away names with\n"
+         "the configured URL and credentials, uncontended and contended (a\n"
+         "second owner waits, so it subscribes, and is handed the object, so\n"
+         "the release publishes to it), and SCAN as `dlock list` does; print\n"
+         "what worked. A missing ACL permission shows as a failure naming it\n"
+         "(exit 77). --replica-sync D: with the replica guard on, as `run\n"
+         "--replica-sync D` uses it (every lock write also sends WAIT). Keys\n"
+         "it makes are deleted or expire within a second.\n");
 }
 
 static int cmd_check(int argc, char **argv) {
@@ -1450,6 +1454,12 @@ static int cmd_check(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       check_help();
       return 0;
+    } else if (!strcmp(argv[i], "--replica-sync")) {
+      run_opts ro;
+      status = run_option_value(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &ro);
+      if (status)
+        return status;
+      i++;
     } else if ((status = other_option("check", argc, argv, &i)) != 0)
       return status;
   }
@@ -1459,7 +1469,7 @@ static int cmd_check(int argc, char **argv) {
   status = open_first(&c);
   if (status)
     return status;
-  int rc = dlock_cli_check(c, stdout);
+  int rc = dlock_cli_check(c, stdout, replica_sync_ms > 0);
   dlock_client_close(c);
   if (rc == DLOCK_OK)
     return 0;
