@@ -903,6 +903,11 @@ static void test_check_acl(void) {
     if (!strstr(out, missing[i].names))
       fprintf(stderr, "\n  %s:\n%s", missing[i].user, out);
   }
+  /* noscan: `dlock list` fails with the refusal as its last word */
+  char *list[] = {"list", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "noscan", list, out, sizeof out), 77);
+  CU_ASSERT(strstr(out, "SCAN call") == NULL);
+  CU_ASSERT(strstr(out, "'scan'") != NULL);
   /* nosub: only the contended lines fail (uncontended calls subscribe to
    * nothing), and a contended `dlock run` exits 77 */
   as_user(&srv, "nosub", check, out, sizeof out);

@@ -1320,7 +1320,8 @@ static int cmd_list(int argc, char **argv) {
   }
   if (as_json)
     printf("]\n");
-  fprintf(stderr, "%ld object%s in %ld SCAN call%s%s\n", shown,
+  if (status == 0) /* a failure's message is the last word, not a count */
+    fprintf(stderr, "%ld object%s in %ld SCAN call%s%s\n", shown,
           shown == 1 ? "" : "s", scans, scans == 1 ? "" : "s",
           !cut               ? ""
           : shown >= limit ? " (stopped at --limit: more may match)"
