@@ -2,6 +2,8 @@
  * operations say, against a real server, and the Prometheus text parses. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <pthread.h>
@@ -182,6 +184,7 @@ static size_t name_len(const char *p) {
  * of samples, or -1 with the bad line printed. */
 static int parse(const char *text, const char *want_label) {
   char types[64][64];
+  int is_histogram[64];
   int ntypes = 0, samples = 0;
   double last_bucket = -1;
   const char *line = text;
@@ -196,6 +199,7 @@ static int parse(const char *text, const char *want_label) {
       char name[64], type[32];
       if (sscanf(l + 7, "%63s %31s", name, type) != 2 || ntypes == 64)
         return printf("\n    bad: %s ", l), -1;
+      is_histogram[ntypes] = strcmp(type, "histogram") == 0;
       snprintf(types[ntypes++], sizeof types[0], "%s", name);
       last_bucket = -1;
       continue;
@@ -205,12 +209,16 @@ static int parse(const char *text, const char *want_label) {
     size_t n = name_len(l);
     if (n == 0)
       return printf("\n    bad name: %s ", l), -1;
-    int declared = 0; /* the family: the name, or a histogram's _sum etc. */
+    int declared = 0; /* the family: the name; a histogram's _bucket, _sum
+                         and _count (never the bare name) */
     for (int i = 0; i < ntypes; i++) {
       size_t tn = strlen(types[i]);
+      int histogram = is_histogram[i];
       if (strncmp(l, types[i], tn) == 0 &&
-          (tn == n || strncmp(l + tn, "_bucket", 7) == 0 ||
-           strncmp(l + tn, "_sum", 4) == 0 || strncmp(l + tn, "_count", 6) == 0))
+          ((tn == n && !histogram) ||
+           (histogram && ((tn + 7 == n && !strncmp(l + tn, "_bucket", 7)) ||
+                          (tn + 4 == n && !strncmp(l + tn, "_sum", 4)) ||
+                          (tn + 6 == n && !strncmp(l + tn, "_count", 6))))))
         declared = 1;
     }
     if (!declared)
@@ -251,8 +259,31 @@ static int parse(const char *text, const char *want_label) {
   return samples;
 }
 
-/* The text parses, carries the client label (escaped), and holds the
- * counters' values. */
+/* `promtool check metrics` (Prometheus's own parser and linter) on text:
+ * its exit status, what it said printed. */
+static int promtool_check(const char *text) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/dlock-promtool-XXXXXX");
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return -1;
+  size_t len = strlen(text);
+  int ok = write(fd, text, len) == (ssize_t)len;
+  close(fd);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", path);
+  FILE *p = ok ? popen(cmd, "r") : NULL;
+  char said[512];
+  while (p && fgets(said, sizeof said, p))
+    printf("\n    promtool: %s", said);
+  int rc = p ? pclose(p) : -1;
+  unlink(path);
+  return rc;
+}
+
+/* The text parses (ours, and promtool's), carries the client label
+ * (escaped), and holds the counters' values; a histogram's buckets are
+ * NAME_bucket. */
 static void test_prometheus_text(void) {
   dlock_client *c = th_client(&srv, NULL);
   dlock_lock *l = new_lock(c, th_name("stats-prom"));
@@ -269,8 +300,12 @@ static void test_prometheus_text(void) {
                                      "client=\"web \\\"1\\\"\\\\a\"} 1\n"));
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_hold_seconds_count{client="));
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, "le=\"+Inf\""));
+  CU_ASSERT_EQUAL(promtool_check(buf), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_hold_seconds_bucket{le=\"0.000001\","));
+  CU_ASSERT_PTR_NULL(strstr(buf, "dlock_hold_seconds{"));
   TH_ASSERT_RC(dlock_client_stats_format(&s, NULL, buf, sizeof buf, &len), DLOCK_OK);
   CU_ASSERT(parse(buf, NULL) > 40);
+  CU_ASSERT_EQUAL(promtool_check(buf), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(buf, "dlock_releases_total{outcome=\"released\"} 1\n"));
   /* too small a buffer: cut, NUL-terminated, the whole length said */
   char small[100];
@@ -422,6 +457,47 @@ static int one_done_wait(one_done *d) {
   return -1000;
 }
 
+/* Holds are timed in microseconds on a monotonic clock: 1.5 ms holds are
+ * 1.5 ms (events and histogram), not whole milliseconds, and none lands in
+ * the 1 us bucket. */
+static void test_hold_precision(void) {
+  static event_log log = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, {0}, {0}, {{0}}};
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.on_event = on_event;
+  o.on_event_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = new_lock(c, th_name("stats-hold-us"));
+  int64_t under = 0;
+  for (int i = 0; i < 20; i++) {
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    int64_t t0 = th_now_us();
+    while (th_now_us() - t0 < 1500)
+      ; /* 1.5 ms held */
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  }
+  dlock_stats s = stats_of(c);
+  CU_ASSERT_EQUAL(s.hold.count, 20);
+  CU_ASSERT_EQUAL(s.hold.bucket[0], 0); /* the 1 us bucket */
+  for (int i = 0; i <= 10; i++) /* up to 1.024 ms: none of them */
+    under += (int64_t)s.hold.bucket[i];
+  CU_ASSERT_EQUAL(under, 0);
+  CU_ASSERT(s.hold.sum_us >= 20 * 1500);
+  /* each release's event says 1.5 ms and a little more; whole milliseconds
+   * would say 1 ms for some of them */
+  CU_ASSERT(events_wait(&log, 40) >= 40); /* acquired and released, 20 each */
+  int released = 0;
+  pthread_mutex_lock(&log.mu);
+  for (int i = 0; i < log.n; i++)
+    if (log.type[i] == DLOCK_EVENT_RELEASED) {
+      released++;
+      CU_ASSERT(log.duration_us[i] >= 1500 && log.duration_us[i] < 1000000);
+    }
+  pthread_mutex_unlock(&log.mu);
+  CU_ASSERT_EQUAL(released, 20);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* The semaphore lock (a lock made of an expirable permit) is one acquire
  * and one release, in the statistics and in the events, blocking or async:
  * not a lock's and a permit's. Every event names the semaphore (a permit's
@@ -476,6 +552,30 @@ static void test_semaphore_lock(void) {
   dlock_client_close(c);
 }
 
+/* GET path from 127.0.0.1:port (HTTP/1.0): the whole answer in resp (its
+ * length, -1 when nothing answers). */
+static ssize_t http_get(int port, const char *path, char *resp, size_t size) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  char get[1024];
+  int n = snprintf(get, sizeof get, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+  size_t got = 0;
+  if (write(fd, get, (size_t)n) == n) {
+    ssize_t k;
+    while (got < size - 1 && (k = read(fd, resp + got, size - 1 - got)) > 0)
+      got += (size_t)k;
+  }
+  resp[got] = '\0';
+  close(fd);
+  return (ssize_t)got;
+}
+
 /* examples/metrics.c: a program serving its statistics over HTTP; two
  * requests, each answered with text that parses, the second showing the
  * program's own acquires. */
@@ -503,20 +603,7 @@ static void test_metrics_example(void) {
   for (int i = 0; i < 2; i++) {
     if (i == 1)
       usleep(100000); /* its worker takes the lock meanwhile */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    const char *get = "GET /metrics HTTP/1.0\r\n\r\n";
-    CU_ASSERT(write(fd, get, strlen(get)) == (ssize_t)strlen(get));
-    size_t got = 0;
-    ssize_t k;
-    while (got < sizeof resp - 1 &&
-           (k = read(fd, resp + got, sizeof resp - 1 - got)) > 0)
-      got += (size_t)k;
-    resp[got] = '\0';
-    close(fd);
+    CU_ASSERT_FATAL(http_get(port, "/metrics", resp, sizeof resp) > 0);
     CU_ASSERT(strncmp(resp, "HTTP/1.0 200 OK\r\n", 17) == 0);
     const char *body = strstr(resp, "\r\n\r\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(body);
@@ -528,6 +615,84 @@ static void test_metrics_example(void) {
   CU_ASSERT(atol(strchr(at_once, '}') + 2) > 0);
   close(fds[0]);
   CU_ASSERT_EQUAL(th_wait_worker(pid, 10000), 0); /* done after two */
+}
+
+/* Start prog with args (NULL-terminated), its output to /dev/null. */
+static pid_t spawn_quiet(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* A real Prometheus server on loopback scrapes examples/metrics.c and
+ * answers a quantile of dlock's histograms through its HTTP API: the text
+ * is what Prometheus reads, buckets included (a histogram whose buckets
+ * are not NAME_bucket gives histogram_quantile nothing). */
+static void test_prometheus_scrape(void) {
+  const char *exe = getenv("DLOCK_METRICS_EXAMPLE");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(exe);
+  char dir[64], conf[128], tsdb[128], listen[64], port_s[16];
+  snprintf(dir, sizeof dir, "/tmp/dlock-prom-XXXXXX");
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  int port = dlock_tool_free_port(), prom_port = dlock_tool_free_port();
+  snprintf(port_s, sizeof port_s, "%d", port);
+  snprintf(conf, sizeof conf, "%s/prometheus.yml", dir);
+  snprintf(tsdb, sizeof tsdb, "--storage.tsdb.path=%s/data", dir);
+  snprintf(listen, sizeof listen, "--web.listen-address=127.0.0.1:%d", prom_port);
+  FILE *f = fopen(conf, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fprintf(f, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+             "scrape_configs:\n  - job_name: dlock\n    static_configs:\n"
+             "      - targets: ['127.0.0.1:%d']\n", port);
+  fclose(f);
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  char conf_arg[160];
+  snprintf(conf_arg, sizeof conf_arg, "--config.file=%s", conf);
+  char *metrics[] = {(char *)exe, port_s, NULL};
+  char *prom[] = {"prometheus", conf_arg, tsdb, listen, NULL};
+  pid_t mp = spawn_quiet(metrics), pp = spawn_quiet(prom);
+  static char resp[65536];
+  const char *q = "/api/v1/query?query=histogram_quantile(0.5,"
+                  "dlock_hold_seconds_bucket)";
+  double quantile = -1;
+  /* the event: Prometheus scraped once and answers (bounded: 60 s) */
+  for (int64_t end = th_now_ms() + 60000; quantile < 0 && th_now_ms() < end;
+       usleep(200000)) {
+    if (http_get(prom_port, q, resp, sizeof resp) <= 0)
+      continue;
+    const char *v = strstr(resp, "\"value\":[");
+    const char *num = v ? strchr(v + 9, '"') : NULL;
+    if (num && strncmp(num + 1, "NaN", 3) != 0)
+      quantile = strtod(num + 1, NULL);
+  }
+  CU_ASSERT(quantile > 0 && quantile < 10);
+  /* and the hold histogram, through a rate over scrapes */
+  const char *q2 = "/api/v1/query?query=histogram_quantile(0.9,"
+                   "sum(rate(dlock_hold_seconds_bucket%5B10s%5D))by(le))";
+  double hold = -1;
+  for (int64_t end = th_now_ms() + 30000; hold < 0 && th_now_ms() < end;
+       usleep(200000)) {
+    if (http_get(prom_port, q2, resp, sizeof resp) <= 0)
+      continue;
+    const char *v = strstr(resp, "\"value\":[");
+    const char *num = v ? strchr(v + 9, '"') : NULL;
+    if (num && strncmp(num + 1, "NaN", 3) != 0)
+      hold = strtod(num + 1, NULL);
+  }
+  CU_ASSERT(hold > 0 && hold < 10);
+  kill(pp, SIGTERM);
+  kill(mp, SIGTERM);
+  th_wait_worker(pp, 10000);
+  th_wait_worker(mp, 10000);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT(system(cmd) == 0);
 }
 
 /* Bad input: NULLs and a wrong version. */
@@ -554,9 +719,11 @@ static void add(void) {
   CU_add_test(s, "semaphore_lock", test_semaphore_lock);
   CU_add_test(s, "watchdog_and_losses", test_watchdog_and_losses);
   CU_add_test(s, "reconnects", test_reconnects);
+  CU_add_test(s, "hold_precision", test_hold_precision);
   CU_add_test(s, "prometheus_text", test_prometheus_text);
   CU_add_test(s, "events", test_events);
   CU_add_test(s, "metrics_example", test_metrics_example);
+  CU_add_test(s, "prometheus_scrape", test_prometheus_scrape);
   CU_add_test(s, "bad_input", test_bad_input);
 }
 

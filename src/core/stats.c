@@ -161,6 +161,8 @@ static void sample(out *o, const char *name, const char *what,
 static void histogram(out *o, const char *name, const char *help,
                       const dlock_histogram *h) {
   family(o, name, "histogram", help);
+  char bucket[96]; /* a histogram's buckets are NAME_bucket{le="..."} */
+  snprintf(bucket, sizeof bucket, "%s_bucket", name);
   uint64_t cum = 0;
   for (int i = 0; i < DLOCK_STATS_BUCKETS; i++) {
     cum += h->bucket[i];
@@ -169,7 +171,7 @@ static void histogram(out *o, const char *name, const char *help,
       snprintf(le, sizeof le, "+Inf");
     else
       snprintf(le, sizeof le, "%.6f", (double)(1ull << i) / 1e6);
-    sample(o, name, "le", le, cum);
+    sample(o, bucket, "le", le, cum);
   }
   const char *lbl = o->label[0] ? o->label + 1 : "";
   put(o, "%s_sum%s%s%s %.6f\n", name, lbl[0] ? "{" : "", lbl, lbl[0] ? "}" : "",

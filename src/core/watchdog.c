@@ -26,7 +26,9 @@ typedef struct hold {
   uint64_t owner_id;
   int64_t count;
   int64_t lease_ms;
-  int64_t acquired_ms;
+  int64_t acquired_ms;  /* the grant's request went out (monotonic) */
+  int64_t acquired_us;  /* the hold was recorded (monotonic, microseconds:
+                           its duration in the statistics and events) */
   int64_t valid_until_ms;
   int64_t releasing_ms; /* when a release of it was last sent */
   uint64_t epoch;
@@ -123,6 +125,7 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
       memcpy(h->extra, r->extra, r->extra_len);
     h->extra_len = r->extra_len;
     h->acquired_ms = t0_ms;
+    h->acquired_us = dlock__now_us();
     h->epoch = ++c->hold_epoch;
     if (dlock__map_put(&c->holds, &h->node) != DLOCK_OK) {
       free(h->extra);
@@ -168,7 +171,7 @@ int dlock__hold_released(dlock_client *c, const dlock__hold_id *id,
   char *name = NULL; /* a copy for the event hook */
   if (h && (outcome != 0 || --h->count <= 0)) {
     if (outcome >= 0 && !h->lost) { /* a hold that ends here: how long */
-      ev.duration_us = (dlock__now_ms() - h->acquired_ms) * 1000;
+      ev.duration_us = dlock__now_us() - h->acquired_us;
       dlock__hist_add(&c->stats.hold, ev.duration_us);
       size_t len;
       const char *label = hold_label(h, &len);
