@@ -651,10 +651,16 @@ static void test_failover_under_load(void) {
   CU_ASSERT_FATAL(replica != NULL);
   crowd *cr = crowd_start(name);
   usleep(300 * 1000);
+  dlock_stats before = {.version = DLOCK_STATS_VERSION}, after = before;
+  TH_ASSERT_RC(dlock_client_stats(cl, &before), DLOCK_OK);
   freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER"));
   CU_ASSERT(th_becomes_master(replica, 10000));
   crowd_finish(cr, 700, "failover");
   CU_ASSERT(th_node_of(&srv, name) == replica); /* the cluster agrees */
+  /* the statistics say it: the calls that met MOVED were redirected */
+  TH_ASSERT_RC(dlock_client_stats(cl, &after), DLOCK_OK);
+  printf("redirects %llu ", (unsigned long long)(after.redirects - before.redirects));
+  CU_ASSERT(after.redirects > before.redirects);
 }
 
 /* A master dies (kill -9) and its replica takes over. A hold the replica
@@ -702,6 +708,14 @@ static void test_failover(void) {
   CU_ASSERT_EQUAL(log.count, 1);
   TH_ASSERT_RC(dlock_release(lk), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(lt), DLOCK_OK);
+  /* the statistics say what happened: the connections to the dead master
+   * were made again (to the new one), and calls followed redirects */
+  dlock_stats st = {.version = DLOCK_STATS_VERSION};
+  TH_ASSERT_RC(dlock_client_stats(c, &st), DLOCK_OK);
+  printf("reconnects %llu, redirects %llu ", (unsigned long long)st.reconnects,
+         (unsigned long long)st.redirects);
+  CU_ASSERT(st.reconnects >= 1);
+  CU_ASSERT(st.redirects >= 1);
   dlock_lock_free(lk);
   dlock_lock_free(ll);
   dlock_lock_free(lt);

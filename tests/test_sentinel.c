@@ -359,6 +359,11 @@ static void test_graceful_failover(void) {
   TH_ASSERT_RC(dlock_release(lh), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(ll), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(now, "EXISTS %s", held), 0);
+  /* the statistics say it: the connections moved to the new master */
+  dlock_stats st = {.version = DLOCK_STATS_VERSION};
+  TH_ASSERT_RC(dlock_client_stats(c, &st), DLOCK_OK);
+  printf("reconnects %llu ", (unsigned long long)st.reconnects);
+  CU_ASSERT(st.reconnects >= 1);
   dlock_lock_free(lh);
   dlock_lock_free(ll);
   dlock_client_close(c);

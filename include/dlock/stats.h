@@ -58,8 +58,14 @@ typedef struct dlock_stats {
   uint64_t subscribes; /* channels subscribed */
   uint64_t subscribed; /* channels subscribed now */
   /* Connections and commands. */
-  uint64_t reconnects;   /* connections made again after one was lost */
-  uint64_t redirects;    /* MOVED and ASK answers followed (a cluster) */
+  uint64_t reconnects;   /* connections made again after one was lost, to
+                            its server or to the one that took its place
+                            (a failover's new master) */
+  uint64_t redirects;    /* calls sent again elsewhere because the topology
+                            changed: MOVED, ASK, TRYAGAIN and CLUSTERDOWN
+                            answers followed, calls moved to a failed
+                            master's successor, READONLY from a demoted
+                            Sentinel master */
   uint64_t commands;     /* commands sent, by the engine and directly */
   uint64_t direct_calls; /* calls made on the direct path */
   uint64_t in_flight;    /* requests sent and not answered yet, now */

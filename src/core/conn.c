@@ -265,6 +265,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
     dlock__append(conn->last_error, sizeof conn->last_error,
                   " (right after the TLS handshake: did the server refuse "
                   "this client's certificate?)");
+  if (conn->state == CONN_READY && !conn->client->stopping)
+    conn->client->conns_lost++; /* the next ready connection replaces it */
   conn->state = CONN_CLOSING;
   if (conn->pool)
     atomic_store(&conn->pool->ready, 0);
@@ -523,7 +525,11 @@ static int take_replies(dlock__conn *conn, const char *p, size_t len) {
 
 static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
-  if (conn->was_ready) {
+  /* a reconnect: a connection lost before is made again, to its server or
+   * (a failover, a sentinel's switch) to the one that took its place */
+  if (conn->was_ready || conn->client->conns_lost > 0) {
+    if (conn->client->conns_lost > 0)
+      conn->client->conns_lost--;
     dlock__stat_add(&conn->client->stats, DLOCK__ST_RECONNECTS, 1);
     char at[300];
     where(conn, at, sizeof at);

@@ -643,6 +643,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   }
   if (rc == DLOCK_OK && ((c->cluster && redirected(*reply)) ||
                          (c->sentinel && demoted(*reply)))) {
+    dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     why[0] = '\0';

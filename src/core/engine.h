@@ -352,6 +352,9 @@ struct dlock_client {
                           and a waiter joining or leaving a live channel */
   dlock__map channels; /* pubsub.c, under cmu */
   char sub_error[160]; /* engine only: the last SUBSCRIBE refusal */
+  int conns_lost;      /* engine only: ready connections lost and not made
+                          again yet (to the same server, or to the one that
+                          took its place: a failover's new master) */
   atomic_int fifo_waiters;
 
   pthread_mutex_t hmu; /* guards holds: watchdog.c */

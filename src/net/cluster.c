@@ -325,6 +325,8 @@ static void move_waiting(dlock_client *c, int from) {
       if (to == from)
         to = (to + 1) % k->nnodes;
     }
+    if (to != from && req->slot >= 0) /* its slot's new owner: redirected */
+      dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
     if (to != from)
       dlock__conn_send(node_cmd(c, to), req);
     else
