@@ -133,6 +133,11 @@ static void test_run_exit_statuses(void) {
   CU_ASSERT_EQUAL(run_dlock(wait, err, sizeof err), 75);
   CU_ASSERT(th_now_ms() - t0 >= 300);
   CU_ASSERT(strstr(err, "not acquired") != NULL);
+  /* a single try says what its number is: the holder's remaining lease */
+  char *try[] = {"run", "--wait", "0", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(try, err, sizeof err), 75);
+  CU_ASSERT(strstr(err, "whose lease has ") != NULL && strstr(err, " ms left") != NULL);
+  CU_ASSERT(strstr(err, "retry in") == NULL);
   char *try0[] = {"run", "--wait", "0", (char *)name, "--", "true", NULL};
   CU_ASSERT_EQUAL(run_dlock(try0, NULL, 0), 75);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
@@ -734,9 +739,21 @@ static void test_kind_mixup(void) {
   char *latch[] = {"latch", "set", (char *)name, "2", NULL};
   CU_ASSERT_EQUAL(run_output(latch, out, sizeof out), 65);
   CU_ASSERT(strstr(out, "not a count-down latch") != NULL);
+  CU_ASSERT_EQUAL(count_of(out, "holds"), 1); /* the fact once */
   char *sem[] = {"run", "--wait", "0", "--semaphore", "--permits", "2",
                  (char *)name, "--", "true", NULL};
   CU_ASSERT_EQUAL(run_output(sem, out, sizeof out), 65);
+  /* data that is not dlock's (Redis says WRONGTYPE): said once, in words,
+   * without Redis's raw text or a script's SHA */
+  char odd[256];
+  snprintf(odd, sizeof odd, "%s:string", name);
+  th_int(&srv, "SET %s x", odd);
+  char *on_string[] = {"run", "--wait", "0", odd, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_output(on_string, out, sizeof out), 65);
+  CU_ASSERT_EQUAL(count_of(out, "another kind"), 1);
+  CU_ASSERT(strstr(out, "another type") != NULL);
+  CU_ASSERT(strstr(out, "WRONGTYPE") == NULL && strstr(out, "script") == NULL);
+  th_int(&srv, "DEL %s", odd);
   char *try[] = {"run", "--fair", "--wait", "0", (char *)name, "--", "true", NULL};
   CU_ASSERT_EQUAL(run_output(try, out, sizeof out), 75);
   char *fair[] = {"run", "--fair", "--wait", "20s", (char *)name, "--", "true", NULL};
@@ -1346,7 +1363,72 @@ static void test_run_forms(void) {
   CU_ASSERT_EQUAL(run_output(three, out, sizeof out), 0);
   CU_ASSERT(strstr(out, "permits") == NULL);
   CU_ASSERT_EQUAL(run_output(two, out, sizeof out), 0);
-  CU_ASSERT(strstr(out, "has 3 permits, not 2") != NULL);
+  /* which number is which: the total, the available and held ones */
+  CU_ASSERT(strstr(out, "has a total of 3 permits (3 available now, 0 held), "
+                        "not the 2 of --permits") != NULL);
+}
+
+/* A file of the source tree (docs/../path) into a malloc'd string. */
+static char *source_file(const char *path) {
+  char full[512];
+  snprintf(full, sizeof full, "%s/../%s", getenv("DLOCK_DOCS"), path);
+  FILE *f = fopen(full, "r");
+  if (f == NULL)
+    return NULL;
+  static char chunk[1 << 16];
+  size_t n = fread(chunk, 1, sizeof chunk - 1, f);
+  fclose(f);
+  chunk[n] = '\0';
+  return strdup(chunk);
+}
+
+/* The docs say what the code does: the options version the header
+ * defines, the code WRONGTYPE gives, run's exit statuses, the man page's
+ * environment, --replica-sync beyond a cluster; and a program builds
+ * against the tree as the README says, and runs. */
+static void test_docs_agree_with_code(void) {
+  char *client_h = source_file("include/dlock/client.h");
+  char *client_md = source_file("docs/client.md");
+  char *lock_h = source_file("include/dlock/lock.h");
+  char *man = source_file("docs/dlock.1");
+  char *readme = source_file("README.md");
+  CU_ASSERT_FATAL(client_h && client_md && lock_h && man && readme);
+  const char *def = strstr(client_h, "#define DLOCK_CLIENT_OPTS_VERSION ");
+  CU_ASSERT_FATAL(def != NULL);
+  char said[64];
+  snprintf(said, sizeof said, "`DLOCK_CLIENT_OPTS_VERSION` (%d)", atoi(def + 34));
+  CU_ASSERT(strstr(client_md, said) != NULL);
+  CU_ASSERT(strstr(lock_h, "DLOCK_EKIND (the name") != NULL);
+  CU_ASSERT(strstr(lock_h, "DLOCK_EREDIS (server\n * error, e.g. WRONGTYPE") == NULL);
+  const char *env = strstr(man, ".SH ENVIRONMENT");
+  CU_ASSERT(env && strstr(env, "DLOCK_SENTINEL_PASSWORD") != NULL);
+  char out[8192];
+  char *help[] = {"run", "--help", NULL};
+  CU_ASSERT_EQUAL(run_output(help, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "65 NAME holds") && strstr(out, "77 refused") &&
+            strstr(out, "78 the server"));
+  CU_ASSERT(strstr(out, "on a cluster or with Sentinel") != NULL);
+  /* the README's build against the tree (the plain build: a sanitizer's
+   * library wants its runtime linked too) */
+  CU_ASSERT(strstr(readme, "PKG_CONFIG_PATH=build/meson-uninstalled") != NULL);
+  char build[512];
+  snprintf(build, sizeof build, "%s", dlock_bin);
+  *strrchr(build, '/') = '\0'; /* .../build/tools */
+  *strrchr(build, '/') = '\0'; /* .../build */
+  if (!th_cluster_mode() && !th_tls_mode() && !strcmp(strrchr(build, '/'), "/build")) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/..' && cc examples/counter.c -o '%s/counter' "
+             "$(PKG_CONFIG_PATH=build/meson-uninstalled pkg-config --cflags "
+             "--libs dlock) && LD_LIBRARY_PATH=build/src '%s/counter' 2 20 "
+             ">/dev/null", getenv("DLOCK_DOCS"), tmpdir, tmpdir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+  }
+  free(client_h);
+  free(client_md);
+  free(lock_h);
+  free(man);
+  free(readme);
 }
 
 /* Where line `what` first shows in out (-1: nowhere). */
@@ -1401,6 +1483,7 @@ static void add_tests(void) {
   CU_add_test(s, "fair_waiter_leaves_on_signal", test_fair_waiter_leaves_on_signal);
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "demo_tells_the_order", test_demo_tells_the_order);
+  CU_add_test(s, "docs_agree_with_code", test_docs_agree_with_code);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -283,10 +283,11 @@ static void test_seeds(void) {
   th_server plain;
   CU_ASSERT_FATAL(th_server_start(&plain, NULL) == 0);
   snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", plain.port);
-  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_EIO);
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_ECONFIG);
   CU_ASSERT(strstr(dlock_errmsg(), "not a cluster node") != NULL);
   th_server_stop(&plain);
-  /* a redis:// client on a cluster node: told to use redis+cluster:// */
+  /* a redis:// client on a cluster node: told to use redis+cluster://, as
+   * a configuration error (the tool exits 78, not 69 "unreachable") */
   char plain_url[64], elsewhere[64] = "";
   snprintf(plain_url, sizeof plain_url, "redis://127.0.0.1:%d", srv.node[0].port);
   for (int i = 0; i < 50 && !elsewhere[0]; i++) {
@@ -297,12 +298,18 @@ static void test_seeds(void) {
   TH_ASSERT_RC(dlock_client_open(plain_url, &o, &c), DLOCK_OK);
   if (c) {
     dlock_lock *l = new_lock(c, elsewhere);
-    TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_EIO);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_ECONFIG);
     CU_ASSERT(strstr(dlock_errmsg(), "redis+cluster://") != NULL);
     dlock_lock_free(l);
     dlock_client_close(c);
     c = NULL;
   }
+  char args[600], out[2048];
+  snprintf(args, sizeof args, "--redis %s run --wait 0 %s -- true 2>&1",
+           plain_url, elsewhere);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 78);
+  CU_ASSERT(strstr(out, "redis+cluster://") != NULL);
+  CU_ASSERT(strstr(out, "connection to Redis failed") == NULL);
   const char *bad[] = {"redis+cluster://", "redis+cluster://h:1,",
                        "redis+cluster://h:1,,h:2", "redis+cluster://h:0",
                        "redis+cluster://h:1/3"};

@@ -159,7 +159,7 @@ static void test_every_pair(void) {
                   dlock_errname(rc));
         CU_ASSERT_EQUAL(rc, DLOCK_EKIND);
         CU_ASSERT(strstr(dlock_errmsg(), "not a") != NULL ||
-                  strstr(dlock_errmsg(), "another kind") != NULL);
+                  strstr(dlock_errmsg(), "another type") != NULL);
         other_writes_refused(&second);
         redisReply *after = dump(name);
         CU_ASSERT(same_dump(before, after)); /* not a byte changed */

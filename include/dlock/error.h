@@ -38,10 +38,12 @@ extern "C" {
   X(EKIND, -15, "the name holds another kind of object")                     \
   X(EINTR, -16, "wait interrupted")                                          \
   X(EPERM, -17, "not permitted by the server's ACL")                        \
-  X(ECANCELED, -18, "operation cancelled")
+  X(ECANCELED, -18, "operation cancelled")                                  \
+  X(ETLS, -19, "TLS verification failed: fix the TLS settings")              \
+  X(ECONFIG, -20, "the URL does not fit the server: fix the configuration")
 
 /* The lowest code of this version (codes are appended below it). */
-#define DLOCK_ERRNO_MIN DLOCK_ECANCELED
+#define DLOCK_ERRNO_MIN DLOCK_ECONFIG
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

@@ -113,8 +113,11 @@ DLOCK_API int dlock_fair_lock_new(dlock_client *client, const char *name,
  * Returns DLOCK_OK when held (again, for a re-entry), DLOCK_EBUSY when
  * wait_ms is 0 and another owner holds it, DLOCK_ETIMEDOUT when the budget
  * ran out, DLOCK_EINVAL (bad arguments, engine thread), DLOCK_EIO (no
- * connection within the connect or command timeout), DLOCK_EREDIS (server
- * error, e.g. WRONGTYPE: the key is not a lock), DLOCK_ECLOSED. */
+ * connection within the connect or command timeout), DLOCK_EKIND (the name
+ * holds another kind of object, or data that is not dlock's: nothing was
+ * changed), DLOCK_ETLS and DLOCK_ECONFIG (the client's settings do not fit
+ * the server: see docs/errors.md), DLOCK_EREDIS (another server error),
+ * DLOCK_ECLOSED. */
 DLOCK_API int dlock_acquire(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
 
 /* dlock_acquire() that also fills *grant (may be NULL) on success. */

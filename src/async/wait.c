@@ -175,8 +175,10 @@ static void try_ready(dlock__aop *op) {
 static void not_yet(dlock__aop *op, int64_t hint) {
   int64_t now = dlock__now_ms();
   if (op->wait_ms == 0) {
-    dlock__fail(DLOCK_EBUSY, "%s \"%.100s\": not available (retry in %" PRId64
-                " ms)", op->aw->noun, op->h->name, hint);
+    char what[160];
+    snprintf(what, sizeof what, "%s \"%.100s%s\"", op->aw->noun,
+             DLOCK__NAME(op->h->name));
+    dlock__busy(what, hint);
     dlock__aop_finish(op, DLOCK_EBUSY);
     return;
   }
@@ -262,7 +264,7 @@ static void rechecked(dlock__aop *op, int rc) {
 
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
-  char why[320];
+  char why[1700];
   int missed = req->sync_asked > 0 && req->synced <= 0
                    ? dlock__guard_missed(op->h->client, req, why, sizeof why)
                    : 0;

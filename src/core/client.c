@@ -254,14 +254,17 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   if (rc == DLOCK_OK && c->cluster)
     atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
   if (rc != DLOCK_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    char *msg = strdup(dlock_errmsg());
     int cluster = c->cluster != NULL;
     dlock_client_close(c);
     if (cluster && rc == DLOCK_EREDIS)
-      return dlock__fail(DLOCK_EIO, "not a cluster node (a redis+cluster:// "
-                         "URI needs servers with cluster-enabled yes): %s", msg);
-    return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg);
+      rc = dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
+                       "URI needs servers with cluster-enabled yes): %s",
+                       msg ? msg : "");
+    else
+      rc = dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg ? msg : "");
+    free(msg);
+    return rc;
   }
   *out = c;
   return DLOCK_OK;

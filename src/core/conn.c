@@ -27,7 +27,7 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...)
 void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
                        const char *why) {
   if (why)
-    snprintf(req->errmsg, sizeof req->errmsg, "%.255s", why);
+    snprintf(req->errmsg, sizeof req->errmsg, "%s", why);
   dlock__buf_free(&req->cmd);
   dlock__buf_free(&req->drop);
   req->done(req, reply, status);
@@ -254,7 +254,7 @@ static void on_timer_closed(uv_handle_t *h) {
 static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   if (conn->state == CONN_DOWN || conn->state == CONN_CLOSING)
     return;
-  char addr[128];
+  char addr[300];
   int n = snprintf(conn->last_error, sizeof conn->last_error, "%s (%s): ",
                    where(conn, addr, sizeof addr), conn->role);
   va_list ap;
@@ -275,7 +275,7 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   conn->tls = NULL;
   redisReaderFree(conn->reader);
   conn->reader = redisReaderCreate();
-  char why[256];
+  char why[1024];
   snprintf(why, sizeof why, "%s", conn->last_error);
   fail_inflight(conn, DLOCK_EIO, why);
   if (conn->on_down)
@@ -367,7 +367,7 @@ void dlock__conn_flush(dlock__conn *conn) {
       (conn->state != CONN_READY && conn->state != CONN_HANDSHAKE))
     return;
   if (conn->tls) {
-    char why[256];
+    char why[1024];
     if (dlock__tls_write(conn->tls, conn->out.p, conn->out.len, why,
                          sizeof why) != DLOCK_OK) {
       conn_fail(conn, "%s", why);
@@ -487,10 +487,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   char plain[16384];
   for (;;) { /* what the records carry, once the handshake is done */
-    char why[256];
+    char why[1024];
     ssize_t k = dlock__tls_read(conn->tls, plain, sizeof plain, why, sizeof why);
     if (k < 0) {
+      int handshake = conn->state == CONN_HANDSHAKE;
       conn_fail(conn, "%s", why);
+      if (k == DLOCK_ETLS && handshake) /* our certificate refused (TLS 1.3) */
+        fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_ETLS,
+                  conn->last_error);
       return;
     }
     if (k == 0)
@@ -668,7 +672,7 @@ static void on_connect(uv_connect_t *creq, int status) {
  * or protocol failure fails the calls waiting too: waiting will not cure
  * it). */
 static int tls_step(dlock__conn *conn) {
-  char why[300];
+  char why[1024];
   int rc = dlock__tls_handshake(conn->tls, why, sizeof why);
   if (tls_out(conn) != 0)
     return -1;
@@ -676,7 +680,7 @@ static int tls_step(dlock__conn *conn) {
     return 0;
   if (rc < 0) {
     conn_fail(conn, "%s", why);
-    fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_EIO, conn->last_error);
+    fail_list(&conn->waiting, &conn->waiting_tail, rc, conn->last_error);
     return -1;
   }
   connected(conn);
@@ -795,7 +799,7 @@ static void on_timer(uv_timer_t *t) {
               (long long)o->command_timeout_ms);
   while (conn->waiting &&
          now >= conn->waiting->queued_ms + o->connect_timeout_ms) {
-    char why[400], addr[128];
+    char why[1400], addr[300];
     snprintf(why, sizeof why, "not connected to %s within %lld ms%s%s",
              where(conn, addr, sizeof addr), (long long)o->connect_timeout_ms,
              conn->last_error[0] ? ": " : "", conn->last_error);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <hiredis/hiredis.h>
 
@@ -20,9 +21,15 @@
 
 /* ---- errors (error.c) ---------------------------------------------------- */
 
-/* Set the calling thread's detail message and return code. */
+/* Set the calling thread's detail message and return code. The message is
+ * never cut: its buffer grows as needed. */
 int dlock__fail(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same, the message being the current one followed by fmt's text. */
+int dlock__fail_more(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The same, the message being head followed by the current one. */
+int dlock__fail_before(int code, const char *head);
 void dlock__clear_error(void);
 /* Map a Redis error reply to DLOCK_EREDIS with its text as detail. */
 int dlock__fail_reply(const redisReply *reply, const char *what);
@@ -34,6 +41,10 @@ void dlock__append(char *buf, size_t size, const char *fmt, ...)
 /* ---- clock (util.c) ------------------------------------------------------ */
 
 int64_t dlock__now_ms(void); /* CLOCK_MONOTONIC */
+/* A name in a message: "%.100s%s" with DLOCK__NAME(name) shows it whole,
+ * or its first 100 bytes and "..." (a message stays readable however long
+ * the name; the rest of the message is never cut). */
+#define DLOCK__NAME(name) (name), (strlen(name) > 100 ? "..." : "")
 int64_t dlock__now_us(void);
 
 /* ---- byte buffer (util.c) ------------------------------------------------ */
@@ -147,7 +158,7 @@ struct dlock__req {
                        server refused WAIT (an ACL without +wait) */
   int written;      /* its bytes went out (or may have): a failure after it
                        leaves its outcome unknown */
-  char errmsg[256]; /* failure detail, copied to the caller's thread */
+  char errmsg[1536]; /* failure detail, copied to the caller's thread */
 };
 
 /* Build an EVALSHA for script id into req->cmd (keys then args). */
@@ -357,6 +368,10 @@ int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
 /* When a waiter whose last try answered hint (ms to wait at most; -1
  * unknown: 1 s; -2 retry now) tries next, by deadline (-1 none). */
 int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline);
+/* DLOCK_EBUSY for a single try of what (a "lock \"N\"") that found it
+ * held, the message saying what hint is (the holder's remaining lease in
+ * ms, < 0 unknown). */
+int dlock__busy(const char *what, int64_t hint);
 /* The wait and lease arguments of an acquire: DLOCK_OK or DLOCK_EINVAL. */
 int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms);
 /* Try, subscribe, try and wait until acquired or the budget is spent.

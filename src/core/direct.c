@@ -310,7 +310,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   struct sockaddr_storage ss;
   socklen_t len = 0;
   unsigned gen;
-  char host[256], why[300];
+  char host[256], why[1024];
   *moved = 0;
   if (resolve(c, p, &ss, &len, &gen, host) != 0)
     return NULL;
@@ -358,7 +358,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
  * while it was idle (the answer to a latch's DEL) is read first: the end
  * of the stream may be behind it. */
 static int still_open(dlock__dconn *dc) {
-  char why[300];
+  char why[1024];
   ssize_t k;
   while ((k = dlock__sock_take(&dc->s, why, sizeof why)) > 0) {
   }
@@ -524,7 +524,7 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
   dc->later_n++;
   if (dc->s.tls)
     return DLOCK_OK;
-  char why[256];
+  char why[1024];
   return send_later(c, dc, deadline_us, why, sizeof why);
 }
 
@@ -537,7 +537,7 @@ static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
   if (n <= 0)
     return DLOCK_OK;
   req->sync_asked = n;
-  char why[256];
+  char why[1024];
   dlock__wait_cmd wc;
   dlock__wait_cmd_init(&wc, n, c->opts.replica_sync_ms);
   int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;

@@ -23,7 +23,7 @@ static _Thread_local dlock__sync tls_sync;
 static _Thread_local int tls_on_engine;
 static _Thread_local struct {
   int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
-  char why[320];
+  char why[1700];
 } tls_guard;
 
 void dlock__guard_begin(void) {
@@ -34,7 +34,7 @@ void dlock__guard_begin(void) {
 int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n) {
   if (req->synced < 0) {
-    snprintf(why, n, "replica guard: the server refused WAIT (%.120s): the "
+    snprintf(why, n, "replica guard: the server refused WAIT (%s): the "
              "ACL user needs +wait (docs/security.md)", req->errmsg);
     return DLOCK_EPERM;
   }

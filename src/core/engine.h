@@ -81,7 +81,7 @@ typedef struct dlock__early {
   int sync_asked, synced;      /* its outcome; under sync->mu */
   redisReply *reply;           /* under sync->mu */
   int status;
-  char err[256];
+  char err[1536];
 } dlock__early;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
@@ -185,7 +185,7 @@ typedef struct dlock__conn {
   dlock__buf sub_fifo; /* a pub/sub connection: the channels of its
                           unanswered (UN)SUBSCRIBEs, in order (pubsub.c) */
   size_t sub_fifo_head;
-  char last_error[200];
+  char last_error[1024];
   char readbuf[65536];
 } dlock__conn;
 

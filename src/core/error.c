@@ -1,10 +1,72 @@
-/* Error codes, their text, and the per-thread detail message. */
+/* Error codes, their text, and the per-thread detail message. The message
+ * grows to whatever its text needs: it is never cut. */
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 
-static _Thread_local char errmsg[512];
+static _Thread_local char small[512]; /* most messages: no allocation */
+static _Thread_local char *big;       /* a longer one's, NULL until then */
+static _Thread_local size_t bigcap;
+#define errmsg (big ? big : small)
+#define errcap (big ? bigcap : sizeof small)
+
+static pthread_key_t big_key; /* frees a thread's grown buffer at its exit */
+static pthread_once_t big_once = PTHREAD_ONCE_INIT;
+static void big_free(void *p) { free(p); }
+static void big_init(void) { pthread_key_create(&big_key, big_free); }
+
+/* Room for n bytes (the NUL included), or 0 when out of memory (the
+ * message is then cut to what fits, the one case it is). */
+static int room(size_t n) {
+  if (n <= errcap)
+    return 1;
+  char *p = malloc(n);
+  if (p == NULL)
+    return 0;
+  pthread_once(&big_once, big_init);
+  free(big);
+  pthread_setspecific(big_key, p);
+  big = p;
+  bigcap = n;
+  return 1;
+}
+
+/* The message: prefix (may be NULL) and fmt's text, in a buffer that grows
+ * as needed. The text is made first, so an argument may be the message
+ * itself (dlock_errmsg()); prefix must not point into it. */
+static void set(const char *prefix, const char *fmt, va_list ap) {
+  char local[512];
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(local, sizeof local, fmt, ap);
+  char *text = local;
+  if (n < 0) {
+    n = 0;
+    local[0] = '\0';
+  } else if ((size_t)n >= sizeof local) {
+    text = malloc((size_t)n + 1);
+    if (text)
+      vsnprintf(text, (size_t)n + 1, fmt, again);
+    else /* out of memory: what fits */
+      text = local, n = (int)sizeof local - 1;
+  }
+  va_end(again);
+  size_t p = prefix ? strlen(prefix) : 0, t = (size_t)n;
+  if (!room(p + t + 1)) { /* out of memory: what fits */
+    p = p < errcap - 1 ? p : errcap - 1;
+    t = t < errcap - 1 - p ? t : errcap - 1 - p;
+  }
+  if (p)
+    memcpy(errmsg, prefix, p);
+  memcpy(errmsg + p, text, t);
+  errmsg[p + t] = '\0';
+  if (text != local)
+    free(text);
+}
 
 const char *dlock_strerror(int code) {
   switch (code) {
@@ -41,9 +103,23 @@ void dlock__clear_error(void) { errmsg[0] = '\0'; }
 int dlock__fail(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+  set(NULL, fmt, ap);
   va_end(ap);
   return code;
+}
+
+int dlock__fail_more(int code, const char *fmt, ...) {
+  char *now = strdup(errmsg);
+  va_list ap;
+  va_start(ap, fmt);
+  set(now ? now : "", fmt, ap);
+  va_end(ap);
+  free(now);
+  return code;
+}
+
+int dlock__fail_before(int code, const char *head) {
+  return dlock__fail(code, "%s%s", head, dlock_errmsg()); /* set() copes */
 }
 
 int dlock__fail_reply(const redisReply *reply, const char *what) {
@@ -55,18 +131,19 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
     /* a redis:// client on a cluster node (a cluster client follows
      * these itself) */
     if (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)
-      return dlock__fail(DLOCK_EIO, "%s: %.*s: the server is a Redis Cluster "
-                         "node; open the client with redis+cluster://host:port "
-                         "(docs/cluster.md)", what, (int)reply->len, reply->str);
+      return dlock__fail(DLOCK_ECONFIG, "%s: the server is a Redis Cluster "
+                         "node (it answered %.*s); open the client with "
+                         "redis+cluster://host:port (docs/cluster.md)", what,
+                         (int)reply->len, reply->str);
     if (strncmp(reply->str, "WRONGKIND ", 10) == 0)
       return dlock__fail(DLOCK_EKIND, "%.*s", (int)reply->len - 10,
                          reply->str + 10);
-    if (strncmp(reply->str, "WRONGTYPE", 9) == 0)
+    if (strncmp(reply->str, "WRONGTYPE", 9) == 0) /* said once, in words */
       return dlock__fail(DLOCK_EKIND,
-                         "%s: the name holds another kind of object (a lock's "
-                         "hash where a count is kept, a latch's or semaphore's "
-                         "count where a lock is, or data that is not dlock's): "
-                         "%.*s", what, (int)reply->len, reply->str);
+                         "its key holds data of another type (a lock's hash "
+                         "where this call keeps a count, a count where it "
+                         "keeps a lock, or data that is not dlock's); nothing "
+                         "was changed");
     /* an ACL refusal: NOPERM for the command itself (its keys, channels,
      * or the command), "can't" for a command inside a script */
     if (strncmp(reply->str, "NOPERM", 6) == 0 ||

@@ -12,6 +12,15 @@
  * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
 #define NO_HINT_RECHECK_MS 1000
 
+int dlock__busy(const char *what, int64_t hint) {
+  if (hint > 0)
+    return dlock__fail(DLOCK_EBUSY, "%s: held by another owner, whose lease "
+                       "has %" PRId64 " ms left (sooner if it is released; "
+                       "later if the holder renews it)", what, hint);
+  return dlock__fail(DLOCK_EBUSY, "%s: held by another owner (no lease time "
+                     "known: until it is released)", what);
+}
+
 int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
   int64_t until;
   if (hint >= 0)
@@ -168,8 +177,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   if (rc != 0)
     return rc;
   if (wait_ms == 0)
-    return dlock__fail(DLOCK_EBUSY, "%s: not available (retry in %" PRId64
-                       " ms)", spec->what, hint);
+    return dlock__busy(spec->what, hint);
   /* the object is contended: the client's calls keep to the engine's
    * pipeline until this wait ends (direct.c) */
   int contended = !spec->event;

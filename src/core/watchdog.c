@@ -210,19 +210,19 @@ int64_t dlock__hold_valid_ms(dlock_client *c, const dlock__hold_id *id) {
 int dlock__fail_gone(const char *what, const char *name, int64_t valid_ms) {
   if (valid_ms > 0)
     return dlock__fail(DLOCK_ELOST,
-                       "%s \"%.100s\" was gone although its lease had %" PRId64
+                       "%s \"%.100s%s\" was gone although its lease had %" PRId64
                        " ms to run: deleted by a force release "
                        "(dlock_force_release, `dlock unlock --force`) or by "
                        "another client, or lost by the server (a restart or "
-                       "failover without persistence)", what, name, valid_ms);
-  return dlock__fail(DLOCK_ELOST, "%s \"%.100s\" expired before the release",
-                     what, name);
+                       "failover without persistence)", what, DLOCK__NAME(name), valid_ms);
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s%s\" expired before the release",
+                     what, DLOCK__NAME(name));
 }
 
 int dlock__fail_reported_lost(const char *what, const char *name) {
-  return dlock__fail(DLOCK_ELOST, "%s \"%.100s\" was reported lost before the "
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s%s\" was reported lost before the "
                      "release (it outlived the lease the client knew of; "
-                     "released now)", what, name);
+                     "released now)", what, DLOCK__NAME(name));
 }
 
 void dlock__holds_free(dlock_client *c) {

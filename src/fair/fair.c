@@ -148,8 +148,9 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
     return rc;
   a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
   a->sent_ms = t->sent_ms; /* the lease started there */
-  int64_t token;
-  rc = wait_reply(l, r, hint, &token);
+  int64_t token; /* a single try: the hint is the holder's lease, uncut */
+  rc = a->wait_ms == 0 ? dlock__hashlock_read_reply(r, 0, hint, &token)
+                       : wait_reply(l, r, hint, &token);
   freeReplyObject(r);
   return rc;
 }
@@ -199,7 +200,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
   char what[140];
-  snprintf(what, sizeof what, "fair lock \"%.100s\"", l->h.name);
+  snprintf(what, sizeof what, "fair lock \"%.100s%s\"", DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {.what = what, .channel = channel.p,
                            .channel_len = channel.len, .wake = wake,
                            .attempt = try_once, .give_up = give_up,

@@ -70,8 +70,8 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
     int64_t valid = dlock__hold_valid_ms(l->h.client, &id);
     if (dlock__hold_released(l->h.client, &id, -1))
       return dlock__fail_gone("lease of", l->h.name, valid);
-    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s\" is not held by %s", l->h.name,
-                       buf);
+    return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s%s\" is not held by %s",
+                       DLOCK__NAME(l->h.name), buf);
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
     if (dlock__hold_released(l->h.client, &id, (int)r->integer) == 2)

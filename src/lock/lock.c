@@ -97,7 +97,7 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
     dlock__wait_top(lock);
   dlock__guard_begin();
   rc = lock->m->acquire(lock, owner, wait_ms, lease_ms, &g);
-  char why[320];
+  char why[1700];
   int missed = dlock__guard_end(why, sizeof why);
   if (wait_ms != 0)
     dlock__wait_top(NULL);
@@ -153,7 +153,7 @@ int dlock_release(dlock_lock *lock) {
   /* the release's write waits for the replicas too (a failover that lost
    * it would show the hold again until its lease ended); its outcome
    * stands whatever they acknowledged */
-  char why[320];
+  char why[1700];
   dlock__guard_begin();
   rc = lock->m->release(lock, dlock__lock_owner_id(lock));
   dlock__guard_end(why, sizeof why);
@@ -273,8 +273,8 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
   if (prior >= 0 && st.hold_count == prior)
     return 0;
   return dlock__fail(DLOCK_EIO, "%s; after it the server counts %" PRId64
-                     " holds of \"%.100s\" where %" PRId64 " or %" PRId64
-                     " were expected", lost, st.hold_count, l->h.name, prior,
+                     " holds of \"%.100s%s\" where %" PRId64 " or %" PRId64
+                     " were expected", lost, st.hold_count, DLOCK__NAME(l->h.name), prior,
                      prior + 1);
 }
 

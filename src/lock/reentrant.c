@@ -127,7 +127,7 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
                watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
                0, 0, dlock__hashlock_count(l, owner_id), dlock__now_ms()};
   char what[140];
-  snprintf(what, sizeof what, "lock \"%.100s\"", l->h.name);
+  snprintf(what, sizeof what, "lock \"%.100s%s\"", DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
                            .channel_len = rl->channel.len,
                            .wake = dlock__wake_one, .attempt = try_once,

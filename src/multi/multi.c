@@ -44,7 +44,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
         validity = g.validity_ms;
       continue;
     }
-    char why[256];
+    char why[1024];
     snprintf(why, sizeof why, "%s", dlock_errmsg());
     release_taken(m, owner, taken);
     memset(taken, 0, sizeof taken);
@@ -136,7 +136,7 @@ typedef struct mwalk {
   int64_t lease_ms;  /* as the caller gave it */
   size_t releases;   /* a release's members still to answer */
   int first_rc;      /* a release's first failure */
-  char first_err[256];
+  char first_err[1024];
 } mwalk;
 
 static void no_answer(void *data, const dlock_result *r) {}
@@ -165,7 +165,7 @@ static void m_ask(dlock__aop *op, int64_t wait_ms) {
                              m_answer, op, 1, &op->inner);
   op->inner_n = rc == DLOCK_OK;
   if (rc != DLOCK_OK) {
-    char why[256];
+    char why[1024];
     snprintf(why, sizeof why, "%s", dlock_errmsg());
     op->inner = 0;
     m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, why));
@@ -214,7 +214,7 @@ static void m_answer(void *data, const dlock_result *r) {
       m_step(op);
     return;
   }
-  char why[256];
+  char why[1024];
   snprintf(why, sizeof why, "%s", r->errmsg);
   m_release_taken(op);
   w->validity = INT64_MAX;

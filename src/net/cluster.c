@@ -365,7 +365,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
       k->no_shards = 1; /* before Redis 7: ask again with CLUSTER SLOTS */
       k->refresh_again = 1;
     }
-    snprintf(k->last_error, sizeof k->last_error, "%.199s", reply->str);
+    snprintf(k->last_error, sizeof k->last_error, "%s", reply->str);
   } else if (status == DLOCK_OK) {
     int16_t *slots = malloc(sizeof k->slots);
     int replicas[DLOCK__MAX_NODES];
@@ -395,7 +395,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
       free(slots);
     }
   } else {
-    snprintf(k->last_error, sizeof k->last_error, "%.199s", req->errmsg);
+    snprintf(k->last_error, sizeof k->last_error, "%s", req->errmsg);
   }
   if (reply)
     freeReplyObject(reply);
@@ -508,8 +508,8 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
     return 0;
   if (++req->redirects > MAX_REDIRECTS ||
       (again && dlock__now_ms() - req->queued_ms >= c->opts.command_timeout_ms)) {
-    char why[256];
-    snprintf(why, sizeof why, "cluster: %s%.160s (after %d tries)",
+    char why[1024];
+    snprintf(why, sizeof why, "cluster: %s%s (after %d tries)",
              again ? "still " : "", e, req->redirects);
     freeReplyObject(reply);
     dlock__req_finish(req, NULL, DLOCK_EIO, why);

@@ -37,7 +37,7 @@ struct dlock__cluster {
   int64_t last_refresh_ms;
   uv_timer_t timer;            /* periodic refresh and parked requests */
   dlock__req *parked, *parked_tail;
-  char last_error[200];        /* why the last map request failed */
+  char last_error[1536];       /* why the last map request failed */
 };
 
 /* client.c: allocate c->cluster for a cluster URI. DLOCK_OK/ENOMEM. */

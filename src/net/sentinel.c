@@ -28,7 +28,7 @@ struct dlock__sentinel {
   int found_port;
   int found_replicas;
   int found_rc;
-  char found_why[400];
+  char found_why[900];
 };
 
 /* Append "; what" to why (just "what" to an empty one). */
@@ -88,7 +88,7 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
                      dlock__tls_ctx *tls, const char *host, int port,
                      int *replicas, char *why, size_t n) {
   dlock__sock s;
-  char err[300];
+  char err[1024];
   if (connect_to(&s, host, port, tls, o, err, sizeof err) != DLOCK_OK) {
     note(why, n, "the master it names, %s:%d, cannot be reached (%s)", host,
          port, err);
@@ -126,17 +126,19 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
  * else DLOCK_EIO; why says what each one said. Blocking:
  * at most the connect and command timeouts per sentinel and master. */
 static int search(const dlock__uri *u, const dlock_client_opts *o,
-                  dlock__tls_ctx *tls, char *host, size_t hn, int *port,
+                  dlock__tls_ctx *tls_ctx, char *host, size_t hn, int *port,
                   int *replicas, char *why, size_t n) {
   why[0] = '\0';
-  int reached = 0, refused = 0, answered = 0;
+  int reached = 0, refused = 0, answered = 0, tls = 0;
   for (int i = 0; i < u->nseeds; i++) {
     const char *sh = u->seed_hosts[i];
     int sp = u->seed_ports[i];
     dlock__sock s;
-    char err[300];
-    if (connect_to(&s, sh, sp, tls, o, err, sizeof err) != DLOCK_OK) {
+    char err[1024];
+    int crc = connect_to(&s, sh, sp, tls_ctx, o, err, sizeof err);
+    if (crc != DLOCK_OK) {
       note(why, n, "sentinel %s:%d: %s", sh, sp, err);
+      tls += crc == DLOCK_ETLS;
       continue;
     }
     int a = auth(&s, o, u->sentinel_user, u->sentinel_password, err, sizeof err);
@@ -181,16 +183,23 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
     dlock__sock_close(&s);
     if (ok) {
       char said[200] = "";
-      if (is_master(u, o, tls, host, *port, replicas, said, sizeof said))
+      if (is_master(u, o, tls_ctx, host, *port, replicas, said, sizeof said))
         return DLOCK_OK;
       note(why, n, "sentinel %s:%d: %s", sh, sp, said);
     }
   }
-  if (!reached) {
-    char all[400];
-    snprintf(all, sizeof all, "%s", why);
-    snprintf(why, n, "no sentinel reachable (%.360s)", all);
+  if (!reached) { /* "no sentinel reachable (" what each said ")" */
+    static const char pre[] = "no sentinel reachable (";
+    size_t pl = sizeof pre - 1, l = strlen(why);
+    if (pl + l + 2 > n)
+      l = n - pl - 2;
+    memmove(why + pl, why, l);
+    memcpy(why, pre, pl);
+    why[pl + l] = ')';
+    why[pl + l + 1] = '\0';
   }
+  if (!answered && tls == u->nseeds)
+    return DLOCK_ETLS; /* every sentinel failed TLS verification */
   return refused && !answered ? DLOCK_EAUTH : DLOCK_EIO;
 }
 
@@ -199,9 +208,12 @@ int dlock__sentinel_new(dlock_client *c) {
   if (s == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->sentinel = s;
-  char why[400];
+  char why[1536];
   int rc = search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
                   &s->replicas, why, sizeof why);
+  if (rc == DLOCK_ETLS)
+    return dlock__fail(rc, "sentinel: no sentinel passed TLS verification: %s",
+                       why);
   if (rc == DLOCK_EAUTH)
     return dlock__fail(rc, "sentinel: the sentinels refused the sentinel "
                        "credentials (sentinel_password, sentinel_username): %s",
@@ -243,8 +255,8 @@ static int about_replica_of(const char *text, const char *name) {
 static void watch_push(dlock__conn *conn, redisReply *r) {
   dlock_client *c = conn->client;
   if (r->type == REDIS_REPLY_ERROR) { /* AUTH or SUBSCRIBE refused */
-    char why[200];
-    snprintf(why, sizeof why, "sentinel refused the subscription: %.150s", r->str);
+    char why[1024];
+    snprintf(why, sizeof why, "sentinel refused the subscription: %s", r->str);
     dlock__conn_drop(conn, why); /* the next sentinel is tried */
     return;
   }
@@ -366,7 +378,7 @@ static void search_done(uv_work_t *w, int status) {
               "the sentinels name another master");
   } else if (status == 0 && !c->stopping) {
     snprintf(c->cmd.last_error, sizeof c->cmd.last_error,
-             "sentinel: no master \"%.40s\" found: %.110s", c->uri.master_name,
+             "sentinel: no master \"%s\" found: %s", c->uri.master_name,
              s->found_why);
   }
   if (!c->stopping && (s->again || s->demoted)) {

@@ -149,7 +149,12 @@ static int tls_handshake(dlock__sock *s, int64_t deadline_us, char *why,
   char buf[16384];
   for (;;) {
     int rc = dlock__tls_handshake(s->tls, why, n);
-    if (send_tls_out(s, deadline_us, why, n) != DLOCK_OK || rc < 0)
+    if (rc < 0) {
+      char ignored[64]; /* our alert, if any: best effort */
+      send_tls_out(s, deadline_us, ignored, sizeof ignored);
+      return rc; /* DLOCK_ETLS or DLOCK_EIO, why says which */
+    }
+    if (send_tls_out(s, deadline_us, why, n) != DLOCK_OK)
       return DLOCK_EIO;
     if (rc == 1)
       return DLOCK_OK;
@@ -226,9 +231,10 @@ int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
     dlock__sock_close(s);
     return DLOCK_ENOMEM;
   }
-  if (tls_handshake(s, deadline_us, why, n) != DLOCK_OK) {
+  int rc = tls_handshake(s, deadline_us, why, n);
+  if (rc != DLOCK_OK) {
     dlock__sock_close(s);
-    return DLOCK_EIO;
+    return rc;
   }
   return DLOCK_OK;
 }

@@ -32,7 +32,7 @@ static const char *reason(void) {
 
 static int bad_file(dlock__tls_ctx *c, const char *opt, const char *path,
                     const char *what) {
-  int rc = dlock__fail(DLOCK_EINVAL, "TLS: %s \"%.200s\": %s (%s)", opt, path,
+  int rc = dlock__fail(DLOCK_EINVAL, "TLS: %s \"%s\": %s (%s)", opt, path,
                        what, reason());
   dlock__tls_ctx_free(c);
   return rc;
@@ -72,7 +72,10 @@ int dlock__tls_ctx_new(const dlock_client_opts *o, dlock__tls_ctx **out) {
                       "cannot be read as a PEM certificate");
     if (SSL_CTX_use_PrivateKey_file(c->ssl, o->tls_key_file, SSL_FILETYPE_PEM) != 1)
       return bad_file(c, "tls_key_file", o->tls_key_file,
-                      "cannot be read as a PEM private key");
+                      strstr(reason(), "key values mismatch")
+                          ? "does not match tls_cert_file: it is the key of "
+                            "another certificate"
+                          : "cannot be read as a PEM private key");
     if (SSL_CTX_check_private_key(c->ssl) != 1)
       return bad_file(c, "tls_key_file", o->tls_key_file,
                       "does not match tls_cert_file");
@@ -154,8 +157,10 @@ static int not_tls(const char *r) {
 }
 
 /* What failed, into why: the certificate check's result first, then the
- * alerts and records OpenSSL saw. */
-static void describe(dlock__tls *t, int err, char *why, size_t n) {
+ * alerts and records OpenSSL saw. Returns DLOCK_ETLS for what the settings
+ * must fix (the server's certificate failed verification, the server
+ * refused ours, the port does not speak TLS), DLOCK_EIO else. */
+static int describe(dlock__tls *t, int err, char *why, size_t n) {
   long v = SSL_get_verify_result(t->ssl);
   const char *r = reason();
   switch (v) {
@@ -163,15 +168,15 @@ static void describe(dlock__tls *t, int err, char *why, size_t n) {
     break;
   case X509_V_ERR_CERT_HAS_EXPIRED:
     snprintf(why, n, "TLS: the server's certificate has expired");
-    return;
+    return DLOCK_ETLS;
   case X509_V_ERR_CERT_NOT_YET_VALID:
     snprintf(why, n, "TLS: the server's certificate is not valid yet");
-    return;
+    return DLOCK_ETLS;
   case X509_V_ERR_HOSTNAME_MISMATCH:
   case X509_V_ERR_IP_ADDRESS_MISMATCH:
     snprintf(why, n, "TLS: hostname mismatch: the server's certificate is not "
              "for %s", t->name);
-    return;
+    return DLOCK_ETLS;
   case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
   case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
   case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
@@ -180,20 +185,25 @@ static void describe(dlock__tls *t, int err, char *why, size_t n) {
   case X509_V_ERR_CERT_UNTRUSTED:
     snprintf(why, n, "TLS: the server's certificate is not trusted (%s): give "
              "its CA with tls_ca_file", X509_verify_cert_error_string(v));
-    return;
+    return DLOCK_ETLS;
   default:
     snprintf(why, n, "TLS: the server's certificate failed verification: %s",
              X509_verify_cert_error_string(v));
-    return;
+    return DLOCK_ETLS;
   }
-  if (not_tls(r))
+  if (not_tls(r)) {
     snprintf(why, n, "TLS: the server does not speak TLS (%s): a plain port?", r);
-  else if (strstr(r, "alert") && (strstr(r, "certificate") || strstr(r, "unknown ca")))
+    return DLOCK_ETLS;
+  }
+  if (strstr(r, "alert") && (strstr(r, "certificate") || strstr(r, "unknown ca"))) {
     snprintf(why, n, "TLS: the server refused the client certificate (%s)", r);
-  else if (err == SSL_ERROR_ZERO_RETURN)
+    return DLOCK_ETLS;
+  }
+  if (err == SSL_ERROR_ZERO_RETURN)
     snprintf(why, n, "TLS: the server closed the session");
   else
     snprintf(why, n, "TLS: %s", r);
+  return DLOCK_EIO;
 }
 
 int dlock__tls_handshake(dlock__tls *t, char *why, size_t n) {
@@ -204,8 +214,7 @@ int dlock__tls_handshake(dlock__tls *t, char *why, size_t n) {
   int e = SSL_get_error(t->ssl, r);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
     return 0;
-  describe(t, e, why, n);
-  return DLOCK_EIO;
+  return describe(t, e, why, n);
 }
 
 int dlock__tls_write(dlock__tls *t, const char *p, size_t len, char *why,
@@ -213,10 +222,8 @@ int dlock__tls_write(dlock__tls *t, const char *p, size_t len, char *why,
   while (len > 0) {
     ERR_clear_error();
     int k = SSL_write(t->ssl, p, len > 65536 ? 65536 : (int)len);
-    if (k <= 0) {
-      describe(t, SSL_get_error(t->ssl, k), why, n);
-      return DLOCK_EIO;
-    }
+    if (k <= 0)
+      return describe(t, SSL_get_error(t->ssl, k), why, n);
     p += k;
     len -= (size_t)k;
   }
@@ -232,8 +239,7 @@ ssize_t dlock__tls_read(dlock__tls *t, char *buf, size_t size, char *why,
   int e = SSL_get_error(t->ssl, k);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
     return 0;
-  describe(t, e, why, n);
-  return DLOCK_EIO;
+  return describe(t, e, why, n);
 }
 
 int dlock__tls_has_input(const dlock__tls *t) {

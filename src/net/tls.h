@@ -36,9 +36,12 @@ void dlock__tls_free(dlock__tls *t);
 int dlock__tls_feed(dlock__tls *t, const char *p, size_t n);
 
 /* Drive the handshake with what was fed: 1 done, 0 it needs more bytes
- * from the server (send what dlock__tls_take gives first), or DLOCK_EIO
- * with why (certificate not trusted, expired, hostname mismatch, server
- * not speaking TLS, refused client certificate...). */
+ * from the server (send what dlock__tls_take gives first), DLOCK_ETLS with
+ * why for what the TLS settings must fix (certificate not trusted,
+ * expired, hostname mismatch, server not speaking TLS, refused client
+ * certificate), or DLOCK_EIO with why. dlock__tls_read and _write fail the
+ * same two ways (TLS 1.3 tells a refused client certificate at the first
+ * read). */
 int dlock__tls_handshake(dlock__tls *t, char *why, size_t n);
 
 /* Encrypt p for the socket (collect with dlock__tls_take). DLOCK_OK or

@@ -34,7 +34,7 @@ typedef struct call {
   int done;   /* under round->mu */
   int status; /* DLOCK_OK with reply, or the failure */
   redisReply *reply;
-  char errmsg[256];
+  char errmsg[1536];
 } call;
 
 struct round {
@@ -325,7 +325,7 @@ static int64_t round_lease(redlock *rl, int64_t lease_ms) {
 /* A member for messages: "\"name\" at host:port". */
 static const char *member_where(const dlock_lock *m, char *buf, size_t n) {
   char server[200];
-  snprintf(buf, n, "\"%.60s\" at %s", m->h.name,
+  snprintf(buf, n, "\"%.100s%s\" at %s", DLOCK__NAME(m->h.name),
            dlock__client_where(m->h.client, server, sizeof server));
   return buf;
 }

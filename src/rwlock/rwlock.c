@@ -205,8 +205,9 @@ static int released(dlock_lock *l, uint64_t owner_id, const redisReply *r) {
     int64_t valid = dlock__hold_valid_ms(c, &id);
     int had = dlock__hold_released(c, &id, -1);
     return had ? dlock__fail_gone(what, l->h.name, valid)
-               : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s\" is not held by %s",
-                             h->is_write ? "write" : "read", l->h.name, w.reader);
+               : dlock__fail(DLOCK_ENOTOWNER, "%s lock \"%.100s%s\" is not held by %s",
+                             h->is_write ? "write" : "read", DLOCK__NAME(l->h.name),
+                             w.reader);
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
     /* one hold of ours is gone; the reply says what happened to the lock */
@@ -262,9 +263,9 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   rc = read_reply(r, 0, hint, &token);
   freeReplyObject(r);
   if (rc == DLOCK_EDEADLK) { /* name it */
-    char why[256];
-    snprintf(why, sizeof why, "%s", dlock_errmsg());
-    dlock__fail(DLOCK_EDEADLK, "\"%.100s\": %s", l->h.name, why);
+    char head[140];
+    snprintf(head, sizeof head, "\"%.100s%s\": ", DLOCK__NAME(l->h.name));
+    dlock__fail_before(DLOCK_EDEADLK, head);
   }
   return rc;
 }
@@ -290,8 +291,8 @@ static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
   attempt a = {h, watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
                0, owner_id, dlock__hold_count(c, &id), dlock__now_ms()};
   char what[140];
-  snprintf(what, sizeof what, "%s lock \"%.100s\"", h->is_write ? "write" : "read",
-           l->h.name);
+  snprintf(what, sizeof what, "%s lock \"%.100s%s\"", h->is_write ? "write" : "read",
+           DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
                            .channel_len = h->channel.len, .wake = rw_wake,
                            .attempt = try_once, .early = 1, .handle = l,

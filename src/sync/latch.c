@@ -100,7 +100,7 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   char what[140];
-  snprintf(what, sizeof what, "latch \"%.100s\"", l->o.h.name);
+  snprintf(what, sizeof what, "latch \"%.100s%s\"", DLOCK__NAME(l->o.h.name));
   dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
                            .channel_len = l->o.channel.len,
                            .wake = dlock__wake_all, .attempt = at_zero,

@@ -227,7 +227,7 @@ int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     return rc;
   }
   char what[140];
-  snprintf(what, sizeof what, "permits of \"%.100s\"", p->o.h.name);
+  snprintf(what, sizeof what, "permits of \"%.100s%s\"", DLOCK__NAME(p->o.h.name));
   dlock__wait_spec spec = {.what = what, .channel = p->o.channel.p,
                            .channel_len = p->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,
@@ -343,13 +343,11 @@ static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
     char what[64];
     snprintf(what, sizeof what, "permit %s of", ids[bad].hex);
     dlock__fail_gone(what, p->o.h.name, valid);
-    char why[512]; /* the message is rewritten: copy it out first */
-    snprintf(why, sizeof why, "%s", dlock_errmsg());
-    return dlock__fail(DLOCK_ELOST, "%s; nothing was released", why);
+    return dlock__fail_more(DLOCK_ELOST, "; nothing was released");
   }
-  return dlock__fail(DLOCK_ENOTOWNER, "permit %s of \"%.100s\" is unknown (never "
-                     "acquired, released, or expired); nothing was released",
-                     ids[bad].hex, p->o.h.name);
+  return dlock__fail(DLOCK_ENOTOWNER, "permit %s of \"%.100s%s\" is unknown "
+                     "(never acquired, released, or expired); nothing was "
+                     "released", ids[bad].hex, DLOCK__NAME(p->o.h.name));
 }
 
 int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,

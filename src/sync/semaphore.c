@@ -115,8 +115,8 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
     return DLOCK_OK;
   attempt a = {s, n};
   char what[160];
-  snprintf(what, sizeof what, "semaphore \"%.100s\" (%" PRId64 " permits)",
-           s->o.h.name, n);
+  snprintf(what, sizeof what, "semaphore \"%.100s%s\" (%" PRId64 " permits)",
+           DLOCK__NAME(s->o.h.name), n);
   dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
                            .channel_len = s->o.channel.len,
                            .wake = dlock__wake_by_count, .fifo = 1,

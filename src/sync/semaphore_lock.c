@@ -130,8 +130,8 @@ static int sl_release(dlock_lock *l, uint64_t owner) {
     s->v[i] = s->v[--s->n];
   pthread_mutex_unlock(&s->mu);
   if (i < 0)
-    return dlock__fail(DLOCK_ENOTOWNER, "no permit of \"%.100s\" is held by "
-                       "this owner through this handle", l->h.name);
+    return dlock__fail(DLOCK_ENOTOWNER, "no permit of \"%.100s%s\" is held by "
+                       "this owner through this handle", DLOCK__NAME(l->h.name));
   return dlock__permits_release(s->p, &h.id, 1); /* dlock_release counts it */
 }
 

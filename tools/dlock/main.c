@@ -37,8 +37,9 @@ enum {
   EXIT_LOST = 76,     /* the lease was lost while the command ran */
   EXIT_NOPERM = 77,   /* the server's ACL refused a command or channel
                          (EX_NOPERM) */
-  EXIT_CONFIG = 78    /* the server refused the credentials or database
-                         (EX_CONFIG): fix the configuration, no retry helps */
+  EXIT_CONFIG = 78    /* the server refused the credentials or database,
+                         TLS verification failed, the URL does not fit the
+                         server (EX_CONFIG): fix it, no retry helps */
 };
 
 #define MAX_REDIS 16
@@ -110,8 +111,10 @@ static void usage_main(FILE *f) {
           "Exit status: the command's own for `run`; 64 usage, 65 the name\n"
           "holds another kind of object, 69 Redis unreachable, 70 unexpected\n"
           "error, 75 not acquired (or not reached) in time, 76 the lease was\n"
-          "lost while the command ran, 77 refused by the server's ACL, 78 the\n"
-          "server refused the password, ACL user or database.\n"
+          "lost while the command ran, 77 refused by the server's ACL, 78 a\n"
+          "configuration to fix: the server refused the password, ACL user or\n"
+          "database, TLS verification failed, or the URL does not fit the\n"
+          "server.\n"
           "`dlock COMMAND --help` describes one command.\n");
 }
 
@@ -133,9 +136,40 @@ static int usage_error(const char *fmt, ...) {
   return EXIT_USAGE;
 }
 
+/* The library's message in the CLI's words: its option names become the
+ * flags that set them (tls_ca_file is --tls-ca here). */
+static void print_in_cli_words(FILE *f, const char *msg) {
+  static const char *const words[][2] = {
+      {"tls_ca_file", "--tls-ca"},        {"tls_ca_dir", "--tls-ca-dir"},
+      {"tls_cert_file", "--tls-cert"},    {"tls_key_file", "--tls-key"},
+      {"tls_server_name", "--tls-server-name"},
+      {"tls_insecure", "--tls-insecure"},
+      {"sentinel_password", "--sentinel-password-file"},
+      {"sentinel_username", "--sentinel-user"},
+      {"replica_sync_ms", "--replica-sync"}};
+  const size_t nwords = sizeof words / sizeof words[0];
+  while (*msg) {
+    size_t k = 0;
+    while (k < nwords && strncmp(msg, words[k][0], strlen(words[k][0])) != 0)
+      k++;
+    if (k < nwords) {
+      fputs(words[k][1], f);
+      msg += strlen(words[k][0]);
+    } else {
+      fputc(*msg++, f);
+    }
+  }
+}
+
 static int fail(int rc, const char *what) {
-  fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, dlock_strerror(rc),
-          dlock_errmsg()[0] ? ": " : "", dlock_errmsg());
+  /* the fact once: a message that states it already goes alone */
+  if (strncmp(dlock_errmsg(), "the name holds ", 15) == 0)
+    fprintf(stderr, "%s: %s: ", prog, what);
+  else
+    fprintf(stderr, "%s: %s: %s%s", prog, what, dlock_strerror(rc),
+            dlock_errmsg()[0] ? ": " : "");
+  print_in_cli_words(stderr, dlock_errmsg());
+  fputc('\n', stderr);
   switch (rc) {
   case DLOCK_EIO:
   case DLOCK_ECLOSED:
@@ -147,6 +181,8 @@ static int fail(int rc, const char *what) {
   case DLOCK_ELOST:
     return EXIT_LOST;
   case DLOCK_EAUTH:
+  case DLOCK_ETLS:
+  case DLOCK_ECONFIG:
     return EXIT_CONFIG;
   case DLOCK_EKIND:
     return EXIT_KIND;
@@ -707,10 +743,12 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
     if (rc == DLOCK_OK && !set)
       rc = dlock_permits_counts(p, &available, &taken);
     if (rc == DLOCK_OK && !set && available + taken != ro->permits)
-      fprintf(stderr, "%s: semaphore %s has %" PRId64 " permits, not %" PRId64
-              " (--permits sets them only the first time; `dlock sem set %s %"
-              PRId64 "` changes them)\n", prog, name, available + taken,
-              ro->permits, name, ro->permits);
+      fprintf(stderr, "%s: semaphore %s has a total of %" PRId64 " permits "
+              "(%" PRId64 " available now, %" PRId64 " held), not the %" PRId64
+              " of --permits: --permits sets the total only the first time; "
+              "`dlock sem set %s %" PRId64 "` changes it\n", prog, name,
+              available + taken, available, taken, ro->permits, name,
+              ro->permits);
     dlock_permits_free(p);
     return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
                           : rc;
@@ -1456,7 +1494,7 @@ static int cmd_check(int argc, char **argv) {
       check_help();
       return 0;
     } else if (!strcmp(argv[i], "--replica-sync")) {
-      run_opts ro;
+      run_opts ro = {0}; /* sets replica_sync_ms, as for run */
       status = run_option_value(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &ro);
       if (status)
         return status;
@@ -1474,8 +1512,10 @@ static int cmd_check(int argc, char **argv) {
   dlock_client_close(c);
   if (rc == DLOCK_OK)
     return 0;
-  return rc == DLOCK_EPERM ? EXIT_NOPERM : rc == DLOCK_EAUTH ? EXIT_CONFIG
-                                                             : EXIT_SOFTWARE;
+  return rc == DLOCK_EPERM ? EXIT_NOPERM
+         : rc == DLOCK_EAUTH || rc == DLOCK_ETLS || rc == DLOCK_ECONFIG
+             ? EXIT_CONFIG
+             : EXIT_SOFTWARE;
 }
 
 static void unlock_help(void) {
