@@ -624,8 +624,11 @@ static int unsubscribe_here(dlock_client *c, dlock__waiter *w) {
 int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
                      dlock__wake_fn *wake_fn, int fifo, int lease_hints,
                      dlock__waiter *w, int64_t deadline_ms) {
-  /* w is zeroed by the caller, who may have registered it for interrupts */
-  w->sync = dlock__sync_self();
+  /* w is zeroed by the caller, who may have registered it for interrupts:
+   * then w->sync is set already, and another thread's interrupt may read it
+   * now (written again, even with the same value, it would race) */
+  if (w->sync == NULL)
+    w->sync = dlock__sync_self();
   w->fifo = fifo;
   w->lease_hints = lease_hints;
   sub_args a = {channel, len, wake_fn, w};

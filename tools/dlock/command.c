@@ -34,14 +34,19 @@ static ssize_t read_byte(int fd, char *c) {
 }
 
 /* The supervisor: every signal blocked, it waits for dlock's word ('q':
- * COMMAND ended, nothing to do) or for the pipe's end (dlock died). */
-static void supervise(int from_dlock, pid_t group, int orphan_signal) {
+ * COMMAND ended, nothing to do) or for the pipe's end (dlock died: the
+ * group is signalled, and a terminal dlock had handed over goes back to
+ * dlock's own group, the shell's job, so it is not left to a dead one). */
+static void supervise(int from_dlock, pid_t group, int orphan_signal, int tty) {
   sigset_t all;
   sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, NULL);
+  sigprocmask(SIG_SETMASK, &all, NULL); /* SIGTTOU too: tcsetpgrp below */
   char c = 0;
-  if (read_byte(from_dlock, &c) != 1 || c != 'q')
+  if (read_byte(from_dlock, &c) != 1 || c != 'q') {
     kill(-group, orphan_signal);
+    if (tty >= 0 && tcgetpgrp(tty) == group)
+      tcsetpgrp(tty, getpgrp());
+  }
   _exit(0);
 }
 
@@ -116,7 +121,7 @@ int command_start(command_job *job, char **command, int orphan_signal,
   if (supervisor == 0) {
     close(go[1]);
     close(sup[1]);
-    supervise(sup[0], pid, orphan_signal);
+    supervise(sup[0], pid, orphan_signal, job->tty);
   }
   err = errno;
   close(sup[0]);

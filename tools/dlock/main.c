@@ -517,14 +517,12 @@ static void on_group(pid_t group, void *data) {
  * until it ends: an acquire between two waits is not interruptible yet). */
 static void *signal_thread(void *arg) {
   const sigset_t *set = arg;
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
   for (;;) {
     int sig = 0;
-    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-    int rc = sigwait(set, &sig);
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-    if (rc != 0)
+    if (sigwait(set, &sig) != 0)
       continue;
+    if (sig == SIGRTMIN) /* run's end (pthread_kill from cmd_run) */
+      return NULL;
     pthread_mutex_lock(&run_state.mu);
     if (run_state.group > 0)
       kill(-run_state.group, sig);
@@ -857,6 +855,7 @@ static int cmd_run(int argc, char **argv) {
   sigemptyset(&set);
   for (size_t k = 0; k < NFORWARDED; k++)
     sigaddset(&set, forwarded[k]);
+  sigaddset(&set, SIGRTMIN); /* ends the signal thread (no cancellation) */
   pthread_sigmask(SIG_BLOCK, &set, &mask);
   run_state.owner = dlock_thread_id();
   run_state.acquiring = 1;
@@ -866,7 +865,7 @@ static int cmd_run(int argc, char **argv) {
     return EXIT_SOFTWARE;
   }
   status = run_locked(&ro, &mask);
-  pthread_cancel(signals);
+  pthread_kill(signals, SIGRTMIN);
   pthread_join(signals, NULL);
   if (status > 128 && status - 128 == run_state.signal) {
     /* end as the signal would have ended us, so a shell sees it */
