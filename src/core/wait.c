@@ -14,11 +14,12 @@
 
 int dlock__busy(const char *what, int64_t hint) {
   if (hint > 0)
-    return dlock__fail(DLOCK_EBUSY, "%s: held by another owner, whose lease "
-                       "has %" PRId64 " ms left (sooner if it is released; "
-                       "later if the holder renews it)", what, hint);
-  return dlock__fail(DLOCK_EBUSY, "%s: held by another owner (no lease time "
-                     "known: until it is released)", what);
+    return dlock__fail(DLOCK_EBUSY, "%s: not available: held by another "
+                       "owner, whose lease has %" PRId64 " ms left (sooner if "
+                       "it is released; later if the holder renews it)", what,
+                       hint);
+  return dlock__fail(DLOCK_EBUSY, "%s: not available (no lease time known: "
+                     "until what holds it is released)", what);
 }
 
 int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
