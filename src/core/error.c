@@ -145,9 +145,12 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
                          "keeps a lock, or data that is not dlock's); nothing "
                          "was changed");
     /* an ACL refusal: NOPERM for the command itself (its keys, channels,
-     * or the command), "can't" for a command inside a script */
+     * or the command); for a command inside a script Redis 7.0 says "The
+     * user executing the script can't ...", Valkey 8 (and later Redis) "ACL
+     * failure in script: ..." */
     if (strncmp(reply->str, "NOPERM", 6) == 0 ||
-        strstr(reply->str, "The user executing the script can't") != NULL)
+        strstr(reply->str, "The user executing the script can't") != NULL ||
+        strstr(reply->str, "ACL failure in script") != NULL)
       return dlock__fail(DLOCK_EPERM,
                          "the ACL user may not do this: %.*s (the commands, "
                          "keys and channels dlock needs are in dlock's "
