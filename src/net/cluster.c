@@ -235,6 +235,13 @@ static int addr_node(dlock_client *c, const redisReply *host, long long port,
   return node_at(c, h, hl, (int)port);
 }
 
+/* Node i's command connection failed and has not come back: its last
+ * connect failed (it is backing off), after it was used. */
+static int unreachable(dlock_client *c, int i) {
+  const dlock__conn *cmd = &c->cluster->nodes[i]->cmd;
+  return cmd->started && cmd->state != CONN_READY && cmd->backoff_ms > 0;
+}
+
 /* CLUSTER SHARDS: [ [ "slots", [s, e, ...], "nodes", [ {id, port, ip,
  * endpoint, role, health, ...}, ... ] ], ... ] (maps as flat arrays).
  * replicas[master]: its replicas not "failed" (a replica that has had no
@@ -249,7 +256,7 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
     if (!range || !nodes || range->type != REDIS_REPLY_ARRAY ||
         nodes->type != REDIS_REPLY_ARRAY)
       return 0;
-    int owner = -1, up = 0;
+    int owner = -1, up = 0, owner_bad = 0;
     for (size_t n = 0; n < nodes->elements; n++) {
       const redisReply *node = nodes->element[n];
       /* a TLS client takes the node's TLS port: CLUSTER SHARDS lists
@@ -257,17 +264,26 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
       const redisReply *port = c->uri.tls ? field(node, "tls-port") : NULL;
       if (port == NULL)
         port = field(node, "port");
-      if (is_str(field(node, "role"), "replica") &&
-          !is_str(field(node, "health"), "failed"))
+      int failed = is_str(field(node, "health"), "failed");
+      if (is_str(field(node, "role"), "replica") && !failed)
         up++;
-      if (owner >= 0 || !is_str(field(node, "role"), "master") || !port ||
-          port->type != REDIS_REPLY_INTEGER)
+      if ((owner >= 0 && !owner_bad) || !is_str(field(node, "role"), "master") ||
+          !port || port->type != REDIS_REPLY_INTEGER)
         continue;
       const redisReply *ep = field(node, "endpoint");
       if (!ep || ep->type != REDIS_REPLY_STRING || ep->len == 0 ||
           strcmp(ep->str, "?") == 0)
         ep = field(node, "ip");
-      owner = addr_node(c, ep, port->integer, asked);
+      /* A shard may list its old master beside the promoted one, both
+       * "master" (Valkey 8 does after a takeover, still "online" until the
+       * node times out): a master that is failed, or that this client
+       * cannot reach, gives way to another. */
+      int at = addr_node(c, ep, port->integer, asked);
+      int bad = at < 0 || failed || unreachable(c, at);
+      if (at >= 0 && (owner < 0 || !bad)) {
+        owner = at;
+        owner_bad = bad;
+      }
     }
     if (owner < 0)
       continue; /* a shard without a master now (failover under way) */
