@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -40,6 +41,30 @@ static int bench_json(char *const args[], int timeout_ms, char *text, size_t siz
   fclose(f);
   unlink(json);
   return status;
+}
+
+/* dlock-bench's own servers are DLOCK_REDIS_SERVER's, as the suites' are:
+ * a wrapper that marks a file and runs redis-server is the one started. */
+static void test_server_binary(void) {
+  char dir[64], wrapper[128], mark[128];
+  snprintf(dir, sizeof dir, "/tmp/dlock-bench-bin-XXXXXX");
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  snprintf(wrapper, sizeof wrapper, "%s/my-server", dir);
+  snprintf(mark, sizeof mark, "%s/started", dir);
+  FILE *f = fopen(wrapper, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fprintf(f, "#!/bin/sh\ntouch '%s'\nexec redis-server \"$@\"\n", mark);
+  fclose(f);
+  chmod(wrapper, 0755);
+  setenv("DLOCK_REDIS_SERVER", wrapper, 1);
+  static char text[16384];
+  char *args[] = {"--duration", "0.1", "--workload", "W1", NULL};
+  CU_ASSERT_EQUAL(bench_json(args, 60000, text, sizeof text), 0);
+  unsetenv("DLOCK_REDIS_SERVER");
+  CU_ASSERT_EQUAL(access(mark, F_OK), 0);
+  unlink(mark);
+  unlink(wrapper);
+  rmdir(dir);
 }
 
 /* F1 runs only when named: kill -9 of the master on a sentinel setup and on
@@ -114,6 +139,7 @@ static void test_peers(void) {
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
   CU_add_test(s, "every_workload_runs", test_every_workload_runs);
+  CU_add_test(s, "server_binary", test_server_binary);
   CU_add_test(s, "failover_workload", test_failover_workload);
   CU_add_test(s, "peers", test_peers);
 }

@@ -64,11 +64,16 @@ static int start_conf(dlock_tool_server *s, const char *conf,
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the tool */
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
-    const char *argv[24] = {"redis-server", "--port", port, "--bind",
+    /* the server binary: DLOCK_REDIS_SERVER (valkey-server, say), as the
+     * test harness takes it */
+    const char *bin = getenv("DLOCK_REDIS_SERVER");
+    if (bin == NULL || *bin == '\0')
+      bin = "redis-server";
+    const char *argv[24] = {bin, "--port", port, "--bind",
                             "127.0.0.1", "--save", "", "--appendonly", "no"};
     int argc = 9;
     if (conf) { /* its file first; a sentinel keeps no data */
-      const char *head[] = {"redis-server", conf, "--sentinel", "--port",
+      const char *head[] = {bin, conf, "--sentinel", "--port",
                             port, "--bind", "127.0.0.1"};
       memcpy(argv, head, sizeof head);
       argc = 7;
@@ -76,9 +81,10 @@ static int start_conf(dlock_tool_server *s, const char *conf,
     for (int i = 0; extra && extra[i] && argc < 22; i++)
       argv[argc++] = extra[i];
     argv[argc] = NULL;
-    execvp("redis-server", (char *const *)argv);
-    fprintf(stderr, "cannot run redis-server: %s (install redis-server, or "
-            "set DLOCK_REDIS_URL)\n", strerror(errno));
+    execvp(bin, (char *const *)argv);
+    fprintf(stderr, "cannot run %s: %s (install it, set DLOCK_REDIS_SERVER to "
+            "another server binary, or set DLOCK_REDIS_URL)\n", bin,
+            strerror(errno));
     _exit(127);
   }
   s->pid = pid;
