@@ -1165,6 +1165,21 @@ static void test_flags_need_their_url(void) {
   CU_ASSERT(strstr(out, "--sentinel-user") && strstr(out, plain));
 }
 
+/* Redisson's Valkey spellings of the suite's URL (valkey://,
+ * valkey+cluster://, valkeys:// in the TLS variant) reach the same server;
+ * a --tls-* flag goes with valkeys:// as with rediss://. */
+static void test_valkey_urls(void) {
+  char url[1024], out[1024];
+  CU_ASSERT_FATAL(strncmp(srv.url, "redis", 5) == 0);
+  snprintf(url, sizeof url, "valkey%s", srv.url + 5);
+  char *get[] = {"--redis", url, "latch", "get", (char *)th_name("valkey"), NULL};
+  CU_ASSERT_EQUAL(run_output(get, out, sizeof out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "0\n");
+  char *flag[] = {"--redis", url, "--tls-server-name", "localhost", "latch",
+                  "get", (char *)th_name("valkey"), NULL};
+  CU_ASSERT_EQUAL(run_output(flag, out, sizeof out), th_tls_mode() ? 0 : 64);
+}
+
 /* The sentinels' password reaches them from --sentinel-password-file and
  * DLOCK_SENTINEL_PASSWORD, over TLS (rediss+sentinel://, in the TLS
  * variant) as in plaintext. */
@@ -1475,6 +1490,7 @@ static void add_tests(void) {
   CU_add_test(s, "options_before_name", test_options_before_name);
   CU_add_test(s, "run_argv_exact", test_run_argv_exact);
   CU_add_test(s, "flags_need_their_url", test_flags_need_their_url);
+  CU_add_test(s, "valkey_urls", test_valkey_urls);
   CU_add_test(s, "sentinel_password", test_sentinel_password);
   CU_add_test(s, "passwords_not_passed_on", test_passwords_not_passed_on);
   CU_add_test(s, "sem_set", test_sem_set);

@@ -30,6 +30,24 @@ static void test_uri_parse(void) {
   CU_ASSERT_EQUAL(u.port, 7000);
   CU_ASSERT_EQUAL(u.db, 5);
   dlock__uri_free(&u);
+  /* Redisson's Valkey spellings mean the redis forms */
+  static const struct {
+    const char *uri;
+    int tls, cluster, sentinel;
+  } valkey[] = {{"valkey://h:1", 0, 0, 0},          {"valkeys://h:1", 1, 0, 0},
+                {"valkey+cluster://h:1,h:2", 0, 1, 0},
+                {"valkeys+cluster://h:1", 1, 1, 0},
+                {"valkey+sentinel://s:1/m", 0, 0, 1},
+                {"valkeys+sentinel://s:1/m", 1, 0, 1}};
+  for (size_t i = 0; i < sizeof valkey / sizeof valkey[0]; i++) {
+    TH_ASSERT_RC(dlock__uri_parse(valkey[i].uri, &u), DLOCK_OK);
+    CU_ASSERT_EQUAL(u.tls, valkey[i].tls);
+    CU_ASSERT_EQUAL(u.cluster, valkey[i].cluster);
+    CU_ASSERT_EQUAL(u.sentinel, valkey[i].sentinel);
+    dlock__uri_free(&u);
+  }
+  TH_ASSERT_RC(dlock_uri_check("valkeyss://h"), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_uri_check("valkey:/h"), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock__uri_parse("redis://secret@[::1]:7001", &u), DLOCK_OK);
   CU_ASSERT_PTR_NULL(u.user);
   CU_ASSERT_STRING_EQUAL(u.password, "secret");

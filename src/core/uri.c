@@ -4,7 +4,9 @@
  *   [?pubsub=auto|sharded|classic]
  * redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/NAME[/db]
  *   (the credentials are the master's; sentinels listen on 26379)
- * rediss://, rediss+cluster://, rediss+sentinel://: the same over TLS */
+ * rediss://, rediss+cluster://, rediss+sentinel://: the same over TLS
+ * valkey..., valkeys...: the same as redis..., rediss... (Redisson's
+ * spellings) */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -336,11 +338,13 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
     return dlock__fail(DLOCK_EINVAL, "URI is NULL");
   int is_unix = 0;
   const char *p = text;
-  if (strncmp(p, "rediss", 6) == 0) { /* the TLS forms */
-    u->tls = 1;
-    p += 6;
-  } else if (strncmp(p, "redis", 5) == 0) {
-    p += 5;
+  /* valkey://, valkeys://, valkey+cluster://, ... mean what the redis forms
+   * mean (Redisson accepts them since 3.42) */
+  if (strncmp(p, "rediss", 6) == 0 || strncmp(p, "valkeys", 7) == 0) {
+    u->tls = 1; /* the TLS forms */
+    p += p[0] == 'r' ? 6 : 7;
+  } else if (strncmp(p, "redis", 5) == 0 || strncmp(p, "valkey", 6) == 0) {
+    p += p[0] == 'r' ? 5 : 6;
   }
   if (p != text && strncmp(p, "://", 3) == 0) {
     p += 3;
@@ -358,7 +362,8 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
     dlock_uri_redact(text, shown, sizeof shown);
     return dlock__fail(DLOCK_EINVAL,
                        "URI must start with redis://, redis+cluster://, "
-                       "redis+sentinel:// or unix:// (rediss... for TLS) "
+                       "redis+sentinel:// or unix:// (rediss... for TLS; "
+                       "valkey... and valkeys... alike) "
                        "(got \"%.40s\")",
                        shown);
   }

@@ -96,7 +96,9 @@ static void usage_main(FILE *f) {
           "  rediss://, rediss+cluster://, rediss+sentinel://: the same over TLS,\n"
           "  with --tls-ca FILE | --tls-ca-dir DIR (default: the system's CAs),\n"
           "  --tls-cert FILE --tls-key FILE (a client certificate),\n"
-          "  --tls-server-name NAME, --tls-insecure (no verification: INSECURE).\n"
+          "  --tls-server-name NAME, --tls-insecure (no verification: INSECURE);\n"
+          "  valkey://, valkeys://, valkey+cluster://, valkey+sentinel://, ...:\n"
+          "  the same as the redis forms (Redisson's spellings).\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
           "Options, these and a command's own, go before NAME; what follows NAME\n"
           "  is never dlock's (`run`: COMMAND's, byte for byte). A --tls-* flag\n"
@@ -380,7 +382,9 @@ static int operands_only(const char *cmd, int argc, char **argv, int i,
 }
 
 /* Does url use TLS, or Sentinel? */
-static int url_tls(const char *url) { return strncmp(url, "rediss", 6) == 0; }
+static int url_tls(const char *url) {
+  return strncmp(url, "rediss", 6) == 0 || strncmp(url, "valkeys", 7) == 0;
+}
 static int url_sentinel(const char *url) {
   const char *p = strstr(url, "://");
   return p && p - url >= 9 && !strncmp(p - 9, "+sentinel", 9);
