@@ -64,17 +64,22 @@ void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms) {
   w->lens[2] = (size_t)snprintf(w->ms, sizeof w->ms, "%lld", (long long)ms);
 }
 
+void dlock__wait_cmd_answer(dlock__req *req, const redisReply *r) {
+  if (r && r->type == REDIS_REPLY_INTEGER) {
+    req->synced = (int)r->integer;
+  } else if (r && r->type == REDIS_REPLY_ERROR) {
+    req->synced = -1;
+    snprintf(req->errmsg, sizeof req->errmsg, "%s", r->str);
+  }
+}
+
 /* The replica guard's WAIT answered (or failed): req, whose script ran,
  * is finished with the script's reply and the count. */
 static void waited(dlock__req *wait, redisReply *reply, int status) {
   dlock__req *req = wait->data;
   redisReply *script_reply = wait->arg;
-  if (status == DLOCK_OK && reply && reply->type == REDIS_REPLY_INTEGER)
-    req->synced = (int)reply->integer;
-  else if (status == DLOCK_OK && reply && reply->type == REDIS_REPLY_ERROR) {
-    req->synced = -1; /* refused: an ACL without +wait; its words kept */
-    snprintf(req->errmsg, sizeof req->errmsg, "%s", reply->str);
-  }
+  if (status == DLOCK_OK)
+    dlock__wait_cmd_answer(req, reply);
   if (reply)
     freeReplyObject(reply);
   free(wait);

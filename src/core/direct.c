@@ -549,12 +549,8 @@ static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
   dlock__buf_free(&b);
   if (rc == DLOCK_OK)
     rc = read_reply(c, dc, deadline, 0, &r, why, sizeof why);
-  if (rc == DLOCK_OK && r->type == REDIS_REPLY_INTEGER)
-    req->synced = (int)r->integer;
-  else if (rc == DLOCK_OK && r->type == REDIS_REPLY_ERROR) {
-    req->synced = -1; /* refused: an ACL without +wait; its words kept */
-    snprintf(req->errmsg, sizeof req->errmsg, "%s", r->str);
-  }
+  if (rc == DLOCK_OK)
+    dlock__wait_cmd_answer(req, r);
   if (r)
     freeReplyObject(r);
   return rc == DLOCK_ENOMEM ? DLOCK_OK : rc;

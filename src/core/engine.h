@@ -395,6 +395,10 @@ typedef struct dlock__wait_cmd {
   size_t lens[3];
 } dlock__wait_cmd;
 void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms);
+/* Its answer r (may be NULL) into req: the replicas that have the write
+ * (req->synced), or -1 and the server's words (req->errmsg) when the server
+ * refused WAIT (an ACL without +wait). Both paths read it so. */
+void dlock__wait_cmd_answer(dlock__req *req, const redisReply *r);
 /* Keep req until conn is ready again (its connect timeout applies), even
  * while it is ready now: a request its server refused as a replica. */
 void dlock__conn_hold(dlock__conn *conn, dlock__req *req);
