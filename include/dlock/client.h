@@ -174,12 +174,30 @@ typedef struct dlock_client_opts {
                                   DLOCK_COMPLETE_ENGINE (0, default) on the
                                   engine thread, DLOCK_COMPLETE_QUEUE through
                                   the client's completion queue */
+  /* version 10: durable grants (docs/durability.md) */
+  int64_t durable_ms;          /* > 0: after each write of a lock's acquire
+                                  or release, wait up to this long
+                                  (WAITAOF 1 durable_replicas durable_ms)
+                                  until the server has written it to its
+                                  append-only file and fsynced it, so a
+                                  kill -9 and restart keep it; an acquire
+                                  not made durable in time is released
+                                  again and fails with DLOCK_EIO. Needs a
+                                  server with WAITAOF (Redis 7.2+, Valkey
+                                  7.2+) and appendonly yes: checked on every
+                                  connection's handshake (DLOCK_ECONFIG at
+                                  open otherwise). 0: off (default);
+                                  durable_ms + replica_sync_ms must be below
+                                  command_timeout_ms */
+  int durable_replicas;        /* and this many replicas fsynced it too
+                                  (WAITAOF's numreplicas; default 0) */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 9u /* 1 to 8 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 10u /* 1 to 9 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0 }
+    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, \
+    0, 0, 0 }
 
 /* Open a client and connect to Redis.
  *

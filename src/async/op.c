@@ -369,8 +369,9 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   req->done = done;
   req->data = op;
   req->queued_ms = dlock__now_ms();
-  if (req->script >= 0 && c->opts.replica_sync_ms > 0)
-    req->sync = 1; /* the replica guard (docs/cluster.md) */
+  if (req->script >= 0 &&
+      (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
+    req->sync = 1; /* the replica guard, durable grants (core.h) */
   if (c->stopping) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;

@@ -265,9 +265,9 @@ static void rechecked(dlock__aop *op, int rc) {
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   char why[1700];
-  int missed = req->sync_asked > 0 && req->synced <= 0
-                   ? dlock__guard_missed(op->h->client, req, why, sizeof why)
-                   : 0;
+  int missed = req->sync ? dlock__guard_missed(op->h->client, req, why,
+                                               sizeof why)
+                        : 0;
   int written = req->written;
   int rc = status;
   if (status != DLOCK_OK)

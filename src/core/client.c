@@ -110,6 +110,15 @@ static int check_opts(const dlock_client_opts *o) {
   if (o->replica_sync_ms < 0 || o->replica_sync_ms >= o->command_timeout_ms)
     return dlock__fail(DLOCK_EINVAL, "replica_sync_ms must be 0 (off) or "
                        "between 1 and command_timeout_ms - 1");
+  if (o->durable_ms < 0 || o->durable_replicas < 0 ||
+      o->durable_replicas > 1000 ||
+      (o->durable_replicas > 0 && o->durable_ms == 0))
+    return dlock__fail(DLOCK_EINVAL, "durable_ms must be 0 (off) or > 0, and "
+                       "durable_replicas 0 to 1000 (with durable_ms)");
+  if (o->replica_sync_ms + o->durable_ms >= o->command_timeout_ms)
+    return dlock__fail(DLOCK_EINVAL, "replica_sync_ms + durable_ms must be "
+                       "below command_timeout_ms (both wait on the server "
+                       "within one call)");
   if (o->max_hold_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
   if (o->completions != DLOCK_COMPLETE_ENGINE &&
@@ -142,7 +151,8 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       offsetof(dlock_client_opts, sentinel_username),
       offsetof(dlock_client_opts, tls_ca_file),
       offsetof(dlock_client_opts, on_event),
-      offsetof(dlock_client_opts, completions), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, completions),
+      offsetof(dlock_client_opts, durable_ms), sizeof(dlock_client_opts)};
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "

@@ -55,59 +55,99 @@ static void drop_key(dlock__conn *conn, const dlock__buf *key) {
   dlock__conn_send(conn, req);
 }
 
-void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms) {
-  w->argv[0] = "WAIT";
-  w->argv[1] = w->n;
-  w->argv[2] = w->ms;
-  w->lens[0] = 4;
-  w->lens[1] = (size_t)snprintf(w->n, sizeof w->n, "%d", n);
-  w->lens[2] = (size_t)snprintf(w->ms, sizeof w->ms, "%lld", (long long)ms);
+int dlock__ack_plan(const dlock_client *c, int replicas, dlock__req *req) {
+  req->ack = (dlock__ack){0};
+  if (c->opts.replica_sync_ms > 0 && replicas > 0)
+    req->ack.wait_asked = replicas;
+  req->ack.aof_asked = c->opts.durable_ms > 0;
+  return (req->ack.wait_asked > 0) + req->ack.aof_asked;
 }
 
-void dlock__wait_cmd_answer(dlock__req *req, const redisReply *r) {
-  if (r && r->type == REDIS_REPLY_INTEGER) {
-    req->synced = (int)r->integer;
-  } else if (r && r->type == REDIS_REPLY_ERROR) {
-    req->synced = -1;
-    snprintf(req->errmsg, sizeof req->errmsg, "%s", r->str);
+static int ack_is_aof(const dlock__req *req, int i) {
+  return i == 1 || req->ack.wait_asked == 0;
+}
+
+void dlock__ack_cmd_init(const dlock_client *c, const dlock__req *req, int i,
+                         dlock__ack_cmd *cmd) {
+  cmd->argc = 0;
+  if (ack_is_aof(req, i)) { /* WAITAOF numlocal numreplicas timeout */
+    cmd->argv[cmd->argc++] = "WAITAOF";
+    cmd->argv[cmd->argc++] = "1";
+    snprintf(cmd->n, sizeof cmd->n, "%d", c->opts.durable_replicas);
+    cmd->argv[cmd->argc++] = cmd->n;
+    snprintf(cmd->ms, sizeof cmd->ms, "%lld", (long long)c->opts.durable_ms);
+  } else { /* WAIT numreplicas timeout */
+    cmd->argv[cmd->argc++] = "WAIT";
+    snprintf(cmd->n, sizeof cmd->n, "%d", req->ack.wait_asked);
+    cmd->argv[cmd->argc++] = cmd->n;
+    snprintf(cmd->ms, sizeof cmd->ms, "%lld",
+             (long long)c->opts.replica_sync_ms);
+  }
+  cmd->argv[cmd->argc++] = cmd->ms;
+  for (size_t k = 0; k < cmd->argc; k++)
+    cmd->lens[k] = strlen(cmd->argv[k]);
+}
+
+void dlock__ack_answer(dlock__req *req, int i, const redisReply *r) {
+  int aof = ack_is_aof(req, i);
+  if (r && r->type == REDIS_REPLY_ERROR) {
+    *(aof ? &req->ack.aof_local : &req->ack.waited) = -1;
+    if (req->errmsg[0] == '\0')
+      snprintf(req->errmsg, sizeof req->errmsg, "%s", r->str);
+  } else if (!aof && r && r->type == REDIS_REPLY_INTEGER) {
+    req->ack.waited = (int)r->integer;
+  } else if (aof && r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER &&
+             r->element[1]->type == REDIS_REPLY_INTEGER) {
+    req->ack.aof_local = (int)r->element[0]->integer;
+    req->ack.aof_replicas = (int)r->element[1]->integer;
   }
 }
 
-/* The replica guard's WAIT answered (or failed): req, whose script ran,
- * is finished with the script's reply and the count. */
-static void waited(dlock__req *wait, redisReply *reply, int status) {
+/* One command of req's acknowledgement answered (or failed); the last one
+ * finishes req, whose script ran, with the script's reply (wait->arg). */
+static void acked(dlock__req *wait, redisReply *reply, int status) {
   dlock__req *req = wait->data;
   redisReply *script_reply = wait->arg;
   if (status == DLOCK_OK)
-    dlock__wait_cmd_answer(req, reply);
+    dlock__ack_answer(req, wait->argc == 0 ? 0 : 1, reply);
   if (reply)
     freeReplyObject(reply);
   free(wait);
-  dlock__req_finish(req, script_reply, DLOCK_OK, NULL);
+  if (script_reply)
+    dlock__req_finish(req, script_reply, DLOCK_OK, NULL);
 }
 
-/* req's script wrote (reply in hand) and the replica guard is on: WAIT
- * until conn's server's replicas have it, on the same connection (WAIT
- * counts the connection's own writes), and finish req then. 0 when there
- * is nothing to wait for (no replicas known): finish req now. */
-static int wait_replicas(dlock__conn *conn, dlock__req *req, redisReply *reply) {
-  int n = conn->pool ? atomic_load(&conn->pool->replicas) : 0;
-  if (n <= 0)
-    return 0;
-  req->sync_asked = n;
-  dlock__wait_cmd w;
-  dlock__wait_cmd_init(&w, n, conn->client->opts.replica_sync_ms);
-  dlock__req *wait = calloc(1, sizeof *wait);
-  if (wait == NULL || dlock__req_command(wait, 3, w.argv, w.lens) != DLOCK_OK) {
-    free(wait);
-    return 0; /* out of memory: counted as not acknowledged */
+/* req's script wrote (reply in hand) and its acknowledgement is wanted:
+ * WAIT until conn's server's replicas have it and/or WAITAOF until it is
+ * fsynced, on the same connection (both count the connection's own
+ * writes), and finish req when the last answer is in. 0 when there is
+ * nothing to wait for (no replicas known, no durability asked): finish req
+ * now. */
+static int send_ack(dlock__conn *conn, dlock__req *req, redisReply *reply) {
+  dlock_client *c = conn->client;
+  int n = dlock__ack_plan(c, conn->pool ? atomic_load(&conn->pool->replicas) : 0,
+                          req);
+  dlock__req *cmds[2] = {NULL, NULL};
+  for (int i = 0; i < n; i++) {
+    dlock__ack_cmd a;
+    dlock__ack_cmd_init(c, req, i, &a);
+    cmds[i] = calloc(1, sizeof *cmds[i]);
+    if (cmds[i] == NULL ||
+        dlock__req_command(cmds[i], a.argc, a.argv, a.lens) != DLOCK_OK) {
+      for (int k = 0; k <= i; k++)
+        free(cmds[k]); /* out of memory: counted as not acknowledged */
+      return 0;
+    }
+    cmds[i]->done = acked;
+    cmds[i]->data = req;
+    cmds[i]->argc = (size_t)i; /* which answer it is */
+    cmds[i]->arg = i == n - 1 ? reply : NULL;
+    cmds[i]->linger = 1;
   }
-  wait->done = waited;
-  wait->data = req;
-  wait->arg = reply;
-  wait->linger = 1;
-  dlock__conn_send(conn, wait);
-  return 1;
+  for (int i = 0; i < n; i++)
+    dlock__conn_send(conn, cmds[i]);
+  return n > 0;
 }
 
 void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req) {
@@ -452,7 +492,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   req->drop = (dlock__buf){0};
   int drop_it = drop.len > 0 && reply->type != REDIS_REPLY_ERROR;
   if (!(req->sync && reply->type != REDIS_REPLY_ERROR &&
-        wait_replicas(conn, req, reply)))
+        send_ack(conn, req, reply)))
     dlock__req_finish(req, reply, DLOCK_OK, NULL);
   if (drop_it)
     drop_key(conn, &drop);
@@ -562,23 +602,35 @@ static void conn_ready(dlock__conn *conn) {
 
 /* A handshake refusal that waiting will not cure: credentials, ACL, a
  * database that does not exist (not LOADING, BUSY, MASTERDOWN, TRYAGAIN). */
-static int refused_for_good(const char *err) {
+int dlock__handshake_refusal(const char *err) {
+  if (strcasestr(err, "waitaof")) { /* the durable option's probe */
+    if (strstr(err, "replica"))
+      return 0; /* a replica (a demoted master): it answers MOVED/READONLY */
+    return strncmp(err, "NOPERM", 6) == 0 ? DLOCK_EPERM : DLOCK_ECONFIG;
+  }
   static const char *const prefixes[] = {"WRONGPASS", "NOAUTH", "NOPERM", "ERR"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (strncmp(err, prefixes[i], strlen(prefixes[i])) == 0)
-      return 1;
-  return 0;
+      return DLOCK_EAUTH;
+  return DLOCK_EIO;
 }
 
 static void handshake_done(dlock__req *req, redisReply *reply, int status) {
   dlock__conn *conn = req->data;
-  if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
-    conn_fail(conn, "handshake refused: %s", reply->str);
+  int refusal = status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR
+                    ? dlock__handshake_refusal(reply->str)
+                    : 0;
+  if (refusal) {
+    if (refusal == DLOCK_ECONFIG || refusal == DLOCK_EPERM)
+      conn_fail(conn, "durable_ms: the server cannot make writes durable: %s "
+                "(it needs WAITAOF, Redis 7.2+ or Valkey, and appendonly "
+                "yes: docs/durability.md)", reply->str);
+    else
+      conn_fail(conn, "handshake refused: %s", reply->str);
     /* calls waiting for this connection fail now, with what to fix, instead
      * of waiting out the connect timeout; reconnects go on */
-    if (refused_for_good(reply->str))
-      fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_EAUTH,
-                conn->last_error);
+    if (refusal != DLOCK_EIO)
+      fail_list(&conn->waiting, &conn->waiting_tail, refusal, conn->last_error);
   } else if (status == DLOCK_OK && --conn->handshake_left == 0) {
     conn_ready(conn);
   }
@@ -624,6 +676,14 @@ int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn,
     lens[1] = 7;
     lens[2] = strlen(c->client_name);
     rc = fn(ctx, 3, argv, lens);
+  }
+  if (rc == DLOCK_OK && c->opts.durable_ms > 0) {
+    /* the durable option's probe: a server without WAITAOF or without an
+     * append-only file refuses it (dlock__handshake_refusal); answered at
+     * once otherwise (this connection has written nothing yet) */
+    const char *probe[] = {"WAITAOF", "1", "0", "1"};
+    const size_t plens[] = {7, 1, 1, 1};
+    rc = fn(ctx, 4, probe, plens);
   }
   return rc;
 }

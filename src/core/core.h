@@ -130,6 +130,19 @@ typedef struct dlock__req dlock__req;
  * DLOCK_ECLOSED. */
 typedef void dlock__req_done(dlock__req *req, redisReply *reply, int status);
 
+/* A write's acknowledgement: what the replica guard's WAIT and the durable
+ * option's WAITAOF asked for and what the server answered (engine.h:
+ * dlock__ack_cmds). */
+typedef struct dlock__ack {
+  int wait_asked;   /* replicas WAIT asked for (0: no WAIT sent) */
+  int waited;       /* replicas that acknowledged within the time; -1: the
+                       server refused WAIT (an ACL without +wait) */
+  int aof_asked;    /* 1: WAITAOF sent */
+  int aof_local;    /* its first count: 1 when the server fsynced the write
+                       within the time; -1: refused (errmsg says why) */
+  int aof_replicas; /* its second: replicas that fsynced it */
+} dlock__ack;
+
 struct dlock__req {
   dlock__req *next;
   dlock__buf cmd;       /* RESP bytes; owned, freed by the engine when done */
@@ -150,12 +163,11 @@ struct dlock__req {
   int slot;
   int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
   int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN: resent then */
-  /* The replica guard (dlock__guard_begin): a WAIT for the master's replicas
-   * follows the script's reply on the same connection. */
+  /* The write's acknowledgement (dlock__guard_begin): the replica guard's
+   * WAIT and the durable option's WAITAOF follow the script's reply on the
+   * same connection. */
   int sync;         /* wanted (set by dlock__call inside a guard) */
-  int sync_asked;   /* replicas the WAIT asked for (0: none sent) */
-  int synced;       /* replicas that acknowledged within the time; -1: the
-                       server refused WAIT (an ACL without +wait) */
+  dlock__ack ack;   /* what they asked and got */
   int written;      /* its bytes went out (or may have): a failure after it
                        leaves its outcome unknown */
   char errmsg[1536]; /* failure detail, copied to the caller's thread */
@@ -201,15 +213,19 @@ int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply);
 extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
 #endif
 
-/* The replica guard (opts.replica_sync_ms, docs/cluster.md): the script
- * calls this thread makes between begin and end are each followed by a
- * WAIT until the master's replicas have the write (a cluster's masters;
- * none on a standalone server). end returns 1 when one of them reached
- * none of the replicas it asked for, with why. */
+/* The write's acknowledgement: the replica guard (opts.replica_sync_ms,
+ * docs/cluster.md) and durable grants (opts.durable_ms, docs/durability.md).
+ * The script calls this thread makes between begin and end are each
+ * followed by a WAIT until the master's replicas have the write (a
+ * cluster's or sentinel's master; none on a standalone server) and by a
+ * WAITAOF until the server fsynced it. end returns the code of the first
+ * one that fell short (dlock__guard_missed), with why; 0 when none did. */
 void dlock__guard_begin(void);
 int dlock__guard_end(char *why, size_t n);
-/* req's WAIT fell short (sync_asked > 0, synced <= 0): why it did, and the
- * code to report: DLOCK_EPERM when the server refused WAIT, else
+/* req's acknowledgement fell short (its WAIT reached no replica, its
+ * WAITAOF did not fsync in time): why, and the code to report (0 when it
+ * did not fall short): DLOCK_EPERM when the server refused the command,
+ * DLOCK_ECONFIG when the server cannot (no AOF, a replica), else
  * DLOCK_EIO. */
 int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n);

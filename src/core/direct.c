@@ -183,7 +183,8 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
     if (r != NULL) {
       if (dc->hello_replies > 0) { /* the handshake's, before any call's */
         dc->hello_replies--;
-        if (((redisReply *)r)->type == REDIS_REPLY_ERROR)
+        if (((redisReply *)r)->type == REDIS_REPLY_ERROR &&
+            dlock__handshake_refusal(((redisReply *)r)->str) != 0)
           dc->refused = 1;
         freeReplyObject(r);
         continue;
@@ -528,31 +529,35 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
   return send_later(c, dc, deadline_us, why, sizeof why);
 }
 
-/* The replica guard (engine.h, dlock__req.sync): after req's write, WAIT
- * on the same connection until its master's online replicas have it;
- * req->synced says how many did. DLOCK_OK, or DLOCK_EIO (the connection is
- * broken; the script's reply is in hand all the same). */
-static int wait_replicas(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
-  int n = atomic_load(&dc->pool->replicas);
-  if (n <= 0)
+/* The write's acknowledgement (engine.h, dlock__ack_plan): after req's
+ * write, WAIT on the same connection until its master's online replicas
+ * have it and/or WAITAOF until it is fsynced, in one write; req->ack says
+ * what came of it. DLOCK_OK, or DLOCK_EIO (the connection is broken; the
+ * script's reply is in hand all the same). */
+static int send_ack(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
+  int n = dlock__ack_plan(c, atomic_load(&dc->pool->replicas), req);
+  if (n == 0)
     return DLOCK_OK;
-  req->sync_asked = n;
   char why[1024];
-  dlock__wait_cmd wc;
-  dlock__wait_cmd_init(&wc, n, c->opts.replica_sync_ms);
   int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
   dlock__buf b = {0};
-  redisReply *r = NULL;
-  int rc = dlock__resp_command(&b, 3, wc.argv, wc.lens);
+  int rc = DLOCK_OK;
+  for (int i = 0; i < n && rc == DLOCK_OK; i++) {
+    dlock__ack_cmd a;
+    dlock__ack_cmd_init(c, req, i, &a);
+    rc = dlock__resp_command(&b, a.argc, a.argv, a.lens);
+  }
   if (rc == DLOCK_OK)
     rc = send_all(c, dc, b.p, b.len, deadline, why, sizeof why);
   dlock__buf_free(&b);
-  if (rc == DLOCK_OK)
+  for (int i = 0; i < n && rc == DLOCK_OK; i++) {
+    redisReply *r = NULL;
     rc = read_reply(c, dc, deadline, 0, &r, why, sizeof why);
-  if (rc == DLOCK_OK)
-    dlock__wait_cmd_answer(req, r);
-  if (r)
-    freeReplyObject(r);
+    if (rc == DLOCK_OK)
+      dlock__ack_answer(req, i, r);
+    if (r)
+      freeReplyObject(r);
+  }
   return rc == DLOCK_ENOMEM ? DLOCK_OK : rc;
 }
 
@@ -663,7 +668,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   }
   note_rtt(&c->direct, dlock__now_us() - start);
   if (req->sync && (*reply)->type != REDIS_REPLY_ERROR &&
-      wait_replicas(c, dc, req) != DLOCK_OK)
+      send_ack(c, dc, req) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */
   if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR &&
       drop_key(c, dc, &req->drop, deadline) != DLOCK_OK)

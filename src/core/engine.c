@@ -33,15 +33,35 @@ void dlock__guard_begin(void) {
 
 int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n) {
-  if (req->synced < 0) {
+  const dlock__ack *a = &req->ack;
+  if (a->wait_asked > 0 && a->waited < 0) {
     snprintf(why, n, "replica guard: the server refused WAIT (%s): the "
              "ACL user needs +wait (docs/security.md)", req->errmsg);
     return DLOCK_EPERM;
   }
-  snprintf(why, n, "replica guard: the write reached none of the %d replicas "
-           "of its master (slot %d) within replica_sync_ms (%lld ms)",
-           req->sync_asked, req->slot, (long long)c->opts.replica_sync_ms);
-  return DLOCK_EIO;
+  if (a->wait_asked > 0 && a->waited == 0) {
+    snprintf(why, n, "replica guard: the write reached none of the %d "
+             "replicas of its master (slot %d) within replica_sync_ms "
+             "(%lld ms)", a->wait_asked, req->slot,
+             (long long)c->opts.replica_sync_ms);
+    return DLOCK_EIO;
+  }
+  if (a->aof_asked && a->aof_local < 0) {
+    int perm = strncmp(req->errmsg, "NOPERM", 6) == 0;
+    snprintf(why, n, "durable: the server refused WAITAOF (%s)%s",
+             req->errmsg, perm ? ": the ACL user needs +waitaof "
+                                 "(docs/security.md)" : "");
+    return perm ? DLOCK_EPERM : DLOCK_ECONFIG;
+  }
+  if (a->aof_asked && (a->aof_local < 1 ||
+                       a->aof_replicas < c->opts.durable_replicas)) {
+    snprintf(why, n, "durable: the write was not fsynced within durable_ms "
+             "(%lld ms): by the server: %s; by replicas: %d of the %d asked",
+             (long long)c->opts.durable_ms, a->aof_local < 1 ? "no" : "yes",
+             a->aof_replicas, c->opts.durable_replicas);
+    return DLOCK_EIO;
+  }
+  return 0;
 }
 
 int dlock__guard_end(char *why, size_t n) {
@@ -95,7 +115,8 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->slot = DLOCK__SLOT_ANY;
   req->redirects = 0;
   req->retry_at = 0;
-  req->sync = req->sync_asked = req->synced = 0;
+  req->sync = 0;
+  req->ack = (dlock__ack){0};
   req->written = 0;
 }
 
@@ -221,8 +242,7 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
     dlock__sync_wait(w->sync, -1); /* bounded by the command timeout */
   cs->reply = w->early->reply;
   cs->status = w->early->status;
-  req->sync_asked = w->early->sync_asked;
-  req->synced = w->early->synced;
+  req->ack = w->early->ack;
   snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early->err);
   w->early->reply = NULL;
   w->early_state = 0;
@@ -259,7 +279,8 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
                        "lost-lock callback?)");
   }
   call_state cs = {.sync = dlock__sync_self()};
-  if (tls_guard.on && req->script >= 0 && c->opts.replica_sync_ms > 0)
+  if (tls_guard.on && req->script >= 0 &&
+      (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
     req->sync = 1;
   tls_unsent = 0;
   if (w && take_early(w, req, &cs, sent_ms)) {
@@ -304,7 +325,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     freeReplyObject(cs.reply);
     return rc;
   }
-  if (req->sync_asked > 0 && req->synced <= 0 && !tls_guard.missed)
+  if (req->sync && !tls_guard.missed)
     tls_guard.missed = dlock__guard_missed(c, req, tls_guard.why,
                                            sizeof tls_guard.why);
   *reply = cs.reply;

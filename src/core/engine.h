@@ -77,8 +77,8 @@ typedef struct dlock__early {
   size_t tail, argc;
   int64_t sent_ms;
   int slot;                    /* its route on a cluster */
-  int sync;                    /* followed by the replica guard's WAIT */
-  int sync_asked, synced;      /* its outcome; under sync->mu */
+  int sync;                    /* followed by its acknowledgement */
+  dlock__ack ack;              /* its outcome; under sync->mu */
   redisReply *reply;           /* under sync->mu */
   int status;
   char err[1536];
@@ -288,7 +288,8 @@ void dlock__direct_close(dlock_client *c);
 void dlock__direct_free(dlock_client *c);
 
 /* conn.c: the commands every new connection of c sends first (AUTH,
- * SELECT, CLIENT SETNAME, as c's URI and name ask), each handed to fn; the
+ * SELECT, CLIENT SETNAME, as c's URI and name ask; the durable option's
+ * WAITAOF probe), each handed to fn; the
  * first error fn returns ends it. Engine and direct connections alike. */
 typedef int dlock__handshake_fn(void *ctx, size_t argc, const char *const *argv,
                                 const size_t *lens);
@@ -388,17 +389,29 @@ void dlock__conn_use(dlock__conn *conn);
 void dlock__conn_start_wanted(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
-/* The replica guard's "WAIT n ms" as arguments (both paths send it). */
-typedef struct dlock__wait_cmd {
+/* A write's acknowledgement (core.h: dlock__ack), which both paths send
+ * after the script's reply on the same connection: WAIT for the replica
+ * guard (when it is on and replicas are known), then WAITAOF for durable
+ * grants (when on). dlock__ack_plan fills req->ack's asked fields and
+ * returns how many commands (0 to 2); the i-th of them as arguments; its
+ * answer r (NULL: none came) into req->ack, and the server's words into
+ * req->errmsg when it refused. */
+/* What a handshake's error answer err means (both paths): 0 nothing to
+ * mind (the durable probe on a replica), DLOCK_EAUTH refused for good
+ * (credentials, ACL), DLOCK_ECONFIG / DLOCK_EPERM the durable probe
+ * refused (no WAITAOF, no AOF / no +waitaof), DLOCK_EIO passing (LOADING
+ * and the like: reconnects go on). */
+int dlock__handshake_refusal(const char *err);
+typedef struct dlock__ack_cmd {
   char n[16], ms[24];
-  const char *argv[3];
-  size_t lens[3];
-} dlock__wait_cmd;
-void dlock__wait_cmd_init(dlock__wait_cmd *w, int n, int64_t ms);
-/* Its answer r (may be NULL) into req: the replicas that have the write
- * (req->synced), or -1 and the server's words (req->errmsg) when the server
- * refused WAIT (an ACL without +wait). Both paths read it so. */
-void dlock__wait_cmd_answer(dlock__req *req, const redisReply *r);
+  const char *argv[4];
+  size_t lens[4];
+  size_t argc;
+} dlock__ack_cmd;
+int dlock__ack_plan(const dlock_client *c, int replicas, dlock__req *req);
+void dlock__ack_cmd_init(const dlock_client *c, const dlock__req *req, int i,
+                         dlock__ack_cmd *cmd);
+void dlock__ack_answer(dlock__req *req, int i, const redisReply *r);
 /* Keep req until conn is ready again (its connect timeout applies), even
  * while it is ready now: a request its server refused as a replica. */
 void dlock__conn_hold(dlock__conn *conn, dlock__req *req);

@@ -110,8 +110,7 @@ static void early_done(dlock__req *req, redisReply *reply, int status) {
   pthread_mutex_lock(&w->sync->mu);
   w->early->reply = reply;
   w->early->status = status;
-  w->early->sync_asked = req->sync_asked;
-  w->early->synced = req->synced;
+  w->early->ack = req->ack;
   snprintf(w->early->err, sizeof w->early->err, "%s", req->errmsg);
   w->early_state = 2;
   pthread_cond_signal(&w->sync->cv);

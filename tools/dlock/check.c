@@ -293,7 +293,8 @@ static void check_list(run *r, dlock_client *c, const char *base) {
   report(r, "dlock list: SCAN", rc, msg);
 }
 
-int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard) {
+int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard,
+                    int durable) {
   char base[96], name[128];
   snprintf(base, sizeof base, "dlock-check:%ld:%ld", (long)getpid(),
            (long)time(NULL));
@@ -301,6 +302,9 @@ int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard) {
   if (replica_guard)
     fprintf(out, "(the replica guard is on: every lock write below also "
                  "sends WAIT)\n");
+  if (durable)
+    fprintf(out, "(durable grants are on: every lock write below also sends "
+                 "WAITAOF)\n");
   const char *kinds[] = {"lock", "fair", "rw", "latch", "sem", "permits"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     snprintf(name, sizeof name, "%s:%s", base, kinds[k]);

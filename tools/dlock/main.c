@@ -70,6 +70,7 @@ static void usage_main(FILE *f) {
           "\n"
           "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
           "      [--lease D] [--watchdog D] [--replica-sync D]\n"
+          "      [--durable D [--durable-replicas N]]\n"
           "      [--lost-signal SIG] [--orphan-signal SIG]\n"
           "      NAME [--] CMD...\n"
           "                      run CMD while holding the lock NAME\n"
@@ -148,7 +149,9 @@ static void print_in_cli_words(FILE *f, const char *msg) {
       {"tls_insecure", "--tls-insecure"},
       {"sentinel_password", "--sentinel-password-file"},
       {"sentinel_username", "--sentinel-user"},
-      {"replica_sync_ms", "--replica-sync"}};
+      {"replica_sync_ms", "--replica-sync"},
+      {"durable_replicas", "--durable-replicas"},
+      {"durable_ms", "--durable"}};
   const size_t nwords = sizeof words / sizeof words[0];
   while (*msg) {
     size_t k = 0;
@@ -254,6 +257,7 @@ static const char *default_url(void) {
 }
 
 static int64_t replica_sync_ms; /* run --replica-sync */
+static int64_t durable_ms, durable_replicas; /* run --durable */
 
 /* ---- global options ---------------------------------------------------- */
 
@@ -440,6 +444,8 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
   o.replica_sync_ms = replica_sync_ms;
+  o.durable_ms = durable_ms;
+  o.durable_replicas = (int)durable_replicas;
   o.password = have_password ? password : NULL;
   if (url_sentinel(url)) {
     o.sentinel_username = sentinel_user;
@@ -599,6 +605,14 @@ static void run_help(void) {
          "                    3s) for the master's replicas to have each lock\n"
          "                    write; a grant none of them got is given back\n"
          "                    (exit 69)\n"
+         "  --durable D       wait up to D for the server to fsync each lock\n"
+         "                    write to its append-only file (WAITAOF: Redis\n"
+         "                    7.2+ or Valkey, appendonly yes), so a restart\n"
+         "                    keeps the grant; one not fsynced in time is\n"
+         "                    given back (exit 69); a server that cannot is\n"
+         "                    refused at once (exit 78)\n"
+         "  --durable-replicas N\n"
+         "                    with --durable: N replicas fsynced it too\n"
          "  --lost-signal S   signal sent to COMMAND's process group when the\n"
          "                    lease is lost (default TERM)\n"
          "  --orphan-signal S signal COMMAND's process group gets if dlock\n"
@@ -632,6 +646,11 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
       return usage_error("bad --permits \"%s\" (a number >= 1)", val);
     return 0;
   }
+  if (!strcmp(o, "--durable-replicas")) {
+    if (parse_count(val, 0, &durable_replicas) != 0 || durable_replicas > 1000)
+      return usage_error("bad --durable-replicas \"%s\" (0 to 1000)", val);
+    return 0;
+  }
   if (!strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
     int sig = parse_signal(val);
     if (sig < 0)
@@ -645,16 +664,29 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
     return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
   if (is_wait)
     ro->wait_ms = d;
-  else if (!strcmp(o, "--replica-sync") && d >= 3000)
-    return usage_error("--replica-sync must be below the command timeout (3s)");
+  else if ((!strcmp(o, "--replica-sync") || !strcmp(o, "--durable")) &&
+           d >= 3000)
+    return usage_error("%s must be below the command timeout (3s)", o);
   else if (!strcmp(o, "--replica-sync"))
     replica_sync_ms = d;
+  else if (!strcmp(o, "--durable"))
+    durable_ms = d;
   else if (!strcmp(o, "--lease"))
     ro->lease_ms = d;
   else if (d < 30)
     return usage_error("--watchdog must be at least 30ms");
   else
     ro->watchdog_ms = d;
+  return 0;
+}
+
+/* --replica-sync and --durable together: both wait within one call. */
+static int ack_opts_check(void) {
+  if (durable_replicas > 0 && durable_ms == 0)
+    return usage_error("--durable-replicas goes with --durable D");
+  if (replica_sync_ms + durable_ms >= 3000)
+    return usage_error("--replica-sync and --durable together must stay "
+                       "below the command timeout (3s)");
   return 0;
 }
 
@@ -685,7 +717,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       ro->sem = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
                !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
-               !strcmp(o, "--replica-sync") || !strcmp(o, "--lost-signal") ||
+               !strcmp(o, "--replica-sync") || !strcmp(o, "--durable") ||
+               !strcmp(o, "--durable-replicas") || !strcmp(o, "--lost-signal") ||
                !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
@@ -694,6 +727,9 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
     if (status)
       return status;
   }
+  int ack = ack_opts_check();
+  if (ack)
+    return ack;
   if (ro->fair + ro->read + ro->write + ro->sem > 1)
     return usage_error("run: --fair, --read, --write and --semaphore exclude "
                        "each other");
@@ -1479,15 +1515,18 @@ static int cmd_watch(int argc, char **argv) {
 }
 
 static void check_help(void) {
-  printf("usage: dlock check [--replica-sync D]\n"
+  printf("usage: dlock check [--replica-sync D] [--durable D "
+         "[--durable-replicas N]]\n"
          "Use every kind of lock, latch and semaphore on throw-away names with\n"
          "the configured URL and credentials, uncontended and contended (a\n"
          "second owner waits, so it subscribes, and is handed the object, so\n"
          "the release publishes to it), and SCAN as `dlock list` does; print\n"
          "what worked. A missing ACL permission shows as a failure naming it\n"
          "(exit 77). --replica-sync D: with the replica guard on, as `run\n"
-         "--replica-sync D` uses it (every lock write also sends WAIT). Keys\n"
-         "it makes are deleted or expire within a second.\n");
+         "--replica-sync D` uses it (every lock write also sends WAIT).\n"
+         "--durable D: with durable grants, as `run --durable D` (every lock\n"
+         "write also sends WAITAOF; a server that cannot is refused, exit\n"
+         "78). Keys it makes are deleted or expire within a second.\n");
 }
 
 static int cmd_check(int argc, char **argv) {
@@ -1496,8 +1535,10 @@ static int cmd_check(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       check_help();
       return 0;
-    } else if (!strcmp(argv[i], "--replica-sync")) {
-      run_opts ro = {0}; /* sets replica_sync_ms, as for run */
+    } else if (!strcmp(argv[i], "--replica-sync") ||
+               !strcmp(argv[i], "--durable") ||
+               !strcmp(argv[i], "--durable-replicas")) {
+      run_opts ro = {0}; /* sets the global it names, as for run */
       status = run_option_value(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &ro);
       if (status)
         return status;
@@ -1507,11 +1548,13 @@ static int cmd_check(int argc, char **argv) {
   }
   if (i < argc)
     return usage_error("check: takes no arguments");
+  if ((status = ack_opts_check()) != 0)
+    return status;
   dlock_client *c = NULL;
   status = open_first(&c);
   if (status)
     return status;
-  int rc = dlock_cli_check(c, stdout, replica_sync_ms > 0);
+  int rc = dlock_cli_check(c, stdout, replica_sync_ms > 0, durable_ms > 0);
   dlock_client_close(c);
   if (rc == DLOCK_OK)
     return 0;
