@@ -81,7 +81,7 @@ static int wait_ping(th_server *s, int timeout_ms) {
 }
 
 static int spawn(th_server *s) {
-  const char *bin = getenv("DLOCK_REDIS_SERVER");
+  const char *bin = s->bin[0] ? s->bin : getenv("DLOCK_REDIS_SERVER");
   if (bin == NULL)
     bin = "redis-server";
   char port[16], log[128];
@@ -138,13 +138,18 @@ static int spawn_on_free_port(th_server *s) {
   return -1;
 }
 
-int th_server_start(th_server *s, const char *extra) {
+int th_server_start_bin(th_server *s, const char *bin, const char *extra) {
   memset(s, 0, sizeof *s);
+  snprintf(s->bin, sizeof s->bin, "%s", bin ? bin : "");
   snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
   snprintf(s->dir, sizeof s->dir, "/tmp/dlock-test-XXXXXX");
   if (mkdtemp(s->dir) == NULL)
     return -1;
   return spawn_on_free_port(s);
+}
+
+int th_server_start(th_server *s, const char *extra) {
+  return th_server_start_bin(s, NULL, extra);
 }
 
 int th_blackhole_port(void) {
@@ -246,6 +251,31 @@ int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
       return 0;
     }
   }
+  return -1;
+}
+
+static int has_waitaof(th_server *s) {
+  redisReply *r = th_cmd(s, "COMMAND INFO WAITAOF");
+  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->type == REDIS_REPLY_ARRAY;
+  if (r)
+    freeReplyObject(r);
+  return yes;
+}
+
+int th_waitaof_server_start(th_server *s, const char *extra) {
+  char args[512];
+  snprintf(args, sizeof args, "--appendonly yes %s", extra ? extra : "");
+  if (th_server_start(s, args) != 0)
+    return -1;
+  if (has_waitaof(s))
+    return 0;
+  th_server_stop(s);
+  if (th_server_start_bin(s, "valkey-server", args) == 0 && has_waitaof(s))
+    return 0;
+  fprintf(stderr, "no server with WAITAOF: the configured one lacks it and "
+          "valkey-server did not start (scripts/setup installs it)\n");
+  th_server_stop(s);
   return -1;
 }
 
@@ -509,20 +539,26 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
     return 1;
   add();
   CU_basic_set_mode(CU_BRM_VERBOSE);
-  if (argc > 1) { /* run one test by name: SUITE TEST or just TEST */
-    CU_pSuite suite = CU_get_registry()->pSuite;
-    CU_pTest test = NULL;
-    for (; suite && !test; suite = suite->pNext)
-      test = CU_get_test_by_name(argv[argc - 1], suite);
-    if (test == NULL) {
-      fprintf(stderr, "no test named %s\n", argv[argc - 1]);
-      CU_cleanup_registry();
-      return 2;
+  /* run some tests by name: the last argument (SUITE TEST or just TEST),
+   * or DLOCK_TEST_ONLY's space-separated names (tests/meson.build) */
+  char only[1024] = "";
+  const char *env = getenv("DLOCK_TEST_ONLY");
+  snprintf(only, sizeof only, "%s", argc > 1 ? argv[argc - 1] : env ? env : "");
+  if (only[0]) {
+    char *save = NULL;
+    for (char *name = strtok_r(only, " ", &save); name;
+         name = strtok_r(NULL, " ", &save)) {
+      CU_pSuite suite = CU_get_registry()->pSuite;
+      CU_pTest test = NULL;
+      for (; suite && !test; suite = test ? suite : suite->pNext)
+        test = CU_get_test_by_name(name, suite);
+      if (test == NULL) {
+        fprintf(stderr, "no test named %s\n", name);
+        CU_cleanup_registry();
+        return 2;
+      }
+      CU_basic_run_test(suite, test);
     }
-    for (suite = CU_get_registry()->pSuite; suite; suite = suite->pNext)
-      if (CU_get_test_by_name(argv[argc - 1], suite) == test)
-        break;
-    CU_basic_run_test(suite, test);
   } else {
     CU_basic_run_tests();
   }

@@ -25,6 +25,8 @@ typedef struct th_server {
   char conf[96];            /* a sentinel: its config file */
   int tls_port;             /* a TLS server's TLS port (url); port stays
                                plain, for th_cmd and the like */
+  char bin[64];             /* the server program; "": DLOCK_REDIS_SERVER,
+                               else redis-server */
 } th_server;
 
 /* A loopback port that listens (connections complete) but never accepts
@@ -110,6 +112,14 @@ int th_connections_of(th_server *s, dlock_client *c);
 /* Start a redis-server on a free 127.0.0.1 port (extra: more arguments, may
  * be NULL) and wait until it answers PING. 0 on success. */
 int th_server_start(th_server *s, const char *extra);
+/* th_server_start with the program bin (NULL or "": the configured one;
+ * another's s->bin: the same program as it). */
+int th_server_start_bin(th_server *s, const char *bin, const char *extra);
+/* A server with WAITAOF (durable grants) and an append-only file (extra:
+ * the appendfsync policy and more): the configured program when it has
+ * the command, else valkey-server (Redis 7.0 has none). 0 on success;
+ * -1, with a message on stderr, when neither does. */
+int th_waitaof_server_start(th_server *s, const char *extra);
 /* Start again on the same port (after th_server_kill). */
 int th_server_restart(th_server *s);
 /* SIGKILL and reap; the directory is kept for a restart. */

@@ -6,6 +6,7 @@
  * refused at open, a replica is not. Runs on a server with WAITAOF: the
  * configured one (DLOCK_REDIS_SERVER) when it has it, else valkey-server
  * (Redis 7.0 has none). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +17,8 @@
 
 static th_server srv; /* with an append-only file */
 
-static int has_waitaof(th_server *s) {
-  redisReply *r = th_cmd(s, "COMMAND INFO WAITAOF");
-  int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-            r->element[0]->type == REDIS_REPLY_ARRAY;
-  if (r)
-    freeReplyObject(r);
-  return yes;
-}
-
 static int suite_init(void) {
-  if (th_server_start(&srv, AOF) != 0)
-    return -1;
-  if (has_waitaof(&srv))
-    return 0;
-  th_server_stop(&srv); /* Redis before 7.2: take Valkey for this suite */
-  setenv("DLOCK_REDIS_SERVER", "valkey-server", 1);
-  if (th_server_start(&srv, AOF) != 0 || !has_waitaof(&srv)) {
-    fprintf(stderr, "durable: no server with WAITAOF (valkey-server "
-            "installed? scripts/setup installs it)\n");
-    return -1;
-  }
-  return 0;
+  return th_waitaof_server_start(&srv, "--appendfsync always");
 }
 
 static int suite_clean(void) {
@@ -177,17 +158,18 @@ static void open_fails(th_server *s, const char *uri, int want, const char *says
 
 static void test_server_cannot(void) {
   th_server s = {0};
-  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, NULL), 0); /* appendonly no */
-  open_fails(&s, NULL, DLOCK_ECONFIG, "appendonly");
+  CU_ASSERT_EQUAL_FATAL(th_server_start_bin(&s, srv.bin, NULL), 0); /* no AOF */
+  open_fails(&s, NULL, DLOCK_ECONFIG, "appendonly is disabled");
   th_server_stop(&s);
-  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, AOF " --rename-command WAITAOF \"\""), 0);
-  open_fails(&s, NULL, DLOCK_ECONFIG, "WAITAOF");
+  CU_ASSERT_EQUAL_FATAL(
+      th_server_start_bin(&s, srv.bin, AOF " --rename-command WAITAOF \"\""), 0);
+  open_fails(&s, NULL, DLOCK_ECONFIG, "unknown command");
   th_server_stop(&s);
-  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, AOF), 0);
+  CU_ASSERT_EQUAL_FATAL(th_server_start_bin(&s, srv.bin, AOF), 0);
   freeReplyObject(th_cmd(&s, "ACL SETUSER nowait on >pw ~* &* +@all -waitaof"));
   char uri[300];
   snprintf(uri, sizeof uri, "redis://nowait:pw@127.0.0.1:%d", s.port);
-  open_fails(&s, uri, DLOCK_EPERM, "waitaof");
+  open_fails(&s, uri, DLOCK_EPERM, "permissions");
   th_server_stop(&s);
 }
 
@@ -198,7 +180,7 @@ static void test_replica_accepted(void) {
   th_server r = {0};
   char extra[128];
   snprintf(extra, sizeof extra, AOF " --replicaof 127.0.0.1 %d", srv.port);
-  CU_ASSERT_EQUAL_FATAL(th_server_start(&r, extra), 0);
+  CU_ASSERT_EQUAL_FATAL(th_server_start_bin(&r, srv.bin, extra), 0);
   dlock_client_opts o = durable_opts(1);
   dlock_client *c = NULL;
   TH_ASSERT_RC(dlock_client_open(r.url, &o, &c), DLOCK_OK);
@@ -240,7 +222,7 @@ static void test_cli(void) {
   CU_ASSERT_EQUAL(th_dlock_output(cmd, out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "WAITAOF"));
   th_server s = {0};
-  CU_ASSERT_EQUAL_FATAL(th_server_start(&s, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(th_server_start_bin(&s, srv.bin, NULL), 0);
   snprintf(cmd, sizeof cmd, "--redis %s run --durable 500ms %s -- echo ran 2>&1",
            s.url, th_name("cli"));
   CU_ASSERT_EQUAL(th_dlock_output(cmd, out, sizeof out), 78);
