@@ -241,6 +241,8 @@ typedef struct pair_arg {
   dlock_client *client;
   const dlock_tool_cluster *cluster; /* raw: routed by hand over its
                                         masters; NULL: the single server */
+  const char *url;                   /* raw on that single server: this
+                                        one (NULL: urls[0]) */
 } pair_arg;
 
 /* A raw client routed by hand: a connection to every master of k, and for
@@ -273,7 +275,7 @@ static void *pair_thread(void *p) {
   if (a->raw && a->cluster) {
     route_by_hand(a->cluster, names, conns, by_name);
   } else if (a->raw) {
-    conns[0] = raw_connect(urls[0]);
+    conns[0] = raw_connect(a->url ? a->url : urls[0]);
     for (int i = 0; i < 32; i++)
       by_name[i] = conns[0];
   } else
@@ -307,17 +309,23 @@ static void *pair_thread(void *p) {
 
 /* pairs/s and lock p50/p99 for n threads, raw (on cluster's masters,
  * NULL: the single server) or dlock */
-static void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
-                     dlock_client *c, double *rate, double *p50, double *p99) {
+static void pairs_on(int n, int raw, const dlock_tool_cluster *cluster,
+                     const char *url, dlock_client *c, double *rate,
+                     double *p50, double *p99) {
   reset();
   pair_arg args[MAX_THREADS];
   for (int i = 0; i < n; i++)
-    args[i] = (pair_arg){i, raw, c, cluster};
+    args[i] = (pair_arg){i, raw, c, cluster, url};
   double secs = run_threads(n, pair_thread, args, sizeof args[0], duration);
   *rate = (double)atomic_load(&sh->pairs) / secs;
   long ns = nsamples();
   *p50 = pct(sh->samples, ns, 50);
   *p99 = pct(sh->samples, ns, 99);
+}
+
+static void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
+                     dlock_client *c, double *rate, double *p50, double *p99) {
+  pairs_on(n, raw, cluster, NULL, c, rate, p50, p99);
 }
 
 static void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
@@ -1293,6 +1301,19 @@ static void w1_beside(const char *id, const char *suffix, dlock_client *base,
   emit(id, m[2], q1, "us", q0);
 }
 
+/* W1 on url by a client opened with o beside one with the defaults, in the
+ * same run (w1_beside). */
+static void w1_with(const char *id, const char *suffix, const char *url,
+                    const dlock_client_opts *o) {
+  dlock_client *plain = open_client(url, 0), *c = NULL;
+  int rc = dlock_client_open(url, o, &c);
+  if (rc != DLOCK_OK)
+    die(shown(url), rc);
+  w1_beside(id, suffix, plain, c);
+  dlock_client_close(plain);
+  dlock_client_close(c);
+}
+
 /* ---- C2: the replica guard's cost --------------------------------------------
  * A throwaway cluster of 3 masters with a replica each: W1 (one thread) by
  * a client with replica_sync_ms set (each acquire and release waits for the
@@ -1306,14 +1327,110 @@ static void c2(void) {
   }
   dlock_client_opts o = client_opts();
   o.replica_sync_ms = 1000;
-  dlock_client *plain = open_client(k.url, 0), *guarded = NULL;
-  int rc = dlock_client_open(k.url, &o, &guarded);
-  if (rc != DLOCK_OK)
-    die(shown(k.url), rc);
-  w1_beside("C2", ", replica guard on", plain, guarded);
-  dlock_client_close(plain);
-  dlock_client_close(guarded);
+  w1_with("C2", ", replica guard on", k.url, &o);
   dlock_tool_cluster_stop(&k);
+}
+
+/* ---- V1: Valkey beside Redis ------------------------------------------------
+ * W1 (one thread), by dlock and raw, on a throwaway valkey-server beside the
+ * run's first server (redis-server unless DLOCK_REDIS_SERVER names another),
+ * in the same run: each Valkey figure's bound is the same figure there. */
+
+static void v1(void) {
+  dlock_tool_server v;
+  if (dlock_tool_server_start_bin(&v, "valkey-server", NULL) != 0) {
+    na("V1", "no valkey-server (scripts/setup installs it)");
+    return;
+  }
+  dlock_client *first = open_client(urls[0], 0), *valkey = open_client(v.url, 0);
+  w1_beside("V1", " on Valkey", first, valkey);
+  double r0, p0, q0, r1, p1, q1;
+  pairs_on(1, 1, NULL, urls[0], NULL, &r0, &p0, &q0);
+  pairs_on(1, 1, NULL, v.url, NULL, &r1, &p1, &q1);
+  emit("V1", "raw W1 pairs/s on Valkey", r1, "1/s", r0);
+  dlock_client_close(first);
+  dlock_client_close(valkey);
+  dlock_tool_server_stop(&v);
+}
+
+/* ---- D1: the cost of durable grants --------------------------------------------
+ * A throwaway valkey-server with appendonly yes and appendfsync always (its
+ * files in a directory of its own): W1 (one thread) by a client with
+ * durable_ms set (each acquire and release waits for WAITAOF) against one
+ * without, in the same run. */
+
+static void d1(void) {
+  char dir[64] = "/tmp/dlock-bench-aof-XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    na("D1", "no temporary directory");
+    return;
+  }
+  const char *extra[] = {"--appendonly", "yes", "--appendfsync", "always",
+                         "--dir", dir, NULL};
+  dlock_tool_server v;
+  if (dlock_tool_server_start_bin(&v, "valkey-server", extra) != 0) {
+    na("D1", "no valkey-server (scripts/setup installs it)");
+  } else {
+    dlock_client_opts o = client_opts();
+    o.durable_ms = 1000;
+    w1_with("D1", ", durable", v.url, &o);
+    dlock_tool_server_stop(&v);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* ---- G1: the cost of a guarded write ------------------------------------------
+ * One thread holds a fenced lock and writes SET {bench:g1}:v i for the
+ * run's duration through dlock_guarded_call (the hold and the token checked
+ * in the same script); the bound is the same SET from plain hiredis on the
+ * same server, in the same run. */
+
+static void g1(void) {
+  dlock_client *c = open_client(urls[0], 0);
+  dlock_lock *l = NULL;
+  int rc = dlock_fenced_lock_new(c, "bench:g1", NULL, &l);
+  if (rc == DLOCK_OK)
+    rc = dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG);
+  if (rc != DLOCK_OK)
+    die("G1 lock", rc);
+  const char *key = "{bench:g1}:v";
+  int64_t lat[2][4096];
+  long nlat[2] = {0, 0};
+  double rate[2];
+  redisContext *raw = raw_connect(urls[0]);
+  for (int guarded = 0; guarded < 2; guarded++) {
+    int64_t t0 = now_us(), end = t0 + (int64_t)(duration * 1e6);
+    long n = 0;
+    for (; now_us() < end; n++) {
+      char v[24];
+      snprintf(v, sizeof v, "%ld", n);
+      int64_t s = now_us();
+      if (guarded) {
+        const char *argv[] = {"SET", key, v};
+        size_t lens[] = {3, strlen(key), strlen(v)};
+        if ((rc = dlock_guarded_call(l, 3, argv, lens, NULL)) != DLOCK_OK)
+          die("G1 guarded write", rc);
+      } else {
+        redisReply *r = redisCommand(raw, "SET %s %s", key, v);
+        if (r == NULL)
+          die("G1 raw SET", -1);
+        freeReplyObject(r);
+      }
+      lat[guarded][n % 4096] = now_us() - s;
+    }
+    nlat[guarded] = n < 4096 ? n : 4096;
+    rate[guarded] = (double)n / ((double)(now_us() - t0) / 1e6);
+  }
+  emit("G1", "guarded SET ops/s", rate[1], "1/s", rate[0]);
+  emit("G1", "guarded SET p50", pct(lat[1], nlat[1], 50), "us",
+       pct(lat[0], nlat[0], 50));
+  redisFree(raw);
+  dlock_release(l);
+  dlock_lock_free(l);
+  dlock_client_close(c);
 }
 
 /* ---- F1: failover time --------------------------------------------------------
@@ -1473,6 +1590,9 @@ static const struct {
     {"C1", c1, 0},
     {"C2", c2, 0},
     {"T1", t1, 0},
+    {"V1", v1, 0},
+    {"D1", d1, 0},
+    {"G1", g1, 0},
     {"F1", f1, -1},
 };
 
@@ -1481,10 +1601,14 @@ static void usage(void) {
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS]\n"
-          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 W9 W10 C1 C2 T1 (default: all;\n"
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 W9 W10 C1 C2 T1 V1 D1 G1\n"
+          "  (default: all;\n"
           "  C1: W1 and W3 on a throwaway 3-master cluster beside one server;\n"
           "  C2: W1 with the replica guard on a cluster with replicas;\n"
-          "  T1: W1 and W3 over TLS beside plain TCP),\n"
+          "  T1: W1 and W3 over TLS beside plain TCP;\n"
+          "  V1: W1 on valkey-server beside the first server;\n"
+          "  D1: W1 with durable grants (WAITAOF) on valkey-server;\n"
+          "  G1: a guarded write beside the same SET from plain hiredis),\n"
           "  and F1 when named: kill -9 of the master to the first acquire on\n"
           "  a sentinel setup and on a cluster, with the servers' default\n"
           "  detection times unless --down-after MS)\n");

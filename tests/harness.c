@@ -1133,6 +1133,10 @@ redisContext *th_connect_key(const char *url, const char *key) {
 int th_dlock_output(const char *args, char *out, size_t n) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "'%s' %s", getenv("DLOCK_BIN"), args);
+  return th_shell(cmd, out, n);
+}
+
+int th_shell(const char *cmd, char *out, size_t n) {
   out[0] = '\0';
   FILE *p = popen(cmd, "r");
   if (p == NULL)

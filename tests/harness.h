@@ -200,6 +200,10 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker);
  * output into out (at most n - 1 bytes, NUL-terminated). */
 int th_dlock_output(const char *args, char *out, size_t n);
 
+/* Run a shell line: its exit status (-1 killed), its stdout into out (at
+ * most n - 1 bytes, NUL-terminated). */
+int th_shell(const char *line, char *out, size_t n);
+
 /* Spawn this test binary as a worker process: argv after "--worker". */
 pid_t th_spawn_worker(char *const args[]);
 /* The same, with the worker's stdout readable from *out_fd (close it). */

@@ -7,6 +7,7 @@
  * configured one (DLOCK_REDIS_SERVER) when it has it, else valkey-server
  * (Redis 7.0 has none). */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +193,8 @@ static void test_options(void) {
   struct {
     int64_t durable_ms, replica_sync_ms;
     int replicas;
-  } bad[] = {{-1, 0, 0}, {0, 0, 1}, {100, 0, -1}, {3000, 0, 0}, {1500, 1500, 0}};
+  } bad[] = {{-1, 0, 0},    {0, 0, 1},       {100, 0, -1},
+            {3000, 0, 0}, {1500, 1500, 0}, {INT64_MAX, 1, 0}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
     o.durable_ms = bad[i].durable_ms;

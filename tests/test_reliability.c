@@ -776,6 +776,68 @@ static void test_t20_cluster_migrate_failover(void) {
   }
 }
 
+/* What a guarded-writes run under pauses must show: clean, pauses made,
+ * no stale write landed, no update lost, the counter the writes accepted. */
+static void guarded_clean(const run *r) {
+  clean(r);
+  EXPECT(r, "f_pause", >, 0);
+  EXPECT(r, "stale_accepted", ==, 0);
+  EXPECT(r, "lost_updates", ==, 0);
+  EXPECT(r, "data_violation", ==, 0);
+  CU_ASSERT_EQUAL(field(r, "data_counter"), field(r, "writes_accepted"));
+  EXPECT(r, "keys_left", ==, 0);
+}
+
+/* 24. Fencing under process pauses (docs/fencing.md): 8 workers on a
+ * fenced lock with a 300 ms lease read a counter in Redis, hold, and write
+ * it + 1 with a log entry "token:value"; the pause nemesis SIGSTOPs a
+ * holder between its read and its write for 1-2 s, then continues it.
+ * With plain writes the checker finds the stale holder's writes landed
+ * (the classic failure: it proves the nemesis bites); with guarded writes
+ * none did, every refused writer was told DLOCK_EFENCED, and the counter is
+ * the number of writes accepted. Then guarded writes with the watchdog
+ * (300 ms) instead of a fixed lease, beside DEBUG SLEEP of the server. */
+static void test_t24_pause_fencing(void) {
+  const char *base = "--kind fenced --procs 4 --threads 2 --hold-us 20000 "
+                     "--every 1000";
+  char args[512];
+  int64_t ms = work(6000) < 3000 ? 3000 : work(6000);
+  run r;
+  snprintf(args, sizeof args, "%s --lease 300 --duration %" PRId64
+           " --nemesis pause --writes plain", base, ms);
+  torture(&r, args);
+  printf("    plain writes: %" PRId64 " stale accepted, %" PRId64
+         " lost updates (counter %" PRId64 ", %" PRId64 " writes)\n",
+         field(&r, "stale_accepted"), field(&r, "lost_updates"),
+         field(&r, "data_counter"), field(&r, "writes_accepted"));
+  EXPECT(&r, "f_pause", >, 0);
+  EXPECT(&r, "stale_accepted", >, 0);
+  const char *guarded[] = {"--lease 300 --nemesis pause",
+                           "--lease 0 --watchdog 300 --nemesis pause,sleep"};
+  size_t n = WORK_DIVISOR > 1 ? 1 : 2;
+  for (size_t i = 0; i < n; i++) {
+    snprintf(args, sizeof args, "%s %s --duration %" PRId64 " --writes guarded",
+             base, guarded[i], ms);
+    torture(&r, args);
+    guarded_clean(&r);
+    EXPECT(&r, "writes_refused", >, 0);
+    EXPECT(&r, "errors", ==, 0); /* every refusal was DLOCK_EFENCED */
+  }
+}
+
+/* 25. The same guarded writes on a cluster, the name's slot migrated and
+ * failed over beside the pauses. */
+static void test_t25_pause_fencing_cluster(void) {
+  char args[512];
+  snprintf(args, sizeof args, "--cluster --kind fenced --procs 4 --threads 2 "
+           "--hold-us 20000 --lease 300 --duration %" PRId64 " --writes "
+           "guarded --nemesis pause,migrate,failover --every 700",
+           work(6000) < 3000 ? 3000 : work(6000));
+  run r;
+  torture(&r, args);
+  guarded_clean(&r);
+}
+
 /* 21. Sentinel: SENTINEL FAILOVER and kill -9 of the master (started again:
  * it comes back as a replica) while holders and waiters run. A grant made
  * on the old master after the promotion is lost with that master's
@@ -873,6 +935,8 @@ static void add(void) {
   CU_add_test(s, "t14_multi_orders", test_t14_multi_orders);
   CU_add_test(s, "t22_async_owners", test_t22_async_owners);
   CU_add_test(s, "t23_durable_restarts", test_t23_durable_restarts);
+  CU_add_test(s, "t24_pause_fencing", test_t24_pause_fencing);
+  CU_add_test(s, "t25_pause_fencing_cluster", test_t25_pause_fencing_cluster);
   CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
   CU_add_test(s, "t15_no_sigpipe_under_kill_storms",
               test_t15_no_sigpipe_under_kill_storms);

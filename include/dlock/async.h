@@ -64,6 +64,9 @@ typedef struct dlock_result {
   int set;                /* latch try_set_count: 1 set, 0 it was set */
   const dlock_permit_id *ids; /* permits acquire: the n permits' ids */
   size_t n;
+  struct dlock_reply *reply;  /* guarded write (dlock/fence.h): the
+                                 command's reply, NULL on failure; freed
+                                 after the callback */
 } dlock_result;
 
 /* data: the caller's pointer given with the call. */

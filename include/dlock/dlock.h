@@ -13,5 +13,6 @@
 #include "dlock/inspect.h"
 #include "dlock/stats.h"
 #include "dlock/async.h"
+#include "dlock/fence.h"
 
 #endif /* DLOCK_H */

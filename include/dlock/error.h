@@ -40,10 +40,11 @@ extern "C" {
   X(EPERM, -17, "not permitted by the server's ACL")                        \
   X(ECANCELED, -18, "operation cancelled")                                  \
   X(ETLS, -19, "TLS verification failed: fix the TLS settings")              \
-  X(ECONFIG, -20, "the URL does not fit the server: fix the configuration")
+  X(ECONFIG, -20, "the URL or options do not fit the server: fix them")     \
+  X(EFENCED, -21, "write refused: the hold is gone or a newer holder came")
 
 /* The lowest code of this version (codes are appended below it). */
-#define DLOCK_ERRNO_MIN DLOCK_ECONFIG
+#define DLOCK_ERRNO_MIN DLOCK_EFENCED
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

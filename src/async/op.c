@@ -517,6 +517,7 @@ int dlock__aop_grant_cancelled(dlock__aop *op) {
 
 static void op_free(dlock__aop *op) {
   dlock__client_unref(op->c);
+  dlock__reply_free(op->res.reply);
   free(op->errmsg);
   free(op->ctx);
   free(op);

@@ -110,11 +110,13 @@ static int check_opts(const dlock_client_opts *o) {
   if (o->replica_sync_ms < 0 || o->replica_sync_ms >= o->command_timeout_ms)
     return dlock__fail(DLOCK_EINVAL, "replica_sync_ms must be 0 (off) or "
                        "between 1 and command_timeout_ms - 1");
-  if (o->durable_ms < 0 || o->durable_replicas < 0 ||
+  if (o->durable_ms < 0 || o->durable_ms >= o->command_timeout_ms ||
+      o->durable_replicas < 0 ||
       o->durable_replicas > 1000 ||
       (o->durable_replicas > 0 && o->durable_ms == 0))
-    return dlock__fail(DLOCK_EINVAL, "durable_ms must be 0 (off) or > 0, and "
-                       "durable_replicas 0 to 1000 (with durable_ms)");
+    return dlock__fail(DLOCK_EINVAL, "durable_ms must be 0 (off) or between 1 "
+                       "and command_timeout_ms - 1, and durable_replicas 0 "
+                       "to 1000 (with durable_ms)");
   if (o->replica_sync_ms + o->durable_ms >= o->command_timeout_ms)
     return dlock__fail(DLOCK_EINVAL, "replica_sync_ms + durable_ms must be "
                        "below command_timeout_ms (both wait on the server "

@@ -600,8 +600,8 @@ static void conn_ready(dlock__conn *conn) {
   conn_arm(conn);
 }
 
-/* A handshake refusal that waiting will not cure: credentials, ACL, a
- * database that does not exist (not LOADING, BUSY, MASTERDOWN, TRYAGAIN). */
+/* engine.h. Refused for good: credentials, ACL, a database that does not
+ * exist; passing: LOADING, BUSY, MASTERDOWN, TRYAGAIN. */
 int dlock__handshake_refusal(const char *err) {
   if (strcasestr(err, "waitaof")) { /* the durable option's probe */
     if (strstr(err, "replica"))

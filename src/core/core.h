@@ -91,6 +91,8 @@ typedef enum dlock__key_kind {
   DLOCK__KEY_SEM_CHANNEL,     /* redisson_sc:{N} */
   DLOCK__KEY_PERMITS_TIMEOUT, /* {N}:timeout */
   DLOCK__KEY_PERMITS_LATCH,   /* dlock_permits_release_latch:{N}: (+ id) */
+  DLOCK__KEY_FENCE,           /* dlock_fence:{N}: a guarded write's newest
+                                 token (src/fence) */
 } dlock__key_kind;
 /* Append the name of kind for N to b (shrunk to fit: kept with a handle).
  * DLOCK_OK or DLOCK_ENOMEM (with a message). */
@@ -195,6 +197,13 @@ void dlock__req_route(dlock__req *req, const char *key, size_t len);
 /* Redis Cluster's hash slot of a key (CRC16 of its {hash tag} or of it). */
 int dlock__key_slot(const char *key, size_t len);
 
+/* EVAL of a script text that is not in the registry (a guarded write's
+ * body: src/fence), routed by its first key: as dlock__script_call. */
+int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
+                     size_t nkeys, const char *const *keys, const size_t *klens,
+                     size_t nargs, const char *const *args,
+                     const size_t *alens, redisReply **reply);
+
 /* Make req a task: run on the engine thread, which finishes it. */
 void dlock__req_task(dlock__req *req,
                      void (*task)(dlock_client *c, dlock__req *req), void *arg);
@@ -259,6 +268,11 @@ void dlock__client_ref(dlock_client *c);
 void dlock__client_unref(dlock_client *c);
 int dlock__client_closed(dlock_client *c);
 const dlock_client_opts *dlock__client_opts(const dlock_client *c);
+/* Replies handed to the application (reply.c, dlock/fence.h): a copy of r,
+ * or NULL (out of memory); freeing one (NULL: nothing). */
+struct dlock_reply;
+struct dlock_reply *dlock__reply_copy(const redisReply *r);
+void dlock__reply_free(struct dlock_reply *r);
 /* The server c talks to, for messages: "host:port" or the socket's path
  * (never a password). Returns buf. */
 /* The client was opened on a redis+cluster:// URI. */

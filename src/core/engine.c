@@ -366,6 +366,35 @@ int dlock__script_call(dlock_client *c, int script, size_t nkeys,
   return dlock__call(c, &req, reply);
 }
 
+int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
+                     size_t nkeys, const char *const *keys, const size_t *klens,
+                     size_t nargs, const char *const *args,
+                     const size_t *alens, redisReply **reply) {
+  size_t argc = 3 + nkeys + nargs;
+  const char **argv = calloc(argc, sizeof *argv);
+  size_t *lens = calloc(argc, sizeof *lens);
+  char num[24];
+  int rc = argv && lens ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+  if (rc == DLOCK_OK) {
+    argv[0] = "EVAL", lens[0] = 4;
+    argv[1] = text, lens[1] = text_len;
+    argv[2] = num, lens[2] = (size_t)snprintf(num, sizeof num, "%zu", nkeys);
+    memcpy(argv + 3, keys, nkeys * sizeof *argv);
+    memcpy(lens + 3, klens, nkeys * sizeof *lens);
+    memcpy(argv + 3 + nkeys, args, nargs * sizeof *argv);
+    memcpy(lens + 3 + nkeys, alens, nargs * sizeof *lens);
+    dlock__req req;
+    rc = dlock__req_command(&req, argc, argv, lens);
+    if (rc == DLOCK_OK && nkeys > 0)
+      dlock__req_route(&req, keys[0], klens[0]);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(c, &req, reply);
+  }
+  free(argv);
+  free(lens);
+  return rc;
+}
+
 /* ---- the engine thread ---------------------------------------------------- */
 
 void dlock__client_live_done(dlock_client *c) {

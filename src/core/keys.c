@@ -50,6 +50,7 @@ static const struct {
     [DLOCK__KEY_SEM_CHANNEL] = {PREFIX, "redisson_sc", ""},
     [DLOCK__KEY_PERMITS_TIMEOUT] = {SUFFIX, "timeout", ""},
     [DLOCK__KEY_PERMITS_LATCH] = {PREFIX, "dlock_permits_release_latch", ":"},
+    [DLOCK__KEY_FENCE] = {PREFIX, "dlock_fence", ""},
 };
 
 static int wrapped_name(dlock__buf *b, const char *name, size_t len) {

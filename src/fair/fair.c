@@ -263,6 +263,7 @@ static const dlock__lock_methods fair_methods = {
     .wait_reply = wait_reply,
     .give_up_req = give_up_req,
     .hold_count = dlock__hashlock_count,
+    .guard_field = dlock__hashlock_guard_field,
 };
 
 int dlock_fair_lock_new(dlock_client *client, const char *name,

@@ -34,6 +34,11 @@ int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   return rc;
 }
 
+size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner,
+                                  char out[96]) {
+  return dlock__owner(l->h.client, owner, out);
+}
+
 int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
   char buf[64];

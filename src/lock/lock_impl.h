@@ -88,6 +88,10 @@ typedef struct dlock__lock_methods {
    * acquire fails with DLOCK_EIO (a fenced grant's token cannot be asked
    * later). */
   int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
+  /* Optional: the owner's field in the lock's hash ("U:T", "U:T:write")
+   * into out, its length: a guarded write checks it (src/fence). NULL: the
+   * kind cannot guard a write. */
+  size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
   /* version 3 ends here: append only */
 } dlock__lock_methods;
 
@@ -164,6 +168,7 @@ int dlock__hashlock_read_reply(const redisReply *r, int release, int64_t *hint,
                                int64_t *token);
 /* How many times this client holds N for owner (0 none, -1 lost). */
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
+size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);
 
 
 /* A try whose answer was lost (a wait spec's recheck): the owner's hold

@@ -187,6 +187,7 @@ static const dlock__lock_methods reentrant_methods = {
     .forget = dlock__hashlock_forget,
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count,
+    .guard_field = dlock__hashlock_guard_field,
 };
 
 static const dlock__lock_methods fenced_methods = {
@@ -206,6 +207,7 @@ static const dlock__lock_methods fenced_methods = {
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
     .wait_channel = wait_channel,
+    .guard_field = dlock__hashlock_guard_field,
 };
 
 static int make(const dlock__lock_methods *m, dlock_client *client,

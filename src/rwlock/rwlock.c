@@ -353,6 +353,15 @@ static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {
   return rc;
 }
 
+/* A guarded write's field: the reader's "U:T" or the writer's "U:T:write". */
+static size_t guard_field(dlock_lock *l, uint64_t owner_id, char out[96]) {
+  rw_half *h = (rw_half *)l;
+  size_t n = dlock__owner(l->h.client, owner_id, out);
+  if (h->is_write)
+    n += (size_t)snprintf(out + n, 96 - n, ":write");
+  return n;
+}
+
 static void destroy(dlock_lock *l) {
   rw_half *h = (rw_half *)l;
   dlock__buf_free(&h->channel);
@@ -378,6 +387,7 @@ static const dlock__lock_methods read_methods = {
     .forget = forget,
     .wait_channel = wait_channel,
     .hold_count = hold_count,
+    .guard_field = guard_field,
 };
 
 static const dlock__lock_methods write_methods = {
@@ -398,6 +408,7 @@ static const dlock__lock_methods write_methods = {
     .forget = forget,
     .wait_channel = wait_channel,
     .hold_count = hold_count,
+    .guard_field = guard_field,
 };
 
 static int half_new(const dlock__lock_methods *m, dlock_client *client,

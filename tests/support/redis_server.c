@@ -44,9 +44,10 @@ static int accepts(int port) {
   return ok;
 }
 
-/* Start s with more arguments (NULL-terminated, at most 12); a sentinel
+/* Start s (bin: the program, NULL: the configured one) with more arguments
+ * (NULL-terminated, at most 12); a sentinel
  * when conf names its configuration file. */
-static int start_conf(dlock_tool_server *s, const char *conf,
+static int start_conf(dlock_tool_server *s, const char *bin, const char *conf,
                       const char *const *extra) {
   s->pid = -1;
   s->port = dlock_tool_free_port();
@@ -66,7 +67,8 @@ static int start_conf(dlock_tool_server *s, const char *conf,
     dup2(null, 1);
     /* the server binary: DLOCK_REDIS_SERVER (valkey-server, say), as the
      * test harness takes it */
-    const char *bin = getenv("DLOCK_REDIS_SERVER");
+    if (bin == NULL)
+      bin = getenv("DLOCK_REDIS_SERVER");
     if (bin == NULL || *bin == '\0')
       bin = "redis-server";
     const char *argv[24] = {bin, "--port", port, "--bind",
@@ -104,7 +106,12 @@ static int start_conf(dlock_tool_server *s, const char *conf,
 }
 
 static int start_with(dlock_tool_server *s, const char *const *extra) {
-  return start_conf(s, NULL, extra);
+  return start_conf(s, NULL, NULL, extra);
+}
+
+int dlock_tool_server_start_bin(dlock_tool_server *s, const char *bin,
+                                const char *const *extra) {
+  return start_conf(s, bin, NULL, extra);
 }
 
 int dlock_tool_server_start(dlock_tool_server *s) { return start_with(s, NULL); }
@@ -248,7 +255,7 @@ int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
                   down_after_ms);
         ok = fclose(f) == 0;
       }
-      ok = ok && start_conf(&k->node[i], conf, NULL) == 0;
+      ok = ok && start_conf(&k->node[i], NULL, conf, NULL) == 0;
     }
   }
   for (int tries = 0; ok && tries < 400; tries++) { /* 20 s at most */

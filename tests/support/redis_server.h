@@ -20,6 +20,10 @@ int dlock_tool_free_port(void);
 /* Start one (no persistence, stdout to /dev/null) and wait up to 5 s for
  * it to accept connections. Returns 0, or -1 with a message on stderr. */
 int dlock_tool_server_start(dlock_tool_server *s);
+/* The same with the program bin (NULL: DLOCK_REDIS_SERVER or redis-server)
+ * and more arguments (NULL-terminated, at most 12; may be NULL). */
+int dlock_tool_server_start_bin(dlock_tool_server *s, const char *bin,
+                                const char *const *extra);
 /* Stop it (SIGTERM, then wait). */
 void dlock_tool_server_stop(dlock_tool_server *s);
 

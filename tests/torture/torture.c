@@ -36,6 +36,7 @@ static int arena_fd = -1;
 static th_server servers[TT_MAX_SERVERS];
 static pid_t procs[MAX_PROCS];
 static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
+static void sleep_ms(int64_t ms);
 static tt_result R;
 static int64_t counter_slack;
 static _Atomic int nemesis_idle, nemesis_exit;
@@ -46,7 +47,7 @@ static const char *kinds[] = {"lock", "fenced", "fair", "rw",
                               "multi", "redlock", "semaphore"};
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
-    "stop", "restart", "sleep", "flush", "migrate", "failover"};
+    "stop", "restart", "sleep", "flush", "migrate", "failover", "pause"};
 
 static void usage(void) {
   fprintf(stderr,
@@ -57,12 +58,13 @@ static void usage(void) {
           "  [--watchdog MS] [--wait MS] [--hold-us US] [--permits N]\n"
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
-          "sleep,flush]\n"
+          "sleep,flush,pause]\n"
+          "  [--writes plain|guarded] (--kind fenced; plain: one server)\n"
           "  [--every MS] [--seed N] [--json] [--broken]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
-          "migrate,failover]]\n"
+          "migrate,failover,pause]]\n"
           "  [--sentinel [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
-          "failover,restart]]\n");
+          "failover,restart,pause]]\n");
   exit(2);
 }
 
@@ -128,6 +130,14 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--seed") == 0) O.seed = (unsigned)num(v);
     else if (strcmp(a, "--worker") == 0) *worker = (int)num(v);
     else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
+    else if (strcmp(a, "--writes") == 0) {
+      if (strcmp(v, "plain") == 0)
+        O.writes = TT_W_PLAIN;
+      else if (strcmp(v, "guarded") == 0)
+        O.writes = TT_W_GUARDED;
+      else
+        usage();
+    }
     else if (strcmp(a, "--proc") == 0) *proc = (int)num(v);
     else if (strcmp(a, "--nemesis") == 0) {
       char buf[256];
@@ -150,10 +160,12 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
   /* a cluster's faults act on the name's master and its replica; the
    * one-server faults stay the standalone runs' */
   unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
-                            TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER;
+                            TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER |
+                            TT_F_PAUSE;
   /* a sentinel setup's act on its master */
   unsigned sentinel_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
-                             TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART;
+                             TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART |
+                             TT_F_PAUSE;
   if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
@@ -163,6 +175,8 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       (O.sentinel && (O.cluster || O.kind == TT_REDLOCK || O.java ||
                       (O.nemesis & ~sentinel_faults))) ||
       (!O.cluster && (O.nemesis & TT_F_MIGRATE)) ||
+      (O.writes && (O.kind != TT_FENCED || O.async || O.java)) ||
+      (O.writes == TT_W_PLAIN && (O.cluster || O.sentinel)) ||
       (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)))
     usage();
 }
@@ -256,6 +270,33 @@ static void kill_worker(int waiter_only) {
                            PDEATHSIG follows the thread that forked it */
   }
   pthread_mutex_unlock(&procs_mu);
+}
+
+/* pause: a worker with a thread between its read and its write (else one
+ * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second, and
+ * continued: the holder then writes what it read before. 1 when made. */
+static int pause_worker(void) {
+  pthread_mutex_lock(&procs_mu);
+  int n = atomic_load(&A->nslots), start = n ? rand() % n : 0;
+  pid_t victim = 0;
+  for (int pass = 0; pass < 2 && victim == 0; pass++)
+    for (int k = 0; k < n && victim == 0; k++) {
+      tt_slot *s = &A->slots[(start + k) % n];
+      int phase = atomic_load(&s->phase);
+      if (phase == (pass == 0 ? TT_P_READ : TT_P_IN) && s->pid > 0)
+        victim = s->pid;
+    }
+  int alive = 0;
+  for (int i = 0; i < O.procs && victim; i++)
+    alive |= procs[i] == victim;
+  if (!alive || atomic_load(&A->stop) || kill(victim, SIGSTOP) != 0) {
+    pthread_mutex_unlock(&procs_mu);
+    return 0;
+  }
+  pthread_mutex_unlock(&procs_mu); /* a stopped worker is no one's to reap */
+  sleep_ms(1000 + rand() % 1001);
+  kill(victim, SIGCONT);
+  return 1;
 }
 
 /* ---- faults -------------------------------------------------------------- */
@@ -375,6 +416,10 @@ static int sentinel_fault(int f) {
 }
 
 static void fault(int f) {
+  if ((1 << f) == TT_F_PAUSE) {
+    R.faults[f] += pause_worker();
+    return;
+  }
   if ((O.cluster || O.sentinel) && (1 << f) != TT_F_KILL &&
       (1 << f) != TT_F_KILL_WAITER) {
     R.faults[f] += O.cluster ? cluster_fault(f) : sentinel_fault(f);
@@ -571,6 +616,33 @@ static int64_t count_keys(int64_t *latches) {
   return n;
 }
 
+/* --writes: the counter and the log, read back (from the master that has
+ * them now) and deleted with the lock's fence, so that no key is left. */
+static void read_data(int64_t *counter, redisReply **log) {
+  char ck[128], lk[128];
+  snprintf(ck, sizeof ck, "{%s}:counter", A->name);
+  snprintf(lk, sizeof lk, "{%s}:log", A->name);
+  th_server *s = O.sentinel ? th_sentinel_master(&servers[0]) : &servers[0];
+  *counter = -1;
+  *log = NULL;
+  if (s == NULL)
+    return;
+  redisReply *c = th_cmd(s, "GET %s", ck);
+  *counter = c && c->type == REDIS_REPLY_STRING ? atoll(c->str)
+             : c && c->type == REDIS_REPLY_NIL  ? 0
+                                                : -1;
+  if (c)
+    freeReplyObject(c);
+  *log = th_cmd(s, "LRANGE %s 0 -1", lk);
+  redisReply *d = th_cmd(s, "DEL %s %s", ck, lk);
+  if (d)
+    freeReplyObject(d);
+  d = th_cmd(s, "DEL dlock_fence:{%s} redisson_lock_token:{%s}", A->name,
+             A->name);
+  if (d)
+    freeReplyObject(d);
+}
+
 /* A fair lock's queue keeps a dead waiter's entry until the next caller
  * purges it (Redisson's design): a waiter killed late, or whose leaving
  * was lost with a failed-over master's writes, is still queued when the
@@ -685,6 +757,10 @@ static int harness_main(void) {
   }
   for (int i = 0; i < O.paused; i++)
     th_server_pause(&servers[i], 0);
+  int64_t data_counter = 0;
+  redisReply *data_log = NULL;
+  if (O.writes)
+    read_data(&data_counter, &data_log);
 
   /* quiescence: after the longest lease nothing of ours may be left */
   int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
@@ -698,6 +774,20 @@ static int harness_main(void) {
     fair_purge_call();
   R.counter_slack = counter_slack;
   tt_check(&O, A, snaps, nsnaps, &R);
+  if (O.writes) {
+    size_t n = data_log && data_log->type == REDIS_REPLY_ARRAY ? data_log->elements : 0;
+    const char **entries = calloc(n + 1, sizeof *entries);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    for (size_t i = 0; entries && lens && i < n; i++) {
+      entries[i] = data_log->element[i]->str;
+      lens[i] = data_log->element[i]->len;
+    }
+    tt_check_data(&O, A, entries, lens, entries && lens ? n : 0, data_counter, &R);
+    free(entries);
+    free(lens);
+    if (data_log)
+      freeReplyObject(data_log);
+  }
   if (O.kind == TT_SEMAPHORE) {
     dlock_client *c;
     dlock_permits *p;

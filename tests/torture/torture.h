@@ -52,11 +52,18 @@ typedef struct tt_opts {
                           replica each (--cluster) */
   int sentinel;        /* a master, 2 replicas and 3 sentinels; the
                           clients use the sentinel URI (--sentinel) */
+  int writes;          /* --writes plain|guarded (fenced kind): each section
+                          reads a counter in Redis and writes it + 1 with a
+                          log entry "token:value": TT_W_PLAIN plain
+                          commands, TT_W_GUARDED guarded writes
+                          (dlock/fence.h); the checker reads both back */
   int async;           /* > 0: each worker runs one thread that drives this
                           many owners at once with the non-blocking API
                           (--async N; lock, fenced, fair, rw) instead of
                           --threads blocking threads */
 } tt_opts;
+
+enum { TT_W_NONE, TT_W_PLAIN, TT_W_GUARDED }; /* tt_opts.writes */
 
 enum { /* faults */
   TT_F_KILL = 1 << 0,       /* SIGKILL a random worker process (respawned) */
@@ -77,7 +84,10 @@ enum { /* faults */
                                most one per 2.5 s (the cluster's votes);
                                --sentinel: SENTINEL FAILOVER, at most one
                                per 4 s (the failover timeout is 3 s) */
-  TT_F_COUNT = 10
+  TT_F_PAUSE = 1 << 10,     /* SIGSTOP a worker with a thread between its
+                               read and its write (else one in a section)
+                               for 1-2 s, past its lease, then SIGCONT */
+  TT_F_COUNT = 11
 };
 
 enum { /* record flags */
@@ -102,7 +112,7 @@ typedef struct tt_rec {
 
 enum { /* slot phases */
   TT_P_START, TT_P_WAITING, TT_P_IN, TT_P_COMMIT, TT_P_RELEASING, TT_P_GONE,
-  TT_P_KILLED
+  TT_P_KILLED, TT_P_READ /* --writes: read the counter, not written yet */
 };
 
 typedef struct tt_slot {
@@ -124,6 +134,7 @@ typedef struct tt_arena {
   int64_t counter; /* deliberately not atomic: read, sleep, write + 1 */
   _Atomic int64_t commits;
   _Atomic int64_t java_sections; /* granted to Redisson-behaving clients */
+  _Atomic int64_t writes_accepted, writes_refused; /* --writes */
   char urls[TT_MAX_SERVERS][256];
   char name[64];
   tt_slot slots[TT_MAX_SLOTS];
@@ -164,11 +175,27 @@ typedef struct tt_result {
   int64_t killed_in_section, max_takeover_us, max_gap_us;
   int64_t faults[TT_F_COUNT];
   int64_t keys_left, latches_left, available_left;
+  /* --writes: what the data in Redis says */
+  int64_t writes_accepted, writes_refused; /* by the workers' count */
+  int64_t data_counter, data_log;  /* the counter, the log's length */
+  int64_t stale_accepted;  /* log entries whose token is older than one
+                              before them: a stale holder's write landed */
+  int64_t lost_updates;    /* log values that do not follow the one before
+                              (a write built on a read a newer holder had
+                              already overwritten) */
+  int64_t data_violation;  /* guarded: stale writes, lost updates, or a
+                              counter that is not the accepted count */
   int64_t violations;
 } tt_result;
 
 void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
               size_t nsnaps, tt_result *r);
+/* --writes: judge the data read back from Redis (the log's entries, the
+ * counter) against the workers' counts; adds to res->violations for
+ * guarded writes. After tt_check. */
+void tt_check_data(const tt_opts *o, tt_arena *a, const char *const *log,
+                   const size_t *lens, size_t n, int64_t counter,
+                   tt_result *res);
 void tt_print(const tt_opts *o, const tt_result *r);
 
 #endif

@@ -66,6 +66,7 @@ typedef struct thread_ctx {
   dlock_lock *excl, *read; /* the lock taken (rw: write and read halves) */
   dlock_rwlock *rw;
   int java;       /* a Redisson-behaving client instead of dlock */
+  redisContext *raw; /* --writes plain: its own connection to the server */
   rp_client peer; /* its connection and UUID */
   long tid;       /* its thread id in the owner name */
 } thread_ctx;
@@ -159,6 +160,93 @@ static void note_error(tt_slot *s, const char *what, int rc) {
            dlock_errname(rc), dlock_errmsg());
 }
 
+/* ---- --writes: a counter and a log in Redis, beside the lock --------------- */
+
+#define READ_BODY "return redis.call('get', KEYS[1])"
+#define WRITE_BODY "redis.call('set', KEYS[1], ARGV[1])\n" \
+                   "return redis.call('rpush', KEYS[2], ARGV[2])"
+
+/* The counter (-1 when it could not be read: the section writes nothing;
+ * -2 refused: the guard says the hold is gone). */
+static int64_t data_read(thread_ctx *t, dlock_lock *l, const char *const keys[2],
+                         const size_t klens[2], tt_slot *s) {
+  if (P.o->writes == TT_W_PLAIN) {
+    redisReply *r = t->raw ? redisCommand(t->raw, "GET %s", keys[0]) : NULL;
+    int64_t v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                : r && r->type == REDIS_REPLY_NIL  ? 0
+                                                   : -1;
+    if (r)
+      freeReplyObject(r);
+    return v;
+  }
+  dlock_reply *r = NULL;
+  int rc = dlock_guarded_eval(l, READ_BODY, 1, keys, klens, 0, NULL, NULL, &r);
+  int64_t v = rc == DLOCK_EFENCED ? -2 : rc != DLOCK_OK ? -1
+              : r && r->type == DLOCK_REPLY_STRING ? atoll(r->str)
+                                                   : 0;
+  if (rc != DLOCK_OK && rc != DLOCK_EFENCED)
+    note_error(s, "guarded read", rc);
+  dlock_reply_free(r);
+  return v;
+}
+
+/* Write value (and "token:value" to the log): 1 accepted, 0 refused, -1
+ * failed. */
+static int data_write(thread_ctx *t, dlock_lock *l, const char *const keys[2],
+                      const size_t klens[2], int64_t token, int64_t value,
+                      tt_slot *s) {
+  char v[32], entry[64];
+  snprintf(v, sizeof v, "%lld", (long long)value);
+  snprintf(entry, sizeof entry, "%lld:%lld", (long long)token, (long long)value);
+  if (P.o->writes == TT_W_PLAIN) {
+    if (t->raw == NULL)
+      return -1;
+    redisAppendCommand(t->raw, "SET %s %s", keys[0], v);
+    redisAppendCommand(t->raw, "RPUSH %s %s", keys[1], entry);
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+      void *r = NULL;
+      ok = redisGetReply(t->raw, &r) == REDIS_OK && ok;
+      if (r)
+        freeReplyObject(r);
+    }
+    return ok ? 1 : -1;
+  }
+  const char *args[] = {v, entry};
+  size_t alens[] = {strlen(v), strlen(entry)};
+  int rc = dlock_guarded_eval(l, WRITE_BODY, 2, keys, klens, 2, args, alens, NULL);
+  if (rc != DLOCK_OK && rc != DLOCK_EFENCED)
+    note_error(s, "guarded write", rc);
+  return rc == DLOCK_OK ? 1 : rc == DLOCK_EFENCED ? 0 : -1;
+}
+
+/* A section with --writes: read, hold (the pause nemesis strikes here),
+ * write + 1. */
+static void data_section(thread_ctx *t, dlock_lock *l, int64_t token,
+                         int64_t hold, tt_slot *s) {
+  tt_arena *a = P.a;
+  char ck[128], lk[128];
+  snprintf(ck, sizeof ck, "{%s}:counter", a->name);
+  snprintf(lk, sizeof lk, "{%s}:log", a->name);
+  const char *keys[] = {ck, lk};
+  size_t klens[] = {strlen(ck), strlen(lk)};
+  int64_t v = data_read(t, l, keys, klens, s);
+  if (v == -2)
+    atomic_fetch_add(&a->writes_refused, 1);
+  if (v < 0)
+    return;
+  atomic_store(&s->phase, TT_P_READ);
+  sleep_us(hold);
+  int w = data_write(t, l, keys, klens, token, v + 1, s);
+  atomic_store(&s->phase, TT_P_IN);
+  if (w > 0)
+    atomic_fetch_add(&a->writes_accepted, 1);
+  else if (w == 0)
+    atomic_fetch_add(&a->writes_refused, 1);
+  else
+    atomic_fetch_add(&s->errors, 1);
+}
+
 static void *thread_main(void *arg) {
   thread_ctx *t = arg;
   const tt_opts *o = P.o;
@@ -177,6 +265,16 @@ static void *thread_main(void *arg) {
       return NULL;
     }
     rp_owner(&t->peer, t->tid, s->owner);
+  }
+  if (o->writes == TT_W_PLAIN) { /* one server: redis://127.0.0.1:PORT */
+    const char *colon = strrchr(P.a->urls[0], ':');
+    struct timeval tv = {2, 0};
+    t->raw = colon ? redisConnectWithTimeout("127.0.0.1", atoi(colon + 1), tv)
+                   : NULL;
+    if (t->raw && t->raw->err) {
+      redisFree(t->raw);
+      t->raw = NULL;
+    }
   }
   int rc = make_locks(t, t->slot);
   if (rc != DLOCK_OK) {
@@ -224,7 +322,9 @@ static void *thread_main(void *arg) {
     if (t->java)
       atomic_fetch_add(&a->java_sections, 1);
     int64_t hold = o->hold_us > 0 ? (int64_t)(rand_r(&t->seed) % (o->hold_us + 1)) : 0;
-    if (!reading && o->kind != TT_SEMAPHORE) {
+    if (o->writes) {
+      data_section(t, l, g.token, hold, s);
+    } else if (!reading && o->kind != TT_SEMAPHORE) {
       int64_t v = a->counter;
       sleep_us(hold);
       atomic_store(&s->phase, TT_P_COMMIT);
@@ -255,6 +355,8 @@ static void *thread_main(void *arg) {
   free_locks(t);
   if (t->java)
     rp_close(&t->peer);
+  if (t->raw)
+    redisFree(t->raw);
   return NULL;
 }
 

@@ -68,7 +68,8 @@ static void usage_main(FILE *f) {
   fprintf(f,
           "usage: dlock COMMAND ... [--redis URL]... [--password-file FILE]\n"
           "\n"
-          "  run [--fair|--read|--write|--semaphore --permits P] [--wait D]\n"
+          "  run [--fair|--fenced|--read|--write|--semaphore --permits P]\n"
+          "      [--wait D]\n"
           "      [--lease D] [--watchdog D] [--replica-sync D]\n"
           "      [--durable D [--durable-replicas N]]\n"
           "      [--lost-signal SIG] [--orphan-signal SIG]\n"
@@ -85,6 +86,9 @@ static void usage_main(FILE *f) {
           "                      NAME's holders and waiters, a line per change\n"
           "  unlock --force NAME   release NAME whoever holds it\n"
           "  check                 test that the credentials can do all of it\n"
+          "  write [--token T] NAME CMD...\n"
+          "                      a guarded write: CMD only while the fenced\n"
+          "                      lock NAME's newest grant is token T\n"
           "\n"
           "--redis URL (or DLOCK_REDIS_URL; default redis://127.0.0.1:6379):\n"
           "  redis://[user:password@]host[:port][/db], unix:///path.sock, or\n"
@@ -184,6 +188,7 @@ static int fail(int rc, const char *what) {
   case DLOCK_EQUORUM:
     return EXIT_TIMEOUT;
   case DLOCK_ELOST:
+  case DLOCK_EFENCED:
     return EXIT_LOST;
   case DLOCK_EAUTH:
   case DLOCK_ETLS:
@@ -593,6 +598,9 @@ static void run_help(void) {
          "byte (an optional `--` right after NAME is dropped).\n"
          "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
          "  --fair            a fair lock (FIFO among waiters)\n"
+         "  --fenced          a fenced lock: COMMAND gets its token and name in\n"
+         "                    DLOCK_FENCE_TOKEN and DLOCK_LOCK_NAME, for\n"
+         "                    `dlock write` or its own check (docs/fencing.md)\n"
          "  --read, --write   the read or write half of a read-write lock\n"
          "  --semaphore --permits P\n"
          "                    at most P commands at once (a crash-safe\n"
@@ -631,7 +639,7 @@ static void run_help(void) {
 }
 
 typedef struct run_opts {
-  int fair, read, write, sem;
+  int fair, read, write, sem, fenced;
   int64_t permits, wait_ms, lease_ms, watchdog_ms;
   const char *name;
   char **command;
@@ -709,6 +717,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       return -1;
     } else if (!strcmp(o, "--fair")) {
       ro->fair = 1;
+    } else if (!strcmp(o, "--fenced")) {
+      ro->fenced = 1;
     } else if (!strcmp(o, "--read")) {
       ro->read = 1;
     } else if (!strcmp(o, "--write")) {
@@ -730,9 +740,9 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   int ack = ack_opts_check();
   if (ack)
     return ack;
-  if (ro->fair + ro->read + ro->write + ro->sem > 1)
-    return usage_error("run: --fair, --read, --write and --semaphore exclude "
-                       "each other");
+  if (ro->fair + ro->read + ro->write + ro->sem + ro->fenced > 1)
+    return usage_error("run: --fair, --fenced, --read, --write and --semaphore "
+                       "exclude each other");
   if (ro->sem != (ro->permits > 0))
     return usage_error("run: --semaphore and --permits go together");
   if (i >= argc)
@@ -747,7 +757,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   if (i >= argc)
     return usage_error("run: missing the command (NAME -- COMMAND...)");
   ro->command = argv + i;
-  if (nredis > 1 && (ro->fair || ro->read || ro->write || ro->sem))
+  if (nredis > 1 && (ro->fair || ro->read || ro->write || ro->sem || ro->fenced))
     return usage_error("run: several --redis (RedLock) work with plain locks only");
   return 0;
 }
@@ -767,6 +777,8 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
   }
   if (ro->fair)
     return dlock_fair_lock_new(clients[0], name, NULL, lock);
+  if (ro->fenced)
+    return dlock_fenced_lock_new(clients[0], name, NULL, lock);
   if (ro->read)
     return dlock_read_lock_new(clients[0], name, NULL, lock);
   if (ro->write)
@@ -860,6 +872,18 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
       status = EXIT_TIMEOUT;
     } else if (rc != DLOCK_OK) {
       status = fail(rc, ro->name);
+    }
+  }
+  if (status == 0 && ro->fenced) {
+    /* the token and name for COMMAND's guarded writes (`dlock write`, or
+     * the resource's own check: docs/fencing.md). Set here, before the
+     * fork: no other thread of dlock reads the environment now. */
+    char token[32];
+    snprintf(token, sizeof token, "%lld", (long long)grant.token);
+    if (setenv("DLOCK_FENCE_TOKEN", token, 1) != 0 ||
+        setenv("DLOCK_LOCK_NAME", ro->name, 1) != 0) {
+      dlock_release(lock);
+      status = fail(DLOCK_ENOMEM, ro->name);
     }
   }
   if (status == 0) {
@@ -1617,6 +1641,84 @@ static int cmd_unlock(int argc, char **argv) {
   return status;
 }
 
+/* ---- write: a guarded write from the shell ------------------------------------ */
+
+static void write_help(void) {
+  printf("usage: dlock write [--token T] NAME COMMAND [ARG]...\n"
+         "Run the Redis write COMMAND (SET, HSET, INCRBY, LPUSH, ...) only if\n"
+         "the fenced lock NAME is held and T is its newest grant's token, and\n"
+         "no newer token wrote guarded data since: for a command started by\n"
+         "`dlock run --fenced NAME`, which gets T in DLOCK_FENCE_TOKEN (the\n"
+         "default here). Keep the data in NAME's slot on a cluster\n"
+         "({NAME}:key). Everything after NAME is the command's, byte for byte.\n"
+         "Prints the reply (a string or number per line; nothing for nil).\n"
+         "Exit: 0 written; 76 refused (the lease passed or a newer holder\n"
+         "came: nothing was written); 64 not a write command or a bad token.\n");
+}
+
+static void print_reply(const dlock_reply *r) {
+  if (r == NULL || r->type == DLOCK_REPLY_NIL)
+    return;
+  if (r->type == DLOCK_REPLY_INTEGER)
+    printf("%lld\n", r->integer);
+  else if (r->type == DLOCK_REPLY_ARRAY)
+    for (size_t i = 0; i < r->elements; i++)
+      print_reply(r->element[i]);
+  else {
+    fwrite(r->str, 1, r->len, stdout);
+    putchar('\n');
+  }
+}
+
+static int cmd_write(int argc, char **argv) {
+  const char *token_text = getenv("DLOCK_FENCE_TOKEN");
+  int i = 1, status;
+  for (; i < argc && is_option(argv[i]); i++) {
+    if (!strcmp(argv[i], "--")) {
+      i++;
+      break;
+    } else if (!strcmp(argv[i], "--token") && i + 1 < argc) {
+      token_text = argv[++i];
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      write_help();
+      return 0;
+    } else if ((status = other_option("write", argc, argv, &i)) != 0) {
+      return status;
+    }
+  }
+  int64_t token = 0;
+  if (token_text == NULL)
+    return usage_error("write: no token (--token T, or DLOCK_FENCE_TOKEN as "
+                       "`dlock run --fenced` sets it)");
+  if (parse_count(token_text, 1, &token) != 0)
+    return usage_error("write: bad token \"%s\" (a fenced lock's token, > 0)",
+                       token_text);
+  if (argc - i < 2)
+    return usage_error("write: expected NAME COMMAND [ARG]...");
+  const char *name = argv[i++];
+  size_t n = (size_t)(argc - i);
+  size_t *lens = calloc(n, sizeof *lens);
+  if (lens == NULL)
+    return fail(DLOCK_ENOMEM, name);
+  for (size_t k = 0; k < n; k++)
+    lens[k] = strlen(argv[i + (int)k]);
+  dlock_client *c = NULL;
+  status = open_first(&c);
+  if (status == 0) {
+    dlock_reply *reply = NULL;
+    int rc = dlock_fenced_call(c, name, token, n, (const char *const *)argv + i,
+                               lens, &reply);
+    if (rc == DLOCK_OK)
+      print_reply(reply);
+    else
+      status = fail(rc, name);
+    dlock_reply_free(reply);
+    dlock_client_close(c);
+  }
+  free(lens);
+  return status;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -1641,7 +1743,7 @@ int main(int argc, char **argv) {
   }
   if (i >= argc)
     return usage_error("missing command (run, latch, sem, status, list, watch, "
-                       "unlock, check)");
+                       "unlock, check, write)");
   const char *cmd = argv[i];
   int sub_argc = argc - i;
   char **sub_argv = argv + i;
@@ -1661,5 +1763,7 @@ int main(int argc, char **argv) {
     return cmd_unlock(sub_argc, sub_argv);
   if (!strcmp(cmd, "check"))
     return cmd_check(sub_argc, sub_argv);
+  if (!strcmp(cmd, "write"))
+    return cmd_write(sub_argc, sub_argv);
   return usage_error("unknown command \"%s\"", cmd);
 }
