@@ -104,18 +104,27 @@ void dlock__ack_answer(dlock__req *req, int i, const redisReply *r) {
   }
 }
 
-/* One command of req's acknowledgement answered (or failed); the last one
- * finishes req, whose script ran, with the script's reply (wait->arg). */
-static void acked(dlock__req *wait, redisReply *reply, int status) {
-  dlock__req *req = wait->data;
-  redisReply *script_reply = wait->arg;
+/* The i-th command of req's acknowledgement answered (or failed); the
+ * last one finishes req, whose script ran, with the script's reply
+ * (ack->arg). */
+static void acked(dlock__req *ack, int i, redisReply *reply, int status) {
+  dlock__req *req = ack->data;
+  redisReply *script_reply = ack->arg;
   if (status == DLOCK_OK)
-    dlock__ack_answer(req, wait->argc == 0 ? 0 : 1, reply);
+    dlock__ack_answer(req, i, reply);
   if (reply)
     freeReplyObject(reply);
-  free(wait);
+  free(ack);
   if (script_reply)
     dlock__req_finish(req, script_reply, DLOCK_OK, NULL);
+}
+
+static void acked_first(dlock__req *ack, redisReply *reply, int status) {
+  acked(ack, 0, reply, status);
+}
+
+static void acked_second(dlock__req *ack, redisReply *reply, int status) {
+  acked(ack, 1, reply, status);
 }
 
 /* req's script wrote (reply in hand) and its acknowledgement is wanted:
@@ -135,13 +144,15 @@ static int send_ack(dlock__conn *conn, dlock__req *req, redisReply *reply) {
     cmds[i] = calloc(1, sizeof *cmds[i]);
     if (cmds[i] == NULL ||
         dlock__req_command(cmds[i], a.argc, a.argv, a.lens) != DLOCK_OK) {
-      for (int k = 0; k <= i; k++)
-        free(cmds[k]); /* out of memory: counted as not acknowledged */
+      free(cmds[i]); /* out of memory: counted as not acknowledged */
+      for (int k = 0; k < i; k++) {
+        dlock__buf_free(&cmds[k]->cmd);
+        free(cmds[k]);
+      }
       return 0;
     }
-    cmds[i]->done = acked;
+    cmds[i]->done = i == 0 ? acked_first : acked_second;
     cmds[i]->data = req;
-    cmds[i]->argc = (size_t)i; /* which answer it is */
     cmds[i]->arg = i == n - 1 ? reply : NULL;
     cmds[i]->linger = 1;
   }

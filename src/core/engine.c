@@ -379,10 +379,10 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
     argv[0] = "EVAL", lens[0] = 4;
     argv[1] = text, lens[1] = text_len;
     argv[2] = num, lens[2] = (size_t)snprintf(num, sizeof num, "%zu", nkeys);
-    memcpy(argv + 3, keys, nkeys * sizeof *argv);
-    memcpy(lens + 3, klens, nkeys * sizeof *lens);
-    memcpy(argv + 3 + nkeys, args, nargs * sizeof *argv);
-    memcpy(lens + 3 + nkeys, alens, nargs * sizeof *lens);
+    for (size_t i = 0; i < nkeys; i++)
+      argv[3 + i] = keys[i], lens[3 + i] = klens[i];
+    for (size_t i = 0; i < nargs; i++)
+      argv[3 + nkeys + i] = args[i], lens[3 + nkeys + i] = alens[i];
     dlock__req req;
     rc = dlock__req_command(&req, argc, argv, lens);
     if (rc == DLOCK_OK && nkeys > 0)

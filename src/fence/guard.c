@@ -260,12 +260,12 @@ static int send_guarded(guard *g, int script, const char *body, size_t body_len,
     k[0] = g->name, kl[0] = g->name_len;
     k[1] = g->counter.p, kl[1] = g->counter.len;
     k[2] = g->fence.p, kl[2] = g->fence.len;
-    memcpy(k + 3, keys, nkeys * sizeof *k);
-    memcpy(kl + 3, klens, nkeys * sizeof *kl);
+    for (size_t i = 0; i < nkeys; i++) /* keys may be NULL when none */
+      k[3 + i] = keys[i], kl[3 + i] = klens[i];
     a[0] = g->field, al[0] = g->field_len;
     a[1] = g->token, al[1] = g->token_len;
-    memcpy(a + 2, args, nargs * sizeof *a);
-    memcpy(al + 2, alens, nargs * sizeof *al);
+    for (size_t i = 0; i < nargs; i++)
+      a[2 + i] = args[i], al[2 + i] = alens[i];
     redisReply *r = NULL;
     if (body) {
       rc = dlock__eval_call(g->c, body, body_len, nk, k, kl, na, a, al, &r);
