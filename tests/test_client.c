@@ -824,6 +824,67 @@ static void test_shared_engine_member_down(void) {
   th_server_stop(&s2);
 }
 
+/* source_addr: every connection of the client (the engine's two, the
+ * direct path's) comes from that address, as CLIENT LIST shows; what is not
+ * an address, or a unix:// URI, is refused. */
+static void test_source_addr(void) {
+  if (th_cluster_mode() || th_tls_mode())
+    return; /* one server's CLIENT LIST: the plain run */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.source_addr = "127.0.0.3";
+  o.connect_timeout_ms = 1500;
+  /* a server in protected mode (the default without a password) takes
+   * only 127.0.0.1: a configuration error, said at once */
+  dlock_client *c = NULL;
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_ECONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "protected mode"));
+  CU_ASSERT(th_now_ms() - t0 < 1000);
+  th_server open_srv;
+  CU_ASSERT_EQUAL_FATAL(th_server_start(&open_srv, "--protected-mode no"), 0);
+  c = th_client(&open_srv, &o);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("src"), NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK); /* the direct path */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  redisReply *r = th_cmd(&open_srv, "CLIENT LIST");
+  CU_ASSERT_FATAL(r && r->type == REDIS_REPLY_STRING);
+  int mine = 0, from = 0;
+  for (char *line = strtok(r->str, "\n"); line; line = strtok(NULL, "\n"))
+    if (strstr(line, dlock_client_id(c))) {
+      mine++;
+      from += strstr(line, " addr=127.0.0.3:") != NULL;
+    }
+  freeReplyObject(r);
+  CU_ASSERT(mine >= 2);
+  CU_ASSERT_EQUAL(from, mine);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  const char *bad[] = {"not-an-address", "127.0.0.300", ""};
+  for (size_t i = 0; i < 3; i++) {
+    o.source_addr = bad[i];
+    TH_ASSERT_RC(dlock_client_open(open_srv.url, &o, &c), DLOCK_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "source_addr"));
+  }
+  o.source_addr = "127.0.0.3";
+  TH_ASSERT_RC(dlock_client_open("unix:///tmp/nowhere.sock", &o, &c), DLOCK_EINVAL);
+  /* an IPv6 source for an IPv4 server: the connection says why */
+  o.source_addr = "::1";
+  o.connect_timeout_ms = 300;
+  TH_ASSERT_RC(dlock_client_open(open_srv.url, &o, &c), DLOCK_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "source_addr"));
+  /* the tool's --source-addr: runs there, 78 where protected mode refuses */
+  char args[512], out[2048];
+  snprintf(args, sizeof args, "--source-addr 127.0.0.3 --redis %s run %s -- "
+           "true 2>&1", open_srv.url, th_name("tool"));
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  snprintf(args, sizeof args, "--source-addr 127.0.0.3 --redis %s run %s -- "
+           "true 2>&1", srv.url, th_name("tool"));
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 78);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "protected mode"));
+  th_server_stop(&open_srv);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("core", NULL, NULL);
   CU_add_test(s, "uri_parse", test_uri_parse);
@@ -847,6 +908,7 @@ static void add_tests(void) {
   CU_add_test(s, "connections_killed_under_load", test_connections_killed_under_load);
   CU_add_test(s, "shared_engine", test_shared_engine);
   CU_add_test(s, "shared_engine_member_down", test_shared_engine_member_down);
+  CU_add_test(s, "source_addr", test_source_addr);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

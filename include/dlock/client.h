@@ -191,13 +191,22 @@ typedef struct dlock_client_opts {
                                   command_timeout_ms */
   int durable_replicas;        /* and this many replicas fsynced it too
                                   (WAITAOF's numreplicas; default 0) */
+  const char *source_addr;     /* a local IP address (literal, IPv4 or
+                                  IPv6) every connection of the client is
+                                  made from (engine, direct path,
+                                  sentinels), as redis-server's
+                                  bind-source-addr: for a host with several
+                                  addresses, or a test that cuts the
+                                  network between addresses. NULL: the
+                                  system picks (default). Copied; not with
+                                  unix:// URIs */
 } dlock_client_opts;
 
 #define DLOCK_CLIENT_OPTS_VERSION 10u /* 1 to 9 are still accepted */
 #define DLOCK_CLIENT_OPTS_INIT \
   { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
     NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, \
-    0, 0, 0 }
+    0, 0, 0, NULL }
 
 /* Open a client and connect to Redis.
  *

@@ -12,6 +12,7 @@
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
+#include "net/sock.h"
 #include "net/tls.h"
 
 /* ---- owner ids -------------------------------------------------------------- */
@@ -39,6 +40,7 @@ static void client_free(dlock_client *c) {
   dlock__map_free(&c->channels);
   dlock__uri_free(&c->uri);
   free(c->client_name);
+  free((char *)c->opts.source_addr);
   pthread_mutex_destroy(&c->qmu);
   pthread_mutex_destroy(&c->hmu);
   pthread_mutex_destroy(&c->cmu);
@@ -121,6 +123,11 @@ static int check_opts(const dlock_client_opts *o) {
     return dlock__fail(DLOCK_EINVAL, "replica_sync_ms + durable_ms must be "
                        "below command_timeout_ms (both wait on the server "
                        "within one call)");
+  struct sockaddr_storage src;
+  socklen_t srclen;
+  if (o->source_addr && dlock__sock_source(o->source_addr, &src, &srclen) != 0)
+    return dlock__fail(DLOCK_EINVAL, "source_addr must be an IPv4 or IPv6 "
+                       "address, not \"%.100s\"", o->source_addr);
   if (o->max_hold_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "max_hold_ms must be >= 0");
   if (o->completions != DLOCK_COMPLETE_ENGINE &&
@@ -198,11 +205,22 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
                        "rediss://, rediss+cluster:// and rediss+sentinel://");
   }
+  if (c->uri.path && opts->source_addr) {
+    client_free(c);
+    return dlock__fail(DLOCK_EINVAL, "source_addr is for TCP: a unix:// URI "
+                       "has no source address");
+  }
   if (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK) {
     client_free(c);
     return rc;
   }
   c->opts = *opts;
+  c->opts.source_addr = NULL;
+  if (opts->source_addr &&
+      (c->opts.source_addr = strdup(opts->source_addr)) == NULL) {
+    client_free(c);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->opts.sentinel_username = c->opts.sentinel_password = NULL;
   if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK) {

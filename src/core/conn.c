@@ -14,6 +14,7 @@
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
+#include "net/sock.h"
 #include "net/tls.h"
 #include "core/scripts.h"
 
@@ -619,6 +620,9 @@ int dlock__handshake_refusal(const char *err) {
       return 0; /* a replica (a demoted master): it answers MOVED/READONLY */
     return strncmp(err, "NOPERM", 6) == 0 ? DLOCK_EPERM : DLOCK_ECONFIG;
   }
+  if (strncmp(err, "DENIED", 6) == 0)
+    return DLOCK_ECONFIG; /* protected mode: only loopback's 127.0.0.1 and
+                             ::1 may connect without a password */
   static const char *const prefixes[] = {"WRONGPASS", "NOAUTH", "NOPERM", "ERR"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (strncmp(err, prefixes[i], strlen(prefixes[i])) == 0)
@@ -632,7 +636,12 @@ static void handshake_done(dlock__req *req, redisReply *reply, int status) {
                     ? dlock__handshake_refusal(reply->str)
                     : 0;
   if (refusal) {
-    if (refusal == DLOCK_ECONFIG || refusal == DLOCK_EPERM)
+    if (strncmp(reply->str, "DENIED", 6) == 0)
+      conn_fail(conn, "the server refused a connection from this address "
+                "(protected mode: it takes only 127.0.0.1 and ::1 without a "
+                "password; set one, or protected-mode no): %.200s",
+                reply->str);
+    else if (refusal == DLOCK_ECONFIG || refusal == DLOCK_EPERM)
       conn_fail(conn, "durable_ms: the server cannot make writes durable: %s "
                 "(it needs WAITAOF, Redis 7.2+ or Valkey, and appendonly "
                 "yes: docs/durability.md)", reply->str);
@@ -797,10 +806,23 @@ static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
   uv_tcp_init(conn->client->loop, &conn->u.tcp);
   conn->client->live++;
   conn->u.handle.data = conn;
-  int rc = uv_tcp_connect(&conn->connect_req, &conn->u.tcp, ai->ai_addr,
-                          on_connect);
+  const char *source = conn->client->opts.source_addr;
+  struct sockaddr_storage src;
+  socklen_t srclen;
+  int rc = 0;
+  if (source && (dlock__sock_source(source, &src, &srclen) != 0 ||
+                 src.ss_family != ai->ai_family))
+    rc = UV_EAFNOSUPPORT; /* checked at open: the family differs */
+  else if (source)
+    rc = uv_tcp_bind(&conn->u.tcp, (const struct sockaddr *)&src, 0);
+  if (rc == 0)
+    rc = uv_tcp_connect(&conn->connect_req, &conn->u.tcp, ai->ai_addr,
+                        on_connect);
   uv_freeaddrinfo(res);
-  if (rc < 0)
+  if (rc < 0 && source)
+    conn_fail(conn, "cannot connect from source_addr %s: %s", source,
+              uv_strerror(rc));
+  else if (rc < 0)
     conn_fail(conn, "connect failed: %s", uv_strerror(rc));
 }
 

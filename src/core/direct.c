@@ -322,7 +322,8 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   dc->gen = gen;
   dc->s.fd = -1;
   if (hello(c, dc) != DLOCK_OK ||
-      dlock__sock_init(&dc->s, ss.ss_family, why, sizeof why) != DLOCK_OK) {
+      dlock__sock_init(&dc->s, ss.ss_family, c->opts.source_addr, why,
+                       sizeof why) != DLOCK_OK) {
     dconn_close(dc);
     return NULL;
   }

@@ -398,9 +398,10 @@ void dlock__conn_send(dlock__conn *conn, dlock__req *req);
  * req->errmsg when it refused. */
 /* What a handshake's error answer err means (both paths): 0 nothing to
  * mind (the durable probe on a replica), DLOCK_EAUTH refused for good
- * (credentials, ACL), DLOCK_ECONFIG / DLOCK_EPERM the durable probe
- * refused (no WAITAOF, no AOF / no +waitaof), DLOCK_EIO passing (LOADING
- * and the like: reconnects go on). */
+ * (credentials, ACL), DLOCK_ECONFIG a protected-mode server refusing a
+ * source address other than 127.0.0.1, DLOCK_ECONFIG / DLOCK_EPERM the
+ * durable probe refused (no WAITAOF, no AOF / no +waitaof), DLOCK_EIO
+ * passing (LOADING and the like: reconnects go on). */
 int dlock__handshake_refusal(const char *err);
 typedef struct dlock__ack_cmd {
   char n[16], ms[24];

@@ -54,7 +54,7 @@ static int connect_to(dlock__sock *s, const char *host, int port,
     snprintf(why, n, "cannot resolve the name");
     return DLOCK_EIO;
   }
-  return dlock__sock_open(s, &ss, len, tls, host,
+  return dlock__sock_open(s, &ss, len, o->source_addr, tls, host,
                           dlock__now_us() + o->connect_timeout_ms * 1000, why,
                           n);
 }

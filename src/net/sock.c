@@ -1,4 +1,5 @@
 /* A connection the calling thread drives itself (net/sock.h). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -180,10 +181,40 @@ static int tls_handshake(dlock__sock *s, int64_t deadline_us, char *why,
   }
 }
 
-int dlock__sock_init(dlock__sock *s, int family, char *why, size_t n) {
+int dlock__sock_source(const char *addr, struct sockaddr_storage *ss,
+                       socklen_t *len) {
+  memset(ss, 0, sizeof *ss);
+  struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    *len = sizeof *v4;
+    return 0;
+  }
+  if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    *len = sizeof *v6;
+    return 0;
+  }
+  return -1;
+}
+
+int dlock__sock_init(dlock__sock *s, int family, const char *source, char *why,
+                     size_t n) {
   s->tls = NULL;
   s->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   s->reader = redisReaderCreate();
+  struct sockaddr_storage src;
+  socklen_t len = 0;
+  if (s->fd >= 0 && s->reader != NULL && source &&
+      (dlock__sock_source(source, &src, &len) != 0 || src.ss_family != family ||
+       bind(s->fd, (const struct sockaddr *)&src, len) != 0)) {
+    snprintf(why, n, "cannot connect from source_addr %s: %s", source,
+             src.ss_family != family ? "not the server address's family"
+                                     : strerror(errno));
+    dlock__sock_close(s);
+    return DLOCK_EIO;
+  }
   if (s->fd >= 0 && s->reader != NULL)
     return DLOCK_OK;
   int rc = s->reader == NULL ? DLOCK_ENOMEM : DLOCK_EIO;
@@ -193,9 +224,10 @@ int dlock__sock_init(dlock__sock *s, int family, char *why, size_t n) {
 }
 
 int dlock__sock_open(dlock__sock *s, const struct sockaddr_storage *ss,
-                     socklen_t len, dlock__tls_ctx *tls, const char *host,
-                     int64_t deadline_us, char *why, size_t n) {
-  int rc = dlock__sock_init(s, ss->ss_family, why, n);
+                     socklen_t len, const char *source, dlock__tls_ctx *tls,
+                     const char *host, int64_t deadline_us, char *why,
+                     size_t n) {
+  int rc = dlock__sock_init(s, ss->ss_family, source, why, n);
   return rc == DLOCK_OK
              ? dlock__sock_connect(s, ss, len, tls, host, deadline_us, why, n)
              : rc;

@@ -23,6 +23,11 @@ typedef struct dlock__sock {
   redisReader *reader;
 } dlock__sock;
 
+/* A source address (an IP literal) as a sockaddr with port 0: 0, or -1
+ * when addr is not one. */
+int dlock__sock_source(const char *addr, struct sockaddr_storage *ss,
+                       socklen_t *len);
+
 /* host:port's address (IPv4 first, as the engine connects). 0 or -1. */
 int dlock__sock_resolve(const char *host, int port, struct sockaddr_storage *ss,
                         socklen_t *len);
@@ -32,12 +37,15 @@ int dlock__sock_resolve(const char *host, int port, struct sockaddr_storage *ss,
  * certificate must show). DLOCK_OK, DLOCK_ENOMEM or DLOCK_EIO with why; s
  * is closed on failure. */
 int dlock__sock_open(dlock__sock *s, const struct sockaddr_storage *ss,
-                     socklen_t len, dlock__tls_ctx *tls, const char *host,
-                     int64_t deadline_us, char *why, size_t n);
-/* The same in two steps: the socket (and reader) first, DLOCK_OK or
+                     socklen_t len, const char *source, dlock__tls_ctx *tls,
+                     const char *host, int64_t deadline_us, char *why,
+                     size_t n);
+/* The same in two steps: the socket (and reader) first, bound to source
+ * when it is not NULL (dlock_client_opts.source_addr), DLOCK_OK or
  * DLOCK_EIO / DLOCK_ENOMEM with why; then the connect and handshake, which
  * a shutdown(2) of s->fd from another thread cuts short. */
-int dlock__sock_init(dlock__sock *s, int family, char *why, size_t n);
+int dlock__sock_init(dlock__sock *s, int family, const char *source, char *why,
+                     size_t n);
 int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
                         socklen_t len, dlock__tls_ctx *tls, const char *host,
                         int64_t deadline_us, char *why, size_t n);

@@ -57,6 +57,7 @@ static const char *sentinel_user;
 /* rediss...: --tls-ca, --tls-ca-dir, --tls-cert, --tls-key,
  * --tls-server-name, --tls-insecure */
 static const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+static const char *source_addr; /* --source-addr */
 static int tls_insecure;
 /* the first --tls-* and --sentinel-* flag given: a URL they do not apply to
  * is refused with its name, never run without them */
@@ -105,6 +106,7 @@ static void usage_main(FILE *f) {
           "  valkey://, valkeys://, valkey+cluster://, valkey+sentinel://, ...:\n"
           "  the same as the redis forms (Redisson's spellings).\n"
           "  several --redis make `run` take a RedLock over all of them.\n"
+          "--source-addr ADDR: connect from this local IP address.\n"
           "Options, these and a command's own, go before NAME; what follows NAME\n"
           "  is never dlock's (`run`: COMMAND's, byte for byte). A --tls-* flag\n"
           "  for a URL without TLS, or --sentinel-* for one without Sentinel, is\n"
@@ -118,7 +120,8 @@ static void usage_main(FILE *f) {
           "Exit status: the command's own for `run`; 64 usage, 65 the name\n"
           "holds another kind of object, 69 Redis unreachable, 70 unexpected\n"
           "error, 75 not acquired (or not reached) in time, 76 the lease was\n"
-          "lost while the command ran, 77 refused by the server's ACL, 78 a\n"
+          "lost while the command ran (`write`: refused), 77 refused by the\n"
+          "server's ACL, 78 a\n"
           "configuration to fix: the server refused the password, ACL user or\n"
           "database, TLS verification failed, or the URL does not fit the\n"
           "server.\n"
@@ -155,7 +158,8 @@ static void print_in_cli_words(FILE *f, const char *msg) {
       {"sentinel_username", "--sentinel-user"},
       {"replica_sync_ms", "--replica-sync"},
       {"durable_replicas", "--durable-replicas"},
-      {"durable_ms", "--durable"}};
+      {"durable_ms", "--durable"},
+      {"source_addr", "--source-addr"}};
   const size_t nwords = sizeof words / sizeof words[0];
   while (*msg) {
     size_t k = 0;
@@ -325,7 +329,8 @@ static int take_global(int argc, char **argv, int *i) {
   }
   static const char *const with_value[] = {
       "--redis", "--password-file", "--sentinel-password-file", "--sentinel-user",
-      "--tls-ca", "--tls-ca-dir", "--tls-cert", "--tls-key", "--tls-server-name"};
+      "--tls-ca", "--tls-ca-dir", "--tls-cert", "--tls-key", "--tls-server-name",
+      "--source-addr"};
   size_t k = 0;
   while (k < sizeof with_value / sizeof with_value[0] && strcmp(o, with_value[k]))
     k++;
@@ -348,6 +353,7 @@ static int take_global(int argc, char **argv, int *i) {
                       : !strcmp(o, "--tls-cert")         ? &tls_cert
                       : !strcmp(o, "--tls-key")          ? &tls_key
                       : !strcmp(o, "--tls-server-name")  ? &tls_server_name
+                      : !strcmp(o, "--source-addr")      ? &source_addr
                                                          : NULL;
   if (dest) {
     *dest = val;
@@ -449,6 +455,7 @@ static int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
   o.replica_sync_ms = replica_sync_ms;
+  o.source_addr = source_addr;
   o.durable_ms = durable_ms;
   o.durable_replicas = (int)durable_replicas;
   o.password = have_password ? password : NULL;
