@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "partition.h"
 #include "torture/torture.h"
 
 static th_server srv[5];
@@ -828,9 +829,9 @@ static void test_t24_pause_fencing(void) {
   }
 }
 
-/* 25. The same guarded writes on a cluster, the name's slot migrated and
+/* 24, on a cluster: the same guarded writes, the name's slot migrated and
  * failed over beside the pauses. */
-static void test_t25_pause_fencing_cluster(void) {
+static void test_t24_pause_fencing_cluster(void) {
   char args[512];
   snprintf(args, sizeof args, "--cluster --kind fenced --procs 4 --threads 2 "
            "--hold-us 20000 --lease 300 --duration %" PRId64 " --writes "
@@ -839,6 +840,139 @@ static void test_t25_pause_fencing_cluster(void) {
   run r;
   torture(&r, args);
   guarded_clean(&r);
+}
+
+/* 25. A client cut from its server (a partition between the holder's
+ * address and the server's; docs/reliability.md): the server listens on
+ * 127.0.0.2 (and 127.0.0.1, the test's own unpartitioned path), the holder
+ * connects from 127.0.0.3, a newcomer from 127.0.0.4 waits for the lock.
+ * nftables drops everything between 127.0.0.3 and 127.0.0.2. The holder's
+ * watchdog (1.5 s lease) cannot renew: it must be told (lost callback)
+ * before the newcomer is granted the lock, and within the lease of the
+ * cut. Then the same for `dlock run`: its command must get the lost signal
+ * before the newcomer's grant. */
+static _Atomic int64_t t25_lost_us;
+static void t25_on_lost(void *d, const char *n, size_t l, uint64_t o,
+                        dlock_lost_reason r) {
+  atomic_store(&t25_lost_us, th_now_us());
+}
+
+static int64_t realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* One round: name's holder h cut from the server while newcomer n waits;
+ * the newcomer's grant (its th_now_us) into *granted_us. */
+static void t25_newcomer(th_server *s, dlock_lock *n, const char *name,
+                         th_acquirer *a) {
+  *a = (th_acquirer){n, 10000, 5000, -1, 0, 0};
+  th_acquirer_start(a);
+  char channel[128];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(s, channel, 1, 3000)); /* it waits */
+}
+
+static void test_t25_client_cut(void) {
+  char why[256];
+  if (dlock_part_init(why, sizeof why) != 0) {
+    printf("\n    partitions cannot run here: %s\n", why);
+    CU_FAIL_FATAL("partitions cannot run here (nftables)");
+  }
+  th_server s;
+  CU_ASSERT_EQUAL_FATAL(
+      th_server_start(&s, "--bind 127.0.0.1 127.0.0.2 --protected-mode no"), 0);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.2:%d", s.port);
+  dlock_client_opts ho = DLOCK_CLIENT_OPTS_INIT, no = DLOCK_CLIENT_OPTS_INIT;
+  ho.source_addr = "127.0.0.3";
+  ho.watchdog_timeout_ms = 1500;
+  ho.command_timeout_ms = 400;
+  ho.connect_timeout_ms = 400;
+  ho.on_lost = t25_on_lost;
+  no.source_addr = "127.0.0.4";
+  dlock_client *hc = NULL, *nc = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, &ho, &hc), DLOCK_OK);
+  TH_ASSERT_RC(dlock_client_open(url, &no, &nc), DLOCK_OK);
+  int rounds = WORK_DIVISOR > 1 ? 2 : 4, told_first = 0;
+  int64_t worst_detect = 0, least_margin = INT64_MAX;
+  for (int i = 0; i < rounds && hc && nc; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "t25:%d", i);
+    dlock_lock *h = NULL, *n = NULL;
+    TH_ASSERT_RC(dlock_reentrant_lock_new(hc, name, NULL, &h), DLOCK_OK);
+    TH_ASSERT_RC(dlock_reentrant_lock_new(nc, name, NULL, &n), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(h, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+    atomic_store(&t25_lost_us, 0);
+    th_acquirer a;
+    t25_newcomer(&s, n, name, &a);
+    int64_t cut = th_now_us();
+    CU_ASSERT_EQUAL(dlock_part_cut("127.0.0.3", "127.0.0.2"), 0);
+    th_acquirer_join(&a);
+    TH_ASSERT_RC(a.rc, DLOCK_OK);
+    for (int64_t end = th_now_ms() + 3000;
+         atomic_load(&t25_lost_us) == 0 && th_now_ms() < end;)
+      usleep(2000);
+    int64_t lost = atomic_load(&t25_lost_us), granted = a.got_ms * 1000;
+    CU_ASSERT(lost != 0);
+    told_first += lost != 0 && lost <= granted;
+    if (lost - cut > worst_detect)
+      worst_detect = lost - cut;
+    if (granted - lost < least_margin)
+      least_margin = granted - lost;
+    CU_ASSERT(lost != 0 && lost - cut <= 1500 * 1000); /* within the lease */
+    CU_ASSERT_EQUAL(dlock_part_heal(), 0);
+    int rc = dlock_release(h); /* gone: ELOST (or EIO while reconnecting) */
+    CU_ASSERT(rc == DLOCK_ELOST || rc == DLOCK_EIO);
+    dlock_lock_free(h);
+    dlock_lock_free(n);
+  }
+  printf("\n    %d rounds: told before the newcomer's grant in %d; the loss "
+         "reported %" PRId64 " ms after the cut at most (lease 1500), %"
+         PRId64 " ms before the grant at least\n", rounds, told_first,
+         worst_detect / 1000, least_margin / 1000);
+  CU_ASSERT_EQUAL(told_first, rounds);
+  dlock_client_close(hc);
+
+  /* dlock run: its command gets the lost signal before the newcomer is in */
+  const char *bin = getenv("DLOCK_BIN");
+  char dir[] = "/tmp/dlock-t25-XXXXXX", cmd[1024], out[256];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd,
+           "'%s' --source-addr 127.0.0.3 --redis %s run --watchdog 1500ms t25:run "
+           "-- sh -c 'trap \"date +%%s%%N > %s/lost; exit 0\" TERM; "
+           "touch %s/ready; while :; do sleep 0.02; done' >/dev/null 2>&1 &",
+           bin, url, dir, dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  char ready[128], lostf[128];
+  snprintf(ready, sizeof ready, "%s/ready", dir);
+  snprintf(lostf, sizeof lostf, "%s/lost", dir);
+  for (int64_t end = th_now_ms() + 5000; access(ready, F_OK) != 0 && th_now_ms() < end;)
+    usleep(5000);
+  dlock_lock *n = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(nc, "t25:run", NULL, &n), DLOCK_OK);
+  th_acquirer a;
+  t25_newcomer(&s, n, "t25:run", &a);
+  CU_ASSERT_EQUAL(dlock_part_cut("127.0.0.3", "127.0.0.2"), 0);
+  th_acquirer_join(&a);
+  int64_t granted = realtime_us();
+  TH_ASSERT_RC(a.rc, DLOCK_OK);
+  for (int64_t end = th_now_ms() + 3000; access(lostf, F_OK) != 0 && th_now_ms() < end;)
+    usleep(5000);
+  snprintf(cmd, sizeof cmd, "cat %s/lost", dir);
+  CU_ASSERT_EQUAL(th_shell(cmd, out, sizeof out), 0);
+  int64_t signalled = atoll(out) / 1000;
+  printf("    dlock run's command signalled %" PRId64 " ms before the "
+         "newcomer's grant was seen\n", (granted - signalled) / 1000);
+  CU_ASSERT(signalled > 0 && signalled <= granted);
+  CU_ASSERT_EQUAL(dlock_part_heal(), 0);
+  dlock_release(n);
+  dlock_lock_free(n);
+  dlock_client_close(nc);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  th_shell(cmd, out, sizeof out);
+  th_server_stop(&s);
 }
 
 /* 21. Sentinel: SENTINEL FAILOVER and kill -9 of the master (started again:
@@ -939,7 +1073,8 @@ static void add(void) {
   CU_add_test(s, "t22_async_owners", test_t22_async_owners);
   CU_add_test(s, "t23_durable_restarts", test_t23_durable_restarts);
   CU_add_test(s, "t24_pause_fencing", test_t24_pause_fencing);
-  CU_add_test(s, "t25_pause_fencing_cluster", test_t25_pause_fencing_cluster);
+  CU_add_test(s, "t24_pause_fencing_cluster", test_t24_pause_fencing_cluster);
+  CU_add_test(s, "t25_client_cut", test_t25_client_cut);
   CU_add_test(s, "t15_reconnects_keep_fds", test_t15_reconnects_keep_fds);
   CU_add_test(s, "t15_no_sigpipe_under_kill_storms",
               test_t15_no_sigpipe_under_kill_storms);

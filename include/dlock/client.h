@@ -35,7 +35,9 @@ typedef enum dlock_lost_reason {
   DLOCK_LOST_EXPIRED = 1,  /* the server no longer has the hold (lease ran
                               out, key deleted, server restarted) */
   DLOCK_LOST_UNRENEWED = 2, /* renewals failed until the lease's validity
-                               passed: it may be gone, treat it as gone */
+                               was about to pass (a twentieth of the lease
+                               plus 5 ms before): it may soon be another's,
+                               treat it as gone */
   DLOCK_LOST_MAX_HOLD = 3  /* held longer than max_hold_ms: renewal stopped */
 } dlock_lost_reason;
 

@@ -425,6 +425,7 @@ static void engine_shutdown(dlock_client *c) {
     dlock__sentinel_shutdown(c);
   dlock__async_shutdown(c); /* after the requests in flight have failed */
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
   uv_close((uv_handle_t *)&c->wake, on_handle_closed);
 }
@@ -481,7 +482,9 @@ static void client_attach(dlock_client *c) {
   uv_prepare_start(&c->flush, on_prepare);
   uv_timer_init(c->loop, &c->watchdog_timer);
   c->watchdog_timer.data = c;
-  c->live = 3;
+  uv_timer_init(c->loop, &c->deadline_timer);
+  c->deadline_timer.data = c;
+  c->live = 4;
   dlock__conn_init(c, &c->cmd, 0);
   if (c->cluster == NULL) /* a cluster's pools follow its nodes */
     c->cmd.pool = &c->direct.pools[0];

@@ -327,6 +327,8 @@ struct dlock_client {
   uv_async_t wake;
   uv_prepare_t flush;
   uv_timer_t watchdog_timer;
+  uv_timer_t deadline_timer; /* the earliest watchdog hold's validity end
+                                (watchdog.c: a loss is told before it) */
 
   pthread_mutex_t qmu; /* guards the queue and closing */
   dlock__req *qhead, *qtail;
