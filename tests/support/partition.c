@@ -107,6 +107,20 @@ int dlock_part_cut(const char *a, const char *b) {
              : -1;
 }
 
+int dlock_part_loss(const char *a, const char *b, int pct) {
+  if (!table[0] || !loopback(a) || !loopback(b) || pct < 0 || pct > 100)
+    return -1;
+  char rule[160];
+  for (int way = 0; way < 2; way++) {
+    snprintf(rule, sizeof rule,
+             "cut ip saddr %s ip daddr %s numgen random mod 100 '<' %d drop",
+             way ? b : a, way ? a : b, pct);
+    if (nft("add rule", rule) != 0)
+      return -1;
+  }
+  return 0;
+}
+
 int dlock_part_heal(void) {
   return table[0] ? nft("flush chain", "cut") : -1;
 }

@@ -23,6 +23,9 @@ int dlock_part_init(char *why, size_t n);
 int dlock_part_cut(const char *a, const char *b);
 /* Drop packets from a to b only (one-way loss). 0 or -1. */
 int dlock_part_cut_one_way(const char *from, const char *to);
+/* Drop pct % of the packets between a and b, at random (both ways): a
+ * lossy link. 0 or -1. */
+int dlock_part_loss(const char *a, const char *b, int pct);
 /* Remove every rule: the network is whole again. 0 or -1. */
 int dlock_part_heal(void);
 /* Remove the table (also done at exit). */

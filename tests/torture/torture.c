@@ -22,6 +22,7 @@
 
 #include "../harness.h"
 #include "dlock/dlock.h"
+#include "partition.h"
 #include "torture.h"
 
 #define MAX_PROCS 64
@@ -60,6 +61,7 @@ static void usage(void) {
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
           "sleep,flush,pause]\n"
           "  [--writes plain|guarded] (--kind fenced; plain: one server)\n"
+          "  [--loss PCT] (one server: PCT %% of the workers' packets dropped)\n"
           "  [--every MS] [--seed N] [--json] [--broken]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
           "migrate,failover,pause]]\n"
@@ -130,6 +132,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--seed") == 0) O.seed = (unsigned)num(v);
     else if (strcmp(a, "--worker") == 0) *worker = (int)num(v);
     else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
+    else if (strcmp(a, "--loss") == 0) O.loss_pct = (int)num(v);
     else if (strcmp(a, "--writes") == 0) {
       if (strcmp(v, "plain") == 0)
         O.writes = TT_W_PLAIN;
@@ -177,6 +180,8 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       (!O.cluster && (O.nemesis & TT_F_MIGRATE)) ||
       (O.writes && (O.kind != TT_FENCED || O.async || O.java)) ||
       (O.writes == TT_W_PLAIN && (O.cluster || O.sentinel)) ||
+      (O.loss_pct && (O.cluster || O.sentinel || O.servers != 1 ||
+                      O.loss_pct > 50 || O.java)) ||
       (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)))
     usage();
 }
@@ -683,13 +688,25 @@ static int harness_main(void) {
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.1:%d", port);
       continue;
     }
+    const char *extra = O.loss_pct ? "--bind 127.0.0.1 127.0.0.2 "
+                                     "--protected-mode no" : NULL;
     if (O.cluster    ? th_cluster_start(&servers[i], 3, 1) != 0
         : O.sentinel ? th_sentinel_start(&servers[i], 2, 3) != 0
-                     : th_server_start(&servers[i], NULL) != 0) {
+                     : th_server_start(&servers[i], extra) != 0) {
       fprintf(stderr, "torture: cannot start redis-server\n");
       return 2;
     }
     snprintf(A->urls[i], sizeof A->urls[i], "%s", servers[i].url);
+    if (O.loss_pct) { /* the workers' path: 127.0.0.3 -> 127.0.0.2, lossy */
+      char why[256] = "an nft rule failed";
+      snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.2:%d",
+               servers[i].port);
+      if (dlock_part_init(why, sizeof why) != 0 ||
+          dlock_part_loss("127.0.0.3", "127.0.0.2", O.loss_pct) != 0) {
+        fprintf(stderr, "torture: --loss: %s\n", why);
+        return 2;
+      }
+    }
   }
   if (O.kind == TT_SEMAPHORE) {
     dlock_client *c;

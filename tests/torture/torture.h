@@ -57,6 +57,11 @@ typedef struct tt_opts {
                           log entry "token:value": TT_W_PLAIN plain
                           commands, TT_W_GUARDED guarded writes
                           (dlock/fence.h); the checker reads both back */
+  int loss_pct;        /* --loss PCT (one server): the workers connect from
+                          127.0.0.3 to the server's 127.0.0.2, and nftables
+                          drops PCT % of the packets between the two, at
+                          random, for the whole run (tests/support/
+                          partition.h); the harness keeps 127.0.0.1 */
   int async;           /* > 0: each worker runs one thread that drives this
                           many owners at once with the non-blocking API
                           (--async N; lock, fenced, fair, rw) instead of

@@ -497,6 +497,7 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   co.command_timeout_ms = o->command_timeout_ms;
   co.on_lost = on_lost;
   co.completions = DLOCK_COMPLETE_QUEUE;
+  co.source_addr = o->loss_pct ? "127.0.0.3" : NULL;
   if (dlock_client_open(a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
     fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[0], dlock_errmsg());
     return 3;
@@ -569,6 +570,7 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     co.on_lost = on_lost;
     co.lazy_connect = o->kind == TT_REDLOCK;
     co.share_engine = o->one_engine && i > 0 ? P.clients[0] : NULL;
+    co.source_addr = o->loss_pct ? "127.0.0.3" : NULL; /* --loss */
     if (o->kind == TT_REDLOCK)
       co.connect_timeout_ms = 500;
     int rc = dlock_client_open(a->urls[i], &co, &P.clients[i]);
