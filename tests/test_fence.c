@@ -378,6 +378,29 @@ static void test_async(void) {
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
   TH_ASSERT_RC(async_incr(l, 0, key, &v), DLOCK_OK);
   CU_ASSERT_EQUAL(v, 1);
+  /* a body: its keys and args copied at the call */
+  {
+    box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    char k[160], arg[8] = "41";
+    snprintf(k, sizeof k, "%s", key);
+    const char *keys[] = {k}, *args[] = {arg};
+    size_t klens[] = {strlen(k)}, alens[] = {2};
+    TH_ASSERT_RC(dlock_guarded_eval_async(
+                     l, 0, "return redis.call('incrby', KEYS[1], ARGV[1])", 1,
+                     keys, klens, 1, args, alens, on_done, &b, NULL),
+                 DLOCK_OK);
+    memset(k, 0, sizeof k); /* the call copied them */
+    memset(arg, 0, sizeof arg);
+    pthread_mutex_lock(&b.mu);
+    while (!b.done)
+      pthread_cond_wait(&b.cv, &b.mu);
+    pthread_mutex_unlock(&b.mu);
+    TH_ASSERT_RC(b.rc, DLOCK_OK);
+    CU_ASSERT_EQUAL(b.integer, 42);
+    TH_ASSERT_RC(dlock_guarded_eval_async(l, 0, "", 0, NULL, NULL, 0, NULL,
+                                          NULL, on_done, &b, NULL),
+                 DLOCK_EINVAL);
+  }
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   TH_ASSERT_RC(dlock_lock_bind_owner(l, 0), DLOCK_OK);
   TH_ASSERT_RC(async_incr(l, 0, key, &v), DLOCK_EINVAL); /* no owner */

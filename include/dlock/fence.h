@@ -110,6 +110,16 @@ DLOCK_API int dlock_guarded_call_async(dlock_lock *lock, uint64_t owner,
                                        const size_t *lens, dlock_done_fn *done,
                                        void *data, dlock_op *op);
 
+/* dlock_guarded_eval() without blocking, as dlock_guarded_call_async(). */
+DLOCK_API int dlock_guarded_eval_async(dlock_lock *lock, uint64_t owner,
+                                       const char *body, size_t nkeys,
+                                       const char *const *keys,
+                                       const size_t *klens, size_t nargs,
+                                       const char *const *args,
+                                       const size_t *alens,
+                                       dlock_done_fn *done, void *data,
+                                       dlock_op *op);
+
 #ifdef __cplusplus
 }
 #endif

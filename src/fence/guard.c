@@ -365,20 +365,29 @@ static int eval_text(const char *body, dlock__buf *text) {
   return DLOCK_OK;
 }
 
-int dlock_guarded_eval(dlock_lock *lock, const char *body, size_t nkeys,
-                       const char *const *keys, const size_t *klens,
-                       size_t nargs, const char *const *args,
-                       const size_t *alens, dlock_reply **reply) {
-  int rc = check_lock(lock, reply);
-  if (rc == DLOCK_OK && (body == NULL || body[0] == '\0'))
-    rc = dlock__fail(DLOCK_EINVAL, "guarded write: no body");
+/* The checks of a guarded body's arguments. */
+static int check_eval(const char *body, size_t nkeys, const char *const *keys,
+                      const size_t *klens, size_t nargs, const char *const *args,
+                      const size_t *alens) {
+  int rc = body == NULL || body[0] == '\0'
+               ? dlock__fail(DLOCK_EINVAL, "guarded write: no body")
+               : DLOCK_OK;
   if (rc == DLOCK_OK)
     rc = check_args(nkeys, keys, klens, "keys");
   if (rc == DLOCK_OK)
     rc = check_args(nargs, args, alens, "args");
+  return rc;
+}
+
+/* A guarded body of owner's (arguments checked). */
+static int guarded_eval_owner(dlock_lock *lock, uint64_t owner,
+                              const char *body, size_t nkeys,
+                              const char *const *keys, const size_t *klens,
+                              size_t nargs, const char *const *args,
+                              const size_t *alens, dlock_reply **reply) {
   guard g;
-  if (rc != DLOCK_OK ||
-      (rc = guard_of_lock(lock, dlock__lock_owner_id(lock), &g)) != DLOCK_OK)
+  int rc = guard_of_lock(lock, owner, &g);
+  if (rc != DLOCK_OK)
     return rc;
   dlock__buf text = {0};
   rc = same_slot(&g, nkeys, keys, klens);
@@ -390,6 +399,19 @@ int dlock_guarded_eval(dlock_lock *lock, const char *body, size_t nkeys,
   dlock__buf_free(&text);
   guard_free(&g);
   return rc;
+}
+
+int dlock_guarded_eval(dlock_lock *lock, const char *body, size_t nkeys,
+                       const char *const *keys, const size_t *klens,
+                       size_t nargs, const char *const *args,
+                       const size_t *alens, dlock_reply **reply) {
+  int rc = check_lock(lock, reply);
+  if (rc == DLOCK_OK)
+    rc = check_eval(body, nkeys, keys, klens, nargs, args, alens);
+  if (rc != DLOCK_OK)
+    return rc;
+  return guarded_eval_owner(lock, dlock__lock_owner_id(lock), body, nkeys,
+                            keys, klens, nargs, args, alens, reply);
 }
 
 int dlock_fenced_call(dlock_client *client, const char *name, int64_t token,
@@ -450,35 +472,89 @@ static packed *pack(size_t argc, const char *const *argv, const size_t *lens) {
   return p;
 }
 
-static int guarded_job(dlock__aop *op) {
+static int call_job(dlock__aop *op) {
   packed *p = op->ctx;
   dlock_reply *reply = NULL;
   int rc = guarded_call_owner((dlock_lock *)op->h, op->owner, p->argc,
-                                     p->argv, p->lens, &reply);
+                              p->argv, p->lens, &reply);
   op->res.reply = reply;
   return rc;
 }
 
-int dlock_guarded_call_async(dlock_lock *lock, uint64_t owner, size_t argc,
-                             const char *const *argv, const size_t *lens,
-                             dlock_done_fn *done, void *data, dlock_op *op) {
+/* A body's job: argv[0] the body, then op->num keys, then the args. */
+static int eval_job(dlock__aop *op) {
+  packed *p = op->ctx;
+  size_t nkeys = (size_t)op->num;
+  dlock_reply *reply = NULL;
+  int rc = guarded_eval_owner((dlock_lock *)op->h, op->owner, p->argv[0],
+                              nkeys, p->argv + 1, p->lens + 1,
+                              p->argc - 1 - nkeys, p->argv + 1 + nkeys,
+                              p->lens + 1 + nkeys, &reply);
+  op->res.reply = reply;
+  return rc;
+}
+
+/* What every async guarded write checks: the lock, its owner (0: the
+ * bound one; one is needed), its kind. */
+static int check_async(dlock_lock *lock, uint64_t *owner) {
   int rc = check_lock(lock, NULL);
-  if (rc == DLOCK_OK && argc == 0)
-    rc = dlock__fail(DLOCK_EINVAL, "guarded write: no command");
-  if (rc == DLOCK_OK)
-    rc = check_args(argc, argv, lens, "argv");
-  if (rc == DLOCK_OK && (owner = owner ? owner : lock->bound_owner) == 0)
+  if (rc == DLOCK_OK && (*owner = *owner ? *owner : lock->bound_owner) == 0)
     rc = dlock__fail(DLOCK_EINVAL, "no owner: pass an owner id "
                      "(dlock_owner_id_new) or bind one to the handle "
                      "(dlock_lock_bind_owner)");
   if (rc == DLOCK_OK && (lock->h.client == NULL || lock->m->guard_field == NULL))
     rc = dlock__fail(DLOCK_ENOTSUP, "%s locks cannot guard a write",
                      lock->m->kind);
-  if (rc != DLOCK_OK)
-    return rc;
-  packed *p = pack(argc, argv, lens);
+  return rc;
+}
+
+/* Start job on lock with p (NULL: out of memory). */
+static int start_job(dlock_lock *lock, uint64_t owner, packed *p,
+                     int (*job)(dlock__aop *), int64_t num, dlock_done_fn *done,
+                     void *data, dlock_op *op) {
   if (p == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   return dlock__aop_job(lock->h.client, &lock->h, "lock", DLOCK__AOP_OTHER,
-                        guarded_job, 0, p, owner, done, data, op);
+                        job, num, p, owner, done, data, op);
+}
+
+int dlock_guarded_call_async(dlock_lock *lock, uint64_t owner, size_t argc,
+                             const char *const *argv, const size_t *lens,
+                             dlock_done_fn *done, void *data, dlock_op *op) {
+  int rc = check_async(lock, &owner);
+  if (rc == DLOCK_OK && argc == 0)
+    rc = dlock__fail(DLOCK_EINVAL, "guarded write: no command");
+  if (rc == DLOCK_OK)
+    rc = check_args(argc, argv, lens, "argv");
+  if (rc != DLOCK_OK)
+    return rc;
+  return start_job(lock, owner, pack(argc, argv, lens), call_job, 0, done,
+                   data, op);
+}
+
+int dlock_guarded_eval_async(dlock_lock *lock, uint64_t owner, const char *body,
+                             size_t nkeys, const char *const *keys,
+                             const size_t *klens, size_t nargs,
+                             const char *const *args, const size_t *alens,
+                             dlock_done_fn *done, void *data, dlock_op *op) {
+  int rc = check_async(lock, &owner);
+  if (rc == DLOCK_OK)
+    rc = check_eval(body, nkeys, keys, klens, nargs, args, alens);
+  if (rc != DLOCK_OK)
+    return rc;
+  size_t argc = 1 + nkeys + nargs;
+  const char **v = calloc(argc, sizeof *v);
+  size_t *l = calloc(argc, sizeof *l);
+  packed *p = NULL;
+  if (v && l) {
+    v[0] = body, l[0] = strlen(body);
+    for (size_t i = 0; i < nkeys; i++)
+      v[1 + i] = keys[i], l[1 + i] = klens[i];
+    for (size_t i = 0; i < nargs; i++)
+      v[1 + nkeys + i] = args[i], l[1 + nkeys + i] = alens[i];
+    p = pack(argc, v, l);
+  }
+  free(v);
+  free(l);
+  return start_job(lock, owner, p, eval_job, (int64_t)nkeys, done, data, op);
 }
