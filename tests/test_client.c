@@ -833,13 +833,19 @@ static void test_source_addr(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.source_addr = "127.0.0.3";
   o.connect_timeout_ms = 1500;
-  /* a server in protected mode (the default without a password) takes
-   * only 127.0.0.1: a configuration error, said at once */
+  /* Redis in protected mode (the default without a password) takes only
+   * 127.0.0.1 and ::1: a configuration error, said at once. (Valkey 8
+   * counts all of 127.0.0.0/8 as local and lets it in.) */
   dlock_client *c = NULL;
   int64_t t0 = th_now_ms();
-  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_ECONFIG);
-  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "protected mode"));
-  CU_ASSERT(th_now_ms() - t0 < 1000);
+  int rc = dlock_client_open(srv.url, &o, &c);
+  int denied = rc != DLOCK_OK;
+  if (denied) {
+    TH_ASSERT_RC(rc, DLOCK_ECONFIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "protected mode"));
+    CU_ASSERT(th_now_ms() - t0 < 1000);
+  }
+  dlock_client_close(c);
   th_server open_srv;
   CU_ASSERT_EQUAL_FATAL(th_server_start(&open_srv, "--protected-mode no"), 0);
   c = th_client(&open_srv, &o);
@@ -880,8 +886,9 @@ static void test_source_addr(void) {
   CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
   snprintf(args, sizeof args, "--source-addr 127.0.0.3 --redis %s run %s -- "
            "true 2>&1", srv.url, th_name("tool"));
-  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 78);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "protected mode"));
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), denied ? 78 : 0);
+  if (denied)
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "protected mode"));
   th_server_stop(&open_srv);
 }
 
