@@ -522,6 +522,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dlock__conn *conn = s->data;
+  char refused[256];
+  if (nread < 0 && conn->state == CONN_HANDSHAKE &&
+      dlock__tls_cert_refused(conn->tls, refused, sizeof refused)) {
+    conn_fail(conn, "%s", refused); /* our missing certificate, not an outage */
+    fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_ETLS,
+              conn->last_error);
+    return;
+  }
   if (nread < 0) {
     conn_fail(conn, "%s", nread == UV_EOF && conn->state == CONN_TLS
                               ? "connection closed during the TLS handshake "

@@ -21,7 +21,30 @@ struct dlock__tls {
   SSL *ssl;
   BIO *in, *out; /* owned by ssl */
   char name[256]; /* what the certificate must show */
+  int cert_asked; /* the server asked for a client certificate and this
+                     client has none (client_cert_cb) */
 };
+
+/* OpenSSL calls this when the server asks for a client certificate and
+ * none is set: note it (a TLS 1.3 server that then closes the connection
+ * may reset it before its alert is read) and go on without one. */
+static int no_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey) {
+  dlock__tls *t = SSL_get_app_data(ssl);
+  if (t)
+    t->cert_asked = 1;
+  (void)x509;
+  (void)pkey;
+  return 0;
+}
+
+int dlock__tls_cert_refused(const dlock__tls *t, char *why, size_t n) {
+  if (t == NULL || !t->cert_asked)
+    return 0;
+  snprintf(why, n, "TLS: the server asked for a client certificate and "
+           "closed the connection: give one with tls_cert_file and "
+           "tls_key_file");
+  return DLOCK_ETLS;
+}
 
 /* The reason OpenSSL gives for its last error on this thread (never a
  * secret: a reason string, not data). */
@@ -56,6 +79,7 @@ int dlock__tls_ctx_new(const dlock_client_opts *o, dlock__tls_ctx **out) {
   SSL_CTX_set_min_proto_version(c->ssl, TLS1_2_VERSION);
   c->insecure = o->tls_insecure != 0;
   SSL_CTX_set_verify(c->ssl, c->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_client_cert_cb(c->ssl, no_cert);
   if (o->tls_ca_file || o->tls_ca_dir) {
     if (SSL_CTX_load_verify_locations(c->ssl, o->tls_ca_file, o->tls_ca_dir) != 1)
       return bad_file(c, o->tls_ca_file ? "tls_ca_file" : "tls_ca_dir",
@@ -113,6 +137,7 @@ dlock__tls *dlock__tls_new(dlock__tls_ctx *c, const char *host) {
     return NULL;
   }
   BIO_set_mem_eof_return(t->in, -1); /* empty: wait for more, not EOF */
+  SSL_set_app_data(t->ssl, t);
   SSL_set_bio(t->ssl, t->in, t->out);
   SSL_set_connect_state(t->ssl);
   int ip = is_ip(t->name);

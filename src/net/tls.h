@@ -43,6 +43,10 @@ int dlock__tls_feed(dlock__tls *t, const char *p, size_t n);
  * same two ways (TLS 1.3 tells a refused client certificate at the first
  * read). */
 int dlock__tls_handshake(dlock__tls *t, char *why, size_t n);
+/* The connection of t ended before its first answer: DLOCK_ETLS with why
+ * when the server had asked for a client certificate this client does
+ * not have (the server's alert can be lost to a reset), else 0. */
+int dlock__tls_cert_refused(const dlock__tls *t, char *why, size_t n);
 
 /* Encrypt p for the socket (collect with dlock__tls_take). DLOCK_OK or
  * DLOCK_EIO with why. */
