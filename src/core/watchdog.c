@@ -510,19 +510,30 @@ static int64_t margin(const dlock_client *c) {
   return c->opts.watchdog_timeout_ms / 20 + 5;
 }
 
+/* A watchdog hold whose validity is about to pass unrenewed is told lost
+ * (its reason: MAX_HOLD once held longer than max_hold_ms): 1, else 0 and
+ * *first lowered to its validity end (c->hmu held). Tick and deadline
+ * timer alike. */
+static int expire_if_due(dlock_client *c, hold *h, int64_t now, int64_t *first,
+                         lost_list *lost) {
+  int64_t max_hold = c->opts.max_hold_ms;
+  if (now >= h->valid_until_ms - margin(c)) {
+    mark_lost(h, max_hold > 0 && now - h->acquired_ms >= max_hold
+                     ? DLOCK_LOST_MAX_HOLD
+                     : DLOCK_LOST_UNRENEWED,
+              lost);
+    return 1;
+  }
+  if (h->valid_until_ms < *first)
+    *first = h->valid_until_ms;
+  return 0;
+}
+
 static void deadline(uv_timer_t *t);
 
-/* Arm the deadline timer for the earliest validity end among the watchdog
- * holds (c->hmu held; engine thread). */
-static void arm_deadline(dlock_client *c) {
-  int64_t first = INT64_MAX;
-  size_t slot;
-  for (dlock__map_node *node = dlock__map_next(&c->holds, NULL, &slot); node;
-       node = dlock__map_next(&c->holds, node, &slot)) {
-    hold *h = DLOCK__CONTAINER(node, hold, node);
-    if (h->watchdog && !h->lost && h->valid_until_ms < first)
-      first = h->valid_until_ms;
-  }
+/* Arm the deadline timer for first, the earliest validity end among the
+ * watchdog holds (INT64_MAX: none), less the margin (engine thread). */
+static void arm_deadline(dlock_client *c, int64_t first) {
   if (first == INT64_MAX || c->stopping) {
     uv_timer_stop(&c->deadline_timer);
     return;
@@ -535,27 +546,24 @@ static void arm_deadline(dlock_client *c) {
  * lost, then arm for the next. */
 static void deadline(uv_timer_t *t) {
   dlock_client *c = t->data;
-  int64_t now = dlock__now_ms(), max_hold = c->opts.max_hold_ms;
+  int64_t now = dlock__now_ms(), first = INT64_MAX;
   lost_list lost = {0};
   pthread_mutex_lock(&c->hmu);
   size_t slot;
   for (dlock__map_node *node = dlock__map_next(&c->holds, NULL, &slot); node;
        node = dlock__map_next(&c->holds, node, &slot)) {
     hold *h = DLOCK__CONTAINER(node, hold, node);
-    if (h->watchdog && !h->lost && now >= h->valid_until_ms - margin(c))
-      mark_lost(h, max_hold > 0 && now - h->acquired_ms >= max_hold
-                       ? DLOCK_LOST_MAX_HOLD
-                       : DLOCK_LOST_UNRENEWED,
-                &lost);
+    if (h->watchdog && !h->lost)
+      expire_if_due(c, h, now, &first, &lost);
   }
-  arm_deadline(c);
   pthread_mutex_unlock(&c->hmu);
+  arm_deadline(c, first);
   tell_lost(c, &lost);
 }
 
 static void tick(uv_timer_t *t) {
   dlock_client *c = t->data;
-  int64_t now = dlock__now_ms();
+  int64_t now = dlock__now_ms(), first = INT64_MAX;
   int64_t max_hold = c->opts.max_hold_ms;
   pending *p = calloc(MAX_SCRIPTS, sizeof *p);
   size_t np = 0;
@@ -584,10 +592,8 @@ static void tick(uv_timer_t *t) {
     if (!h->watchdog || h->lost)
       continue;
     int too_long = max_hold > 0 && now - h->acquired_ms >= max_hold;
-    if (now >= h->valid_until_ms - margin(c)) {
-      mark_lost(h, too_long ? DLOCK_LOST_MAX_HOLD : DLOCK_LOST_UNRENEWED, &lost);
+    if (expire_if_due(c, h, now, &first, &lost))
       continue;
-    }
     if (h->renewing || too_long)
       continue;
     if (sv) {
@@ -613,8 +619,8 @@ static void tick(uv_timer_t *t) {
       keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now, 0));
   if (sv)
     batch_slotted(c, sv, ns, now, &ready);
-  arm_deadline(c);
   pthread_mutex_unlock(&c->hmu);
+  arm_deadline(c, first);
   free(sv);
   for (size_t i = 0; i < ready.n; i++)
     dlock__send(c, &ready.v[i]->req);
