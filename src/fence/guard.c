@@ -317,14 +317,9 @@ static int call_guarded(guard *g, size_t argc, const char *const *argv,
 }
 
 static int check_lock(dlock_lock *lock, dlock_reply **reply) {
-  dlock__clear_error();
   if (reply)
     *reply = NULL;
-  if (lock == NULL)
-    return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-  if (lock->h.client && dlock__client_closed(lock->h.client))
-    return dlock__fail(DLOCK_ECLOSED, "client is closed");
-  return DLOCK_OK;
+  return dlock__lock_check(lock);
 }
 
 static int guarded_call_owner(dlock_lock *lock, uint64_t owner, size_t argc,

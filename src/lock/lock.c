@@ -69,7 +69,7 @@ int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms) {
   return DLOCK_OK;
 }
 
-static int check(dlock_lock *lock) {
+int dlock__lock_check(dlock_lock *lock) {
   dlock__clear_error();
   if (lock == NULL)
     return dlock__fail(DLOCK_EINVAL, "lock is NULL");
@@ -80,7 +80,7 @@ static int check(dlock_lock *lock) {
 
 int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
                         dlock_grant *grant) {
-  int rc = check(lock);
+  int rc = dlock__lock_check(lock);
   if (rc != DLOCK_OK)
     return rc;
   if ((rc = dlock__check_wait_lease(wait_ms, lease_ms)) != DLOCK_OK)
@@ -145,7 +145,7 @@ int dlock_try_acquire(dlock_lock *lock, int64_t lease_ms) {
 }
 
 int dlock_release(dlock_lock *lock) {
-  int rc = check(lock);
+  int rc = dlock__lock_check(lock);
   if (rc != DLOCK_OK)
     return rc;
   if (lock->m->release == NULL)
@@ -163,7 +163,7 @@ int dlock_release(dlock_lock *lock) {
 }
 
 int dlock_force_release(dlock_lock *lock, int *released) {
-  int rc = check(lock);
+  int rc = dlock__lock_check(lock);
   if (rc != DLOCK_OK)
     return rc;
   if (lock->m->force_release == NULL)
@@ -178,7 +178,7 @@ int dlock_force_release(dlock_lock *lock, int *released) {
 }
 
 int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state) {
-  int rc = check(lock);
+  int rc = dlock__lock_check(lock);
   if (rc != DLOCK_OK)
     return rc;
   if (state == NULL)

@@ -127,6 +127,10 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
                             dlock_lock *const *members, size_t n,
                             dlock_lock **out);
 
+/* What every call on a lock handle checks first (the error cleared): NULL
+ * (DLOCK_EINVAL), a closed client (DLOCK_ECLOSED). */
+int dlock__lock_check(dlock_lock *lock);
+
 /* The owner id for a call on lock: the bound id or the calling thread's. */
 uint64_t dlock__lock_owner_id(const dlock_lock *lock);
 
