@@ -232,6 +232,55 @@ static void test_replica_guard(void) {
   dlock_client_close(engine);
 }
 
+/* The replica guard covers renewals too: a watchdog renewal the replicas
+ * do not acknowledge does not extend the hold (a master cut from its
+ * replicas would otherwise keep a hold alive that the replica promoted in
+ * its place lets expire), so with the replicas stopped the hold is
+ * reported lost, unrenewed, within the watchdog's validity; with them
+ * running it is renewed. */
+static void test_replica_guard_renewals(void) {
+  th_lost_log log;
+  th_lost_init(&log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 200;
+  o.watchdog_timeout_ms = 900;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = &log;
+  dlock_client *c = th_client(&srv, &o);
+  dlock_lock *l = new_lock(c, th_name("guard-renew"));
+  th_server *m = th_sentinel_master(&srv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
+  dlock_stats st0 = {.version = DLOCK_STATS_VERSION}, st1 = st0;
+  dlock_client_stats(c, &st0);
+  /* two validities: renewed all along (the lost log stays empty) */
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 1800), 0);
+  dlock_client_stats(c, &st1);
+  CU_ASSERT(st1.renewed > st0.renewed);
+  th_server *replicas[2];
+  int nr = 0;
+  for (int i = 0; i < srv.nnodes - srv.sentinels && nr < 2; i++)
+    if (&srv.node[i] != m)
+      replicas[nr++] = &srv.node[i];
+  CU_ASSERT_EQUAL_FATAL(nr, 2);
+  int64_t t0 = th_now_ms();
+  for (int i = 0; i < nr; i++)
+    th_server_pause(replicas[i], 1);
+  /* told within the validity of the last acknowledged renewal (900 ms
+   * after it, less the margin), bounded at 3 s */
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 3000), 1);
+  int64_t told = th_now_ms() - t0;
+  CU_ASSERT(told <= 1200);
+  CU_ASSERT_EQUAL(log.reason, DLOCK_LOST_UNRENEWED);
+  for (int i = 0; i < nr; i++)
+    th_server_pause(replicas[i], 0);
+  dlock_client_stats(c, &st1);
+  CU_ASSERT(st1.renew_failures > st0.renew_failures);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* The sentinels have finished with a failover: none in progress, and the
  * master has its two replicas again (bounded, 20 s). */
 static int settled(void) {
@@ -406,6 +455,7 @@ static void add(void) {
   CU_add_test(s, "direct_path", test_direct_path);
   CU_add_test(s, "inspecting_commands", test_inspecting_commands);
   CU_add_test(s, "replica_guard", test_replica_guard);
+  CU_add_test(s, "replica_guard_renewals", test_replica_guard_renewals);
   CU_add_test(s, "calls_in_flight", test_calls_in_flight);
   CU_add_test(s, "graceful_failover", test_graceful_failover);
   CU_add_test(s, "master_killed", test_master_killed); /* last */

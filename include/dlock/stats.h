@@ -47,7 +47,9 @@ typedef struct dlock_stats {
   uint64_t renew_calls;     /* renewal calls sent (each renews a batch) */
   uint64_t renewed;         /* holds renewed */
   uint64_t renew_failures;  /* renewal calls that failed (the server
-                               unreachable or refusing: retried) */
+                               unreachable or refusing, or with the
+                               replica guard or durable grants, the
+                               write not acknowledged: retried) */
   uint64_t renew_batch_max; /* the most holds one call renewed */
   /* Holds lost, by the lost-lock callback's reason. */
   uint64_t lost_expired;

@@ -327,8 +327,13 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   lost_list lost = {0};
   int ok = status == DLOCK_OK && reply->type == REDIS_REPLY_ARRAY &&
            reply->elements == b->n;
+  /* with the replica guard (or durable grants) a renewal extends a hold
+   * only when acknowledged like a grant: one the replicas never saw would
+   * outlive the copy a promoted replica expires (a partitioned master) */
+  char why[512];
+  int unacked = ok && req->sync && dlock__guard_missed(c, req, why, sizeof why);
   dlock__stat_add(&c->stats, DLOCK__ST_RENEW_CALLS, 1);
-  if (ok)
+  if (ok && !unacked)
     dlock__stat_max(&c->stats, DLOCK__ST_RENEW_BATCH_MAX, b->n);
   else
     dlock__stat_add(&c->stats, DLOCK__ST_RENEW_FAIL, 1);
@@ -340,6 +345,8 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
     h->renewing = 0;
     if (!ok)
       continue; /* transient: the next tick retries */
+    if (reply->element[i]->integer == 1 && unacked)
+      continue; /* renewed where no replica saw it: the validity stands */
     if (reply->element[i]->integer == 1) {
       dlock__stat_add(&c->stats, DLOCK__ST_RENEWED, 1);
       h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
@@ -435,6 +442,7 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   b->req.done = batch_done;
   b->req.data = b;
   b->req.queued_ms = now;
+  b->req.sync = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
   for (size_t i = 0; i < n; i++)
     hs[i]->renewing = 1;
   return b;
