@@ -186,6 +186,15 @@ static void test_inspecting_commands(void) {
   dlock_client_close(c);
 }
 
+/* The data nodes other than the master m (at most 2): its replicas. */
+static int replicas_of(th_server *m, th_server *out[2]) {
+  int n = 0;
+  for (int i = 0; i < srv.nnodes - srv.sentinels && n < 2; i++)
+    if (&srv.node[i] != m)
+      out[n++] = &srv.node[i];
+  return n;
+}
+
 /* The replica guard (replica_sync_ms) on a sentinel's master: the count
  * of replicas comes from the master's ROLE; each write of an acquire or a
  * release is followed by a WAIT (direct path and engine alike). With both
@@ -212,10 +221,7 @@ static void test_replica_guard(void) {
   TH_ASSERT_RC(dlock_release(le), DLOCK_OK);
   CU_ASSERT_EQUAL(th_cmd_calls(m, "wait") - w0, 4);
   th_server *replicas[2];
-  int nr = 0;
-  for (int i = 0; i < srv.nnodes - srv.sentinels && nr < 2; i++)
-    if (&srv.node[i] != m)
-      replicas[nr++] = &srv.node[i];
+  int nr = replicas_of(m, replicas);
   CU_ASSERT_EQUAL_FATAL(nr, 2);
   for (int i = 0; i < nr; i++)
     th_server_pause(replicas[i], 1);
@@ -258,10 +264,7 @@ static void test_replica_guard_renewals(void) {
   dlock_client_stats(c, &st1);
   CU_ASSERT(st1.renewed > st0.renewed);
   th_server *replicas[2];
-  int nr = 0;
-  for (int i = 0; i < srv.nnodes - srv.sentinels && nr < 2; i++)
-    if (&srv.node[i] != m)
-      replicas[nr++] = &srv.node[i];
+  int nr = replicas_of(m, replicas);
   CU_ASSERT_EQUAL_FATAL(nr, 2);
   int64_t t0 = th_now_ms();
   for (int i = 0; i < nr; i++)
