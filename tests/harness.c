@@ -191,6 +191,35 @@ void th_tls_certs_remove(const char *dir) {
  * th_tls_sentinel_start), NULL for a plain one. */
 static const char *topology_certs;
 
+static int topology_addr_first; /* th_topology_addrs */
+
+void th_topology_addrs(int first) { topology_addr_first = first; }
+
+const char *th_addr(const th_server *n) {
+  return n->addr[0] ? n->addr : "127.0.0.1";
+}
+
+/* Node i's own address under th_topology_addrs (into addr, "" when off),
+ * and the server arguments that put it there (appended to args). */
+static void own_addr(int i, char addr[16], char *args, size_t n) {
+  addr[0] = '\0';
+  if (topology_addr_first == 0)
+    return;
+  snprintf(addr, 16, "127.0.0.%d", topology_addr_first + i);
+  size_t len = strlen(args);
+  /* first in bind: older servers connect out from their first address */
+  snprintf(args + len, n - len, "%s--bind %s 127.0.0.1 --bind-source-addr %s "
+           "--protected-mode no", len ? " " : "", addr, addr);
+}
+
+static void url_add(char *url, size_t n, const char *addr, int port) {
+  size_t len = strlen(url);
+  int first = len >= 2 && url[len - 1] == '/' && url[len - 2] == '/';
+  snprintf(url + len, n - len, "%s%s:%d", first ? "" : ",",
+           addr[0] ? addr : "127.0.0.1", port);
+}
+
+
 /* The TLS arguments of a topology's node on tls_port: it replicates, talks
  * to its cluster bus and (a sentinel) to the servers over TLS. */
 static void topology_tls_args(char *out, size_t n, int tls_port) {
@@ -720,18 +749,25 @@ static int cluster_start(th_server *s, int masters, int replicas) {
   for (int i = 0; i < n; i++) {
     /* the cluster bus on a free port of its own (the default, port +
      * 10000, may be taken or past 65535) */
-    char extra[160];
+    char extra[320], addr[16];
     snprintf(extra, sizeof extra, "--cluster-enabled yes --cluster-config-file "
              "nodes.conf --cluster-node-timeout 1000 --cluster-port %d",
              dlock_tool_free_port());
+    own_addr(i, addr, extra, sizeof extra);
+    if (addr[0]) {
+      size_t len = strlen(extra);
+      snprintf(extra + len, sizeof extra - len, " --cluster-announce-ip %s",
+               addr);
+    }
     if (node_start(&s->node[i], extra) != 0) {
       s->nnodes = i;
       th_server_stop(s);
       return -1;
     }
+    snprintf(s->node[i].addr, sizeof s->node[i].addr, "%s", addr);
     s->nnodes = i + 1;
     size_t len = strlen(create);
-    snprintf(create + len, sizeof create - len, " 127.0.0.1:%d",
+    snprintf(create + len, sizeof create - len, " %s:%d", th_addr(&s->node[i]),
              topology_certs ? s->node[i].tls_port : s->node[i].port);
   }
   size_t len = strlen(create);
@@ -758,14 +794,18 @@ static int cluster_start(th_server *s, int masters, int replicas) {
   snprintf(s->url, sizeof s->url, "%s+cluster://",
            topology_certs ? "rediss" : "redis");
   for (int i = 0; i < masters; i++)
-    dlock_tool_url_add(s->url, sizeof s->url,
-                       topology_certs ? s->node[i].tls_port : s->node[i].port);
+    url_add(s->url, sizeof s->url, s->node[i].addr,
+            topology_certs ? s->node[i].tls_port : s->node[i].port);
   return 0;
 }
 
-/* A sentinel watching the master at master_port, as "dlock-test". */
-static int sentinel_start(th_server *n, int master_port) {
+/* A sentinel watching the master at master_addr:master_port, as
+ * "dlock-test"; node i of its setup (th_topology_addrs). */
+static int sentinel_start(th_server *n, const char *master_addr,
+                          int master_port, int i) {
   memset(n, 0, sizeof *n);
+  char addr[16];
+  own_addr(i, addr, n->extra, sizeof n->extra);
   snprintf(n->dir, sizeof n->dir, "/tmp/dlock-test-XXXXXX");
   if (mkdtemp(n->dir) == NULL)
     return -1;
@@ -773,10 +813,14 @@ static int sentinel_start(th_server *n, int master_port) {
   FILE *f = fopen(n->conf, "w");
   if (f == NULL)
     return -1;
-  fprintf(f, "sentinel monitor dlock-test 127.0.0.1 %d 2\n"
+  fprintf(f, "sentinel monitor dlock-test %s %d 2\n"
              "sentinel down-after-milliseconds dlock-test 1000\n"
-             "sentinel failover-timeout dlock-test 3000\n", master_port);
+             "sentinel failover-timeout dlock-test 3000\n",
+          master_addr[0] ? master_addr : "127.0.0.1", master_port);
+  if (addr[0]) /* the others learn it from its hello messages */
+    fprintf(f, "sentinel announce-ip %s\n", addr);
   fclose(f);
+  snprintf(n->addr, sizeof n->addr, "%s", addr);
   int tls_port = topology_certs ? dlock_tool_free_port() : 0;
   if (topology_certs)
     topology_tls_args(n->extra, sizeof n->extra, tls_port);
@@ -823,16 +867,28 @@ static int sentinel_setup_start(th_server *s, int replicas, int sentinels) {
   if (s->node == NULL)
     return -1;
   s->sentinels = sentinels;
-  int ok = node_start(&s->node[0], NULL) == 0;
+  char extra[320], addr[16], maddr[16];
+  extra[0] = '\0';
+  own_addr(0, maddr, extra, sizeof extra);
+  int ok = node_start(&s->node[0], extra) == 0;
+  snprintf(s->node[0].addr, sizeof s->node[0].addr, "%s", maddr);
   s->nnodes = 1;
   /* over TLS, the replicas and sentinels use the master's TLS port */
   int master_port = topology_certs ? s->node[0].tls_port : s->node[0].port;
-  char extra[64];
-  snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", master_port);
-  for (int i = 1; ok && i <= replicas; i++, s->nnodes++)
+  for (int i = 1; ok && i <= replicas; i++, s->nnodes++) {
+    snprintf(extra, sizeof extra, "--replicaof %s %d", th_addr(&s->node[0]),
+             master_port);
+    own_addr(i, addr, extra, sizeof extra);
+    if (addr[0]) { /* what the master tells the sentinels */
+      size_t len = strlen(extra);
+      snprintf(extra + len, sizeof extra - len, " --replica-announce-ip %s",
+               addr);
+    }
     ok = node_start(&s->node[i], extra) == 0;
+    snprintf(s->node[i].addr, sizeof s->node[i].addr, "%s", addr);
+  }
   for (int i = 1 + replicas; ok && i < n; i++, s->nnodes++)
-    ok = sentinel_start(&s->node[i], master_port) == 0;
+    ok = sentinel_start(&s->node[i], maddr, master_port, i) == 0;
   for (int64_t end = th_now_ms() + 20000; ok && !sentinels_settled(s, replicas);
        usleep(50000))
     if (th_now_ms() >= end)
@@ -846,8 +902,8 @@ static int sentinel_setup_start(th_server *s, int replicas, int sentinels) {
   snprintf(s->url, sizeof s->url, "%s+sentinel://",
            topology_certs ? "rediss" : "redis");
   for (int i = 1 + replicas; i < n; i++)
-    dlock_tool_url_add(s->url, sizeof s->url,
-                       topology_certs ? s->node[i].tls_port : s->node[i].port);
+    url_add(s->url, sizeof s->url, s->node[i].addr,
+            topology_certs ? s->node[i].tls_port : s->node[i].port);
   strncat(s->url, "/dlock-test", sizeof s->url - strlen(s->url) - 1);
   return 0;
 }

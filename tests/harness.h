@@ -27,6 +27,8 @@ typedef struct th_server {
                                plain, for th_cmd and the like */
   char bin[64];             /* the server program; "": DLOCK_REDIS_SERVER,
                                else redis-server */
+  char addr[16];            /* a topology node's own address (""):
+                               th_topology_addrs */
 } th_server;
 
 /* A loopback port that listens (connections complete) but never accepts
@@ -73,6 +75,16 @@ int th_tls_cluster_start(th_server *s, const char *certs, int masters,
                          int replicas);
 int th_tls_sentinel_start(th_server *s, const char *certs, int replicas,
                           int sentinels);
+/* Addresses of their own for the nodes of the next cluster or sentinel
+ * setups (0: off, the default): node i (masters, then replicas, then
+ * sentinels) listens on 127.0.0.(first + i) as well as 127.0.0.1 (where
+ * the harness's own commands go), connects to the other nodes from it and
+ * announces it, and the setup's URL names those addresses, so nftables
+ * rules between addresses (tests/support/partition.h) cut the network
+ * between chosen nodes and clients. Protected mode is off on them. */
+void th_topology_addrs(int first);
+/* n's address: n->addr, or 127.0.0.1. */
+const char *th_addr(const th_server *n);
 /* The node that the sentinels name master now (NULL: none answers). */
 th_server *th_sentinel_master(th_server *s);
 /* th_cluster_start(s, 3, 1) in cluster mode, else th_server_start(s, NULL). */

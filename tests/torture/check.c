@@ -10,7 +10,8 @@ static const char *kind_names[] = {"lock", "fenced", "fair", "rw",
                                    "multi", "redlock", "semaphore"};
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
-    "stop", "restart", "sleep", "flush", "migrate", "failover", "pause"};
+    "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
+    "partition"};
 
 static const tt_arena *A; /* for the qsort comparators */
 
@@ -51,6 +52,9 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
     if (far >= 0 && a->recs[far].exit > r->enter) {
       const tt_rec *f = &a->recs[far];
       if (!(reader && (atomic_load(&f->flags) & TT_R_READ))) {
+        int64_t lost_at = atomic_load(&f->lost_at);
+        if (lost_at == 0 || lost_at > r->enter)
+          res->untold_overlaps++;
         if (told(f))
           res->reported_overlaps++;
         else
@@ -340,14 +344,14 @@ void tt_print(const tt_opts *o, const tt_result *r) {
          o->procs, o->threads);
 #define F(x) printf(",\"" #x "\":%" PRId64, r->x)
   F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
-  F(overlaps); F(reported_overlaps); F(lost_reports); F(counter); F(commits);
+  F(overlaps); F(reported_overlaps); F(untold_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
   F(fifo_violations); F(fifo_requeued); F(java_sections); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
   F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us); F(max_fail_us);
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
-  F(data_violation);
+  F(data_violation); F(max_promote_ms);
 #undef F
   for (int i = 0; i < TT_F_COUNT; i++)
     printf(",\"f_%s\":%" PRId64, fault_names[i], r->faults[i]);

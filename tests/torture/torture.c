@@ -22,6 +22,7 @@
 
 #include "../harness.h"
 #include "dlock/dlock.h"
+#include "delay.h"
 #include "partition.h"
 #include "torture.h"
 
@@ -48,7 +49,8 @@ static const char *kinds[] = {"lock", "fenced", "fair", "rw",
                               "multi", "redlock", "semaphore"};
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
-    "stop", "restart", "sleep", "flush", "migrate", "failover", "pause"};
+    "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
+    "partition"};
 
 static void usage(void) {
   fprintf(stderr,
@@ -56,17 +58,22 @@ static void usage(void) {
           "  [--procs P] [--threads T | --async N] [--duration MS] [--sections N]\n"
           "  [--servers N] [--paused K] [--blackholed K] [--one-engine 0|1]\n"
           "  [--lease MS]\n"
-          "  [--watchdog MS] [--wait MS] [--hold-us US] [--permits N]\n"
+          "  [--watchdog MS] [--wait MS] [--hold-us US] [--hold-min-us US]\n"
+          "  [--permits N]\n"
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
           "sleep,flush,pause]\n"
           "  [--writes plain|guarded] (--kind fenced; plain: one server)\n"
           "  [--loss PCT] (one server: PCT %% of the workers' packets dropped)\n"
-          "  [--every MS] [--seed N] [--json] [--broken]\n"
+          "  [--delay MS[:JITTER]] (one server: the workers' link delayed)\n"
+          "  [--every MS] [--seed N] [--json] [--broken] [--trace]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
           "migrate,failover,pause]]\n"
           "  [--sentinel [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
-          "failover,restart,pause]]\n");
+          "failover,restart,pause]]\n"
+          "  [--split [--nemesis partition]] (one server: the holder cut\n"
+          "   from it; --sentinel, --cluster: the name's master cut)\n"
+          "  [--replica-sync MS] [--min-replicas N]\n");
   exit(2);
 }
 
@@ -83,22 +90,18 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      O.json = 1;
+    static const struct {
+      const char *name;
+      int *on;
+    } flags[] = {{"--json", &O.json},       {"--broken", &O.broken},
+                 {"--cluster", &O.cluster}, {"--sentinel", &O.sentinel},
+                 {"--split", &O.split},     {"--trace", &O.trace}};
+    int flag = 0;
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0] && !flag; f++)
+      if (strcmp(a, flags[f].name) == 0)
+        flag = *flags[f].on = 1;
+    if (flag)
       continue;
-    }
-    if (strcmp(a, "--broken") == 0) {
-      O.broken = 1;
-      continue;
-    }
-    if (strcmp(a, "--cluster") == 0) {
-      O.cluster = 1;
-      continue;
-    }
-    if (strcmp(a, "--sentinel") == 0) {
-      O.sentinel = 1;
-      continue;
-    }
     if (v == NULL)
       usage();
     i++;
@@ -123,6 +126,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--watchdog") == 0) O.watchdog_ms = num(v);
     else if (strcmp(a, "--wait") == 0) O.wait_ms = num(v);
     else if (strcmp(a, "--hold-us") == 0) O.hold_us = num(v);
+    else if (strcmp(a, "--hold-min-us") == 0) O.hold_min_us = num(v);
     else if (strcmp(a, "--permits") == 0) O.permits = (int)num(v);
     else if (strcmp(a, "--read-pct") == 0) O.read_pct = (int)num(v);
     else if (strcmp(a, "--slot") == 0) O.slot_ms = num(v);
@@ -133,6 +137,16 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--worker") == 0) *worker = (int)num(v);
     else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
     else if (strcmp(a, "--loss") == 0) O.loss_pct = (int)num(v);
+    else if (strcmp(a, "--replica-sync") == 0) O.replica_sync_ms = num(v);
+    else if (strcmp(a, "--delay") == 0) {
+      char *colon = strchr(v, ':');
+      if (colon) {
+        *colon = '\0';
+        O.jitter_ms = (int)num(colon + 1);
+      }
+      O.delay_ms = (int)num(v);
+    }
+    else if (strcmp(a, "--min-replicas") == 0) O.min_replicas = (int)num(v);
     else if (strcmp(a, "--writes") == 0) {
       if (strcmp(v, "plain") == 0)
         O.writes = TT_W_PLAIN;
@@ -164,11 +178,11 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
    * one-server faults stay the standalone runs' */
   unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                             TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER |
-                            TT_F_PAUSE;
+                            TT_F_PAUSE | TT_F_PARTITION;
   /* a sentinel setup's act on its master */
   unsigned sentinel_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                              TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART |
-                             TT_F_PAUSE;
+                             TT_F_PAUSE | TT_F_PARTITION;
   if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
@@ -182,7 +196,15 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       (O.writes == TT_W_PLAIN && (O.cluster || O.sentinel)) ||
       (O.loss_pct && (O.cluster || O.sentinel || O.servers != 1 ||
                       O.loss_pct > 50 || O.java)) ||
-      (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)))
+      ((O.delay_ms || O.jitter_ms) &&
+       (O.cluster || O.sentinel || O.servers != 1 || O.java ||
+        O.delay_ms + O.jitter_ms > 2000)) ||
+      (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)) ||
+      (O.split && (O.java || O.servers != 1 || O.loss_pct || O.delay_ms ||
+                   O.jitter_ms)) ||
+      (!O.split && (O.nemesis & TT_F_PARTITION)) ||
+      ((O.replica_sync_ms || O.min_replicas) && !O.cluster && !O.sentinel) ||
+      O.replica_sync_ms >= O.command_timeout_ms)
     usage();
 }
 
@@ -420,9 +442,145 @@ static int sentinel_fault(int f) {
   return 1;
 }
 
+/* ---- --split: the partition ---------------------------------------------- */
+
+#define FIRST_NODE_ADDR 10 /* node i on 127.0.0.(10 + i) */
+
+/* Wait (at most ms) until a worker thread has been in its section for
+ * age_ms (10 ms more at most): the cut then finds a holder with its
+ * section ahead, just before its watchdog's next renewal (every lease/3),
+ * which lands on the cut master only. Its worker's number, or -1. */
+static int await_holder(int64_t ms, int64_t age_ms) {
+  for (int64_t end = th_now_ms() + ms;
+       th_now_ms() < end && !atomic_load(&A->stop); usleep(1000)) {
+    int n = atomic_load(&A->nslots);
+    for (int i = 0; i < n; i++) {
+      tt_slot *s = &A->slots[i];
+      int64_t cur = atomic_load(&s->cur);
+      int64_t age = cur >= 0 ? tt_now_ns() - A->recs[cur].enter : -1;
+      if (atomic_load(&s->phase) == TT_P_IN && age >= age_ms * 1000000 &&
+          age < (age_ms + 10) * 1000000)
+        return s->proc;
+    }
+  }
+  return -1;
+}
+
+/* Cut m and side A (m's side: the workers of holder's parity) from every
+ * other node and side B (the other workers). */
+static int cut_master_side(th_server *m, int holder) {
+  th_server *s = &servers[0];
+  int rc = 0;
+  char wa[24], wb[24];
+  for (int a = 0; a < O.procs; a++) {
+    if (a % 2 != holder % 2)
+      continue;
+    snprintf(wa, sizeof wa, "127.0.1.%d", a + 1);
+    for (int b = 0; b < O.procs; b++) {
+      snprintf(wb, sizeof wb, "127.0.1.%d", b + 1);
+      if (b % 2 != holder % 2)
+        rc |= dlock_part_cut(th_addr(m), wb);
+    }
+    for (int i = 0; i < s->nnodes; i++)
+      if (&s->node[i] != m)
+        rc |= dlock_part_cut(wa, th_addr(&s->node[i]));
+  }
+  for (int i = 0; i < s->nnodes; i++)
+    if (&s->node[i] != m)
+      rc |= dlock_part_cut(th_addr(m), th_addr(&s->node[i]));
+  return rc;
+}
+
+/* n is a replica whose link to its master is up (bounded: ms): 1 or 0. */
+static int replica_synced(th_server *n, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; sleep_ms(20)) {
+    redisReply *r = th_cmd(n, "INFO replication");
+    int ok = r && r->type == REDIS_REPLY_STRING &&
+             strstr(r->str, "role:slave") &&
+             strstr(r->str, "master_link_status:up") &&
+             strstr(r->str, "master_sync_in_progress:0");
+    if (r)
+      freeReplyObject(r);
+    if (ok)
+      return 1;
+  }
+  return 0;
+}
+
+/* One server (--split): the holder's worker cut from the server, both
+ * ways, just before its watchdog's next renewal, for a lease and 0.5-1.5 s
+ * more (the newcomers get in meanwhile), then healed: 1 when it was made. */
+static int client_cut(void) {
+  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int holder = await_holder(20000, O.lease_ms > 0 || lease < 900 ? 0
+                                                                : lease / 3 - 300);
+  char w[24];
+  snprintf(w, sizeof w, "127.0.1.%d", holder + 1);
+  if (holder < 0 || dlock_part_cut(w, th_addr(&servers[0])) != 0) {
+    dlock_part_heal();
+    return 0;
+  }
+  if (O.trace)
+    fprintf(stderr, "torture: worker %d cut at %" PRId64 "\n", holder,
+            tt_now_ns() / 1000000);
+  sleep_ms(lease + 500 + rand() % 1000);
+  dlock_part_heal();
+  return 1;
+}
+
+/* The partition fault: 1 when it was made. The promotion is awaited
+ * (20 s at most), and after the heal the old master's return as a
+ * replica, so that the next partition starts from a whole setup. */
+static int partition(void) {
+  if (!O.cluster && !O.sentinel)
+    return client_cut();
+  char buf[160];
+  th_server *m = O.sentinel ? th_sentinel_master(&servers[0])
+                            : th_node_of(&servers[0], fault_key(buf, sizeof buf));
+  th_server *r = O.cluster ? th_replica_of(&servers[0], m) : NULL;
+  if (m == NULL || (O.cluster && r == NULL))
+    return 0;
+  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int holder = await_holder(20000, O.lease_ms > 0 || lease < 900 ? 0
+                                                                : lease / 3 - 300);
+  if (holder < 0)
+    return 0;
+  int64_t t0 = th_now_ms();
+  if (O.trace)
+    fprintf(stderr, "torture: cut at %" PRId64 " (worker %d holds)\n",
+            tt_now_ns() / 1000000, holder);
+  if (cut_master_side(m, holder) != 0) {
+    fprintf(stderr, "torture: an nft rule of the partition failed\n");
+    dlock_part_heal();
+    return 0;
+  }
+  th_server *promoted = O.sentinel ? sentinels_moved(m, 20000)
+                        : th_becomes_master(r, 20000) ? r : NULL;
+  if (promoted && th_now_ms() - t0 > R.max_promote_ms)
+    R.max_promote_ms = th_now_ms() - t0;
+  /* both sides granting: past the promotion, and past the lease of what
+   * the promoted replica had from before the cut (its copy expires then) */
+  int64_t heal = th_now_ms() + 200 + rand() % 1300;
+  if (heal < t0 + lease + 500 + rand() % 1000)
+    heal = t0 + lease + 500 + rand() % 1000;
+  sleep_ms(heal - th_now_ms());
+  dlock_part_heal();
+  if (O.trace)
+    fprintf(stderr, "torture: healed at %" PRId64 " (promoted: %s)\n",
+            tt_now_ns() / 1000000, promoted ? "yes" : "no");
+  last_failover_ms = th_now_ms();
+  if (promoted && !replica_synced(m, 20000))
+    fprintf(stderr, "torture: the old master did not become a replica\n");
+  return promoted != NULL;
+}
+
 static void fault(int f) {
   if ((1 << f) == TT_F_PAUSE) {
     R.faults[f] += pause_worker();
+    return;
+  }
+  if ((1 << f) == TT_F_PARTITION) {
+    R.faults[f] += partition();
     return;
   }
   if ((O.cluster || O.sentinel) && (1 << f) != TT_F_KILL &&
@@ -688,8 +846,16 @@ static int harness_main(void) {
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.1:%d", port);
       continue;
     }
-    const char *extra = O.loss_pct ? "--bind 127.0.0.1 127.0.0.2 "
-                                     "--protected-mode no" : NULL;
+    const char *extra = O.loss_pct || O.split ? "--bind 127.0.0.1 127.0.0.2 "
+                                                "--protected-mode no" : NULL;
+    if (O.split) {
+      char why[256] = "an nft rule failed";
+      if (dlock_part_init(why, sizeof why) != 0) {
+        fprintf(stderr, "torture: --split: %s\n", why);
+        return 2;
+      }
+      th_topology_addrs(FIRST_NODE_ADDR);
+    }
     if (O.cluster    ? th_cluster_start(&servers[i], 3, 1) != 0
         : O.sentinel ? th_sentinel_start(&servers[i], 2, 3) != 0
                      : th_server_start(&servers[i], extra) != 0) {
@@ -697,6 +863,22 @@ static int harness_main(void) {
       return 2;
     }
     snprintf(A->urls[i], sizeof A->urls[i], "%s", servers[i].url);
+    if (O.split && !O.cluster && !O.sentinel) { /* the workers' way in */
+      snprintf(servers[i].addr, sizeof servers[i].addr, "127.0.0.2");
+      snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.2:%d",
+               servers[i].port);
+    }
+    for (int k = 0; O.min_replicas && k < servers[i].nnodes - servers[i].sentinels;
+         k++) {
+      redisReply *r = th_cmd(&servers[i].node[k], "CONFIG SET "
+                             "min-replicas-to-write %d min-replicas-max-lag 1",
+                             O.min_replicas);
+      if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "torture: --min-replicas: %s\n", r ? r->str : "no answer");
+        return 2;
+      }
+      freeReplyObject(r);
+    }
     if (O.loss_pct) { /* the workers' path: 127.0.0.3 -> 127.0.0.2, lossy */
       char why[256] = "an nft rule failed";
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.2:%d",
@@ -706,6 +888,13 @@ static int harness_main(void) {
         fprintf(stderr, "torture: --loss: %s\n", why);
         return 2;
       }
+    }
+    if (O.delay_ms || O.jitter_ms) { /* 127.0.0.3 -> relay on .2 -> server */
+      int port = dlock_delay_start("127.0.0.2", "127.0.0.1", servers[i].port,
+                                   O.delay_ms, O.jitter_ms);
+      if (port < 0)
+        return 2;
+      snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.2:%d", port);
     }
   }
   if (O.kind == TT_SEMAPHORE) {
@@ -791,6 +980,15 @@ static int harness_main(void) {
     fair_purge_call();
   R.counter_slack = counter_slack;
   tt_check(&O, A, snaps, nsnaps, &R);
+  for (int64_t i = 0; O.trace && i < atomic_load(&A->nrecs); i++) {
+    tt_rec *x = &A->recs[i];
+    fprintf(stderr, "torture: attempt slot %d worker %d rc %d invoke %" PRId64
+            " enter %" PRId64 " exit %" PRId64 " done %" PRId64 " lost %" PRId64
+            " flags %#x\n", x->slot, A->slots[x->slot].proc, x->rc,
+            x->invoke / 1000000, x->enter / 1000000, x->exit / 1000000,
+            x->done / 1000000, atomic_load(&x->lost_at) / 1000000,
+            atomic_load(&x->flags));
+  }
   if (O.writes) {
     size_t n = data_log && data_log->type == REDIS_REPLY_ARRAY ? data_log->elements : 0;
     const char **entries = calloc(n + 1, sizeof *entries);
@@ -825,6 +1023,7 @@ static int harness_main(void) {
   tt_print(&O, &R);
   atomic_store(&nemesis_exit, 1);
   pthread_join(nem, NULL);
+  dlock_delay_stop();
   for (int i = 0; i < O.servers; i++)
     if (servers[i].pid > 0)
       th_server_stop(&servers[i]);

@@ -35,7 +35,9 @@ typedef struct tt_opts {
   int64_t lease_ms;    /* 0: watchdog */
   int64_t watchdog_ms; /* client watchdog timeout */
   int64_t wait_ms;     /* acquire budget */
-  int64_t hold_us;     /* random time inside the section, 0..hold_us */
+  int64_t hold_us;     /* random time inside the section, hold_min_us
+                          (--hold-min-us, default 0) .. hold_us */
+  int64_t hold_min_us;
   int permits;         /* semaphore */
   int read_pct;        /* rw */
   int64_t slot_ms;     /* fair */
@@ -62,6 +64,24 @@ typedef struct tt_opts {
                           drops PCT % of the packets between the two, at
                           random, for the whole run (tests/support/
                           partition.h); the harness keeps 127.0.0.1 */
+  int delay_ms, jitter_ms; /* --delay MS[:JITTER] (one server): the workers
+                          connect from 127.0.0.3 to a relay on 127.0.0.2
+                          that holds every chunk, both ways, MS plus a
+                          random 0..JITTER ms (tests/support/delay.h);
+                          with --loss the loss is on that leg */
+  int split;           /* --split: every node on a loopback address of its
+                          own (one server: 127.0.0.2; --sentinel,
+                          --cluster: 127.0.0.10 ...),
+                          worker P connects from 127.0.1.<P + 1>; a
+                          partition puts the holder's worker and those of
+                          its parity beside the name's master (side A),
+                          the others beside the rest (side B) */
+  int64_t replica_sync_ms; /* --replica-sync MS: the workers' replica guard */
+  int min_replicas;    /* --min-replicas N: the data nodes refuse writes
+                          with fewer than N replicas within 1 s of lag
+                          (min-replicas-to-write, min-replicas-max-lag 1) */
+  int trace;           /* --trace: every attempt's times (ms, monotonic)
+                          and each partition's cut and heal, on stderr */
   int async;           /* > 0: each worker runs one thread that drives this
                           many owners at once with the non-blocking API
                           (--async N; lock, fenced, fair, rw) instead of
@@ -92,7 +112,18 @@ enum { /* faults */
   TT_F_PAUSE = 1 << 10,     /* SIGSTOP a worker with a thread between its
                                read and its write (else one in a section)
                                for 1-2 s, past its lease, then SIGCONT */
-  TT_F_COUNT = 11
+  TT_F_PARTITION = 1 << 11, /* --split, one server: once a worker holds
+                               (just before its next renewal), cut it from
+                               the server for a lease and 0.5-1.5 s more.
+                               --sentinel, --cluster: once a worker holds, cut the name's
+                               master and side A (that worker and those of
+                               its parity) from every other node and side B
+                               (the other workers) until a replica is
+                               promoted
+                               and 0.2-1.5 s more, at least a lease and
+                               0.5-1.5 s after the cut, then heal; and wait
+                               until the old master is a replica again */
+  TT_F_COUNT = 12
 };
 
 enum { /* record flags */
@@ -113,6 +144,7 @@ typedef struct tt_rec {
   int64_t enter;       /* acquire returned OK (0: not granted) */
   int64_t exit;        /* section left, release about to be called */
   int64_t done;        /* release returned */
+  _Atomic int64_t lost_at; /* the lost callback fired (0: it did not) */
 } tt_rec;
 
 enum { /* slot phases */
@@ -162,6 +194,10 @@ typedef struct tt_result {
   int64_t attempts, sections, timeouts, errors, release_errors;
   int64_t overlaps;          /* overlap, first holder not told: violation */
   int64_t reported_overlaps; /* overlap after the first holder was told */
+  int64_t untold_overlaps;   /* of all overlaps, those whose first holder
+                                had not been told by its lost callback when
+                                the second entered (told at its release
+                                only, or never): it worked on, unaware */
   int64_t lost_reports;      /* sections told they lost */
   int64_t counter, commits;
   int64_t counter_slack;     /* workers killed between write and commit */
@@ -179,6 +215,7 @@ typedef struct tt_result {
   int64_t max_fail_us;       /* longest failed acquire (budget spent) */
   int64_t killed_in_section, max_takeover_us, max_gap_us;
   int64_t faults[TT_F_COUNT];
+  int64_t max_promote_ms;    /* --split: longest cut-to-promotion time */
   int64_t keys_left, latches_left, available_left;
   /* --writes: what the data in Redis says */
   int64_t writes_accepted, writes_refused; /* by the workers' count */

@@ -37,6 +37,14 @@ static void sleep_us(int64_t us) {
   }
 }
 
+/* A section's time inside (us): hold_min_us .. hold_us, at random. */
+static int64_t draw_hold(const tt_opts *o, unsigned *seed) {
+  if (o->hold_us <= o->hold_min_us)
+    return o->hold_us;
+  return o->hold_min_us +
+         (int64_t)(rand_r(seed) % (unsigned)(o->hold_us - o->hold_min_us + 1));
+}
+
 /* The holder of owner_id in this process is told: flag its section. */
 static void mark_lost(uint64_t owner_id) {
   for (int i = 0; i < P.nthreads; i++) {
@@ -44,8 +52,11 @@ static void mark_lost(uint64_t owner_id) {
     if (s->owner_id != owner_id)
       continue;
     int64_t cur = atomic_load(&s->cur);
-    if (cur >= 0)
-      atomic_fetch_or(&P.a->recs[cur].flags, TT_R_LOST);
+    if (cur < 0)
+      continue;
+    int64_t none = 0;
+    atomic_compare_exchange_strong(&P.a->recs[cur].lost_at, &none, tt_now_ns());
+    atomic_fetch_or(&P.a->recs[cur].flags, TT_R_LOST);
   }
 }
 
@@ -321,7 +332,7 @@ static void *thread_main(void *arg) {
     atomic_fetch_add(&s->grants, 1);
     if (t->java)
       atomic_fetch_add(&a->java_sections, 1);
-    int64_t hold = o->hold_us > 0 ? (int64_t)(rand_r(&t->seed) % (o->hold_us + 1)) : 0;
+    int64_t hold = draw_hold(o, &t->seed);
     if (o->writes) {
       data_section(t, l, g.token, hold, s);
     } else if (!reading && o->kind != TT_SEMAPHORE) {
@@ -447,9 +458,7 @@ static void a_granted(void *data, const dlock_result *res) {
   r->enter = tt_now_ns();
   atomic_store(&s->phase, TT_P_IN);
   atomic_fetch_add(&s->grants, 1);
-  int64_t hold = P.o->hold_us > 0
-                     ? (int64_t)(rand_r(&x->t.seed) % (P.o->hold_us + 1))
-                     : 0;
+  int64_t hold = draw_hold(P.o, &x->t.seed);
   x->counter = P.a->counter; /* read now, written back when it leaves */
   x->due_ns = r->enter + hold * 1000;
   if (hold == 0)
@@ -486,6 +495,19 @@ static void a_next(aowner *x) {
   }
 }
 
+/* Where a worker connects from: --loss, --delay: the link's end; --split:
+ * an address of its own (127.0.1.<proc + 1>); else anywhere. */
+static const char *source_addr(const tt_opts *o, int proc) {
+  if (o->loss_pct || o->delay_ms || o->jitter_ms)
+    return "127.0.0.3";
+  static char addr[24];
+  if (o->split) { /* its own: the harness puts it on one side at each cut */
+    snprintf(addr, sizeof addr, "127.0.1.%d", proc + 1);
+    return addr;
+  }
+  return NULL;
+}
+
 static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   if (o->kind != TT_LOCK && o->kind != TT_FENCED && o->kind != TT_FAIR &&
       o->kind != TT_RW) {
@@ -497,7 +519,8 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   co.command_timeout_ms = o->command_timeout_ms;
   co.on_lost = on_lost;
   co.completions = DLOCK_COMPLETE_QUEUE;
-  co.source_addr = o->loss_pct ? "127.0.0.3" : NULL;
+  co.source_addr = source_addr(o, proc);
+  co.replica_sync_ms = o->replica_sync_ms;
   if (dlock_client_open(a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
     fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[0], dlock_errmsg());
     return 3;
@@ -570,7 +593,8 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     co.on_lost = on_lost;
     co.lazy_connect = o->kind == TT_REDLOCK;
     co.share_engine = o->one_engine && i > 0 ? P.clients[0] : NULL;
-    co.source_addr = o->loss_pct ? "127.0.0.3" : NULL; /* --loss */
+    co.source_addr = source_addr(o, proc);
+    co.replica_sync_ms = o->replica_sync_ms;
     if (o->kind == TT_REDLOCK)
       co.connect_timeout_ms = 500;
     int rc = dlock_client_open(a->urls[i], &co, &P.clients[i]);
