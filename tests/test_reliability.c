@@ -982,6 +982,30 @@ static void test_t25_client_cut(void) {
   th_server_stop(&s);
 }
 
+/* 25, many cuts: dlock-torture --split on one server (its workers on
+ * addresses of their own, the server on 127.0.0.2): every ~0.5 s after the
+ * last, once a worker holds, it is cut from the server just before its
+ * next renewal, both ways or one way (its packets only, or the server's
+ * only: its renewals arrive and renew, their answers never come back), for
+ * its lease (1.5 s) and 0.5-1.5 s more. Every cut holder must be told
+ * before another worker enters: 0 untold overlaps. */
+static void test_t25_client_cuts_torture(void) {
+  run r;
+  torture(&r, "--split --nemesis partition --kind lock --procs 4 --threads 2 "
+              "--watchdog 1500 --command-timeout 500 --hold-us 2000000 "
+              "--duration 12000 --every 500");
+  EXPECT(&r, "f_partition", >=, 2);
+  EXPECT(&r, "untold_overlaps", ==, 0);
+  EXPECT(&r, "overlaps", ==, 0);
+  EXPECT(&r, "worker_deaths", ==, 0);
+  EXPECT(&r, "lost_reports", >=, 1);
+  printf("    %" PRId64 " cuts (both ways %" PRId64 ", to the server %" PRId64
+         ", from it %" PRId64 "), %" PRId64 " lost reports\n",
+         field(&r, "f_partition"), field(&r, "cuts_both"),
+         field(&r, "cuts_to_server"), field(&r, "cuts_from_server"),
+         field(&r, "lost_reports"));
+}
+
 /* 28. Slow and lossy links between the workers and the server: nftables
  * drops a share of the packets between 127.0.0.3 and 127.0.0.2 at random,
  * both ways, and/or a relay on 127.0.0.2 (tests/support/delay.h: no netem
@@ -1173,6 +1197,7 @@ static void add(void) {
   CU_add_test(s, "t24_pause_fencing", test_t24_pause_fencing);
   CU_add_test(s, "t24_pause_fencing_cluster", test_t24_pause_fencing_cluster);
   CU_add_test(s, "t25_client_cut", test_t25_client_cut);
+  CU_add_test(s, "t25_client_cuts_torture", test_t25_client_cuts_torture);
   CU_add_test(s, "t26_sentinel_split_brain", test_t26_sentinel_split_brain);
   CU_add_test(s, "t27_cluster_master_cut", test_t27_cluster_master_cut);
   CU_add_test(s, "t28_slow_lossy_links", test_t28_slow_lossy_links);

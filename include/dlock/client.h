@@ -137,11 +137,14 @@ typedef struct dlock_client_opts {
   /* version 5: */
   int64_t replica_sync_ms;     /* the replica guard (docs/cluster.md): > 0:
                                   after each write of a lock's acquire or
-                                  release, wait up to this long (WAIT) until
-                                  the master's online replicas have it, so a
-                                  failover does not lose it; an acquire whose
-                                  grant reached none of them is released
-                                  again and fails with DLOCK_EIO. Costs a
+                                  release and each watchdog renewal, wait up
+                                  to this long (WAIT) until the master's
+                                  online replicas have it, so a failover
+                                  does not lose it; an acquire whose grant
+                                  reached none of them is released again and
+                                  fails with DLOCK_EIO, a renewal that
+                                  reached none does not extend the hold
+                                  (reported lost if none does). Costs a
                                   round trip plus the replicas' ack per call.
                                   Applies where dlock knows the replicas (a
                                   cluster's masters, a sentinel's master).

@@ -353,6 +353,8 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
   F(data_violation); F(max_promote_ms);
 #undef F
+  printf(",\"cuts_both\":%" PRId64 ",\"cuts_to_server\":%" PRId64
+         ",\"cuts_from_server\":%" PRId64, r->cuts[0], r->cuts[1], r->cuts[2]);
   for (int i = 0; i < TT_F_COUNT; i++)
     printf(",\"f_%s\":%" PRId64, fault_names[i], r->faults[i]);
   printf("}\n");

@@ -507,21 +507,31 @@ static int replica_synced(th_server *n, int64_t ms) {
   return 0;
 }
 
-/* One server (--split): the holder's worker cut from the server, both
- * ways, just before its watchdog's next renewal, for a lease and 0.5-1.5 s
- * more (the newcomers get in meanwhile), then healed: 1 when it was made. */
+/* One server (--split): the holder's worker cut from the server just
+ * before its watchdog's next renewal, for a lease and 0.5-1.5 s more (the
+ * newcomers get in meanwhile), then healed: 1 when it was made. The cut
+ * is drawn among both ways, the worker's packets only (its renewals never
+ * arrive) and the server's only (they arrive and renew, their answers
+ * never come back). */
 static int client_cut(void) {
   int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
   int holder = await_holder(20000, O.lease_ms > 0 || lease < 900 ? 0
                                                                 : lease / 3 - 300);
   char w[24];
+  const char *srv = th_addr(&servers[0]);
   snprintf(w, sizeof w, "127.0.1.%d", holder + 1);
-  if (holder < 0 || dlock_part_cut(w, th_addr(&servers[0])) != 0) {
+  int shape = rand() % 3;
+  if (holder < 0 || (shape == 0   ? dlock_part_cut(w, srv)
+                     : shape == 1 ? dlock_part_cut_one_way(w, srv)
+                                  : dlock_part_cut_one_way(srv, w)) != 0) {
     dlock_part_heal();
     return 0;
   }
+  R.cuts[shape]++;
   if (O.trace)
-    fprintf(stderr, "torture: worker %d cut at %" PRId64 "\n", holder,
+    fprintf(stderr, "torture: worker %d cut (%s) at %" PRId64 "\n", holder,
+            shape == 0 ? "both ways" : shape == 1 ? "to the server"
+                                                  : "from the server",
             tt_now_ns() / 1000000);
   sleep_ms(lease + 500 + rand() % 1000);
   dlock_part_heal();
