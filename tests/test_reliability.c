@@ -2,6 +2,7 @@
  * reliability.md). Most run dlock-torture (tests/torture) and assert on its
  * JSON summary; the rest drive a client directly. Sanitizer builds run the
  * same checks with less work (their job is memory errors and races). */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1006,6 +1007,74 @@ static void test_t25_client_cuts_torture(void) {
          field(&r, "lost_reports"));
 }
 
+/* The nftables tables of partitioning processes (dlock_part_PID): how
+ * many belong to processes that are gone (leftovers), and whether pid's
+ * exists. */
+static int part_tables(pid_t pid, int *has) {
+  FILE *p = popen("nft list tables 2>/dev/null", "r");
+  char line[256];
+  int n = 0;
+  *has = 0;
+  while (p && fgets(line, sizeof line, p)) {
+    long t = 0;
+    if (sscanf(line, "table inet dlock_part_%ld", &t) == 1) {
+      n += t != (long)pid && kill((pid_t)t, 0) != 0;
+      *has |= t == (long)pid;
+    }
+  }
+  if (p)
+    pclose(p);
+  return n;
+}
+
+/* Start dlock-torture cutting clients on one server and wait until its
+ * table exists (bounded: 10 s): its pid. */
+static pid_t partitioning_torture(void) {
+  const char *bin = getenv("DLOCK_TORTURE");
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(bin, bin, "--split", "--nemesis", "partition", "--kind", "lock",
+          "--procs", "2", "--threads", "1", "--duration", "30000", "--every",
+          "200", "--watchdog", "1500", (char *)NULL);
+    _exit(127);
+  }
+  int has = 0;
+  for (int64_t end = th_now_ms() + 10000; pid > 0 && !has && th_now_ms() < end;
+       usleep(20000))
+    part_tables(pid, &has);
+  CU_ASSERT(has);
+  return pid;
+}
+
+/* No table of the tests is left after a run, killed or not: a run that
+ * ends removes its own (t25_client_cuts_torture's above left none), a
+ * SIGTERM removes it in the handler, and a SIGKILL's is swept by the next
+ * partitioning process's start. */
+static void test_t25_tables_removed(void) {
+  CU_ASSERT_PTR_NOT_NULL_FATAL(getenv("DLOCK_TORTURE"));
+  int has;
+  CU_ASSERT_EQUAL(part_tables(0, &has), 0); /* the runs before left none */
+  pid_t pid = partitioning_torture();
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+  part_tables(pid, &has);
+  CU_ASSERT(!has); /* removed in the handler */
+  pid = partitioning_torture();
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  part_tables(pid, &has);
+  CU_ASSERT(has); /* killed: nothing could clean up ... */
+  char why[256];
+  CU_ASSERT_EQUAL_FATAL(dlock_part_init(why, sizeof why), 0);
+  dlock_part_fini();
+  part_tables(pid, &has);
+  CU_ASSERT(!has); /* ... until the next start swept it */
+  CU_ASSERT_EQUAL(part_tables(0, &has), 0);
+}
+
 /* 28. Slow and lossy links between the workers and the server: nftables
  * drops a share of the packets between 127.0.0.3 and 127.0.0.2 at random,
  * both ways, and/or a relay on 127.0.0.2 (tests/support/delay.h: no netem
@@ -1198,6 +1267,7 @@ static void add(void) {
   CU_add_test(s, "t24_pause_fencing_cluster", test_t24_pause_fencing_cluster);
   CU_add_test(s, "t25_client_cut", test_t25_client_cut);
   CU_add_test(s, "t25_client_cuts_torture", test_t25_client_cuts_torture);
+  CU_add_test(s, "t25_tables_removed", test_t25_tables_removed);
   CU_add_test(s, "t26_sentinel_split_brain", test_t26_sentinel_split_brain);
   CU_add_test(s, "t27_cluster_master_cut", test_t27_cluster_master_cut);
   CU_add_test(s, "t28_slow_lossy_links", test_t28_slow_lossy_links);
