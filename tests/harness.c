@@ -219,7 +219,6 @@ static void url_add(char *url, size_t n, const char *addr, int port) {
            addr[0] ? addr : "127.0.0.1", port);
 }
 
-
 /* The TLS arguments of a topology's node on tls_port: it replicates, talks
  * to its cluster bus and (a sentinel) to the servers over TLS. */
 static void topology_tls_args(char *out, size_t n, int tls_port) {

@@ -446,11 +446,15 @@ static int sentinel_fault(int f) {
 
 #define FIRST_NODE_ADDR 10 /* node i on 127.0.0.(10 + i) */
 
-/* Wait (at most ms) until a worker thread has been in its section for
- * age_ms (10 ms more at most): the cut then finds a holder with its
- * section ahead, just before its watchdog's next renewal (every lease/3),
- * which lands on the cut master only. Its worker's number, or -1. */
-static int await_holder(int64_t ms, int64_t age_ms) {
+/* Wait (at most ms) until a worker thread has been in its section for a
+ * third of the watchdog's lease less 300 ms (10 ms more at most; a fixed
+ * lease, or a watchdog under 900 ms: just entered): the cut then finds a
+ * holder with its section ahead, just before its watchdog's next renewal,
+ * which only the cut side sees. Its worker's number, or -1. */
+static int await_holder(int64_t ms) {
+  int64_t age_ms = O.lease_ms > 0 || O.watchdog_ms < 900
+                       ? 0
+                       : O.watchdog_ms / 3 - 300;
   for (int64_t end = th_now_ms() + ms;
        th_now_ms() < end && !atomic_load(&A->stop); usleep(1000)) {
     int n = atomic_load(&A->nslots);
@@ -515,8 +519,7 @@ static int replica_synced(th_server *n, int64_t ms) {
  * never come back). */
 static int client_cut(void) {
   int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
-  int holder = await_holder(20000, O.lease_ms > 0 || lease < 900 ? 0
-                                                                : lease / 3 - 300);
+  int holder = await_holder(20000);
   char w[24];
   const char *srv = th_addr(&servers[0]);
   snprintf(w, sizeof w, "127.0.1.%d", holder + 1);
@@ -551,8 +554,7 @@ static int partition(void) {
   if (m == NULL || (O.cluster && r == NULL))
     return 0;
   int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
-  int holder = await_holder(20000, O.lease_ms > 0 || lease < 900 ? 0
-                                                                : lease / 3 - 300);
+  int holder = await_holder(20000);
   if (holder < 0)
     return 0;
   int64_t t0 = th_now_ms();
