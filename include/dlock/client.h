@@ -208,10 +208,12 @@ typedef struct dlock_client_opts {
 } dlock_client_opts;
 
 #define DLOCK_CLIENT_OPTS_VERSION 10u /* 1 to 9 are still accepted */
-#define DLOCK_CLIENT_OPTS_INIT \
-  { DLOCK_CLIENT_OPTS_VERSION, 2000, 3000, 30000, 0, NULL, NULL, NULL, 0, NULL, \
-    NULL, NULL, 4, -1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL, \
-    0, 0, 0, NULL }
+/* The defaults, by name (every field not named is 0 or NULL); in C++, a
+ * C++20 compiler takes designated initializers in this order. */
+#define DLOCK_CLIENT_OPTS_INIT                                                \
+  { .version = DLOCK_CLIENT_OPTS_VERSION, .connect_timeout_ms = 2000,        \
+    .command_timeout_ms = 3000, .watchdog_timeout_ms = 30000,                  \
+    .direct_conns = 4, .spin_us = -1 }
 
 /* Open a client and connect to Redis.
  *

@@ -62,7 +62,7 @@ typedef struct dlock_lock_opts {
 } dlock_lock_opts;
 
 #define DLOCK_LOCK_OPTS_VERSION 2u
-#define DLOCK_LOCK_OPTS_INIT { DLOCK_LOCK_OPTS_VERSION, 0, 0, 0 }
+#define DLOCK_LOCK_OPTS_INIT { .version = DLOCK_LOCK_OPTS_VERSION }
 
 /* What a successful acquire grants (dlock_acquire_grant). */
 typedef struct dlock_grant {

@@ -48,8 +48,9 @@ typedef struct dlock_redlock_opts {
 } dlock_redlock_opts;
 
 #define DLOCK_REDLOCK_OPTS_VERSION 1u
-#define DLOCK_REDLOCK_OPTS_INIT \
-  { DLOCK_REDLOCK_OPTS_VERSION, 50, 5, 50, NULL, NULL }
+#define DLOCK_REDLOCK_OPTS_INIT                                               \
+  { .version = DLOCK_REDLOCK_OPTS_VERSION, .member_timeout_ms = 50,           \
+    .retry_min_ms = 5, .retry_max_ms = 50 }
 
 /* A RedLock over n independent masters (the Redlock algorithm of redis.io),
  * asking every member in parallel.
