@@ -89,7 +89,7 @@ struct dlock__aop {
   uint64_t owner;
   int64_t demand;            /* a FIFO wait's (permits) */
   void *ctx;                 /* the kind's, freed with op (free()) */
-  /* what the kind's steps (src/async/lock.c) keep */
+  /* what the kind's steps (src/async/calls.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
   int tries;

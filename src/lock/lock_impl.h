@@ -102,7 +102,7 @@ struct dlock_lock {
   unsigned caps;        /* m->caps, or a combinator's own */
 };
 
-/* The async acquire and release (src/async/lock.c) with internal 1: an
+/* The async acquire and release (src/async/calls.c) with internal 1: an
  * inner operation of a combinator, whose callback runs on the engine
  * thread at once whatever the client's completion mode. */
 int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
@@ -110,7 +110,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                       int internal, dlock_op *op);
 int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
                       void *data, int internal, dlock_op *op);
-/* Whether the kind waits without a thread (src/async/lock.c). */
+/* Whether the kind waits without a thread (src/async/calls.c). */
 int dlock__lock_can_wait(const dlock_lock *l);
 
 /* Allocate a backend's struct (m->size bytes) with dlock__handle_new (out

@@ -4,7 +4,7 @@
  * A kind with request methods (version 2) and a wait channel (version 3)
  * acquires and releases by request, and waits without a thread: one try
  * per request, the waiting recipe of docs/threading.md with an async
- * waiter and a timer in place of the thread (async/wait.c). A kind built
+ * waiter and a timer in place of the thread (async/await.c). A kind built
  * on other async calls (the semaphore lock) or a combinator starts its
  * own (acquire_async, release_async); every kind in the tree has one of
  * the two. Other calls run their blocking form as a thread-pool job,
