@@ -142,15 +142,10 @@ static int check_opts(const dlock_client_opts *o) {
   return DLOCK_OK;
 }
 
-int dlock_client_open(const char *uri, const dlock_client_opts *opts,
-                      dlock_client **out) {
+/* The caller's options, of any accepted version, as the current version's
+ * in *o (the fields an older version lacks get the defaults), checked. */
+static int opts_current(const dlock_client_opts *opts, dlock_client_opts *o) {
   static const dlock_client_opts defaults = DLOCK_CLIENT_OPTS_INIT;
-  dlock__clear_error();
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  if (opts == NULL)
-    opts = &defaults;
   /* what each accepted version holds: the fields before the next one's */
   static const size_t version_size[] = {
       0, offsetof(dlock_client_opts, share_engine),
@@ -162,19 +157,36 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       offsetof(dlock_client_opts, on_event),
       offsetof(dlock_client_opts, completions),
       offsetof(dlock_client_opts, durable_ms), sizeof(dlock_client_opts)};
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  *o = defaults;
+  if (opts == NULL)
+    return DLOCK_OK;
   if (opts->version < 1 || opts->version > DLOCK_CLIENT_OPTS_VERSION)
     return dlock__fail(DLOCK_EINVAL, "dlock_client_opts.version is %u, want "
                        "%u", opts->version, DLOCK_CLIENT_OPTS_VERSION);
-  memcpy(&o, opts, version_size[opts->version]);
-  o.version = DLOCK_CLIENT_OPTS_VERSION;
-  opts = &o;
-  int rc = check_opts(opts);
-  if (rc != DLOCK_OK)
-    return rc;
-  dlock_client *c = calloc(1, sizeof *c);
-  if (c == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  memcpy(o, opts, version_size[opts->version]);
+  o->version = DLOCK_CLIENT_OPTS_VERSION;
+  return check_opts(o);
+}
+
+/* Options the URI's topology or transport has no use for. */
+static int opts_fit_uri(const dlock__uri *u, const dlock_client_opts *o) {
+  if (!u->sentinel && (o->sentinel_username || o->sentinel_password))
+    return dlock__fail(DLOCK_EINVAL, "sentinel_username and sentinel_password "
+                       "are for redis+sentinel:// URIs");
+  if (!u->tls && (o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file ||
+                  o->tls_key_file || o->tls_server_name || o->tls_insecure))
+    return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
+                       "rediss://, rediss+cluster:// and rediss+sentinel://");
+  if (u->path && o->source_addr)
+    return dlock__fail(DLOCK_EINVAL, "source_addr is for TCP: a unix:// URI "
+                       "has no source address");
+  return DLOCK_OK;
+}
+
+/* Everything of c but its engine, from the URI and the options; on failure
+ * the caller frees c. */
+static int client_setup(dlock_client *c, const char *uri,
+                        const dlock_client_opts *opts) {
   atomic_init(&c->refs, 1);
   atomic_init(&c->closed, 0);
   atomic_init(&c->fifo_waiters, 0);
@@ -183,87 +195,53 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
   pthread_mutex_init(&c->hmu, NULL);
   pthread_mutex_init(&c->cmu, NULL);
   dlock__direct_init(c);
+  int rc;
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
           DLOCK_OK ||
       (rc = dlock__uri_set_sentinel_auth(&c->uri, opts->sentinel_username,
                                          opts->sentinel_password)) != DLOCK_OK ||
       (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK) ||
-      (rc = dlock__direct_pools(c)) != DLOCK_OK) {
-    client_free(c);
+      (rc = dlock__direct_pools(c)) != DLOCK_OK ||
+      (rc = opts_fit_uri(&c->uri, opts)) != DLOCK_OK ||
+      (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK))
     return rc;
-  }
-  if (!c->uri.sentinel && (opts->sentinel_username || opts->sentinel_password)) {
-    client_free(c);
-    return dlock__fail(DLOCK_EINVAL, "sentinel_username and sentinel_password "
-                       "are for redis+sentinel:// URIs");
-  }
-  if (!c->uri.tls && (opts->tls_ca_file || opts->tls_ca_dir || opts->tls_cert_file ||
-                      opts->tls_key_file || opts->tls_server_name ||
-                      opts->tls_insecure)) {
-    client_free(c);
-    return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
-                       "rediss://, rediss+cluster:// and rediss+sentinel://");
-  }
-  if (c->uri.path && opts->source_addr) {
-    client_free(c);
-    return dlock__fail(DLOCK_EINVAL, "source_addr is for TCP: a unix:// URI "
-                       "has no source address");
-  }
-  if (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK) {
-    client_free(c);
-    return rc;
-  }
   c->opts = *opts;
   c->opts.source_addr = NULL;
   if (opts->source_addr &&
-      (c->opts.source_addr = strdup(opts->source_addr)) == NULL) {
-    client_free(c);
+      (c->opts.source_addr = strdup(opts->source_addr)) == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->opts.sentinel_username = c->opts.sentinel_password = NULL;
-  if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
-    client_free(c);
-    return dlock__fail(rc, "%s", msg);
-  }
+  if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK)
+    return rc;
   uuid_t u;
   uuid_generate_random(u);
   uuid_unparse_lower(u, c->id);
   c->client_name = connection_name(opts->client_name ? opts->client_name : "dlock",
                                    c->id);
   c->opts.client_name = c->client_name;
-  if (c->client_name == NULL) {
-    client_free(c);
+  if (c->client_name == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  if ((rc = dlock__async_new(c)) != DLOCK_OK) {
-    client_free(c);
-    return rc;
-  }
-  rc = dlock__engine_start(c, opts->share_engine);
-  if (rc != DLOCK_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
-    client_free(c);
-    return dlock__fail(rc, "%s", msg);
-  }
-  if (opts->lazy_connect) {
-    /* a cluster's pub/sub mode is not asked for: sharded unless the URI
-     * says ?pubsub=classic (docs/cluster.md) */
-    if (c->cluster)
-      atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
-    *out = c;
-    return DLOCK_OK;
-  }
+  return dlock__async_new(c);
+}
 
-  /* The first PING waits for the connection (up to connect_timeout_ms), so a
-   * wrong address or password fails here, not at the first lock. A
-   * connection dropped under it (a CLIENT KILL, a restart) is re-opened by
-   * the engine: asked again while connect_timeout_ms lasts. */
-  int64_t until = dlock__now_ms() + opts->connect_timeout_ms;
+/* Free c, keeping the message of the failure rc. */
+static int fail_free(dlock_client *c, int rc) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  client_free(c);
+  return dlock__fail(rc, "%s", msg);
+}
+
+/* The first PING waits for the connection (up to connect_timeout_ms), so a
+ * wrong address or password fails here, not at the first lock. A
+ * connection dropped under it (a CLIENT KILL, a restart) is re-opened by
+ * the engine: asked again while connect_timeout_ms lasts. On failure c is
+ * closed. */
+static int first_contact(dlock_client *c) {
+  int64_t until = dlock__now_ms() + c->opts.connect_timeout_ms;
+  int rc;
   do {
     dlock__req ping;
     /* on a cluster URI: CLUSTER SHARDS, which a server that is not in
@@ -281,21 +259,43 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
       c->uri.pubsub = DLOCK__PUBSUB_CLASSIC;
     }
   } while (rc == DLOCK_EIO && dlock__now_ms() < until);
-  if (rc == DLOCK_OK && c->cluster)
-    atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
-  if (rc != DLOCK_OK) {
-    char *msg = strdup(dlock_errmsg());
-    int cluster = c->cluster != NULL;
-    dlock_client_close(c);
-    if (cluster && rc == DLOCK_EREDIS)
-      rc = dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
-                       "URI needs servers with cluster-enabled yes): %s",
-                       msg ? msg : "");
-    else
-      rc = dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg ? msg : "");
-    free(msg);
+  if (rc == DLOCK_OK)
+    return DLOCK_OK;
+  char *msg = strdup(dlock_errmsg());
+  int cluster = c->cluster != NULL;
+  dlock_client_close(c);
+  if (cluster && rc == DLOCK_EREDIS)
+    rc = dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
+                     "URI needs servers with cluster-enabled yes): %s",
+                     msg ? msg : "");
+  else
+    rc = dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg ? msg : "");
+  free(msg);
+  return rc;
+}
+
+int dlock_client_open(const char *uri, const dlock_client_opts *opts,
+                      dlock_client **out) {
+  dlock__clear_error();
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  dlock_client_opts o;
+  int rc = opts_current(opts, &o);
+  if (rc != DLOCK_OK)
     return rc;
-  }
+  dlock_client *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  if ((rc = client_setup(c, uri, &o)) != DLOCK_OK ||
+      (rc = dlock__engine_start(c, o.share_engine)) != DLOCK_OK)
+    return fail_free(c, rc);
+  if (!o.lazy_connect && (rc = first_contact(c)) != DLOCK_OK)
+    return rc;
+  /* a cluster's pub/sub mode: sharded unless the URI says ?pubsub=classic
+   * (docs/cluster.md) or the cluster is older than Redis 7 */
+  if (c->cluster)
+    atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
   *out = c;
   return DLOCK_OK;
 }

@@ -180,6 +180,47 @@ static void histogram(out *o, const char *name, const char *help,
       lbl[0] ? "}" : "", (unsigned long long)h->count);
 }
 
+/* The families of one sample each, read from dlock_stats by offset. */
+static const struct {
+  const char *name, *type, *help;
+  size_t field;
+} one[] = {
+    {"dlock_renew_calls_total", "counter",
+     "Watchdog renewal calls sent (each renews a batch of holds).",
+     offsetof(dlock_stats, renew_calls)},
+    {"dlock_renewed_total", "counter", "Holds renewed by the watchdog.",
+     offsetof(dlock_stats, renewed)},
+    {"dlock_renew_failures_total", "counter",
+     "Watchdog renewal calls that failed or were not acknowledged "
+     "(retried next tick).",
+     offsetof(dlock_stats, renew_failures)},
+    {"dlock_renew_batch_max", "gauge",
+     "The most holds one renewal call renewed.",
+     offsetof(dlock_stats, renew_batch_max)},
+    {"dlock_pubsub_messages_total", "counter",
+     "Messages received on waiters' channels.", offsetof(dlock_stats, messages)},
+    {"dlock_subscribes_total", "counter", "Channels subscribed.",
+     offsetof(dlock_stats, subscribes)},
+    {"dlock_subscribed", "gauge", "Channels subscribed now.",
+     offsetof(dlock_stats, subscribed)},
+    {"dlock_reconnects_total", "counter",
+     "Connections made again after one was lost.",
+     offsetof(dlock_stats, reconnects)},
+    {"dlock_redirects_total", "counter",
+     "MOVED and ASK answers followed (Redis Cluster).",
+     offsetof(dlock_stats, redirects)},
+    {"dlock_commands_total", "counter", "Commands sent to Redis.",
+     offsetof(dlock_stats, commands)},
+    {"dlock_direct_calls_total", "counter",
+     "Calls made by the calling thread on a connection of its own.",
+     offsetof(dlock_stats, direct_calls)},
+    {"dlock_in_flight", "gauge", "Requests sent and not answered yet.",
+     offsetof(dlock_stats, in_flight)},
+    {"dlock_pipeline_max", "gauge",
+     "The most requests in flight at once on one engine connection.",
+     offsetof(dlock_stats, pipeline_max)},
+};
+
 int dlock_client_stats_format(const dlock_stats *s, const char *label,
                               char *buf, size_t size, size_t *len) {
   dlock__clear_error();
@@ -217,44 +258,6 @@ int dlock_client_stats_format(const dlock_stats *s, const char *label,
   sample(&o, "dlock_releases_total", "outcome", "lost", s->release_lost);
   sample(&o, "dlock_releases_total", "outcome", "not_owner", s->release_not_owner);
   sample(&o, "dlock_releases_total", "outcome", "error", s->release_errors);
-  static const struct {
-    const char *name, *type, *help;
-    size_t field;
-  } one[] = {
-      {"dlock_renew_calls_total", "counter",
-       "Watchdog renewal calls sent (each renews a batch of holds).",
-       offsetof(dlock_stats, renew_calls)},
-      {"dlock_renewed_total", "counter", "Holds renewed by the watchdog.",
-       offsetof(dlock_stats, renewed)},
-      {"dlock_renew_failures_total", "counter",
-       "Watchdog renewal calls that failed (retried next tick).",
-       offsetof(dlock_stats, renew_failures)},
-      {"dlock_renew_batch_max", "gauge",
-       "The most holds one renewal call renewed.",
-       offsetof(dlock_stats, renew_batch_max)},
-      {"dlock_pubsub_messages_total", "counter",
-       "Messages received on waiters' channels.", offsetof(dlock_stats, messages)},
-      {"dlock_subscribes_total", "counter", "Channels subscribed.",
-       offsetof(dlock_stats, subscribes)},
-      {"dlock_subscribed", "gauge", "Channels subscribed now.",
-       offsetof(dlock_stats, subscribed)},
-      {"dlock_reconnects_total", "counter",
-       "Connections made again after one was lost.",
-       offsetof(dlock_stats, reconnects)},
-      {"dlock_redirects_total", "counter",
-       "MOVED and ASK answers followed (Redis Cluster).",
-       offsetof(dlock_stats, redirects)},
-      {"dlock_commands_total", "counter", "Commands sent to Redis.",
-       offsetof(dlock_stats, commands)},
-      {"dlock_direct_calls_total", "counter",
-       "Calls made by the calling thread on a connection of its own.",
-       offsetof(dlock_stats, direct_calls)},
-      {"dlock_in_flight", "gauge", "Requests sent and not answered yet.",
-       offsetof(dlock_stats, in_flight)},
-      {"dlock_pipeline_max", "gauge",
-       "The most requests in flight at once on one engine connection.",
-       offsetof(dlock_stats, pipeline_max)},
-  };
   family(&o, "dlock_lost_total", "counter", "Holds lost, by reason.");
   sample(&o, "dlock_lost_total", "reason", "expired", s->lost_expired);
   sample(&o, "dlock_lost_total", "reason", "unrenewed", s->lost_unrenewed);
