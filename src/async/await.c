@@ -12,7 +12,7 @@
 
 #include "async/async.h"
 
-/* The pub/sub waiter's notify (sync->mu held, maybe cmu: only queue). */
+/* The pub/sub waiter's notify (parker->mu held, maybe cmu: only queue). */
 static void notify(dlock__waiter *w) {
   dlock__aop_ready(w->data, !dlock__on_engine_thread());
 }
@@ -57,7 +57,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
       dlock__buf_free(&channel);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    w->sync = &c->async->sync;
+    w->parker = &c->async->parker;
     w->notify = notify;
     w->data = op;
     w->fifo = op->aw->fifo;
@@ -76,10 +76,10 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     c->live++; /* until the timer is closed */
     op->w = w;
     op->timer = &t->t;
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     if (w->confirmed) /* subscribed already: the next try is due now */
       w->wakes++;
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
     op->stage = w->confirmed ? DLOCK__AOP_WAITING : DLOCK__AOP_SUBSCRIBING;
     /* a confirmation that is late: go on without it, on hints */
     int64_t limit = now + c->opts.command_timeout_ms;
@@ -91,13 +91,13 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
                     : DLOCK__AOP_WAITING;
   }
   dlock__waiter *w = op->w;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   int pending = w->wakes != w->seen || w->closed || w->denied ||
                 (op->stage == DLOCK__AOP_SUBSCRIBING && w->confirmed);
   if (w->retry_by && (until_ms < 0 || w->retry_by < until_ms))
     until_ms = w->retry_by;
   w->retry_by = 0;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (until_ms >= 0)
     uv_timer_start(op->timer, timer_fired,
                    (uint64_t)(until_ms > now ? until_ms - now : 0), 0);
@@ -111,7 +111,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
 int dlock__aop_woken(dlock__aop *op) {
   dlock__waiter *w = op->w;
   int rc = 0;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   if (w->closed) {
     rc = DLOCK_ECLOSED;
   } else if (w->denied) {
@@ -124,7 +124,7 @@ int dlock__aop_woken(dlock__aop *op) {
   }
   if (w->confirmed)
     op->stage = DLOCK__AOP_WAITING;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   return rc;
 }
 
@@ -265,7 +265,7 @@ static void rechecked(dlock__aop *op, int rc) {
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   char why[1700];
-  int missed = req->sync ? dlock__guard_missed(op->h->client, req, why,
+  int missed = req->ack_wanted ? dlock__guard_missed(op->h->client, req, why,
                                                sizeof why)
                         : 0;
   int written = req->written;

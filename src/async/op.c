@@ -42,10 +42,10 @@ int dlock__async_new(dlock_client *c) {
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_mutex_init(&a->sync.mu, NULL);
-  pthread_cond_init(&a->sync.cv, &attr);
+  pthread_mutex_init(&a->parker.mu, NULL);
+  pthread_cond_init(&a->parker.cv, &attr);
   pthread_condattr_destroy(&attr);
-  a->sync.init = 1;
+  a->parker.init = 1;
   c->async = a;
   return DLOCK_OK;
 }
@@ -57,8 +57,8 @@ void dlock__async_free(dlock_client *c) {
   if (a->efd >= 0)
     close(a->efd);
   pthread_mutex_destroy(&a->mu);
-  pthread_mutex_destroy(&a->sync.mu);
-  pthread_cond_destroy(&a->sync.cv);
+  pthread_mutex_destroy(&a->parker.mu);
+  pthread_cond_destroy(&a->parker.cv);
   free(a);
   c->async = NULL;
 }
@@ -371,7 +371,7 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   req->queued_ms = dlock__now_ms();
   if (req->script >= 0 &&
       (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
-    req->sync = 1; /* the replica guard, durable grants (core.h) */
+    req->ack_wanted = 1; /* the replica guard, durable grants (core.h) */
   if (c->stopping) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;

@@ -503,7 +503,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   dlock__buf drop = req->drop; /* req may be gone once finished */
   req->drop = (dlock__buf){0};
   int drop_it = drop.len > 0 && reply->type != REDIS_REPLY_ERROR;
-  if (!(req->sync && reply->type != REDIS_REPLY_ERROR &&
+  if (!(req->ack_wanted && reply->type != REDIS_REPLY_ERROR &&
         send_ack(conn, req, reply)))
     dlock__req_finish(req, reply, DLOCK_OK, NULL);
   if (drop_it)

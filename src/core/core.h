@@ -168,7 +168,7 @@ struct dlock__req {
   /* The write's acknowledgement (dlock__guard_begin): the replica guard's
    * WAIT and the durable option's WAITAOF follow the script's reply on the
    * same connection. */
-  int sync;         /* wanted (set by dlock__call inside a guard) */
+  int ack_wanted;   /* wanted (set by dlock__call inside a guard) */
   dlock__ack ack;   /* what they asked and got */
   int written;      /* its bytes went out (or may have): a failure after it
                        leaves its outcome unknown */

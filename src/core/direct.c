@@ -668,7 +668,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     return rc;
   }
   note_rtt(&c->direct, dlock__now_us() - start);
-  if (req->sync && (*reply)->type != REDIS_REPLY_ERROR &&
+  if (req->ack_wanted && (*reply)->type != REDIS_REPLY_ERROR &&
       send_ack(c, dc, req) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */
   if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR &&

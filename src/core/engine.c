@@ -1,4 +1,4 @@
-/* A client's engine thread: request queue, loop, sync calls.
+/* A client's engine thread: request queue, loop, blocking calls.
  *
  * Application threads never touch a connection. They build a request (RESP
  * bytes plus a completion), push it on the client's queue and wake the loop
@@ -19,7 +19,7 @@
 #include "net/sentinel.h"
 #include "core/scripts.h"
 
-static _Thread_local dlock__sync tls_sync;
+static _Thread_local dlock__parker tls_parker;
 static _Thread_local int tls_on_engine;
 static _Thread_local struct {
   int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
@@ -77,8 +77,8 @@ static _Thread_local int tls_unsent; /* dlock__last_call_unsent */
 
 int dlock__last_call_unsent(void) { return tls_unsent; }
 
-dlock__sync *dlock__sync_self(void) {
-  dlock__sync *s = &tls_sync;
+dlock__parker *dlock__parker_self(void) {
+  dlock__parker *s = &tls_parker;
   if (!s->init) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -91,7 +91,7 @@ dlock__sync *dlock__sync_self(void) {
   return s;
 }
 
-int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms) {
+int dlock__park(dlock__parker *s, int64_t deadline_ms) {
   if (deadline_ms < 0)
     return pthread_cond_wait(&s->cv, &s->mu);
   struct timespec ts = {.tv_sec = deadline_ms / 1000,
@@ -115,7 +115,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->slot = DLOCK__SLOT_ANY;
   req->redirects = 0;
   req->retry_at = 0;
-  req->sync = 0;
+  req->ack_wanted = 0;
   req->ack = (dlock__ack){0};
   req->written = 0;
 }
@@ -210,7 +210,7 @@ int dlock__submit(dlock_client *c, dlock__req *req) {
 }
 
 typedef struct call_state {
-  dlock__sync *sync;
+  dlock__parker *parker;
   int done;
   int status;
   redisReply *reply;
@@ -222,31 +222,31 @@ int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
 
 static void call_done(dlock__req *req, redisReply *reply, int status) {
   call_state *cs = req->data;
-  pthread_mutex_lock(&cs->sync->mu);
+  pthread_mutex_lock(&cs->parker->mu);
   cs->reply = reply;
   cs->status = status;
   cs->done = 1;
-  pthread_cond_signal(&cs->sync->cv);
-  pthread_mutex_unlock(&cs->sync->mu);
+  pthread_cond_signal(&cs->parker->cv);
+  pthread_mutex_unlock(&cs->parker->mu);
 }
 
 /* This try was sent early (pubsub.c): take its answer. */
 static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
                       int64_t *sent_ms) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   if (w->early_state == 0) {
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
     return 0;
   }
   while (w->early_state == 1)
-    dlock__sync_wait(w->sync, -1); /* bounded by the command timeout */
+    dlock__park(w->parker, -1); /* bounded by the command timeout */
   cs->reply = w->early->reply;
   cs->status = w->early->status;
   req->ack = w->early->ack;
   snprintf(req->errmsg, sizeof req->errmsg, "%s", w->early->err);
   w->early->reply = NULL;
   w->early_state = 0;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   req->written = 1; /* the engine sent it */
   *sent_ms = w->early->sent_ms;
   /* the same bytes (dlock__wait_spec.early): nothing else to send */
@@ -263,7 +263,7 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
   w->early->tail = req->script_tail;
   w->early->argc = req->argc;
   w->early->slot = req->slot;
-  w->early->sync = req->sync;
+  w->early->ack_wanted = req->ack_wanted;
 }
 
 /* Submit req (unless w's early try answered it) and wait for its outcome;
@@ -278,10 +278,10 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
                        "blocking dlock call on an engine thread (from a "
                        "lost-lock callback?)");
   }
-  call_state cs = {.sync = dlock__sync_self()};
+  call_state cs = {.parker = dlock__parker_self()};
   if (tls_guard.on && req->script >= 0 &&
       (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
-    req->sync = 1;
+    req->ack_wanted = 1;
   tls_unsent = 0;
   if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
@@ -309,10 +309,10 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
       return rc;
     }
     *sent_ms = req->queued_ms; /* set by dlock__submit */
-    pthread_mutex_lock(&cs.sync->mu);
+    pthread_mutex_lock(&cs.parker->mu);
     while (!cs.done)
-      dlock__sync_wait(cs.sync, -1);
-    pthread_mutex_unlock(&cs.sync->mu);
+      dlock__park(cs.parker, -1);
+    pthread_mutex_unlock(&cs.parker->mu);
     atomic_fetch_sub(&c->direct.piped, 1);
   }
   if (cs.status != DLOCK_OK) {
@@ -325,7 +325,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     freeReplyObject(cs.reply);
     return rc;
   }
-  if (req->sync && !tls_guard.missed)
+  if (req->ack_wanted && !tls_guard.missed)
     tls_guard.missed = dlock__guard_missed(c, req, tls_guard.why,
                                            sizeof tls_guard.why);
   *reply = cs.reply;
@@ -400,7 +400,7 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
 void dlock__client_live_done(dlock_client *c) {
   if (--c->live > 0 || !c->stopping || c->closer == NULL)
     return;
-  dlock__sync *s = c->closer; /* c may be freed once the closer wakes */
+  dlock__parker *s = c->closer; /* c may be freed once the closer wakes */
   int *done = c->closer_done;
   pthread_mutex_lock(&s->mu);
   *done = 1;
@@ -595,7 +595,7 @@ void dlock__engine_stop(dlock_client *c) {
   /* wait until the loop is done with c (every handle closed, every
    * request ended): set before closing, which the engine reads under qmu */
   int done = 0;
-  dlock__sync *s = dlock__sync_self();
+  dlock__parker *s = dlock__parker_self();
   c->closer = s;
   c->closer_done = &done;
   pthread_mutex_lock(&c->qmu);
@@ -604,7 +604,7 @@ void dlock__engine_stop(dlock_client *c) {
   uv_async_send(&c->wake);
   pthread_mutex_lock(&s->mu);
   while (!done)
-    dlock__sync_wait(s, -1);
+    dlock__park(s, -1);
   pthread_mutex_unlock(&s->mu);
   engine_release(c->engine);
 }

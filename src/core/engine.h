@@ -18,51 +18,51 @@
 #include "core/uri.h"
 #include "net/sock.h"
 
-/* ---- per-thread wait object (engine.c) ------------------------------------ */
+/* ---- per-thread parker (engine.c): where a blocking call's thread waits --- */
 
-typedef struct dlock__sync {
+typedef struct dlock__parker {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC */
   int init;
-} dlock__sync;
+} dlock__parker;
 
-dlock__sync *dlock__sync_self(void);
+dlock__parker *dlock__parker_self(void);
 /* Wait on s->cv (mu held) until deadline_ms (monotonic); -1 = forever.
  * Returns 0, or ETIMEDOUT once the deadline passed. */
-int dlock__sync_wait(dlock__sync *s, int64_t deadline_ms);
+int dlock__park(dlock__parker *s, int64_t deadline_ms);
 
 /* ---- pub/sub waiters (pubsub.c) -------------------------------------------- */
 
 typedef struct dlock__waiter {
   struct dlock__waiter *prev, *next; /* channel's list: client's cmu */
   void *chan;                        /* client's cmu */
-  dlock__sync *sync;                 /* the waiting thread's (an async
+  dlock__parker *parker;                 /* the waiting thread's (an async
                                         waiter: its client's, shared) */
   /* An async waiter (src/async) has no thread to wake: notify is called
-   * (sync->mu held, maybe cmu too: it must only queue) each time the
+   * (parker->mu held, maybe cmu too: it must only queue) each time the
    * condition is signalled. NULL for a thread's waiter. */
   void (*notify)(struct dlock__waiter *w);
   void *data;                        /* notify's */
-  uint64_t wakes;                    /* under sync->mu */
+  uint64_t wakes;                    /* under parker->mu */
   uint64_t seen;                     /* waiting thread only */
-  int confirmed;                     /* under sync->mu */
-  int closed;                        /* under sync->mu */
+  int confirmed;                     /* under parker->mu */
+  int closed;                        /* under parker->mu */
   uint64_t unconsumed;               /* passed to unsubscribe */
   int fifo;                          /* set before subscribing: see below */
   int lease_hints;                   /* likewise: "-MS" messages (wait.c) */
-  int head;                          /* fifo: oldest waiter; under sync->mu */
+  int head;                          /* fifo: oldest waiter; under parker->mu */
   int turn;                          /* fifo: one try granted behind the head
                                         by a message that announced enough
-                                        for it and all ahead; sync->mu */
+                                        for it and all ahead; parker->mu */
   int64_t demand;                    /* fifo: how much it waits for (permits);
                                         set before subscribing */
   int64_t retry_by;                  /* a lease hint: re-try by then
-                                        (monotonic ms, 0 none); sync->mu */
-  int interrupted;                   /* dlock__interrupt; under sync->mu */
-  int denied;                        /* SUBSCRIBE refused; under sync->mu */
-  char denied_why[160];              /* the server's words; under sync->mu */
-  int armed;                         /* under sync->mu */
-  int early_state;                   /* 0 none, 1 sent, 2 answered; sync->mu */
+                                        (monotonic ms, 0 none); parker->mu */
+  int interrupted;                   /* dlock__interrupt; under parker->mu */
+  int denied;                        /* SUBSCRIBE refused; under parker->mu */
+  char denied_why[160];              /* the server's words; under parker->mu */
+  int armed;                         /* under parker->mu */
+  int early_state;                   /* 0 none, 1 sent, 2 answered; parker->mu */
   struct dlock__early *early;        /* a thread's wait loop: its early
                                         tries; NULL else (never armed) */
 } dlock__waiter;
@@ -77,9 +77,9 @@ typedef struct dlock__early {
   size_t tail, argc;
   int64_t sent_ms;
   int slot;                    /* its route on a cluster */
-  int sync;                    /* followed by its acknowledgement */
-  dlock__ack ack;              /* its outcome; under sync->mu */
-  redisReply *reply;           /* under sync->mu */
+  int ack_wanted;              /* followed by its acknowledgement */
+  dlock__ack ack;              /* its outcome; under parker->mu */
+  redisReply *reply;           /* under parker->mu */
   int status;
   char err[1536];
 } dlock__early;
@@ -108,7 +108,7 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
  * then, since no release will announce that lease's end). Returns 1 woken, 0
  * timed out, DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
-/* Wait on n waiters of one thread (one sync) at once: 1 when any was woken
+/* Wait on n waiters of one thread (one parker) at once: 1 when any was woken
  * (all their wake-ups taken), 0 timed out at deadline_ms (-1 never),
  * DLOCK_ECLOSED. */
 int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
@@ -121,7 +121,7 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
  * message saying whether the command or the channel was refused (why: the
  * server's words). */
 int dlock__subscribe_denied(const char *channel, size_t len, const char *why);
-/* The same for an async waiter (w->notify set, w->sync its client's), on
+/* The same for an async waiter (w->notify set, w->parker its client's), on
  * the engine thread: subscribe returns at once (w->confirmed says whether
  * the channel is confirmed already; notify tells when it is, or denied). */
 int dlock__subscribe_async(dlock_client *c, const char *channel, size_t len,
@@ -338,7 +338,7 @@ struct dlock_client {
   int live;            /* engine only: this client's handles not closed yet
                           and requests (getaddrinfo) not finished: its
                           memory is in the loop's hands until 0 */
-  dlock__sync *closer; /* dlock_client_close's, told when live reaches 0 */
+  dlock__parker *closer; /* dlock_client_close's, told when live reaches 0 */
   int *closer_done;
 
   dlock__conn cmd, sub;

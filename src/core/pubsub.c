@@ -98,27 +98,27 @@ static void chan_free(dlock_client *c, chan *ch) {
 }
 
 /* Tell w's thread (or, for an async waiter, its notify) to look again;
- * w->sync->mu held. */
+ * w->parker->mu held. */
 static void signal_waiter(dlock__waiter *w) {
-  pthread_cond_signal(&w->sync->cv);
+  pthread_cond_signal(&w->parker->cv);
   if (w->notify)
     w->notify(w);
 }
 
 static void early_done(dlock__req *req, redisReply *reply, int status) {
   dlock__waiter *w = req->data;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->early->reply = reply;
   w->early->status = status;
   w->early->ack = req->ack;
   snprintf(w->early->err, sizeof w->early->err, "%s", req->errmsg);
   w->early_state = 2;
-  pthread_cond_signal(&w->sync->cv);
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_cond_signal(&w->parker->cv);
+  pthread_mutex_unlock(&w->parker->mu);
   free(req);
 }
 
-/* The armed waiter's last try, as a request of its own (sync->mu held). */
+/* The armed waiter's last try, as a request of its own (parker->mu held). */
 static dlock__req *early_req(dlock__waiter *w) {
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL ||
@@ -130,7 +130,7 @@ static dlock__req *early_req(dlock__waiter *w) {
   req->script_tail = w->early->tail;
   req->argc = w->early->argc;
   req->slot = w->early->slot;
-  req->sync = w->early->sync;
+  req->ack_wanted = w->early->ack_wanted;
   req->queued_ms = w->early->sent_ms = dlock__now_ms();
   req->done = early_done;
   req->data = w;
@@ -143,22 +143,22 @@ static dlock__req *early_req(dlock__waiter *w) {
  * sent at once, on its behalf. */
 static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
   dlock__req *early = NULL;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->wakes++;
   if (confirm)
     w->confirmed = 1;
   else if (w->armed && w->early_state == 0 && !c->stopping)
     early = early_req(w);
   signal_waiter(w);
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (early)
     dlock__send(c, early);
 }
 
 static int has_pending_wake(dlock__waiter *w) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   int pending = w->wakes != w->seen;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   return pending;
 }
 
@@ -175,11 +175,11 @@ static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
       sum += (uint64_t)w->demand;
       if (w != ch->head && sum > n)
         break;
-      pthread_mutex_lock(&w->sync->mu);
+      pthread_mutex_lock(&w->parker->mu);
       w->turn = 1;
       w->wakes++;
       signal_waiter(w);
-      pthread_mutex_unlock(&w->sync->mu);
+      pthread_mutex_unlock(&w->parker->mu);
     }
     return;
   }
@@ -218,23 +218,23 @@ static int lease_hint(const char *msg, size_t len, int64_t *ms) {
 
 static void retry_by(chan *ch, int64_t at_ms) {
   for (dlock__waiter *w = ch->head; w; w = w->next) {
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     if (w->retry_by == 0 || at_ms < w->retry_by)
       w->retry_by = at_ms;
     signal_waiter(w);
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
   }
 }
 
 static void on_confirmed(chan *ch) {
   ch->confirmed = 1;
   for (dlock__waiter *w = ch->head; w; w = w->next) {
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     w->confirmed = 1;
     if (ch->recheck)
       w->wakes++;
     signal_waiter(w);
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
   }
   ch->recheck = 0;
 }
@@ -333,11 +333,11 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
   if (ch->last_sub && !ch->confirmed) {
     ch->denied = 1;
     for (dlock__waiter *w = ch->head; w; w = w->next) {
-      pthread_mutex_lock(&w->sync->mu);
+      pthread_mutex_lock(&w->parker->mu);
       w->denied = 1;
       snprintf(w->denied_why, sizeof w->denied_why, "%s", c->sub_error);
       signal_waiter(w);
-      pthread_mutex_unlock(&w->sync->mu);
+      pthread_mutex_unlock(&w->parker->mu);
     }
   } else if (ch->ops == 0 && ch->refs == 0) {
     chan_free(c, ch);
@@ -418,10 +418,10 @@ void dlock__pubsub_shutdown(dlock_client *c) {
     chan *ch = DLOCK__CONTAINER(n, chan, node);
     for (dlock__waiter *w = ch->head, *wn; w; w = wn) {
       wn = w->next; /* w may be gone as soon as its mutex is released */
-      pthread_mutex_lock(&w->sync->mu);
+      pthread_mutex_lock(&w->parker->mu);
       w->closed = 1;
       signal_waiter(w);
-      pthread_mutex_unlock(&w->sync->mu);
+      pthread_mutex_unlock(&w->parker->mu);
     }
     free(ch);
     n = next;
@@ -442,9 +442,9 @@ static void link_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
   if (w->fifo) {
     atomic_fetch_add(&c->fifo_waiters, 1);
     if (ch->head == NULL) {
-      pthread_mutex_lock(&w->sync->mu);
+      pthread_mutex_lock(&w->parker->mu);
       w->head = 1;
-      pthread_mutex_unlock(&w->sync->mu);
+      pthread_mutex_unlock(&w->parker->mu);
     }
   }
   w->chan = ch;
@@ -495,9 +495,9 @@ static int subscribe_engine(dlock_client *c, const sub_args *a) {
   if (ch->refs == 1 && !(ch->last_sub && (ch->ops > 0 || ch->confirmed)))
     send_op(c, ch, 1);
   if (ch->confirmed) {
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     w->confirmed = 1;
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
   }
   pthread_mutex_unlock(&c->cmu);
   return DLOCK_OK;
@@ -514,9 +514,9 @@ int dlock__subscribe_async(dlock_client *c, const char *channel, size_t len,
   int rc = subscribe_engine(c, &a);
   if (rc != DLOCK_OK)
     return dlock__fail(rc, "out of memory subscribing");
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->seen = w->wakes; /* the first confirmation is not news */
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   return DLOCK_OK;
 }
 
@@ -532,9 +532,9 @@ static int subscribe_here(dlock_client *c, const sub_args *a) {
   if (ch && ch->refs > 0 && ch->confirmed && ch->last_sub && ch->ops == 0 &&
       !ch->denied && ch->fifo == w->fifo) {
     link_waiter(c, ch, w);
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     w->confirmed = 1;
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
     done = 1;
   }
   pthread_mutex_unlock(&c->cmu);
@@ -547,11 +547,11 @@ static void unlink_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
     atomic_fetch_sub(&c->fifo_waiters, 1);
     if (w->prev == NULL && w->next) { /* the next in line's turn */
       dlock__waiter *next = w->next;
-      pthread_mutex_lock(&next->sync->mu);
+      pthread_mutex_lock(&next->parker->mu);
       next->head = 1;
       next->wakes++;
       signal_waiter(next);
-      pthread_mutex_unlock(&next->sync->mu);
+      pthread_mutex_unlock(&next->parker->mu);
     }
   }
   if (w->prev)
@@ -592,10 +592,10 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
 }
 
 void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->unconsumed = w->wakes - w->seen;
   int closed = w->closed; /* the shutdown has let go of it already */
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (!closed)
     unsubscribe_engine(c, w);
 }
@@ -607,9 +607,9 @@ static int unsubscribe_here(dlock_client *c, dlock__waiter *w) {
   int done = 0;
   pthread_mutex_lock(&c->cmu);
   chan *ch = w->chan;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   int closed = w->closed; /* set under cmu too: stable here */
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (closed)
     done = 1; /* the engine has already let go of it */
   else if (ch->refs > 1 && (ch->fifo || w->unconsumed == 0)) {
@@ -624,17 +624,17 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
                      dlock__wake_fn *wake_fn, int fifo, int lease_hints,
                      dlock__waiter *w, int64_t deadline_ms) {
   /* w is zeroed by the caller, who may have registered it for interrupts:
-   * then w->sync is set already, and another thread's interrupt may read it
+   * then w->parker is set already, and another thread's interrupt may read it
    * now (written again, even with the same value, it would race) */
-  if (w->sync == NULL)
-    w->sync = dlock__sync_self();
+  if (w->parker == NULL)
+    w->parker = dlock__parker_self();
   w->fifo = fifo;
   w->lease_hints = lease_hints;
   sub_args a = {channel, len, wake_fn, w};
   if (subscribe_here(c, &a)) {
-    pthread_mutex_lock(&w->sync->mu);
+    pthread_mutex_lock(&w->parker->mu);
     w->seen = w->wakes;
-    pthread_mutex_unlock(&w->sync->mu);
+    pthread_mutex_unlock(&w->parker->mu);
     return DLOCK_OK;
   }
   dlock__req req;
@@ -646,14 +646,14 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   int64_t limit = dlock__now_ms() + c->opts.command_timeout_ms;
   if (deadline_ms >= 0 && deadline_ms < limit)
     limit = deadline_ms;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   while (!w->confirmed && !w->closed && !w->interrupted && !w->denied)
-    if (dlock__sync_wait(w->sync, limit) != 0)
+    if (dlock__park(w->parker, limit) != 0)
       break;
   /* the first confirmation is not news to this waiter */
   w->seen = w->wakes;
   int denied = w->denied;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (denied) {
     dlock__unsubscribe(c, w);
     return dlock__subscribe_denied(channel, len, w->denied_why);
@@ -663,12 +663,12 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
 
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   int rc = 0;
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   while (w->wakes == w->seen && !w->closed && !w->interrupted) {
     int64_t until = deadline_ms;
     if (w->retry_by && (until < 0 || w->retry_by < until))
       until = w->retry_by;
-    if (dlock__sync_wait(w->sync, until) != 0)
+    if (dlock__park(w->parker, until) != 0)
       break;
   }
   w->retry_by = 0;
@@ -680,12 +680,12 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
     w->seen = w->wakes;
     rc = 1;
   }
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   return rc;
 }
 
 int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
-  dlock__sync *s = ws[0]->sync;
+  dlock__parker *s = ws[0]->parker;
   int rc = 0;
   pthread_mutex_lock(&s->mu);
   for (;;) {
@@ -695,7 +695,7 @@ int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
       else if (ws[i]->wakes != ws[i]->seen && rc == 0)
         rc = 1;
     }
-    if (rc != 0 || dlock__sync_wait(s, deadline_ms) != 0)
+    if (rc != 0 || dlock__park(s, deadline_ms) != 0)
       break;
   }
   for (int i = 0; rc == 1 && i < n; i++)
@@ -724,10 +724,10 @@ int dlock__subscribe_denied(const char *channel, size_t len, const char *why) {
 }
 
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->unconsumed = w->wakes - w->seen;
   int closed = w->closed;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   if (closed || unsubscribe_here(c, w))
     return; /* the engine has already let go of it, or did not need to */
   dlock__req req;
@@ -737,8 +737,8 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
     return;
   /* The client is closing: the engine still holds w in a channel list until
    * its shutdown marks it closed; w must outlive that. */
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   while (!w->closed)
-    dlock__sync_wait(w->sync, -1);
-  pthread_mutex_unlock(&w->sync->mu);
+    dlock__park(w->parker, -1);
+  pthread_mutex_unlock(&w->parker->mu);
 }

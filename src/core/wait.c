@@ -36,31 +36,31 @@ int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
 /* A FIFO waiter tries when it is the oldest (head) or a message gave it a
  * turn (one try: taken here). */
 int dlock__waiter_my_turn(dlock__waiter *w) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   int mine = w->head || w->turn;
   w->turn = 0;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
   return mine;
 }
 
 static void set_armed(dlock__waiter *w, int on) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   w->armed = on;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
 }
 
 /* The loop only leaves after a try of its own (which takes an early try's
  * answer) or when the client closes: then an early try still in flight is
  * failed by the close. Wait for it, so w outlives its request. */
 static void settle_early(dlock__waiter *w) {
-  pthread_mutex_lock(&w->sync->mu);
+  pthread_mutex_lock(&w->parker->mu);
   while (w->early_state == 1)
-    dlock__sync_wait(w->sync, -1);
+    dlock__park(w->parker, -1);
   if (w->early->reply)
     freeReplyObject(w->early->reply);
   w->early->reply = NULL;
   w->early_state = 0;
-  pthread_mutex_unlock(&w->sync->mu);
+  pthread_mutex_unlock(&w->parker->mu);
 }
 
 /* ---- interrupts ---------------------------------------------------------------
@@ -106,11 +106,11 @@ int dlock__interrupt(const void *handle, int by_owner, uint64_t owner) {
   for (wait_reg *r = regs; r; r = r->next) {
     if (by_owner ? r->owner != owner : r->top != handle && r->handle != handle)
       continue;
-    pthread_mutex_lock(&r->w->sync->mu);
+    pthread_mutex_lock(&r->w->parker->mu);
     n += !r->w->interrupted;
     r->w->interrupted = 1;
-    pthread_cond_broadcast(&r->w->sync->cv);
-    pthread_mutex_unlock(&r->w->sync->mu);
+    pthread_cond_broadcast(&r->w->parker->cv);
+    pthread_mutex_unlock(&r->w->parker->mu);
   }
   pthread_mutex_unlock(&regs_mu);
   return n;
@@ -120,15 +120,15 @@ int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                       const char *what) {
   dlock__waiter w;
   memset(&w, 0, sizeof w);
-  w.sync = dlock__sync_self();
+  w.parker = dlock__parker_self();
   wait_reg reg;
   reg_add(&reg, handle, owner, &w);
   int64_t until = dlock__now_ms() + ms;
-  pthread_mutex_lock(&w.sync->mu);
-  while (!w.interrupted && dlock__sync_wait(w.sync, until) == 0) {
+  pthread_mutex_lock(&w.parker->mu);
+  while (!w.interrupted && dlock__park(w.parker, until) == 0) {
   }
   int interrupted = w.interrupted;
-  pthread_mutex_unlock(&w.sync->mu);
+  pthread_mutex_unlock(&w.parker->mu);
   reg_del(&reg);
   return interrupted ? dlock__fail(DLOCK_EINTR, "%s: wait interrupted", what)
                      : DLOCK_OK;
@@ -192,7 +192,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   dlock__early early_try;
   memset(&early_try, 0, sizeof early_try);
   w.early = &early_try;
-  w.sync = dlock__sync_self();
+  w.parker = dlock__parker_self();
   w.demand = spec->demand > 0 ? spec->demand : 1;
   wait_reg reg;
   reg_add(&reg, spec->handle, spec->owner, &w);

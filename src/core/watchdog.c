@@ -331,7 +331,7 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
    * only when acknowledged like a grant: one the replicas never saw would
    * outlive the copy a promoted replica expires (a partitioned master) */
   char why[512];
-  int unacked = ok && req->sync && dlock__guard_missed(c, req, why, sizeof why);
+  int unacked = ok && req->ack_wanted && dlock__guard_missed(c, req, why, sizeof why);
   dlock__stat_add(&c->stats, DLOCK__ST_RENEW_CALLS, 1);
   if (ok && !unacked)
     dlock__stat_max(&c->stats, DLOCK__ST_RENEW_BATCH_MAX, b->n);
@@ -442,7 +442,7 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   b->req.done = batch_done;
   b->req.data = b;
   b->req.queued_ms = now;
-  b->req.sync = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
+  b->req.ack_wanted = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
   for (size_t i = 0; i < n; i++)
     hs[i]->renewing = 1;
   return b;

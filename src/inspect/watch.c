@@ -1,5 +1,5 @@
 /* dlock_watcher (dlock/inspect.h): one waiter on each channel an object of
- * any kind announces on, all on the making thread's sync, waited on
+ * any kind announces on, all on the making thread's parker, waited on
  * together. */
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,7 @@ int dlock_watcher_new(dlock_client *client, const char *name,
     if (rc != DLOCK_OK)
       break;
     memset(&w->w[i], 0, sizeof w->w[i]);
-    w->w[i].sync = dlock__sync_self();
+    w->w[i].parker = dlock__parker_self();
     rc = dlock__subscribe(client, w->channel[i].p, w->channel[i].len,
                           dlock__wake_all, 0, 0, &w->w[i], -1);
     if (rc == DLOCK_OK)
@@ -55,10 +55,10 @@ int dlock_watcher_new(dlock_client *client, const char *name,
   }
   for (int i = 0; i < w->n && rc == DLOCK_OK; i++) { /* a refusal shows */
     char why[sizeof w->w[i].denied_why] = "";
-    pthread_mutex_lock(&w->w[i].sync->mu);
+    pthread_mutex_lock(&w->w[i].parker->mu);
     if (w->w[i].denied)
       memcpy(why, w->w[i].denied_why, sizeof why);
-    pthread_mutex_unlock(&w->w[i].sync->mu);
+    pthread_mutex_unlock(&w->w[i].parker->mu);
     if (why[0])
       rc = dlock__fail(DLOCK_EPERM, "%s", why);
   }
