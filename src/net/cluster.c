@@ -7,6 +7,7 @@
 
 #define REFRESH_PERIOD_MS 10000 /* a map older than this is read again */
 #define REFRESH_MIN_GAP_MS 100  /* MOVED storms: at most one read per gap */
+#define REFRESH_BARE_MS 1000    /* a master without replicas: k->bare_master */
 #define MAX_REDIRECTS 16        /* MOVED/ASK/TRYAGAIN followed per request */
 #define RETRY_FIRST_MS 10       /* TRYAGAIN/CLUSTERDOWN: first pause */
 #define RETRY_MAX_MS 200
@@ -155,13 +156,19 @@ void dlock__cluster_shutdown(dlock_client *c, int status) {
 
 /* ---- parked requests and the timer ------------------------------------------ */
 
+/* How old a map may get before it is read again. */
+static int64_t refresh_period(const dlock__cluster *k) {
+  return k->bare_master ? REFRESH_BARE_MS : REFRESH_PERIOD_MS;
+}
+
 static void arm(dlock_client *c) {
   dlock__cluster *k = c->cluster;
   if (c->stopping)
     return;
   int64_t now = dlock__now_ms();
   /* the next map read is armed when the one in flight ends (map_done) */
-  int64_t due = k->refreshing ? INT64_MAX : k->last_refresh_ms + REFRESH_PERIOD_MS;
+  int64_t due =
+      k->refreshing ? INT64_MAX : k->last_refresh_ms + refresh_period(k);
   for (dlock__req *r = k->parked; r; r = r->next)
     if (r->retry_at < due)
       due = r->retry_at;
@@ -193,7 +200,7 @@ static void tick(uv_timer_t *t) {
     r->next = NULL;
     dlock__send(c, r);
   }
-  if (now >= k->last_refresh_ms + REFRESH_PERIOD_MS)
+  if (now >= k->last_refresh_ms + refresh_period(k))
     refresh(c);
   arm(c);
 }
@@ -393,9 +400,12 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
       ok = m->shards ? read_shards(c, reply, m->asked, slots, replicas)
                      : read_slots(c, reply, m->asked, slots, replicas);
       if (ok) {
+        k->bare_master = 0;
         for (int i = 0; i < k->nnodes; i++) /* the replica guard's counts */
-          if (replicas[i] >= 0)
+          if (replicas[i] >= 0) {
             atomic_store(&k->nodes[i]->cmd.pool->replicas, replicas[i]);
+            k->bare_master |= replicas[i] == 0 && c->opts.replica_sync_ms > 0;
+          }
         /* a slot the reply left without a master keeps its old owner:
          * requests there get MOVED or fail over as the cluster decides */
         for (int i = 0; i < DLOCK__SLOTS; i++)
@@ -465,8 +475,8 @@ static void refresh_soon(dlock_client *c) {
   int64_t now = dlock__now_ms();
   if (now >= k->last_refresh_ms + REFRESH_MIN_GAP_MS)
     refresh(c);
-  else if (k->last_refresh_ms + REFRESH_PERIOD_MS > now + REFRESH_MIN_GAP_MS) {
-    k->last_refresh_ms = now + REFRESH_MIN_GAP_MS - REFRESH_PERIOD_MS;
+  else if (k->last_refresh_ms + refresh_period(k) > now + REFRESH_MIN_GAP_MS) {
+    k->last_refresh_ms = now + REFRESH_MIN_GAP_MS - refresh_period(k);
     arm(c);
   }
 }

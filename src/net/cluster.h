@@ -31,6 +31,12 @@ struct dlock__cluster {
   int map_known;               /* a map has been read */
   int refreshing;              /* a map request is in flight */
   int refresh_again;           /* another was asked for meanwhile */
+  int bare_master;             /* with the replica guard on, the last map
+                                  showed a master without a replica (after a
+                                  failover, before the old master is back
+                                  as its replica): the map is read every
+                                  second, not every 10 s, so the guard's
+                                  count follows the replica's return */
   int no_shards;               /* the servers lack CLUSTER SHARDS */
   int next_ask;                /* the node the next map request goes to */
   int sub_node;                /* the node the pub/sub connection uses */
