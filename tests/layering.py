@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The layering check (docs/design.md): which folder of src/ may include
+and call which. A folder depends on another when one of its files includes
+a header of that folder ("net/cluster.h") or calls a function defined there
+(a dlock_ or dlock__ name). Every dependency must point down the layers:
+
+    kinds   fair rwlock multi redlock sync fence inspect
+    lock    the lock recipe and the reentrant and fenced kinds
+    async   the non-blocking calls, attached to the engine
+    core    the engine (and, until it gets a folder, the base)
+    net     transports and topologies
+
+DEBT lists the dependencies against the direction that the code still has
+(docs/design.md says how each goes away). The check fails on a dependency
+that is neither allowed nor listed, and on a listed one that is gone (take
+it off the list: the list only shrinks). It also counts topology branches
+(`->cluster`, `->sentinel`) outside net/ per folder, which may only fall.
+
+Usage: layering.py SRC_DIR [--self-test]
+"""
+import os
+import re
+import sys
+
+ORDER = ["kinds", "lock", "async", "core", "net"]
+LAYER = {"fair": "kinds", "rwlock": "kinds", "multi": "kinds",
+         "redlock": "kinds", "sync": "kinds", "fence": "kinds",
+         "inspect": "kinds", "lock": "lock", "async": "async",
+         "core": "core", "net": "net"}
+
+# Dependencies against the direction the code has today: (from, to, how).
+DEBT = {
+    ("core", "async", "include"), ("core", "async", "call"),
+    ("core", "lock", "call"),
+    ("net", "core", "include"), ("net", "core", "call"),
+    ("async", "lock", "include"), ("async", "lock", "call"),
+}
+
+# Topology branches outside net/, per folder, as the code has them today.
+BRANCHES = {"async": 0, "core": 37, "inspect": 3, "lock": 0, "fair": 0,
+            "rwlock": 0, "multi": 0, "redlock": 0, "sync": 0, "fence": 0}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
+DEFINE = re.compile(r'^(?!static\b)[A-Za-z_][\w \t\*]*?\b(dlock_{1,2}\w+)\s*\([^;]*$',
+                    re.M)
+CALL = re.compile(r'\b(dlock_{1,2}\w+)\s*\(')
+BRANCH = re.compile(r'->(cluster|sentinel)\b')
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
+
+
+def sources(src):
+    for folder in sorted(os.listdir(src)):
+        path = os.path.join(src, folder)
+        if not os.path.isdir(path):
+            continue
+        for name in sorted(os.listdir(path)):
+            if name.endswith((".c", ".h")):
+                with open(os.path.join(path, name), encoding="utf-8") as f:
+                    yield folder, name, COMMENT.sub(" ", f.read())
+
+
+def edges(src):
+    files = list(sources(src))
+    defined = {}
+    for folder, name, text in files:
+        if name.endswith(".c"):
+            for fn in DEFINE.findall(text):
+                defined.setdefault(fn, folder)
+    found, branches = {}, {}
+    for folder, name, text in files:
+        where = "%s/%s" % (folder, name)
+        for to in INCLUDE.findall(text):
+            if to in LAYER and to != folder:
+                found.setdefault((folder, to, "include"), where)
+        for fn in CALL.findall(text):
+            to = defined.get(fn)
+            if to and to != folder:
+                found.setdefault((folder, to, "call"), "%s: %s" % (where, fn))
+        if folder != "net":
+            branches[folder] = branches.get(folder, 0) + len(BRANCH.findall(text))
+    return found, branches
+
+
+def allowed(frm, to):
+    a, b = LAYER.get(frm), LAYER.get(to)
+    return a is not None and b is not None and ORDER.index(b) > ORDER.index(a)
+
+
+def judge(found, branches):
+    errors = []
+    for (frm, to, how), where in sorted(found.items()):
+        if not allowed(frm, to) and (frm, to, how) not in DEBT:
+            errors.append("%s -> %s (%s) points up: %s" % (frm, to, how, where))
+    for edge in sorted(DEBT):
+        if edge not in found:
+            errors.append("%s -> %s (%s) is gone: take it off DEBT" % edge)
+    for folder, n in sorted(branches.items()):
+        if n > BRANCHES.get(folder, 0):
+            errors.append("%s has %d topology branches (->cluster, ->sentinel), "
+                          "at most %d: ask the topology instead" %
+                          (folder, n, BRANCHES.get(folder, 0)))
+        elif n < BRANCHES.get(folder, 0):
+            errors.append("%s has %d topology branches, fewer than the %d "
+                          "listed: lower BRANCHES" %
+                          (folder, n, BRANCHES[folder]))
+    for folder in branches:
+        if folder not in LAYER:
+            errors.append("%s is a folder with no layer: add it to LAYER" % folder)
+    return errors
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    found, branches = edges(sys.argv[1])
+    errors = judge(found, branches)
+    if "--self-test" in sys.argv:
+        # one include against the direction must be caught, and one
+        # dependency listed as debt must be missed when it goes
+        planted = dict(found)
+        planted[("net", "lock", "include")] = "net/planted.c"
+        caught = any("net -> lock (include)" in e for e in judge(planted, branches))
+        gone = dict(found)
+        gone.pop(("core", "lock", "call"), None)
+        missed = any("core -> lock (call) is gone" in e for e in judge(gone, branches))
+        print("planted include caught: %s; a paid debt noticed: %s" % (caught, missed))
+        return 0 if caught and missed and not errors else 1
+    for e in errors:
+        print("layering: " + e)
+    up = [edge for edge in found if not allowed(edge[0], edge[1])]
+    print("layering: %d dependencies between folders, %d against the direction "
+          "(%d of them listed as debt), %d topology branches outside net/" %
+          (len(found), len(up), sum(1 for e in up if e in DEBT),
+           sum(branches.values())))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
