@@ -1,5 +1,5 @@
-/* Small shared helpers: clock, growable buffer, RESP encoding, name checks,
- * random ids. */
+/* Small shared helpers: clock, growable buffer, RESP encoding, name and
+ * argument checks, random ids. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,4 +133,12 @@ void dlock__append(char *buf, size_t size, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf + len, size - len, fmt, ap);
   va_end(ap);
+}
+
+int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms) {
+  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
+    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
+  if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
+    return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
+  return DLOCK_OK;
 }

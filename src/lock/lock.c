@@ -61,14 +61,6 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
   return DLOCK_OK;
 }
 
-int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms) {
-  if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
-    return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
-  if (lease_ms <= 0 && lease_ms != DLOCK_LEASE_WATCHDOG)
-    return dlock__fail(DLOCK_EINVAL, "lease_ms must be > 0 or DLOCK_LEASE_WATCHDOG");
-  return DLOCK_OK;
-}
-
 int dlock__lock_check(dlock_lock *lock) {
   dlock__clear_error();
   if (lock == NULL)
