@@ -124,12 +124,6 @@ typedef struct dlock__async {
   _Atomic(unsigned long) runner; /* the thread running completions, 0 */
 } dlock__async;
 
-/* engine hooks (op.c) */
-int dlock__async_new(dlock_client *c);
-void dlock__async_prepare(dlock_client *c);  /* each loop turn */
-void dlock__async_shutdown(dlock_client *c); /* the engine stops: ECLOSED */
-void dlock__async_closed(dlock_client *c);   /* after the engine is gone */
-void dlock__async_free(dlock_client *c);
 
 /* A new operation of type on handle h's client (any thread); NULL with
  * DLOCK_ENOMEM set. */

@@ -25,7 +25,7 @@ static dlock__aop *reg_get(uint64_t id) {
 
 /* ---- per client ------------------------------------------------------------ */
 
-int dlock__async_new(dlock_client *c) {
+static int async_new(dlock_client *c) {
   dlock__async *a = calloc(1, sizeof *a);
   if (a == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -50,7 +50,7 @@ int dlock__async_new(dlock_client *c) {
   return DLOCK_OK;
 }
 
-void dlock__async_free(dlock_client *c) {
+static void async_free(dlock_client *c) {
   dlock__async *a = c->async;
   if (a == NULL)
     return;
@@ -106,7 +106,7 @@ void dlock__aop_ready(dlock__aop *op, int wake_loop) {
 }
 
 
-void dlock__async_prepare(dlock_client *c) {
+static void async_prepare(dlock_client *c) {
   dlock__async *a = c->async;
   for (;;) {
     pthread_mutex_lock(&a->mu);
@@ -598,7 +598,7 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     dlock__client_live_done(c); /* last: c may go */
 }
 
-void dlock__async_shutdown(dlock_client *c) {
+static void async_shutdown(dlock_client *c) {
   dlock__async *a = c->async;
   /* combinators first stop their inner operations (on this engine: they
    * end soon, and their answers end the combinators) */
@@ -672,8 +672,22 @@ int dlock_client_run_completions(dlock_client *c, int max) {
   return ran;
 }
 
-void dlock__async_closed(dlock_client *c) {
+static void async_closed(dlock_client *c) {
   /* the engine is gone: completions still queued run here */
   if (c->async && c->async->efd >= 0)
     dlock_client_run_completions(c, 0);
+}
+
+/* ---- attached to every client's engine (core/engine.h) ---------------------- */
+
+static const dlock__attachment async_attachment = {
+    .open = async_new,
+    .turn = async_prepare,
+    .stopping = async_shutdown,
+    .closed = async_closed,
+    .free = async_free,
+};
+
+__attribute__((constructor)) static void async_attach(void) {
+  dlock__engine_attach(&async_attachment);
 }

@@ -8,8 +8,8 @@
 #include <unistd.h>
 #include <uuid/uuid.h>
 
-#include "async/async.h"
 #include "core/engine.h"
+#include "dlock/async.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
 #include "net/sock.h"
@@ -31,7 +31,9 @@ uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); 
 /* ---- the client ------------------------------------------------------------- */
 
 static void client_free(dlock_client *c) {
-  dlock__async_free(c);
+  const dlock__attachment *a = dlock__engine_attached();
+  if (a && a->free)
+    a->free(c);
   dlock__tls_ctx_free(c->tls);
   dlock__cluster_free(c);
   dlock__sentinel_free(c);
@@ -223,7 +225,8 @@ static int client_setup(dlock_client *c, const char *uri,
   c->opts.client_name = c->client_name;
   if (c->client_name == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  return dlock__async_new(c);
+  const dlock__attachment *a = dlock__engine_attached();
+  return a && a->open ? a->open(c) : DLOCK_OK;
 }
 
 /* Free c, keeping the message of the failure rc. */
@@ -305,7 +308,9 @@ void dlock_client_close(dlock_client *c) {
     return;
   dlock__direct_close(c);
   dlock__engine_stop(c);
-  dlock__async_closed(c); /* queued completions run here */
+  const dlock__attachment *a = dlock__engine_attached();
+  if (a && a->closed) /* queued completions run here */
+    a->closed(c);
   dlock__client_unref(c);
 }
 

@@ -13,13 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "core/engine.h"
 #include "net/cluster.h"
 #include "net/sentinel.h"
 #include "core/scripts.h"
 
 static _Thread_local dlock__parker tls_parker;
+static const dlock__attachment *attachment; /* set at load, read after */
+
+void dlock__engine_attach(const dlock__attachment *a) { attachment = a; }
+
+const dlock__attachment *dlock__engine_attached(void) { return attachment; }
 static _Thread_local int tls_on_engine;
 static _Thread_local struct {
   int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
@@ -423,7 +427,8 @@ static void engine_shutdown(dlock_client *c) {
     dlock__cluster_shutdown(c, DLOCK_ECLOSED);
   if (c->sentinel)
     dlock__sentinel_shutdown(c);
-  dlock__async_shutdown(c); /* after the requests in flight have failed */
+  if (attachment && attachment->stopping) /* after the requests in flight */
+    attachment->stopping(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
@@ -463,7 +468,8 @@ static void on_wake(uv_async_t *a) {
 
 static void on_prepare(uv_prepare_t *p) {
   dlock_client *c = p->data;
-  dlock__async_prepare(c); /* async ops woken this turn send their tries */
+  if (attachment && attachment->turn) /* async ops woken this turn: tries */
+    attachment->turn(c);
   dlock__conn_flush(&c->cmd);
   dlock__conn_flush(&c->sub);
   if (c->cluster)

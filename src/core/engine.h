@@ -371,6 +371,25 @@ struct dlock_client {
 
 /* engine.c: start c's connections and watchdog on a new engine thread, or
  * on share_with's (dlock_client_opts.share_engine). */
+/* What a layer above attaches to every client's engine: the non-blocking
+ * calls (src/async) do, once, when the library is loaded (a constructor of
+ * theirs calls dlock__engine_attach), so the engine reports to them
+ * through this table and never calls them by name. Each hook may be NULL.
+ * open: the client is being made (an error fails the open); turn: on the
+ * engine thread, once per loop turn; stopping: on the engine thread as it
+ * stops, after the requests in flight failed; closed: on the closing
+ * thread, the engine gone; free: the client's memory goes. */
+typedef struct dlock__attachment {
+  int (*open)(dlock_client *c);
+  void (*turn)(dlock_client *c);
+  void (*stopping)(dlock_client *c);
+  void (*closed)(dlock_client *c);
+  void (*free)(dlock_client *c);
+} dlock__attachment;
+void dlock__engine_attach(const dlock__attachment *a);
+/* The attachment, or NULL. */
+const dlock__attachment *dlock__engine_attached(void);
+
 int dlock__engine_start(dlock_client *c, dlock_client *share_with);
 /* engine.c: close c's handles and connections and wait until the loop is
  * done with c; the last client of an engine joins its thread. */
