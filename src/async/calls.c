@@ -1,7 +1,7 @@
 /* The async lock calls (dlock/async.h): argument checks as lock.c's, then
  * an operation that runs on the engine thread.
  *
- * A kind with request methods (version 2) and a wait channel (version 3)
+ * A kind with request methods and a wait channel
  * acquires and releases by request, and waits without a thread: one try
  * per request, the waiting recipe of docs/threading.md with an async
  * waiter and a timer in place of the thread (async/await.c). A kind built
@@ -23,8 +23,7 @@ static dlock_lock *lock_of(const dlock__aop *op) {
 }
 
 int dlock__lock_can_wait(const dlock_lock *l) {
-  return dlock__lock_has_requests(l) && l->m->version >= 3 &&
-         l->m->wait_channel != NULL;
+  return dlock__lock_has_requests(l) && l->m->wait_channel != NULL;
 }
 
 /* The common checks, and the owner: *owner, or the handle's bound one
@@ -47,7 +46,7 @@ static int check(dlock_lock *l, dlock_done_fn *done, uint64_t *owner,
 static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
                   dlock_done_fn *done, void *data, dlock_op *out) {
   dlock_client *c = l->h.client;
-  if (c == NULL && l->m->version >= 3 && l->m->async_client)
+  if (c == NULL && l->m->async_client)
     c = l->m->async_client(l);
   else if (c == NULL)
     dlock__fail(DLOCK_ENOTSUP, "%s locks have no async calls", l->m->kind);
@@ -164,7 +163,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return rc;
   if (l->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
-  if (l->m->version >= 3 && l->m->acquire_async)
+  if (l->m->acquire_async)
     return l->m->acquire_async(l, owner, wait_ms, lease_ms, done, data, out);
   if (l->h.client == NULL || !dlock__lock_can_wait(l))
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async acquire",
@@ -254,7 +253,7 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
     return rc;
   if (l->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
-  if (l->m->version >= 3 && l->m->release_async)
+  if (l->m->release_async)
     return l->m->release_async(l, owner, done, data, out);
   if (l->h.client == NULL) /* a combinator's blocking release, bounded */
     return job_op(l, release_blocking, owner, done, data, out);

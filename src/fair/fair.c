@@ -243,7 +243,6 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods fair_methods = {
-    .version = 3,
     .kind = "fair",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
     .size = sizeof(fair),

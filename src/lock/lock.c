@@ -206,10 +206,10 @@ const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
   return lock->h.name;
 }
 
-/* ---- version 2: single tries and releases as requests --------------------- */
+/* ---- single tries and releases as requests --------------------------------- */
 
 int dlock__lock_has_requests(const dlock_lock *lock) {
-  return lock->m->version >= 2 && lock->m->try_req != NULL;
+  return lock->m->try_req != NULL;
 }
 
 static int no_requests(const dlock_lock *lock) {

@@ -12,7 +12,6 @@
 #include "dlock/lock.h"
 
 typedef struct dlock__lock_methods {
-  unsigned version; /* the last version whose methods are filled in (1-3) */
   const char *kind;
   unsigned caps; /* DLOCK_CAP_* */
   size_t size;   /* bytes to allocate for the backend's struct */
@@ -24,12 +23,11 @@ typedef struct dlock__lock_methods {
   int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
   int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
   void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
-  /* version 1 ends here: append only */
 
   /* Single tries and releases as requests, for a combinator that asks many
    * locks on many clients at once and waits for them together (RedLock).
-   * Call them through the dlock__lock_* wrappers below, which check the
-   * version. */
+   * Call them through the dlock__lock_* wrappers below, which check that
+   * the kind has them. */
   /* Build one try (no waiting) into req, for the caller to submit. */
   int (*try_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
                  dlock__req *req);
@@ -52,12 +50,11 @@ typedef struct dlock__lock_methods {
   int (*released)(dlock_lock *lock, uint64_t owner, const redisReply *r);
   /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
   void (*forget)(dlock_lock *lock, uint64_t owner);
-  /* version 2 ends here: append only */
 
   /* Waiting without a thread (src/async): the channel a waiter of owner
    * listens on, appended to *channel, and how many waiters one message
-   * wakes. DLOCK_OK or DLOCK_ENOMEM. A kind with it and the version 2
-   * methods can wait asynchronously. */
+   * wakes. DLOCK_OK or DLOCK_ENOMEM. A kind with it and the request
+   * methods above can wait asynchronously. */
   int (*wait_channel)(dlock_lock *lock, uint64_t owner, dlock__buf *channel,
                       dlock__wake_fn **wake);
   /* Optional, for a kind whose waiters queue (the fair lock): a try that
@@ -92,7 +89,6 @@ typedef struct dlock__lock_methods {
    * into out, its length: a guarded write checks it (src/fence). NULL: the
    * kind cannot guard a write. */
   size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
-  /* version 3 ends here: append only */
 } dlock__lock_methods;
 
 struct dlock_lock {
@@ -134,9 +130,9 @@ int dlock__lock_check(dlock_lock *lock);
 /* The owner id for a call on lock: the bound id or the calling thread's. */
 uint64_t dlock__lock_owner_id(const dlock_lock *lock);
 
-/* ---- version 2 calls (lock.c): DLOCK_ENOTSUP for an older table ------------ */
+/* ---- request calls (lock.c): DLOCK_ENOTSUP for a kind without them ------- */
 
-/* 1 when lock's kind has the version 2 methods (can be a RedLock member). */
+/* 1 when lock's kind has the request methods (can be a RedLock member). */
 int dlock__lock_has_requests(const dlock_lock *lock);
 int dlock__lock_try_req(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
                         dlock__req *req);

@@ -18,7 +18,7 @@ typedef struct reentrant {
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
 } reentrant;
 
-/* ---- single tries and releases as requests (method table version 2) ------ */
+/* ---- single tries and releases as requests -------------------------------- */
 
 static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
                    dlock__req *req) {
@@ -170,7 +170,6 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods reentrant_methods = {
-    .version = 3,
     .kind = "reentrant",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(reentrant),
@@ -191,7 +190,6 @@ static const dlock__lock_methods reentrant_methods = {
 };
 
 static const dlock__lock_methods fenced_methods = {
-    .version = 3,
     .kind = "fenced",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
     .size = sizeof(reentrant),

@@ -337,7 +337,6 @@ static int m_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
 }
 
 static const dlock__lock_methods multi_methods = {
-    .version = 3,
     .kind = "multi",
     .caps = 0, /* set per instance below */
     .size = sizeof(multi),

@@ -779,7 +779,6 @@ static int r_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
 static void r_free(dlock__aop *op) { r_drop(op->ctx); }
 
 static const dlock__lock_methods redlock_methods = {
-    .version = 3,
     .kind = "redlock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_MULTI_NODE,
     .size = sizeof(redlock),

@@ -370,7 +370,6 @@ static void destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods read_methods = {
-    .version = 3,
     .kind = "read",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
     .size = sizeof(rw_half),
@@ -391,7 +390,6 @@ static const dlock__lock_methods read_methods = {
 };
 
 static const dlock__lock_methods write_methods = {
-    .version = 3,
     .kind = "write",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(rw_half),

@@ -166,7 +166,6 @@ static void sl_destroy(dlock_lock *l) {
 }
 
 static const dlock__lock_methods semaphore_lock_methods = {
-    .version = 3,
     .kind = "semaphore",
     .caps = DLOCK_CAP_SHARED,
     .size = sizeof(sem_lock),
