@@ -17,6 +17,7 @@
 #include "net/sock.h"
 #include "net/tls.h"
 #include "core/scripts.h"
+#include "net/classify.h"
 
 #define BACKOFF_FIRST_MS 25
 #define BACKOFF_MAX_MS 1000
@@ -490,8 +491,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
       (dlock__cluster_on_error(conn, req, reply) ||
        dlock__sentinel_on_error(conn, req, reply)))
     return; /* redirected, parked or failed by the topology */
-  if (req->script >= 0 && reply->type == REDIS_REPLY_ERROR &&
-      strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+  if (req->script >= 0 && dlock__classify(reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(reply);
     if (dlock__req_to_eval(req) != DLOCK_OK) {
       dlock__req_finish(req, NULL, DLOCK_ENOMEM, "out of memory");

@@ -37,6 +37,7 @@
 #include "core/engine.h"
 #include "net/sock.h"
 #include "net/cluster.h"
+#include "net/classify.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
@@ -598,20 +599,13 @@ static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
  * engine knows how to follow it (net/cluster.c) and to refresh the map the
  * direct path reads. */
 static int redirected(const redisReply *r) {
-  static const char *const codes[] = {"MOVED ", "ASK ", "TRYAGAIN",
-                                      "CLUSTERDOWN"};
-  if (r->type != REDIS_REPLY_ERROR)
-    return 0;
-  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-    if (strncmp(r->str, codes[i], strlen(codes[i])) == 0)
-      return 1;
-  return 0;
+  return dlock__class_cluster(dlock__classify(r));
 }
 
 /* A sentinel's master that was demoted to a replica: the write did not
  * run. The engine keeps it for the new master and asks the sentinels. */
 static int demoted(const redisReply *r) {
-  return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0;
+  return dlock__classify(r) == DLOCK__C_READONLY;
 }
 
 /* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
@@ -651,8 +645,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     why[0] = '\0';
     return ROUND_TRIP_UNSENT;
   }
-  if (rc == DLOCK_OK && (*reply)->type == REDIS_REPLY_ERROR &&
-      strncmp((*reply)->str, "NOSCRIPT", 8) == 0) {
+  if (rc == DLOCK_OK && dlock__classify(*reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(*reply);
     *reply = NULL;
     if (dlock__req_to_eval(req) != DLOCK_OK) {

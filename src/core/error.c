@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "net/classify.h"
 
 static _Thread_local char small[512]; /* most messages: no allocation */
 static _Thread_local char *big;       /* a longer one's, NULL until then */
@@ -130,7 +131,8 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
      * (WRONGTYPE); either way nothing was changed */
     /* a redis:// client on a cluster node (a cluster client follows
      * these itself) */
-    if (strncmp(reply->str, "MOVED ", 6) == 0 || strncmp(reply->str, "ASK ", 4) == 0)
+    dlock__class k = dlock__classify(reply);
+    if (k == DLOCK__C_MOVED || k == DLOCK__C_ASK)
       return dlock__fail(DLOCK_ECONFIG, "%s: the server is a Redis Cluster "
                          "node (it answered %.*s); open the client with "
                          "redis+cluster://host:port (docs/cluster.md)", what,

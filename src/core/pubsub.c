@@ -13,6 +13,7 @@
 
 #include "core/engine.h"
 #include "net/cluster.h"
+#include "net/classify.h"
 
 typedef struct chan {
   dlock__map_node node;
@@ -318,7 +319,7 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
   if (ch->ops > 0)
     ch->ops--;
   dlock__conn *to;
-  if (strncmp(r->str, "MOVED ", 6) == 0 &&
+  if (dlock__classify(r) == DLOCK__C_MOVED &&
       (to = dlock__cluster_moved_sub(c, r->str)) != NULL) {
     /* a shard channel asked of a node that does not own its slot (the
      * map was stale): ask its owner */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "net/cluster.h"
+#include "net/classify.h"
 
 #define REFRESH_PERIOD_MS 10000 /* a map older than this is read again */
 #define REFRESH_MIN_GAP_MS 100  /* MOVED storms: at most one read per gap */
@@ -527,10 +528,10 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
   if (k == NULL || req->task)
     return 0;
   const char *e = reply->str;
-  int moved = strncmp(e, "MOVED ", 6) == 0, ask = strncmp(e, "ASK ", 4) == 0;
-  int again = strncmp(e, "TRYAGAIN", 8) == 0 ||
-              strncmp(e, "CLUSTERDOWN", 11) == 0;
-  if (!moved && !ask && !again)
+  dlock__class answer = dlock__classify(reply);
+  int moved = answer == DLOCK__C_MOVED;
+  int again = answer == DLOCK__C_TRYAGAIN || answer == DLOCK__C_CLUSTERDOWN;
+  if (!dlock__class_cluster(answer))
     return 0;
   if (++req->redirects > MAX_REDIRECTS ||
       (again && dlock__now_ms() - req->queued_ms >= c->opts.command_timeout_ms)) {

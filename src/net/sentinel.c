@@ -5,6 +5,7 @@
 
 #include "net/sentinel.h"
 #include "net/sock.h"
+#include "net/classify.h"
 
 #define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
 
@@ -432,7 +433,7 @@ void dlock__sentinel_conn_down(dlock__conn *conn) {
 int dlock__sentinel_on_error(dlock__conn *conn, dlock__req *req,
                              redisReply *reply) {
   dlock_client *c = conn->client;
-  if (c->sentinel == NULL || strncmp(reply->str, "READONLY", 8) != 0)
+  if (c->sentinel == NULL || dlock__classify(reply) != DLOCK__C_READONLY)
     return 0;
   /* the write did not run: it waits for the new master, within its
    * connect timeout, as a call made while the master is down does */

@@ -1,0 +1,27 @@
+/* Server answers by what they say about the call (classify.h). */
+#include "net/classify.h"
+
+#include <string.h>
+
+dlock__class dlock__classify(const redisReply *r) {
+  static const struct {
+    const char *prefix;
+    dlock__class k;
+  } codes[] = {{"NOSCRIPT", DLOCK__C_NOSCRIPT},
+               {"MOVED ", DLOCK__C_MOVED},
+               {"ASK ", DLOCK__C_ASK},
+               {"TRYAGAIN", DLOCK__C_TRYAGAIN},
+               {"CLUSTERDOWN", DLOCK__C_CLUSTERDOWN},
+               {"READONLY", DLOCK__C_READONLY}};
+  if (r == NULL || r->type != REDIS_REPLY_ERROR)
+    return DLOCK__C_VALUE;
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    if (strncmp(r->str, codes[i].prefix, strlen(codes[i].prefix)) == 0)
+      return codes[i].k;
+  return DLOCK__C_ERROR;
+}
+
+int dlock__class_cluster(dlock__class k) {
+  return k == DLOCK__C_MOVED || k == DLOCK__C_ASK || k == DLOCK__C_TRYAGAIN ||
+         k == DLOCK__C_CLUSTERDOWN;
+}

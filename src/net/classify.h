@@ -1,0 +1,26 @@
+/* What a server's answer says about the call, in one place for every path
+ * (the engine's connections, the direct path, the topologies): ran, or an
+ * error of its own, or one of the answers that say the call did not run
+ * where it was sent and must go elsewhere or again. */
+#ifndef DLOCK_NET_CLASSIFY_H
+#define DLOCK_NET_CLASSIFY_H
+
+#include <hiredis/hiredis.h>
+
+typedef enum dlock__class {
+  DLOCK__C_VALUE,       /* not an error */
+  DLOCK__C_ERROR,       /* an error the caller reads (WRONGTYPE, ...) */
+  DLOCK__C_NOSCRIPT,    /* EVALSHA of a script the server does not have */
+  DLOCK__C_MOVED,       /* cluster: the slot is served elsewhere now */
+  DLOCK__C_ASK,         /* cluster: this key is being moved: ask there once */
+  DLOCK__C_TRYAGAIN,    /* cluster: keys of a slot in migration: soon */
+  DLOCK__C_CLUSTERDOWN, /* cluster: the slot has no master right now */
+  DLOCK__C_READONLY     /* a replica: the master this was sent to is one now */
+} dlock__class;
+
+dlock__class dlock__classify(const redisReply *r);
+/* MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the cluster did not run the call on
+ * that node. */
+int dlock__class_cluster(dlock__class k);
+
+#endif
