@@ -17,10 +17,7 @@
 #include "net/sock.h"
 #include "net/tls.h"
 #include "core/scripts.h"
-#include "net/classify.h"
-
-#define BACKOFF_FIRST_MS 25
-#define BACKOFF_MAX_MS 1000
+#include "net/policy.h"
 
 static void on_timer(uv_timer_t *t);
 static void conn_fail(dlock__conn *conn, const char *fmt, ...)
@@ -288,9 +285,7 @@ static void conn_closed(dlock__conn *conn) {
   if (conn->client->stopping)
     return;
   conn->reconnect_at_ms = dlock__now_ms() + conn->backoff_ms;
-  conn->backoff_ms = conn->backoff_ms ? conn->backoff_ms * 2 : BACKOFF_FIRST_MS;
-  if (conn->backoff_ms > BACKOFF_MAX_MS)
-    conn->backoff_ms = BACKOFF_MAX_MS;
+  conn->backoff_ms = dlock__backoff_next(conn->backoff_ms);
   conn_arm(conn);
 }
 

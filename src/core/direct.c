@@ -37,12 +37,10 @@
 #include "core/engine.h"
 #include "net/sock.h"
 #include "net/cluster.h"
-#include "net/classify.h"
+#include "net/policy.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
-#define BACKOFF_FIRST_MS 25 /* after a failed open, as the engine's */
-#define BACKOFF_MAX_MS 1000
 
 static int online_cpus(void) {
   static atomic_int n; /* 0 until asked once */
@@ -410,9 +408,7 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
 /* Calls to p's server go to the engine for a while: it could not be
  * reached or refused the handshake (d->mu held). */
 static void back_off_locked(dlock__dpool *p) {
-  p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_FIRST_MS;
-  if (p->backoff_ms > BACKOFF_MAX_MS)
-    p->backoff_ms = BACKOFF_MAX_MS;
+  p->backoff_ms = dlock__backoff_next(p->backoff_ms);
   p->down_until_ms = dlock__now_ms() + p->backoff_ms;
 }
 

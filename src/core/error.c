@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "net/classify.h"
+#include "net/policy.h"
 
 static _Thread_local char small[512]; /* most messages: no allocation */
 static _Thread_local char *big;       /* a longer one's, NULL until then */

@@ -13,7 +13,7 @@
 
 #include "core/engine.h"
 #include "net/cluster.h"
-#include "net/classify.h"
+#include "net/policy.h"
 
 typedef struct chan {
   dlock__map_node node;

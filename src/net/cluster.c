@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "net/cluster.h"
-#include "net/classify.h"
+#include "net/policy.h"
 
 #define REFRESH_PERIOD_MS 10000 /* a map older than this is read again */
 #define REFRESH_MIN_GAP_MS 100  /* MOVED storms: at most one read per gap */

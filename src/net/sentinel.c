@@ -5,7 +5,7 @@
 
 #include "net/sentinel.h"
 #include "net/sock.h"
-#include "net/classify.h"
+#include "net/policy.h"
 
 #define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
 

@@ -1,9 +1,13 @@
-/* What a server's answer says about the call, in one place for every path
- * (the engine's connections, the direct path, the topologies): ran, or an
- * error of its own, or one of the answers that say the call did not run
- * where it was sent and must go elsewhere or again. */
-#ifndef DLOCK_NET_CLASSIFY_H
-#define DLOCK_NET_CLASSIFY_H
+/* The reply policy, in one place for every path (the engine's
+ * connections, the direct path, the topologies): what a server's answer
+ * says about the call (ran, an error of its own, or one of the answers
+ * that say the call did not run where it was sent and must go elsewhere or
+ * again), and how long to stay away from a server that could not be
+ * reached. */
+#ifndef DLOCK_NET_POLICY_H
+#define DLOCK_NET_POLICY_H
+
+#include <stdint.h>
 
 #include <hiredis/hiredis.h>
 
@@ -22,5 +26,9 @@ dlock__class dlock__classify(const redisReply *r);
 /* MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the cluster did not run the call on
  * that node. */
 int dlock__class_cluster(dlock__class k);
+
+/* The pause before the next attempt to reach a server after a failed one,
+ * given the last pause (0 after a success): 25 ms, doubling, at most 1 s. */
+int64_t dlock__backoff_next(int64_t last_ms);
 
 #endif

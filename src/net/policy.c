@@ -1,5 +1,5 @@
 /* Server answers by what they say about the call (classify.h). */
-#include "net/classify.h"
+#include "net/policy.h"
 
 #include <string.h>
 
@@ -24,4 +24,12 @@ dlock__class dlock__classify(const redisReply *r) {
 int dlock__class_cluster(dlock__class k) {
   return k == DLOCK__C_MOVED || k == DLOCK__C_ASK || k == DLOCK__C_TRYAGAIN ||
          k == DLOCK__C_CLUSTERDOWN;
+}
+
+#define BACKOFF_FIRST_MS 25
+#define BACKOFF_MAX_MS 1000
+
+int64_t dlock__backoff_next(int64_t last_ms) {
+  int64_t next = last_ms > 0 ? last_ms * 2 : BACKOFF_FIRST_MS;
+  return next < BACKOFF_MAX_MS ? next : BACKOFF_MAX_MS;
 }
