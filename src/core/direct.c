@@ -69,17 +69,14 @@ int dlock__direct_pools(dlock_client *c) {
   dlock__direct *d = &c->direct;
   int n = c->cluster ? DLOCK__MAX_NODES : 1;
   d->pools = calloc((size_t)n, sizeof *d->pools);
-  if (c->cluster)
-    d->slots = malloc(DLOCK__SLOTS * sizeof *d->slots);
-  if (d->pools == NULL || (c->cluster && d->slots == NULL))
+  d->slots = dlock__cluster_slots(c);
+  if (d->pools == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   d->npools = n;
   for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].ready, 0);
     atomic_init(&d->pools[i].replicas, 0);
   }
-  for (int i = 0; c->cluster && i < DLOCK__SLOTS; i++)
-    d->slots[i] = -1;
   return DLOCK_OK;
 }
 
@@ -93,29 +90,17 @@ dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
   return &d->pools[i];
 }
 
-void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots) {
-  dlock__direct *d = &c->direct;
-  pthread_mutex_lock(&d->mu);
-  if (slot >= 0)
-    d->slots[slot] = (int16_t)i;
-  else
-    memcpy(d->slots, slots, DLOCK__SLOTS * sizeof *d->slots);
-  pthread_mutex_unlock(&d->mu);
-}
-
 int dlock__direct_masters(dlock_client *c, int *first, int max) {
   dlock__direct *d = &c->direct;
   int n = 0;
   char seen[DLOCK__MAX_NODES] = {0};
-  pthread_mutex_lock(&d->mu);
   for (int s = 0; d->slots && s < DLOCK__SLOTS && n < max; s++) {
-    int i = d->slots[s];
+    int i = atomic_load_explicit(&d->slots[s], memory_order_relaxed);
     if (i >= 0 && i < DLOCK__MAX_NODES && !seen[i]) {
       seen[i] = 1;
       first[n++] = s;
     }
   }
-  pthread_mutex_unlock(&d->mu);
   return n;
 }
 
@@ -424,7 +409,9 @@ static dlock__dpool *pool_for(dlock_client *c, int slot) {
   dlock__direct *d = &c->direct;
   if (d->slots == NULL)
     return &d->pools[0];
-  int i = slot >= 0 && slot < DLOCK__SLOTS ? d->slots[slot] : -1;
+  int i = slot >= 0 && slot < DLOCK__SLOTS
+              ? atomic_load_explicit(&d->slots[slot], memory_order_relaxed)
+              : -1;
   return i >= 0 && i < d->npools ? &d->pools[i] : NULL;
 }
 
@@ -783,5 +770,4 @@ void dlock__direct_free(dlock_client *c) {
   dlock__direct_close(c); /* a client that never got as far as closing */
   pthread_mutex_destroy(&c->direct.mu);
   free(c->direct.pools);
-  free(c->direct.slots);
 }

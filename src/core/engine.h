@@ -244,8 +244,9 @@ typedef struct dlock__direct {
   pthread_mutex_t mu;      /* guards everything below but the atomics */
   dlock__dpool *pools;     /* 1, or DLOCK__MAX_NODES on a cluster */
   int npools;
-  int16_t *slots;          /* a cluster's map as the engine knows it: the
-                              pool of each slot's master, -1 unknown */
+  const _Atomic int16_t *slots; /* a cluster's slot map (net/cluster.c's
+                              own, read here): the pool of each slot's
+                              master, -1 unknown; NULL standalone */
   int closed;              /* the client closed: no new call goes direct */
   atomic_int active;       /* direct calls under way (a poll for a reply
                               stops when a second one starts) */
@@ -266,10 +267,7 @@ int dlock__direct_pools(dlock_client *c);
  * as long as c); its pool (for its command connection) is returned. */
 dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
                                  int port);
-/* Engine thread: the owner of slot is node i now (-1 unknown); or, with
- * slot -1, the whole map is slots[]. */
-void dlock__direct_map(dlock_client *c, int slot, int i, const int16_t *slots);
-/* A cluster's masters as the map copy has them now, in the order of their
+/* A cluster's masters as the slot map has them now, in the order of their
  * first slot: that slot of each into first[] (at most max). Returns how
  * many (0: no map yet). Any thread. */
 int dlock__direct_masters(dlock_client *c, int *first, int max);

@@ -64,10 +64,15 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
   return k->nnodes++;
 }
 
-/* A MOVED answer: slot is served by node to now (the direct path too). */
+/* A MOVED answer: slot is served by node to now (for the direct path
+ * too: it reads this map). */
 static void set_owner(dlock_client *c, int slot, int to) {
-  c->cluster->slots[slot] = (int16_t)to;
-  dlock__direct_map(c, slot, to, NULL);
+  atomic_store_explicit(&c->cluster->slots[slot], (int16_t)to,
+                        memory_order_relaxed);
+}
+
+const _Atomic int16_t *dlock__cluster_slots(const dlock_client *c) {
+  return c->cluster ? c->cluster->slots : NULL;
 }
 
 static dlock__conn *node_cmd(dlock_client *c, int i) {
@@ -391,7 +396,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
     }
     snprintf(k->last_error, sizeof k->last_error, "%s", reply->str);
   } else if (status == DLOCK_OK) {
-    int16_t *slots = malloc(sizeof k->slots);
+    int16_t *slots = malloc(DLOCK__SLOTS * sizeof *slots);
     int replicas[DLOCK__MAX_NODES];
     for (int i = 0; i < DLOCK__MAX_NODES; i++)
       replicas[i] = -1;
@@ -411,8 +416,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
          * requests there get MOVED or fail over as the cluster decides */
         for (int i = 0; i < DLOCK__SLOTS; i++)
           if (slots[i] >= 0)
-            k->slots[i] = slots[i];
-        dlock__direct_map(c, -1, -1, k->slots);
+            atomic_store_explicit(&k->slots[i], slots[i], memory_order_relaxed);
         k->map_known = 1;
         k->last_error[0] = '\0';
         reroute_waiting(c);

@@ -27,7 +27,10 @@ struct dlock__cluster {
   dlock__node *nodes[DLOCK__MAX_NODES]; /* never moved or freed before the
                                           client: connections live inside */
   int nnodes;
-  int16_t slots[DLOCK__SLOTS]; /* node index, -1 unknown */
+  _Atomic int16_t slots[DLOCK__SLOTS]; /* the slot map: node index, -1
+                                          unknown; written on the engine
+                                          thread, read by the direct path
+                                          on any (dlock__cluster_slots) */
   int map_known;               /* a map has been read */
   int refreshing;              /* a map request is in flight */
   int refresh_again;           /* another was asked for meanwhile */
@@ -48,6 +51,9 @@ struct dlock__cluster {
 
 /* client.c: allocate c->cluster for a cluster URI. DLOCK_OK/ENOMEM. */
 int dlock__cluster_new(dlock_client *c);
+/* The slot map (node index per slot, -1 unknown; atomic: read it from any
+ * thread), or NULL when c is not a cluster client. */
+const _Atomic int16_t *dlock__cluster_slots(const dlock_client *c);
 void dlock__cluster_free(dlock_client *c);
 /* engine.c: handles on the loop (attach), first map request (start), the
  * write of every connection (flush), close (shutdown). */
