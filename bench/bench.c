@@ -169,11 +169,27 @@ static long nsamples(void) {
 
 typedef void *(*thread_fn)(void *);
 
+/* This process's CPU time (user + system, every thread: the callers', the
+ * engine's), microseconds. */
+static int64_t cpu_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t last_cpu_us; /* the CPU time of the last run_threads */
+
+/* CPU time per pair of the last run (microseconds; sh->pairs pairs). */
+static double cpu_per_pair(void) {
+  long n = atomic_load(&sh->pairs);
+  return n > 0 ? (double)last_cpu_us / (double)n : 0;
+}
+
 /* Run n threads of fn(arg i) for duration seconds (they watch sh->stop). */
 static double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
                           double secs) {
   pthread_t t[MAX_THREADS];
-  int64_t t0 = now_us();
+  int64_t t0 = now_us(), c0 = cpu_us();
   for (int i = 0; i < n; i++)
     pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * arg_size);
   struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
@@ -181,6 +197,7 @@ static double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
   atomic_store(&sh->stop, 1);
   for (int i = 0; i < n; i++)
     pthread_join(t[i], NULL);
+  last_cpu_us = cpu_us() - c0;
   return (double)(now_us() - t0) / 1e6;
 }
 
@@ -333,6 +350,13 @@ static void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
   pairs_at(n, raw, NULL, c, rate, p50, p99);
 }
 
+/* pairs() and the run's CPU time per pair (*cpu, microseconds) */
+static void pairs_cpu(int n, int raw, dlock_client *c, double *rate,
+                      double *p50, double *p99, double *cpu) {
+  pairs(n, raw, c, rate, p50, p99);
+  *cpu = cpu_per_pair();
+}
+
 static double w1_p50; /* dlock's single-server lock p50, W5's bound */
 static double raw_rtt; /* raw p50 of one script round trip */
 static double w1_rate, w2_rate; /* dlock's W1 and W2 pairs/s, for the peers */
@@ -404,9 +428,9 @@ static void peers(void) {
 
 static void w1_w2(void) {
   dlock_client *c = open_client(urls[0], 0);
-  double rr, rp50, rp99, dr, dp50, dp99;
-  pairs(1, 1, NULL, &rr, &rp50, &rp99);
-  pairs(1, 0, c, &dr, &dp50, &dp99);
+  double rr, rp50, rp99, dr, dp50, dp99, rcpu, dcpu;
+  pairs_cpu(1, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+  pairs_cpu(1, 0, c, &dr, &dp50, &dp99, &dcpu);
   raw_rtt = rp50;
   w1_p50 = dp50;
   w1_rate = dr;
@@ -414,12 +438,14 @@ static void w1_w2(void) {
     emit("W1", "pairs/s", dr, "1/s", rr);
     emit("W1", "lock p50", dp50, "us", rp50);
     emit("W1", "lock p99", dp99, "us", rp99);
+    emit("W1", "CPU per pair", dcpu, "us", rcpu);
   }
   if (selected("W2")) {
     int n = threads_opt;
-    pairs(n, 1, NULL, &rr, &rp50, &rp99);
-    pairs(n, 0, c, &dr, &dp50, &dp99);
+    pairs_cpu(n, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+    pairs_cpu(n, 0, c, &dr, &dp50, &dp99, &dcpu);
     emit("W2", "pairs/s", dr, "1/s", rr);
+    emit("W2", "CPU per pair", dcpu, "us", rcpu);
     w2_rate = dr;
   }
   dlock_client_close(c);
@@ -878,6 +904,8 @@ static void w7(void) {
 
 /* ---- W8: semaphore, 4 permits ---------------------------------------------- */
 
+#define W8_HOLD_US 200 /* each pair holds its permit this long */
+
 typedef struct sem_arg {
   int id, raw;
   dlock_semaphore *sem;
@@ -902,6 +930,10 @@ static void *sem_thread(void *p) {
     int max = atomic_load(&sh->max_inside);
     while (in > max && !atomic_compare_exchange_weak(&sh->max_inside, &max, in))
       ;
+    /* the permit is used: held W8_HOLD_US (asleep, so the CPU figure is
+     * the calls'), which puts 4 holders inside at once */
+    struct timespec hold = {0, W8_HOLD_US * 1000};
+    nanosleep(&hold, NULL);
     atomic_fetch_sub(&sh->inside, 1);
     if (a->raw) {
       const char *rel[] = {name, "1", "PUBLISH", "redisson_sc:{bench:w8:raw}"};
@@ -925,19 +957,21 @@ static void w8(void) {
   freeReplyObject(redisCommand(rc, "SET bench:w8:raw 4"));
   redisFree(rc);
   sem_arg args[16];
-  double rate[2];
-  int max_inside = 0;
+  double rate[2], cpu[2];
+  int max_inside[2] = {0, 0};
   for (int raw = 1; raw >= 0; raw--) {
     for (int i = 0; i < 16; i++)
       args[i] = (sem_arg){i, raw, sem};
     reset();
     double secs = run_threads(16, sem_thread, args, sizeof args[0], duration);
     rate[raw] = (double)atomic_load(&sh->pairs) / secs;
-    if (!raw)
-      max_inside = atomic_load(&sh->max_inside);
+    cpu[raw] = cpu_per_pair();
+    max_inside[raw] = atomic_load(&sh->max_inside);
   }
   emit("W8", "pairs/s", rate[0], "1/s", rate[1]);
-  emit("W8", "max concurrent holders", max_inside, "holders", 4);
+  emit("W8", "max concurrent holders", max_inside[0], "holders", 4);
+  emit("W8", "raw max concurrent holders", max_inside[1], "holders", 4);
+  emit("W8", "CPU per pair", cpu[0], "us", cpu[1]);
   dlock_semaphore_free(sem);
   dlock_client_close(c);
 }
