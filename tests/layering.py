@@ -5,8 +5,10 @@ a header of that folder ("net/cluster.h") or calls a function defined there
 (a dlock_ or dlock__ name). Every dependency must point down the layers:
 
     kinds   fair rwlock multi redlock sync fence inspect
-    lock    the lock recipe and the reentrant and fenced kinds
-    async   the non-blocking calls, attached to the engine
+    lock    the lock recipe, blocking and non-blocking, and the reentrant
+            and fenced kinds
+    async   the operations of the non-blocking calls and their waiting
+            without a thread, attached to the engine
     core    the engine (and, until it gets a folder, the base)
     net     transports and topologies
 
@@ -31,7 +33,6 @@ LAYER = {"fair": "kinds", "rwlock": "kinds", "multi": "kinds",
 # Dependencies against the direction the code has today: (from, to, how).
 DEBT = {
     ("net", "core", "include"), ("net", "core", "call"),
-    ("async", "lock", "include"), ("async", "lock", "call"),
 }
 
 # Topology branches outside net/, per folder, as the code has them today.

@@ -89,7 +89,7 @@ struct dlock__aop {
   uint64_t owner;
   int64_t demand;            /* a FIFO wait's (permits) */
   void *ctx;                 /* the kind's, freed with op (free()) */
-  /* what the kind's steps (src/async/calls.c) keep */
+  /* what the kind's steps (src/lock/lock_async.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, lease_ms, sent_ms, t0_us;
   int tries;
@@ -153,10 +153,6 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
  * DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
                              dlock_done_fn *done, void *data, dlock__aop **op);
-/* The one engine thread every member lock's client runs on: that client
- * of members[0], or NULL with DLOCK_ENOTSUP set (members on several
- * engines: use one client, or share_engine). */
-dlock_client *dlock__aop_members_engine(dlock_lock *const *members, size_t n);
 /* Arm (ms >= 0) or stop (-1) a combinator op's timer: fn runs on the
  * engine thread then. */
 void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));

@@ -10,7 +10,6 @@
 #include "async/async.h"
 #include "net/cluster.h"
 #include "net/tls.h"
-#include "lock/lock_impl.h"
 
 /* ---- the registry: pending operations by id (dlock_cancel) --------------- */
 
@@ -205,19 +204,6 @@ int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
   return DLOCK_OK;
 }
 
-dlock_client *dlock__aop_members_engine(dlock_lock *const *members, size_t n) {
-  dlock_client *c = members[0]->h.client;
-  for (size_t i = 0; i < n; i++) {
-    dlock_client *mc = members[i]->h.client;
-    if (mc == NULL || c == NULL || mc->engine != c->engine) {
-      dlock__fail(DLOCK_ENOTSUP, "async calls of a multi-lock or RedLock need "
-                  "members whose clients run on one engine thread (one client, "
-                  "or share_engine); member %zu's does not", i);
-      return NULL;
-    }
-  }
-  return c;
-}
 
 typedef struct comp_timer {
   uv_timer_t t;

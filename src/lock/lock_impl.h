@@ -98,7 +98,7 @@ struct dlock_lock {
   unsigned caps;        /* m->caps, or a combinator's own */
 };
 
-/* The async acquire and release (src/async/calls.c) with internal 1: an
+/* The async acquire and release (lock_async.c) with internal 1: an
  * inner operation of a combinator, whose callback runs on the engine
  * thread at once whatever the client's completion mode. */
 int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
@@ -106,7 +106,11 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                       int internal, dlock_op *op);
 int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
                       void *data, int internal, dlock_op *op);
-/* Whether the kind waits without a thread (src/async/calls.c). */
+/* lock_async.c: the one engine thread every member lock's client runs on: that client
+ * of members[0], or NULL with DLOCK_ENOTSUP set (members on several
+ * engines: use one client, or share_engine). */
+dlock_client *dlock__lock_members_engine(dlock_lock *const *members, size_t n);
+/* Whether the kind waits without a thread (lock_async.c). */
 int dlock__lock_can_wait(const dlock_lock *l);
 
 /* Allocate a backend's struct (m->size bytes) with dlock__handle_new (out

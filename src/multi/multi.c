@@ -252,7 +252,7 @@ static void m_cancel(dlock__aop *op) {
 
 static dlock_client *m_client(dlock_lock *l) {
   multi *m = (multi *)l;
-  return dlock__aop_members_engine(m->members, m->n);
+  return dlock__lock_members_engine(m->members, m->n);
 }
 
 static int m_start(dlock_lock *l, uint64_t owner, int type, dlock_done_fn *done,

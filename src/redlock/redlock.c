@@ -741,7 +741,7 @@ static void r_cancel(dlock__aop *op) {
 
 static dlock_client *r_client(dlock_lock *l) {
   redlock *rl = (redlock *)l;
-  return dlock__aop_members_engine(rl->members, rl->n);
+  return dlock__lock_members_engine(rl->members, rl->n);
 }
 
 static void r_free(dlock__aop *op);

@@ -1,10 +1,11 @@
-/* The async lock calls (dlock/async.h): argument checks as lock.c's, then
- * an operation that runs on the engine thread.
+/* The async lock calls (dlock/async.h), the lock recipe's non-blocking
+ * half: argument checks as lock.c's, then an operation that runs on the
+ * engine thread (src/async).
  *
  * A kind with request methods and a wait channel
  * acquires and releases by request, and waits without a thread: one try
  * per request, the waiting recipe of docs/threading.md with an async
- * waiter and a timer in place of the thread (async/await.c). A kind built
+ * waiter and a timer in place of the thread (src/async/await.c). A kind built
  * on other async calls (the semaphore lock) or a combinator starts its
  * own (acquire_async, release_async); every kind in the tree has one of
  * the two. Other calls run their blocking form as a thread-pool job,
@@ -303,4 +304,18 @@ int dlock_lock_state_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no state query",
                        l->m->kind);
   return job_op(l, state_blocking, owner, done, data, out);
+}
+
+dlock_client *dlock__lock_members_engine(dlock_lock *const *members, size_t n) {
+  dlock_client *c = members[0]->h.client;
+  for (size_t i = 0; i < n; i++) {
+    dlock_client *mc = members[i]->h.client;
+    if (mc == NULL || c == NULL || mc->engine != c->engine) {
+      dlock__fail(DLOCK_ENOTSUP, "async calls of a multi-lock or RedLock need "
+                  "members whose clients run on one engine thread (one client, "
+                  "or share_engine); member %zu's does not", i);
+      return NULL;
+    }
+  }
+  return c;
 }
