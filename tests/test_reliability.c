@@ -1136,7 +1136,11 @@ static void split_brain(const char *topology) {
     CU_FAIL_FATAL("partitions cannot run here (nftables)");
   }
   dlock_part_fini();
-  for (int guard = 0; guard < 2; guard++) {
+  /* Without the guard one cut bites most of the time, not always (the
+   * long runs: 8 of 9 cuts on a cluster, where the minority master stops
+   * taking writes after cluster-node-timeout and the renewal after the cut
+   * may miss that window): up to 3 runs, until one bites. */
+  for (int guard = 0, tries = 1; guard < 2; guard++, tries = 1) {
     char args[512];
     snprintf(args, sizeof args,
              "--%s --split --nemesis partition --kind lock --procs 4 "
@@ -1145,6 +1149,10 @@ static void split_brain(const char *topology) {
              "--every 1000%s", topology, guard ? " --replica-sync 300" : "");
     run r;
     torture(&r, args);
+    while (!guard && tries < 3 && field(&r, "untold_overlaps") == 0) {
+      printf("    no untold overlap in run %d: again\n", tries++);
+      torture(&r, args);
+    }
     EXPECT(&r, "f_partition", >=, 1);
     EXPECT(&r, "worker_deaths", ==, 0);
     EXPECT(&r, "sections", >, 0);
