@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 /* Sweep what dead processes left, then make this process's table and
- * chain. 0, or -1 with the reason in why (no nft, not root, ...): the
+ * chain (once; every later call sweeps again). 0, or -1 with the reason in why (no nft, not root, ...): the
  * caller says exactly why its test could not run. */
 int dlock_part_init(char *why, size_t n);
 /* Drop every packet between a and b (both directions; IPv4 literals in
