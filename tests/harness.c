@@ -200,8 +200,10 @@ const char *th_addr(const th_server *n) {
 }
 
 /* Node i's own address under th_topology_addrs (into addr, "" when off),
- * and the server arguments that put it there (appended to args). */
-static void own_addr(int i, char addr[16], char *args, size_t n) {
+ * and the server arguments that put it there (appended to args), with
+ * announce (NULL: none) the option that tells the others. */
+static void own_addr(int i, char addr[16], char *args, size_t n,
+                     const char *announce) {
   addr[0] = '\0';
   if (topology_addr_first == 0)
     return;
@@ -210,6 +212,9 @@ static void own_addr(int i, char addr[16], char *args, size_t n) {
   /* first in bind: older servers connect out from their first address */
   snprintf(args + len, n - len, "%s--bind %s 127.0.0.1 --bind-source-addr %s "
            "--protected-mode no", len ? " " : "", addr, addr);
+  len = strlen(args);
+  if (announce)
+    snprintf(args + len, n - len, " %s %s", announce, addr);
 }
 
 static void url_add(char *url, size_t n, const char *addr, int port) {
@@ -718,6 +723,29 @@ int th_cluster_mode(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* What n's INFO replication says: -1 no answer, 0 a master, 1 a replica
+ * with its master's data (link up, no sync in progress), 2 a replica
+ * without. */
+static int replica_state(th_server *n) {
+  redisReply *r = th_cmd(n, "INFO replication");
+  int st = r == NULL || r->type != REDIS_REPLY_STRING ? -1
+           : strstr(r->str, "role:slave") == NULL    ? 0
+           : strstr(r->str, "master_link_status:up") &&
+                   strstr(r->str, "master_sync_in_progress:0")
+               ? 1
+               : 2;
+  if (r)
+    freeReplyObject(r);
+  return st;
+}
+
+int th_replica_synced(th_server *n, int64_t ms) {
+  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; usleep(20000))
+    if (replica_state(n) == 1)
+      return 1;
+  return 0;
+}
+
 /* n says the cluster is up, and, a replica, that it has its master's data
  * (so the map lists it online: the replica guard counts on it). */
 static int cluster_ok(th_server *n) {
@@ -726,13 +754,7 @@ static int cluster_ok(th_server *n) {
            strstr(r->str, "cluster_state:ok") != NULL;
   if (r)
     freeReplyObject(r);
-  r = ok ? th_cmd(n, "INFO replication") : NULL;
-  if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:slave"))
-    ok = strstr(r->str, "master_link_status:up") != NULL &&
-         strstr(r->str, "master_sync_in_progress:0") != NULL;
-  if (r)
-    freeReplyObject(r);
-  return ok;
+  return ok && replica_state(n) != 2;
 }
 
 static int cluster_start(th_server *s, int masters, int replicas) {
@@ -752,12 +774,7 @@ static int cluster_start(th_server *s, int masters, int replicas) {
     snprintf(extra, sizeof extra, "--cluster-enabled yes --cluster-config-file "
              "nodes.conf --cluster-node-timeout 1000 --cluster-port %d",
              dlock_tool_free_port());
-    own_addr(i, addr, extra, sizeof extra);
-    if (addr[0]) {
-      size_t len = strlen(extra);
-      snprintf(extra + len, sizeof extra - len, " --cluster-announce-ip %s",
-               addr);
-    }
+    own_addr(i, addr, extra, sizeof extra, "--cluster-announce-ip");
     if (node_start(&s->node[i], extra) != 0) {
       s->nnodes = i;
       th_server_stop(s);
@@ -804,7 +821,7 @@ static int sentinel_start(th_server *n, const char *master_addr,
                           int master_port, int i) {
   memset(n, 0, sizeof *n);
   char addr[16];
-  own_addr(i, addr, n->extra, sizeof n->extra);
+  own_addr(i, addr, n->extra, sizeof n->extra, NULL);
   snprintf(n->dir, sizeof n->dir, "/tmp/dlock-test-XXXXXX");
   if (mkdtemp(n->dir) == NULL)
     return -1;
@@ -868,7 +885,7 @@ static int sentinel_setup_start(th_server *s, int replicas, int sentinels) {
   s->sentinels = sentinels;
   char extra[320], addr[16], maddr[16];
   extra[0] = '\0';
-  own_addr(0, maddr, extra, sizeof extra);
+  own_addr(0, maddr, extra, sizeof extra, NULL);
   int ok = node_start(&s->node[0], extra) == 0;
   snprintf(s->node[0].addr, sizeof s->node[0].addr, "%s", maddr);
   s->nnodes = 1;
@@ -877,12 +894,8 @@ static int sentinel_setup_start(th_server *s, int replicas, int sentinels) {
   for (int i = 1; ok && i <= replicas; i++, s->nnodes++) {
     snprintf(extra, sizeof extra, "--replicaof %s %d", th_addr(&s->node[0]),
              master_port);
-    own_addr(i, addr, extra, sizeof extra);
-    if (addr[0]) { /* what the master tells the sentinels */
-      size_t len = strlen(extra);
-      snprintf(extra + len, sizeof extra - len, " --replica-announce-ip %s",
-               addr);
-    }
+    /* the address the master tells the sentinels */
+    own_addr(i, addr, extra, sizeof extra, "--replica-announce-ip");
     ok = node_start(&s->node[i], extra) == 0;
     snprintf(s->node[i].addr, sizeof s->node[i].addr, "%s", addr);
   }

@@ -100,6 +100,9 @@ th_server *th_node_of(th_server *s, const char *key);
  * polls (every 5 ms, at most ms) until it does: 1 when it did. */
 int th_is_master(th_server *n);
 int th_becomes_master(th_server *n, int64_t ms);
+/* n is a replica with its master's data (INFO replication: link up, no
+ * sync in progress), asked every 20 ms for at most ms: 1, or 0. */
+int th_replica_synced(th_server *n, int64_t ms);
 /* A replica of master in cluster s (by port), or NULL. */
 th_server *th_replica_of(th_server *s, th_server *master);
 /* Moving the slot of a key from its master to another master of cluster s,

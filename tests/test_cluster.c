@@ -715,18 +715,8 @@ static void guard_follows_returning_replica(th_server *old, th_server *now,
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   CU_ASSERT_EQUAL(wait_calls(now), w0);
   CU_ASSERT_EQUAL_FATAL(th_server_restart(old), 0);
-  int64_t synced = 0, waited = 0;
-  for (int64_t end = th_now_ms() + 20000; th_now_ms() < end && !synced;
-       usleep(20000)) {
-    redisReply *r = th_cmd(old, "INFO replication");
-    if (r && r->type == REDIS_REPLY_STRING &&
-        strstr(r->str, "master_link_status:up") &&
-        strstr(r->str, "master_sync_in_progress:0"))
-      synced = th_now_ms();
-    if (r)
-      freeReplyObject(r);
-  }
-  CU_ASSERT_FATAL(synced > 0);
+  CU_ASSERT_FATAL(th_replica_synced(old, 20000));
+  int64_t synced = th_now_ms(), waited = 0;
   for (int64_t end = synced + 5000; th_now_ms() < end && !waited;
        usleep(50000)) {
     w0 = wait_calls(now);

@@ -871,6 +871,16 @@ static int64_t realtime_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* nftables rules for this process (partition.h), its table made or the
+ * tables of dead processes swept; else the test fails, saying why. */
+static void need_partitions(void) {
+  char why[256];
+  if (dlock_part_init(why, sizeof why) != 0) {
+    printf("\n    partitions cannot run here: %s\n", why);
+    CU_FAIL_FATAL("partitions cannot run here (nftables)");
+  }
+}
+
 /* One round: name's holder h cut from the server while newcomer n waits;
  * the newcomer's grant (its th_now_us) into *granted_us. */
 static void t25_newcomer(th_server *s, dlock_lock *n, const char *name,
@@ -883,11 +893,7 @@ static void t25_newcomer(th_server *s, dlock_lock *n, const char *name,
 }
 
 static void test_t25_client_cut(void) {
-  char why[256];
-  if (dlock_part_init(why, sizeof why) != 0) {
-    printf("\n    partitions cannot run here: %s\n", why);
-    CU_FAIL_FATAL("partitions cannot run here (nftables)");
-  }
+  need_partitions();
   th_server s;
   CU_ASSERT_EQUAL_FATAL(
       th_server_start(&s, "--bind 127.0.0.1 127.0.0.2 --protected-mode no"), 0);
@@ -1067,8 +1073,7 @@ static void test_t25_tables_removed(void) {
   waitpid(pid, NULL, 0);
   part_tables(pid, &has);
   CU_ASSERT(has); /* killed: nothing could clean up ... */
-  char why[256];
-  CU_ASSERT_EQUAL_FATAL(dlock_part_init(why, sizeof why), 0);
+  need_partitions();
   dlock_part_fini();
   part_tables(pid, &has);
   CU_ASSERT(!has); /* ... until the next start swept it */
@@ -1130,11 +1135,7 @@ static void test_t28_slow_lossy_links(void) {
  * before the promoted replica's copy expires: 0 untold overlaps.
  * Sections of 5-6 s, watchdog 3 s, command timeout 1 s. */
 static void split_brain(const char *topology) {
-  char why[256];
-  if (dlock_part_init(why, sizeof why) != 0) {
-    printf("\n    partitions cannot run here: %s\n", why);
-    CU_FAIL_FATAL("partitions cannot run here (nftables)");
-  }
+  need_partitions();
   dlock_part_fini();
   /* Without the guard one cut bites most of the time, not always (the
    * long runs: 8 of 9 cuts on a cluster, where the minority master stops

@@ -39,6 +39,10 @@ static th_server servers[TT_MAX_SERVERS];
 static pid_t procs[MAX_PROCS];
 static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
 static void sleep_ms(int64_t ms);
+/* The workers' lease: --lease, or their watchdog's. */
+static int64_t lease_ms(void) {
+  return O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+}
 static tt_result R;
 static int64_t counter_slack;
 static _Atomic int nemesis_idle, nemesis_exit;
@@ -495,22 +499,6 @@ static int cut_master_side(th_server *m, int holder) {
   return rc;
 }
 
-/* n is a replica whose link to its master is up (bounded: ms): 1 or 0. */
-static int replica_synced(th_server *n, int64_t ms) {
-  for (int64_t end = th_now_ms() + ms; th_now_ms() < end; sleep_ms(20)) {
-    redisReply *r = th_cmd(n, "INFO replication");
-    int ok = r && r->type == REDIS_REPLY_STRING &&
-             strstr(r->str, "role:slave") &&
-             strstr(r->str, "master_link_status:up") &&
-             strstr(r->str, "master_sync_in_progress:0");
-    if (r)
-      freeReplyObject(r);
-    if (ok)
-      return 1;
-  }
-  return 0;
-}
-
 /* One server (--split): the holder's worker cut from the server just
  * before its watchdog's next renewal, for a lease and 0.5-1.5 s more (the
  * newcomers get in meanwhile), then healed: 1 when it was made. The cut
@@ -518,7 +506,7 @@ static int replica_synced(th_server *n, int64_t ms) {
  * arrive) and the server's only (they arrive and renew, their answers
  * never come back). */
 static int client_cut(void) {
-  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int64_t lease = lease_ms();
   int holder = await_holder(20000);
   char w[24];
   const char *srv = th_addr(&servers[0]);
@@ -553,7 +541,7 @@ static int partition(void) {
   th_server *r = O.cluster ? th_replica_of(&servers[0], m) : NULL;
   if (m == NULL || (O.cluster && r == NULL))
     return 0;
-  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int64_t lease = lease_ms();
   int holder = await_holder(20000);
   if (holder < 0)
     return 0;
@@ -581,7 +569,7 @@ static int partition(void) {
     fprintf(stderr, "torture: healed at %" PRId64 " (promoted: %s)\n",
             tt_now_ns() / 1000000, promoted ? "yes" : "no");
   last_failover_ms = th_now_ms();
-  if (promoted && !replica_synced(m, 20000))
+  if (promoted && !th_replica_synced(m, 20000))
     fprintf(stderr, "torture: the old master did not become a replica\n");
   return promoted != NULL;
 }
@@ -604,7 +592,7 @@ static void fault(int f) {
   if (s < 0 && f != 0 && f != 1)
     return;
   redisReply *r = NULL;
-  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int64_t lease = lease_ms();
   switch (1 << f) {
   case TT_F_KILL:
     kill_worker(0);
@@ -981,7 +969,7 @@ static int harness_main(void) {
     read_data(&data_counter, &data_log);
 
   /* quiescence: after the longest lease nothing of ours may be left */
-  int64_t lease = O.lease_ms > 0 ? O.lease_ms : O.watchdog_ms;
+  int64_t lease = lease_ms();
   int64_t quiet = lease + (O.kind == TT_FAIR ? O.slot_ms : 0) + 500;
   for (int64_t stop = th_now_ms() + quiet; th_now_ms() < stop;) {
     if (O.kind != TT_SEMAPHORE && count_keys(NULL) == 0)
