@@ -119,7 +119,7 @@ typedef struct dlock__async {
   dlock__aop *done_head, *done_tail;
   int efd;                   /* the queue's eventfd (queue mode), else -1 */
   int efd_set;               /* it was written and not read yet (mu) */
-  dlock__parker parker;          /* the mutex its waiters share */
+  dlock__parker parker;      /* the mutex its waiters share */
   dlock__aop *live;          /* engine thread: ops not finished */
   _Atomic(unsigned long) runner; /* the thread running completions, 0 */
 } dlock__async;

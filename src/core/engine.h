@@ -36,7 +36,7 @@ int dlock__park(dlock__parker *s, int64_t deadline_ms);
 typedef struct dlock__waiter {
   struct dlock__waiter *prev, *next; /* channel's list: client's cmu */
   void *chan;                        /* client's cmu */
-  dlock__parker *parker;                 /* the waiting thread's (an async
+  dlock__parker *parker;             /* the waiting thread's (an async
                                         waiter: its client's, shared) */
   /* An async waiter (src/async) has no thread to wake: notify is called
    * (parker->mu held, maybe cmu too: it must only queue) each time the
