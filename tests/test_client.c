@@ -42,8 +42,8 @@ static void test_uri_parse(void) {
   for (size_t i = 0; i < sizeof valkey / sizeof valkey[0]; i++) {
     TH_ASSERT_RC(dlock__uri_parse(valkey[i].uri, &u), DLOCK_OK);
     CU_ASSERT_EQUAL(u.tls, valkey[i].tls);
-    CU_ASSERT_EQUAL(u.cluster, valkey[i].cluster);
-    CU_ASSERT_EQUAL(u.sentinel, valkey[i].sentinel);
+    CU_ASSERT_EQUAL(u.topology == DLOCK__URI_CLUSTER, valkey[i].cluster);
+    CU_ASSERT_EQUAL(u.topology == DLOCK__URI_SENTINEL, valkey[i].sentinel);
     dlock__uri_free(&u);
   }
   TH_ASSERT_RC(dlock_uri_check("valkeyss://h"), DLOCK_EINVAL);

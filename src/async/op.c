@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "async/async.h"
-#include "net/cluster.h"
 #include "net/tls.h"
 
 /* ---- the registry: pending operations by id (dlock_cancel) --------------- */

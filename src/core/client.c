@@ -10,10 +10,9 @@
 
 #include "core/engine.h"
 #include "dlock/async.h"
-#include "net/cluster.h"
-#include "net/sentinel.h"
 #include "net/sock.h"
 #include "net/tls.h"
+#include "net/topology.h"
 
 /* ---- owner ids -------------------------------------------------------------- */
 
@@ -35,8 +34,8 @@ static void client_free(dlock_client *c) {
   if (a && a->free)
     a->free(c);
   dlock__tls_ctx_free(c->tls);
-  dlock__cluster_free(c);
-  dlock__sentinel_free(c);
+  if (c->topo)
+    c->topo->free(c);
   dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
@@ -49,7 +48,7 @@ static void client_free(dlock_client *c) {
   free(c);
 }
 
-int dlock__client_is_cluster(const dlock_client *c) { return c->cluster != NULL; }
+int dlock__client_slotted(const dlock_client *c) { return c->topo->slotted; }
 
 const char *dlock__publish_cmd(const dlock_client *c) {
   return atomic_load(&((dlock_client *)c)->sharded) ? "SPUBLISH" : "PUBLISH";
@@ -172,9 +171,6 @@ static int opts_current(const dlock_client_opts *opts, dlock_client_opts *o) {
 
 /* Options the URI's topology or transport has no use for. */
 static int opts_fit_uri(const dlock__uri *u, const dlock_client_opts *o) {
-  if (!u->sentinel && (o->sentinel_username || o->sentinel_password))
-    return dlock__fail(DLOCK_EINVAL, "sentinel_username and sentinel_password "
-                       "are for redis+sentinel:// URIs");
   if (!u->tls && (o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file ||
                   o->tls_key_file || o->tls_server_name || o->tls_insecure))
     return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
@@ -203,8 +199,6 @@ static int client_setup(dlock_client *c, const char *uri,
           DLOCK_OK ||
       (rc = dlock__uri_set_sentinel_auth(&c->uri, opts->sentinel_username,
                                          opts->sentinel_password)) != DLOCK_OK ||
-      (c->uri.cluster && (rc = dlock__cluster_new(c)) != DLOCK_OK) ||
-      (rc = dlock__direct_pools(c)) != DLOCK_OK ||
       (rc = opts_fit_uri(&c->uri, opts)) != DLOCK_OK ||
       (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK))
     return rc;
@@ -215,7 +209,9 @@ static int client_setup(dlock_client *c, const char *uri,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->opts.sentinel_username = c->opts.sentinel_password = NULL;
-  if (c->uri.sentinel && (rc = dlock__sentinel_new(c)) != DLOCK_OK)
+  c->topo = dlock__topology_of(&c->uri);
+  if ((rc = c->topo->open(c)) != DLOCK_OK ||
+      (rc = dlock__direct_pools(c)) != DLOCK_OK)
     return rc;
   uuid_t u;
   uuid_generate_random(u);
@@ -237,8 +233,10 @@ static int fail_free(dlock_client *c, int rc) {
   return dlock__fail(rc, "%s", msg);
 }
 
-/* The first PING waits for the connection (up to connect_timeout_ms), so a
- * wrong address or password fails here, not at the first lock. A
+/* The topology's first request (PING; a cluster's CLUSTER SHARDS) waits
+ * for the connection (up to connect_timeout_ms), so a wrong address or
+ * password, or a server of another topology, fails here, not at the first
+ * lock. A
  * connection dropped under it (a CLIENT KILL, a restart) is re-opened by
  * the engine: asked again while connect_timeout_ms lasts. On failure c is
  * closed. */
@@ -247,32 +245,19 @@ static int first_contact(dlock_client *c) {
   int rc;
   do {
     dlock__req ping;
-    /* on a cluster URI: CLUSTER SHARDS, which a server that is not in
-     * cluster mode refuses, and one before Redis 7 does not know */
-    const char *argv[] = {c->cluster ? "CLUSTER" : "PING", "SHARDS"};
-    size_t lens[] = {c->cluster ? 7u : 4u, 6};
     redisReply *reply = NULL;
-    rc = dlock__req_command(&ping, c->cluster ? 2 : 1, argv, lens);
+    rc = c->topo->contact(c, &ping);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &ping, &reply);
     if (reply)
       freeReplyObject(reply);
-    if (c->cluster && rc == DLOCK_EREDIS && strstr(dlock_errmsg(), "ubcommand")) {
-      rc = DLOCK_OK; /* a cluster before Redis 7: no sharded pub/sub */
-      c->uri.pubsub = DLOCK__PUBSUB_CLASSIC;
-    }
+    rc = c->topo->contact_rc(c, rc);
   } while (rc == DLOCK_EIO && dlock__now_ms() < until);
   if (rc == DLOCK_OK)
     return DLOCK_OK;
   char *msg = strdup(dlock_errmsg());
-  int cluster = c->cluster != NULL;
   dlock_client_close(c);
-  if (cluster && rc == DLOCK_EREDIS)
-    rc = dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
-                     "URI needs servers with cluster-enabled yes): %s",
-                     msg ? msg : "");
-  else
-    rc = dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg ? msg : "");
+  rc = dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EIO : rc, "%s", msg ? msg : "");
   free(msg);
   return rc;
 }
@@ -295,10 +280,6 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return fail_free(c, rc);
   if (!o.lazy_connect && (rc = first_contact(c)) != DLOCK_OK)
     return rc;
-  /* a cluster's pub/sub mode: sharded unless the URI says ?pubsub=classic
-   * (docs/cluster.md) or the cluster is older than Redis 7 */
-  if (c->cluster)
-    atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
   *out = c;
   return DLOCK_OK;
 }

@@ -12,12 +12,10 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "net/cluster.h"
-#include "net/sentinel.h"
 #include "net/sock.h"
 #include "net/tls.h"
 #include "core/scripts.h"
-#include "net/policy.h"
+#include "net/topology.h"
 
 static void on_timer(uv_timer_t *t);
 static void conn_fail(dlock__conn *conn, const char *fmt, ...)
@@ -331,14 +329,13 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   char why[1024];
   snprintf(why, sizeof why, "%s", conn->last_error);
   fail_inflight(conn, DLOCK_EIO, why);
-  if (conn->on_down)
+  if (conn->on_down) {
     conn->on_down(conn);
-  else if (conn->is_sub)
-    dlock__pubsub_on_down(conn);
-  else
-    dlock__cluster_conn_down(conn);
-  if (!conn->on_down)
-    dlock__sentinel_conn_down(conn);
+  } else {
+    if (conn->is_sub)
+      dlock__pubsub_on_down(conn);
+    conn->client->topo->conn_down(conn);
+  }
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))
@@ -483,8 +480,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR &&
-      (dlock__cluster_on_error(conn, req, reply) ||
-       dlock__sentinel_on_error(conn, req, reply)))
+      conn->client->topo->on_error(conn, req, reply))
     return; /* redirected, parked or failed by the topology */
   if (req->script >= 0 && dlock__classify(reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(reply);
@@ -854,7 +850,7 @@ void dlock__conn_start(dlock__conn *conn) {
   conn->connect_started_ms = dlock__now_ms();
   conn->u.handle.data = NULL;
   conn->connect_req.data = conn;
-  dlock__cluster_pick(conn);
+  c->topo->pick(conn);
   if (c->uri.path && !conn->host) {
     uv_pipe_init(c->loop, &conn->u.pipe, 0);
     c->live++;

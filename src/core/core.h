@@ -273,13 +273,14 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c);
 struct dlock_reply;
 struct dlock_reply *dlock__reply_copy(const redisReply *r);
 void dlock__reply_free(struct dlock_reply *r);
-/* The server c talks to, for messages: "host:port" or the socket's path
- * (never a password). Returns buf. */
-/* The client was opened on a redis+cluster:// URI. */
-int dlock__client_is_cluster(const dlock_client *c);
+/* The client's keys route by hash slot over several masters (a cluster:
+ * net/topology.h's "slotted"). */
+int dlock__client_slotted(const dlock_client *c);
 /* The command the scripts announce with: "SPUBLISH" on a cluster that uses
  * sharded pub/sub (docs/cluster.md), else "PUBLISH". */
 const char *dlock__publish_cmd(const dlock_client *c);
+/* The server c talks to, for messages: "host:port" or the socket's path
+ * (never a password). Returns buf. */
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n);
 /* Owner string "U:T" for owner id into out (at least 64 bytes). */
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out);

@@ -36,8 +36,7 @@
 
 #include "core/engine.h"
 #include "net/sock.h"
-#include "net/cluster.h"
-#include "net/policy.h"
+#include "net/topology.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
@@ -67,9 +66,9 @@ void dlock__direct_init(dlock_client *c) {
 
 int dlock__direct_pools(dlock_client *c) {
   dlock__direct *d = &c->direct;
-  int n = c->cluster ? DLOCK__MAX_NODES : 1;
+  int n = c->topo->nodes;
   d->pools = calloc((size_t)n, sizeof *d->pools);
-  d->slots = dlock__cluster_slots(c);
+  d->slots = c->topo->slot_map(c);
   if (d->pools == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   d->npools = n;
@@ -577,20 +576,6 @@ static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
 /* The outcomes of a round trip beside DLOCK_OK and the errors. */
 #define ROUND_TRIP_UNSENT 1 /* not done: the engine is to make the call */
 
-/* A cluster's answer that the call did not run on that node: a slot that
- * moved (MOVED, ASK) or a transient state (TRYAGAIN, CLUSTERDOWN). The
- * engine knows how to follow it (net/cluster.c) and to refresh the map the
- * direct path reads. */
-static int redirected(const redisReply *r) {
-  return dlock__class_cluster(dlock__classify(r));
-}
-
-/* A sentinel's master that was demoted to a replica: the write did not
- * run. The engine keeps it for the new master and asks the sentinels. */
-static int demoted(const redisReply *r) {
-  return dlock__classify(r) == DLOCK__C_READONLY;
-}
-
 /* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
  * engine does). DLOCK_OK with *reply (an error reply included), an error
  * with req->errmsg, or ROUND_TRIP_UNSENT. */
@@ -620,8 +605,9 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     why[0] = '\0';
     return ROUND_TRIP_UNSENT;
   }
-  if (rc == DLOCK_OK && ((c->cluster && redirected(*reply)) ||
-                         (c->sentinel && demoted(*reply)))) {
+  /* an answer that the call did not run there, which the topology follows
+   * (a slot that moved, a demoted master): the engine makes the call */
+  if (rc == DLOCK_OK && c->topo->follows(dlock__classify(*reply))) {
     dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
@@ -691,7 +677,7 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task || (c->cluster && req->slot < 0))
+  if (req->script < 0 || req->task || (c->topo->slotted && req->slot < 0))
     return 0; /* a cluster's keyless calls: the engine picks a node */
   dlock__dconn *dc = begin(c, req->slot);
   if (dc == NULL)

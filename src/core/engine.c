@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "net/cluster.h"
-#include "net/sentinel.h"
+#include "net/topology.h"
 #include "core/scripts.h"
 
 static _Thread_local dlock__parker tls_parker;
@@ -423,10 +422,7 @@ static void engine_shutdown(dlock_client *c) {
   dlock__pubsub_shutdown(c);
   dlock__conn_shutdown(&c->cmd, DLOCK_ECLOSED);
   dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
-  if (c->cluster)
-    dlock__cluster_shutdown(c, DLOCK_ECLOSED);
-  if (c->sentinel)
-    dlock__sentinel_shutdown(c);
+  c->topo->shutdown(c, DLOCK_ECLOSED);
   if (attachment && attachment->stopping) /* after the requests in flight */
     attachment->stopping(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
@@ -444,11 +440,10 @@ static void on_wake(uv_async_t *a) {
   pthread_mutex_unlock(&c->qmu);
   while (req) {
     dlock__req *next = req->next;
-    if (closing && (req->task || !req->linger ||
-                    (!c->cluster && c->cmd.state != CONN_READY)))
+    if (closing && (req->task || !req->linger))
       dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     else if (closing)
-      dlock__send(c, req); /* written below, failed by the close */
+      c->topo->send_last(c, req);
     else if (req->task)
       req->task(c, req);
     else
@@ -460,8 +455,7 @@ static void on_wake(uv_async_t *a) {
      * releases that did not wait for every member, say) reach the server
      * even when the client is closed right after. */
     dlock__conn_flush(&c->cmd);
-    if (c->cluster)
-      dlock__cluster_flush(c);
+    c->topo->flush(c);
     engine_shutdown(c);
   }
 }
@@ -472,10 +466,7 @@ static void on_prepare(uv_prepare_t *p) {
     attachment->turn(c);
   dlock__conn_flush(&c->cmd);
   dlock__conn_flush(&c->sub);
-  if (c->cluster)
-    dlock__cluster_flush(c);
-  if (c->sentinel)
-    dlock__sentinel_flush(c);
+  c->topo->flush(c);
 }
 
 /* c's handles on its engine's loop: on the engine thread, or before it
@@ -492,27 +483,17 @@ static void client_attach(dlock_client *c) {
   c->deadline_timer.data = c;
   c->live = 4;
   dlock__conn_init(c, &c->cmd, 0);
-  if (c->cluster == NULL) /* a cluster's pools follow its nodes */
-    c->cmd.pool = &c->direct.pools[0];
   dlock__conn_init(c, &c->sub, 1);
-  if (c->cluster)
-    dlock__cluster_attach(c);
-  if (c->sentinel)
-    dlock__sentinel_attach(c);
+  c->topo->attach(c);
 }
 
 /* c's connections and watchdog start (engine thread). */
 static void client_start(dlock_client *c) {
-  if (c->cluster) {
-    dlock__cluster_start(c); /* its connections start on first use */
-  } else {
-    dlock__conn_start(&c->cmd);
-    dlock__conn_start(&c->sub);
-  }
-  if (c->sentinel)
-    dlock__sentinel_start(c);
+  c->topo->start(c);
   dlock__watchdog_start(c);
 }
+
+void dlock__send(dlock_client *c, dlock__req *req) { c->topo->send(c, req); }
 
 static void engine_main(void *arg) {
   dlock_client *c = arg;

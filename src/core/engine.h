@@ -309,8 +309,7 @@ typedef struct dlock__engine {
   atomic_int users;    /* clients on this loop */
 } dlock__engine;
 
-typedef struct dlock__cluster dlock__cluster; /* net/cluster.h */
-typedef struct dlock__sentinel dlock__sentinel; /* net/sentinel.h */
+typedef struct dlock__topology dlock__topology; /* net/topology.h */
 
 struct dlock_client {
   atomic_int refs;     /* the open client + one per lock handle */
@@ -340,8 +339,8 @@ struct dlock_client {
   int *closer_done;
 
   dlock__conn cmd, sub;
-  dlock__cluster *cluster; /* a cluster URI's topology; NULL standalone */
-  dlock__sentinel *sentinel; /* a sentinel URI's master search; NULL else */
+  const dlock__topology *topo; /* the URI's: standalone, cluster, sentinel */
+  void *topo_state;        /* the topology's own (net/), NULL standalone */
   struct dlock__tls_ctx *tls; /* a rediss... URI's TLS settings; NULL else */
   atomic_int sharded;      /* a cluster's waiters use sharded pub/sub
                               (SSUBSCRIBE on the channel's node; scripts
@@ -396,6 +395,9 @@ void dlock__engine_stop(dlock_client *c);
  * the last one after a close lets dlock_client_close return. Call it last:
  * c may be freed as soon as it returns. */
 void dlock__client_live_done(dlock_client *c);
+/* engine.c, engine thread: req to the server that serves it, as c's
+ * topology routes it (net/topology.h). */
+void dlock__send(dlock_client *c, dlock__req *req);
 
 /* conn.c */
 void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub);

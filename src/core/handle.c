@@ -35,7 +35,7 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
     return rc;
   if (dlock__client_closed(client))
     return dlock__fail(DLOCK_ECLOSED, "client is closed");
-  if (dlock__client_is_cluster(client) && memchr(name, '{', len) &&
+  if (dlock__client_slotted(client) && memchr(name, '{', len) &&
       !has_tag(name, len))
     return dlock__fail(DLOCK_EINVAL,
                        "on a cluster a name with a '{' needs a whole hash tag "

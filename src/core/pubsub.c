@@ -12,8 +12,7 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "net/cluster.h"
-#include "net/policy.h"
+#include "net/topology.h"
 
 typedef struct chan {
   dlock__map_node node;
@@ -244,7 +243,7 @@ static void on_confirmed(chan *ch) {
  * slot now (a stale map earns a MOVED, followed in on_error). */
 static void rehome(dlock_client *c, chan *ch) {
   ch->homeless = 0;
-  ch->conn = dlock__sub_conn(c, ch->name, ch->len);
+  ch->conn = c->topo->sub_conn(c, ch->name, ch->len);
   send_op(c, ch, 1);
 }
 
@@ -260,7 +259,7 @@ static void moved_away(dlock_client *c, chan *ch) {
   }
   ch->homeless = 1;
   ch->recheck = 1; /* once subscribed again, everyone re-tries */
-  dlock__cluster_refresh_soon(c);
+  c->topo->refresh_soon(c);
   rehome(c, ch);
 }
 
@@ -320,7 +319,7 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
     ch->ops--;
   dlock__conn *to;
   if (dlock__classify(r) == DLOCK__C_MOVED &&
-      (to = dlock__cluster_moved_sub(c, r->str)) != NULL) {
+      (to = c->topo->moved_sub(c, r->str)) != NULL) {
     /* a shard channel asked of a node that does not own its slot (the
      * map was stale): ask its owner */
     ch->conn = to;
@@ -395,7 +394,7 @@ void dlock__pubsub_on_down(dlock__conn *conn) {
       ch->ops--;
   pthread_mutex_unlock(&c->cmu);
   /* a cluster node that went down may have handed its slots over */
-  dlock__cluster_refresh_soon(c);
+  c->topo->refresh_soon(c);
 }
 
 void dlock__pubsub_rehome(dlock_client *c) {
@@ -480,7 +479,7 @@ static int subscribe_engine(dlock_client *c, const sub_args *a) {
     ch->wake = a->wake;
     ch->fifo = a->w->fifo;
     ch->lease_hints = a->w->lease_hints;
-    ch->conn = dlock__sub_conn(c, a->name, a->len);
+    ch->conn = c->topo->sub_conn(c, a->name, a->len);
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       pthread_mutex_unlock(&c->cmu);

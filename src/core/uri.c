@@ -121,6 +121,9 @@ int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password) {
 int dlock__uri_set_sentinel_auth(dlock__uri *u, const char *user,
                                  const char *password) {
   int rc = DLOCK_OK;
+  if ((user || password) && u->topology != DLOCK__URI_SENTINEL)
+    return dlock__fail(DLOCK_EINVAL, "sentinel_username and "
+                       "sentinel_password are for redis+sentinel:// URIs");
   if (user)
     rc = replace(&u->sentinel_user, user);
   if (rc == DLOCK_OK && password)
@@ -213,7 +216,7 @@ static int host_port(const char *s, const char *end, char **host, int *port,
 
 /* redis://...: host[:port][/db], host possibly [bracketed] */
 static int parse_server(const char *p, dlock__uri *u) {
-  if (u->cluster || u->sentinel)
+  if (u->topology != DLOCK__URI_STANDALONE)
     return parse_seeds(p, u);
   const char *end = p + strcspn(p, "/");
   int rc = host_port(p, end, &u->host, &u->port, "URI", "URI has no host");
@@ -230,7 +233,7 @@ static int parse_server(const char *p, dlock__uri *u) {
 
 /* The kind of a URI with several hosts, for messages. */
 static const char *seeds_kind(const dlock__uri *u) {
-  return u->sentinel ? "sentinel URI" : "cluster URI";
+  return u->topology == DLOCK__URI_SENTINEL ? "sentinel URI" : "cluster URI";
 }
 
 /* One seed "host[:port]" of [s, end) into u's lists. */
@@ -239,7 +242,7 @@ static int add_seed(const char *s, const char *end, dlock__uri *u) {
     return dlock__fail(DLOCK_EINVAL, "more than %d hosts in %s",
                        DLOCK__MAX_SEEDS, seeds_kind(u));
   char *h = NULL;
-  int port = u->sentinel ? 26379 : 6379;
+  int port = u->topology == DLOCK__URI_SENTINEL ? 26379 : 6379;
   char empty[128];
   snprintf(empty, sizeof empty, "%s has an empty host (hosts are separated "
            "by commas: h1:p1,h2:p2)", seeds_kind(u));
@@ -281,7 +284,7 @@ static int parse_master(const char *p, dlock__uri *u) {
  * redis+sentinel://...: host[:port][,host[:port]...]/NAME[/db] */
 static int parse_seeds(const char *p, dlock__uri *u) {
   const char *query = strchr(p, '?');
-  if (query && u->sentinel)
+  if (query && u->topology == DLOCK__URI_SENTINEL)
     return dlock__fail(DLOCK_EINVAL, "sentinel URI takes no query (\"%.40s\")",
                        query);
   if (query) {
@@ -316,7 +319,7 @@ static int parse_seeds(const char *p, dlock__uri *u) {
     if (comma && p == end)
       return dlock__fail(DLOCK_EINVAL, "%s ends with a comma", seeds_kind(u));
   }
-  if (u->sentinel) {
+  if (u->topology == DLOCK__URI_SENTINEL) {
     int rc = parse_master(end, u);
     if (rc != DLOCK_OK)
       return rc;
@@ -349,10 +352,10 @@ int dlock__uri_parse(const char *text, dlock__uri *u) {
   if (p != text && strncmp(p, "://", 3) == 0) {
     p += 3;
   } else if (p != text && strncmp(p, "+cluster://", 11) == 0) {
-    u->cluster = 1;
+    u->topology = DLOCK__URI_CLUSTER;
     p += 11;
   } else if (p != text && strncmp(p, "+sentinel://", 12) == 0) {
-    u->sentinel = 1;
+    u->topology = DLOCK__URI_SENTINEL;
     p += 12;
   } else if (p == text && strncmp(p, "unix://", 7) == 0) {
     is_unix = 1;

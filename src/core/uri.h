@@ -10,14 +10,13 @@ typedef struct dlock__uri {
   char *user;     /* ACL user or NULL */
   char *password; /* or NULL */
   long db;
-  /* redis+cluster://h1:p1,h2:p2: the seed nodes (host/port above are the
-   * first); 0 for a standalone URI */
-  int cluster;
+  /* The scheme's topology: DLOCK__URI_STANDALONE; DLOCK__URI_CLUSTER
+   * (redis+cluster://h1:p1,h2:p2: the seed nodes, host/port above the
+   * first); DLOCK__URI_SENTINEL (redis+sentinel://s1:p1,s2:p2/NAME[/db]:
+   * the sentinels are the seeds, NAME the master's name they know,
+   * host/port above the first sentinel's until the master is found) */
+  int topology;
   int pubsub; /* ?pubsub=: DLOCK__PUBSUB_AUTO, _SHARDED or _CLASSIC */
-  /* redis+sentinel://s1:p1,s2:p2/NAME[/db]: the sentinels are the seeds,
-   * NAME the master's name they know (host/port above: the first
-   * sentinel's until the master is found) */
-  int sentinel;
   char *master_name;
   int tls;        /* rediss://, rediss+cluster://, rediss+sentinel:// */
   char *sentinel_user;     /* AUTH to the sentinels (client options only) */
@@ -26,6 +25,8 @@ typedef struct dlock__uri {
   char **seed_hosts;
   int *seed_ports;
 } dlock__uri;
+
+enum { DLOCK__URI_STANDALONE, DLOCK__URI_CLUSTER, DLOCK__URI_SENTINEL };
 
 #define DLOCK__MAX_SEEDS 64
 #define DLOCK__PUBSUB_AUTO 0
@@ -38,7 +39,8 @@ int dlock__uri_parse(const char *text, dlock__uri *u);
 /* Replace u's user and/or password with copies of user and password (each
  * NULL: keep the URI's). */
 int dlock__uri_set_auth(dlock__uri *u, const char *user, const char *password);
-/* The same for the sentinels' own credentials. */
+/* The same for the sentinels' own credentials (DLOCK_EINVAL on a URI that
+ * is not redis+sentinel://). */
 int dlock__uri_set_sentinel_auth(dlock__uri *u, const char *user,
                                  const char *password);
 /* Overwrite the passwords' bytes with zeros (in place). */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "net/cluster.h"
+#include "net/topology.h"
 #include "core/scripts.h"
 
 #define BATCH 100
@@ -490,7 +490,7 @@ static slotted group_of(dlock_client *c, hold *h) {
   int slot = dlock__key_slot(hold_name(h), h->name_len);
   int node = h->verify || node_script(h->script) < 0
                  ? -1
-                 : dlock__cluster_batch_node(c, slot);
+                 : c->topo->batch_node(c, slot);
   return (slotted){h->script, node >= 0 ? node : DLOCK__SLOTS + slot, h};
 }
 
@@ -581,12 +581,13 @@ static void tick(uv_timer_t *t) {
     return; /* out of memory: the next tick tries again */
   pthread_mutex_lock(&c->hmu);
   /* a cluster's batches: at worst one per hold */
-  size_t most = c->cluster ? c->holds.count + 1
-                           : c->holds.count / BATCH + MAX_SCRIPTS + 1;
+  int by_slot = c->topo->slotted;
+  size_t most = by_slot ? c->holds.count + 1
+                        : c->holds.count / BATCH + MAX_SCRIPTS + 1;
   ready.v = calloc(most, sizeof *ready.v);
-  slotted *sv = c->cluster ? calloc(c->holds.count + 1, sizeof *sv) : NULL;
+  slotted *sv = by_slot ? calloc(c->holds.count + 1, sizeof *sv) : NULL;
   size_t ns = 0;
-  if (ready.v == NULL || (c->cluster && sv == NULL)) {
+  if (ready.v == NULL || (by_slot && sv == NULL)) {
     pthread_mutex_unlock(&c->hmu);
     free(ready.v);
     free(sv);

@@ -174,7 +174,7 @@ static int guard_of_lock(dlock_lock *lock, uint64_t owner, guard *g) {
  * rather than as the server's CROSSSLOT. */
 static int same_slot(const guard *g, size_t n, const char *const *keys,
                      const size_t *lens) {
-  if (!dlock__client_is_cluster(g->c))
+  if (!dlock__client_slotted(g->c))
     return DLOCK_OK;
   int want = dlock__key_slot(g->name, g->name_len);
   for (size_t i = 0; i < n; i++) {

@@ -7,7 +7,7 @@
 
 #include "core/engine.h"
 #include "dlock/inspect.h"
-#include "net/cluster.h"
+#include "net/topology.h"
 
 #define COUNT_DEFAULT 1000
 #define NODE_SHIFT 48
@@ -94,7 +94,8 @@ int dlock_list(dlock_client *client, const char *pattern, uint64_t *cursor,
   uint64_t at = *cursor, node = 0;
   int slot = DLOCK__SLOT_ANY, nmasters = 1;
   int first[DLOCK__MAX_NODES];
-  if (client->cluster) { /* which master, by its first slot */
+  int slotted = dlock__client_slotted(client); /* a SCAN per master */
+  if (slotted) { /* which master, by its first slot */
     nmasters = dlock__direct_masters(client, first, DLOCK__MAX_NODES);
     if (nmasters == 0)
       return dlock__fail(DLOCK_EIO, "the cluster's slot map is not known yet");
@@ -131,12 +132,12 @@ int dlock_list(dlock_client *client, const char *pattern, uint64_t *cursor,
   freeReplyObject(r);
   if (rc != DLOCK_OK)
     return rc;
-  if (client->cluster && next > NODE_CURSOR) {
+  if (slotted && next > NODE_CURSOR) {
     dlock_listing_free(*out);
     *out = NULL;
     return dlock__fail(DLOCK_EPROTO, "SCAN: a cursor past 2^48");
   }
-  if (!client->cluster)
+  if (!slotted)
     *cursor = next;
   else if (next != 0)
     *cursor = (node << NODE_SHIFT) | next;

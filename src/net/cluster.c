@@ -1,10 +1,17 @@
-/* The cluster topology: slot map, routing, redirects (net/cluster.h). */
+/* The cluster topology (docs/cluster.md; its table: net/topology.h).
+ *
+ * A client opened on a redis+cluster:// URI learns the slot map from its
+ * seed nodes (CLUSTER SHARDS, or CLUSTER SLOTS on servers without it), keeps
+ * one command connection per master it talks to, routes every request by
+ * the hash slot of its keys, follows MOVED and ASK, parks a request that
+ * met TRYAGAIN or CLUSTERDOWN and sends it again within its budget, and
+ * refreshes the map on MOVED, on a connection that fails, and periodically.
+ * Engine thread only, except where said. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/cluster.h"
-#include "net/policy.h"
+#include "net/topology.h"
 
 #define REFRESH_PERIOD_MS 10000 /* a map older than this is read again */
 #define REFRESH_MIN_GAP_MS 100  /* MOVED storms: at most one read per gap */
@@ -13,33 +20,72 @@
 #define RETRY_FIRST_MS 10       /* TRYAGAIN/CLUSTERDOWN: first pause */
 #define RETRY_MAX_MS 200
 
+typedef struct dlock__node {
+  char host[256];
+  int port;
+  dlock__conn cmd; /* both start on first use */
+  dlock__conn sub; /* sharded pub/sub: the channels of its slots */
+} dlock__node;
+
+typedef struct dlock__cluster {
+  dlock__node *nodes[DLOCK__MAX_NODES]; /* never moved or freed before the
+                                          client: connections live inside */
+  int nnodes;
+  _Atomic int16_t slots[DLOCK__SLOTS]; /* the slot map: node index, -1
+                                          unknown; written on the engine
+                                          thread, read by the direct path
+                                          on any (slot_map) */
+  int map_known;               /* a map has been read */
+  int refreshing;              /* a map request is in flight */
+  int refresh_again;           /* another was asked for meanwhile */
+  int bare_master;             /* with the replica guard on, the last map
+                                  showed a master without a replica (after a
+                                  failover, before the old master is back
+                                  as its replica): the map is read every
+                                  second, not every 10 s, so the guard's
+                                  count follows the replica's return */
+  int no_shards;               /* the servers lack CLUSTER SHARDS */
+  int next_ask;                /* the node the next map request goes to */
+  int sub_node;                /* the node the pub/sub connection uses */
+  int64_t last_refresh_ms;
+  uv_timer_t timer;            /* periodic refresh and parked requests */
+  dlock__req *parked, *parked_tail;
+  char last_error[1536];       /* why the last map request failed */
+} dlock__cluster;
+
+#define CLUSTER(c) ((dlock__cluster *)(c)->topo_state)
+
 static void refresh(dlock_client *c);
 static void refresh_soon(dlock_client *c);
 static void tick(uv_timer_t *t);
+static void route(dlock_client *c, dlock__req *req);
 
-int dlock__cluster_new(dlock_client *c) {
+static int cluster_open(dlock_client *c) {
   dlock__cluster *k = calloc(1, sizeof *k);
   if (k == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   for (int i = 0; i < DLOCK__SLOTS; i++)
     k->slots[i] = -1;
-  c->cluster = k;
+  c->topo_state = k;
+  /* its pub/sub: sharded unless the URI says ?pubsub=classic
+   * (docs/cluster.md) or the cluster is older than Redis 7 (contact_rc) */
+  atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
   return DLOCK_OK;
 }
 
-void dlock__cluster_free(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+static void cluster_free(dlock_client *c) {
+  dlock__cluster *k = CLUSTER(c);
   if (k == NULL)
     return;
   for (int i = 0; i < k->nnodes; i++)
     free(k->nodes[i]);
   free(k);
-  c->cluster = NULL;
+  c->topo_state = NULL;
 }
 
 /* The node at host:port, added when new (-1: the table is full). */
 static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   if (hlen >= sizeof k->nodes[0]->host)
     return -1;
   for (int i = 0; i < k->nnodes; i++)
@@ -67,16 +113,16 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
 /* A MOVED answer: slot is served by node to now (for the direct path
  * too: it reads this map). */
 static void set_owner(dlock_client *c, int slot, int to) {
-  atomic_store_explicit(&c->cluster->slots[slot], (int16_t)to,
+  atomic_store_explicit(&CLUSTER(c)->slots[slot], (int16_t)to,
                         memory_order_relaxed);
 }
 
-const _Atomic int16_t *dlock__cluster_slots(const dlock_client *c) {
-  return c->cluster ? c->cluster->slots : NULL;
+static const _Atomic int16_t *slot_map(const dlock_client *c) {
+  return CLUSTER(c)->slots;
 }
 
 static dlock__conn *node_cmd(dlock_client *c, int i) {
-  dlock__conn *conn = &c->cluster->nodes[i]->cmd;
+  dlock__conn *conn = &CLUSTER(c)->nodes[i]->cmd;
   dlock__conn_use(conn);
   return conn;
 }
@@ -84,7 +130,7 @@ static dlock__conn *node_cmd(dlock_client *c, int i) {
 /* A node for a request without a key (or a slot nobody owns yet): one whose
  * connection is up, else the next one to ask; -1 when none is known. */
 static int any_node(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   if (k->nnodes == 0)
     return -1;
   for (int i = 0; i < k->nnodes; i++)
@@ -93,8 +139,8 @@ static int any_node(dlock_client *c) {
   return k->next_ask % k->nnodes;
 }
 
-void dlock__cluster_attach(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+static void attach(dlock_client *c) {
+  dlock__cluster *k = CLUSTER(c);
   uv_timer_init(c->loop, &k->timer);
   k->timer.data = c;
   c->live++;
@@ -105,12 +151,8 @@ void dlock__cluster_attach(dlock_client *c) {
 
 /* ---- sending --------------------------------------------------------------- */
 
-void dlock__send(dlock_client *c, dlock__req *req) {
-  dlock__cluster *k = c->cluster;
-  if (k == NULL) {
-    dlock__conn_send(&c->cmd, req);
-    return;
-  }
+static void route(dlock_client *c, dlock__req *req) {
+  dlock__cluster *k = CLUSTER(c);
   if (req->slot == DLOCK__SLOT_CROSS) {
     dlock__req_finish(req, NULL, DLOCK_EINVAL,
                       "the keys of this call hash to different cluster slots: "
@@ -128,8 +170,8 @@ void dlock__send(dlock_client *c, dlock__req *req) {
   dlock__conn_send(node_cmd(c, i), req);
 }
 
-void dlock__cluster_flush(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+static void flush(dlock_client *c) {
+  dlock__cluster *k = CLUSTER(c);
   dlock__conn_start_wanted(&c->sub);
   for (int i = 0; i < k->nnodes; i++) {
     dlock__conn_start_wanted(&k->nodes[i]->cmd);
@@ -145,8 +187,8 @@ static void on_timer_closed(uv_handle_t *h) {
   dlock__client_live_done(h->data);
 }
 
-void dlock__cluster_shutdown(dlock_client *c, int status) {
-  dlock__cluster *k = c->cluster;
+static void close_all(dlock_client *c, int status) {
+  dlock__cluster *k = CLUSTER(c);
   dlock__req *req;
   while ((req = k->parked) != NULL) {
     k->parked = req->next;
@@ -168,7 +210,7 @@ static int64_t refresh_period(const dlock__cluster *k) {
 }
 
 static void arm(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   if (c->stopping)
     return;
   int64_t now = dlock__now_ms();
@@ -187,7 +229,7 @@ static void arm(dlock_client *c) {
 
 static void tick(uv_timer_t *t) {
   dlock_client *c = t->data;
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   if (c->stopping)
     return;
   int64_t now = dlock__now_ms();
@@ -204,14 +246,14 @@ static void tick(uv_timer_t *t) {
   for (dlock__req *r = due, *next; r; r = next) {
     next = r->next;
     r->next = NULL;
-    dlock__send(c, r);
+    route(c, r);
   }
   if (now >= k->last_refresh_ms + refresh_period(k))
     refresh(c);
   arm(c);
 }
 
-void dlock__cluster_start(dlock_client *c) { refresh(c); }
+static void start(dlock_client *c) { refresh(c); }
 
 /* ---- the slot map -------------------------------------------------------------- */
 
@@ -240,7 +282,7 @@ static int addr_node(dlock_client *c, const redisReply *host, long long port,
     h = host->str;
     hl = host->len;
   } else {
-    h = c->cluster->nodes[asked]->host;
+    h = CLUSTER(c)->nodes[asked]->host;
     hl = strlen(h);
   }
   if (port <= 0 || port > 65535)
@@ -251,7 +293,7 @@ static int addr_node(dlock_client *c, const redisReply *host, long long port,
 /* Node i's command connection failed and has not come back: its last
  * connect failed (it is backing off), after it was used. */
 static int unreachable(dlock_client *c, int i) {
-  const dlock__conn *cmd = &c->cluster->nodes[i]->cmd;
+  const dlock__conn *cmd = &CLUSTER(c)->nodes[i]->cmd;
   return cmd->started && cmd->state != CONN_READY && cmd->backoff_ms > 0;
 }
 
@@ -342,7 +384,7 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
  * request, a keyless call, a slot nobody is known to own) to another node;
  * the others wait for this node or for a new map. */
 static void move_waiting(dlock_client *c, int from) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   dlock__conn *conn = &k->nodes[from]->cmd;
   dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
   conn->waiting = conn->waiting_tail = NULL;
@@ -369,7 +411,7 @@ static void move_waiting(dlock_client *c, int from) {
 /* After a new map: what waits for a node that is down (a failed master)
  * goes where it can be served, within its budget. */
 static void reroute_waiting(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   for (int i = 0; i < k->nnodes; i++)
     if (k->nodes[i]->cmd.state != CONN_READY && k->nodes[i]->cmd.waiting)
       move_waiting(c, i);
@@ -385,7 +427,7 @@ typedef struct map_req {
 static void map_done(dlock__req *req, redisReply *reply, int status) {
   map_req *m = (map_req *)req;
   dlock_client *c = m->client;
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   k->refreshing = 0;
   int ok = 0;
   if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
@@ -442,7 +484,7 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
 
 /* Ask a node for the slot map (one request at a time). */
 static void refresh(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   if (c->stopping)
     return;
   if (k->refreshing) {
@@ -476,7 +518,7 @@ static void refresh(dlock_client *c) {
 
 /* A refresh soon, but not more than one per REFRESH_MIN_GAP_MS. */
 static void refresh_soon(dlock_client *c) {
-  dlock__cluster *k = c->cluster;
+  dlock__cluster *k = CLUSTER(c);
   int64_t now = dlock__now_ms();
   if (now >= k->last_refresh_ms + REFRESH_MIN_GAP_MS)
     refresh(c);
@@ -525,11 +567,10 @@ static int target(dlock_client *c, const char *err, int *slot) {
   return node_at(c, h, hl, (int)port);
 }
 
-int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
-                            redisReply *reply) {
+static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   dlock_client *c = conn->client;
-  dlock__cluster *k = c->cluster;
-  if (k == NULL || req->task)
+  dlock__cluster *k = CLUSTER(c);
+  if (req->task)
     return 0;
   const char *e = reply->str;
   dlock__class answer = dlock__classify(reply);
@@ -570,7 +611,7 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
     set_owner(c, slot, to);
     req->slot = slot; /* a request without a route has one now */
     refresh_soon(c);
-    dlock__send(c, req);
+    route(c, req);
     return 1;
   }
   /* ASK: this one request goes to the importing node, right after ASKING */
@@ -590,10 +631,10 @@ int dlock__cluster_on_error(dlock__conn *conn, dlock__req *req,
   return 1;
 }
 
-void dlock__cluster_conn_down(dlock__conn *conn) {
+static void conn_down(dlock__conn *conn) {
   dlock_client *c = conn->client;
-  dlock__cluster *k = c->cluster;
-  if (k == NULL || c->stopping)
+  dlock__cluster *k = CLUSTER(c);
+  if (conn->is_sub || c->stopping) /* the waiters' own: pubsub.c's */
     return;
   k->next_ask++;
   for (int i = 0; i < k->nnodes; i++)
@@ -602,10 +643,10 @@ void dlock__cluster_conn_down(dlock__conn *conn) {
   refresh_soon(c);
 }
 
-void dlock__cluster_pick(dlock__conn *conn) {
+static void pick(dlock__conn *conn) {
   dlock_client *c = conn->client;
-  dlock__cluster *k = c->cluster;
-  if (k == NULL || conn != &c->sub || k->nnodes == 0)
+  dlock__cluster *k = CLUSTER(c);
+  if (conn != &c->sub || k->nnodes == 0)
     return;
   /* after a failure, the next node; a node that answers commands first */
   int i = conn->backoff_ms > 0 ? (k->sub_node + 1) % k->nnodes : k->sub_node;
@@ -621,28 +662,25 @@ void dlock__cluster_pick(dlock__conn *conn) {
   conn->port = k->nodes[i]->port;
 }
 
-dlock__conn *dlock__sub_conn(dlock_client *c, const char *channel, size_t len) {
-  dlock__cluster *k = c->cluster;
-  if (k == NULL || !atomic_load(&c->sharded)) {
-    dlock__conn_use(&c->sub);
-    return &c->sub;
-  }
+static dlock__conn *sub_conn(dlock_client *c, const char *channel,
+                             size_t len) {
+  dlock__cluster *k = CLUSTER(c);
+  if (!atomic_load(&c->sharded))
+    return dlock__standalone_sub_conn(c, channel, len);
   int i = k->slots[dlock__key_slot(channel, len)];
   if (i < 0)
     i = any_node(c);
-  if (i < 0) {
-    dlock__conn_use(&c->sub);
-    return &c->sub;
-  }
+  if (i < 0)
+    return dlock__standalone_sub_conn(c, channel, len);
   dlock__conn *conn = &k->nodes[i]->sub;
   dlock__conn_use(conn);
   return conn;
 }
 
-dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err) {
-  dlock__cluster *k = c->cluster;
+static dlock__conn *moved_sub(dlock_client *c, const char *err) {
+  dlock__cluster *k = CLUSTER(c);
   int slot = -1;
-  int to = k ? target(c, err, &slot) : -1;
+  int to = target(c, err, &slot);
   if (to < 0)
     return NULL;
   set_owner(c, slot, to);
@@ -652,14 +690,65 @@ dlock__conn *dlock__cluster_moved_sub(dlock_client *c, const char *err) {
   return conn;
 }
 
-void dlock__cluster_refresh_soon(dlock_client *c) {
-  if (c->cluster && !c->stopping)
+static void refresh_when_running(dlock_client *c) {
+  if (!c->stopping)
     refresh_soon(c);
 }
 
-int dlock__cluster_batch_node(dlock_client *c, int slot) {
-  dlock__cluster *k = c->cluster;
-  if (k == NULL || k->no_shards || slot < 0 || slot >= DLOCK__SLOTS)
+static int batch_node(dlock_client *c, int slot) {
+  dlock__cluster *k = CLUSTER(c);
+  if (k->no_shards || slot < 0 || slot >= DLOCK__SLOTS)
     return -1; /* before Redis 7 (no CLUSTER SHARDS): no cross-slot scripts */
   return k->slots[slot];
 }
+
+/* ---- the first contact ---------------------------------------------------- */
+
+/* CLUSTER SHARDS, which a server that is not in cluster mode refuses, and
+ * one before Redis 7 does not know. */
+static int contact(dlock_client *c, dlock__req *req) {
+  (void)c;
+  const char *argv[] = {"CLUSTER", "SHARDS"};
+  size_t lens[] = {7, 6};
+  return dlock__req_command(req, 2, argv, lens);
+}
+
+static int contact_rc(dlock_client *c, int rc) {
+  if (rc != DLOCK_EREDIS)
+    return rc;
+  if (strstr(dlock_errmsg(), "ubcommand")) {
+    /* a cluster before Redis 7: no sharded pub/sub */
+    c->uri.pubsub = DLOCK__PUBSUB_CLASSIC;
+    atomic_store(&c->sharded, 0);
+    return DLOCK_OK;
+  }
+  char said[512];
+  snprintf(said, sizeof said, "%s", dlock_errmsg());
+  return dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
+                     "URI needs servers with cluster-enabled yes): %s", said);
+}
+
+const dlock__topology dlock__cluster_topology = {
+    .name = "cluster",
+    .nodes = DLOCK__MAX_NODES,
+    .slotted = 1,
+    .open = cluster_open,
+    .free = cluster_free,
+    .attach = attach,
+    .start = start,
+    .flush = flush,
+    .shutdown = close_all,
+    .send = route,
+    .send_last = route, /* its connections fail it when they close */
+    .follows = dlock__class_cluster,
+    .on_error = on_error,
+    .conn_down = conn_down,
+    .pick = pick,
+    .sub_conn = sub_conn,
+    .moved_sub = moved_sub,
+    .refresh_soon = refresh_when_running,
+    .batch_node = batch_node,
+    .slot_map = slot_map,
+    .contact = contact,
+    .contact_rc = contact_rc,
+};

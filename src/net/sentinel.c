@@ -1,15 +1,25 @@
-/* Redis Sentinel: finding the master (net/sentinel.h). */
+/* Redis Sentinel (docs/sentinel.md; its table: net/topology.h): which
+ * server is the master.
+ *
+ * A client opened on a redis+sentinel:// URI asks its sentinels for the
+ * master of NAME (SENTINEL GET-MASTER-ADDR-BY-NAME) and checks with ROLE
+ * that the server it names is a master, when the client opens (on the
+ * opening thread) and again, in libuv's thread pool, whenever a connection
+ * to the master fails or the master answers READONLY (it was demoted by a
+ * failover). The command and pub/sub connections follow the answer at
+ * their next connect: the master is reached as a standalone server is. A
+ * subscription to +switch-master on one sentinel (the next one after a
+ * failure) moves them at once when the sentinels announce a new master. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/sentinel.h"
 #include "net/sock.h"
-#include "net/policy.h"
+#include "net/topology.h"
 
 #define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
 
-struct dlock__sentinel {
+typedef struct dlock__sentinel {
   char host[256]; /* the master (engine thread once the client runs) */
   int port;
   int replicas;   /* its replicas, as its ROLE listed them */
@@ -30,7 +40,9 @@ struct dlock__sentinel {
   int found_replicas;
   int found_rc;
   char found_why[900];
-};
+} dlock__sentinel;
+
+#define SENTINEL(c) ((dlock__sentinel *)(c)->topo_state)
 
 /* Append "; what" to why (just "what" to an empty one). */
 #define note(why, n, ...)                                                     \
@@ -204,11 +216,11 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
   return refused && !answered ? DLOCK_EAUTH : DLOCK_EIO;
 }
 
-int dlock__sentinel_new(dlock_client *c) {
+static int sentinel_open(dlock_client *c) {
   dlock__sentinel *s = calloc(1, sizeof *s);
   if (s == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  c->sentinel = s;
+  c->topo_state = s;
   char why[1536];
   int rc = search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
                   &s->replicas, why, sizeof why);
@@ -225,9 +237,9 @@ int dlock__sentinel_new(dlock_client *c) {
   return DLOCK_OK;
 }
 
-void dlock__sentinel_free(dlock_client *c) {
-  free(c->sentinel);
-  c->sentinel = NULL;
+static void sentinel_free(dlock_client *c) {
+  free(c->topo_state);
+  c->topo_state = NULL;
 }
 
 static void on_timer_closed(uv_handle_t *h) { dlock__client_live_done(h->data); }
@@ -283,7 +295,7 @@ static void watch_push(dlock__conn *conn, redisReply *r) {
 }
 
 static void watch_ready(dlock__conn *conn) {
-  dlock__sentinel *s = conn->client->sentinel;
+  dlock__sentinel *s = SENTINEL(conn->client);
   const dlock__uri *u = &conn->client->uri;
   if (u->sentinel_password) { /* a refusal shows up in watch_push */
     const char *auth[3];
@@ -305,14 +317,15 @@ static void watch_ready(dlock__conn *conn) {
 
 static void watch_down(dlock__conn *conn) {
   dlock_client *c = conn->client;
-  dlock__sentinel *s = c->sentinel;
+  dlock__sentinel *s = SENTINEL(c);
   s->watch_i = (s->watch_i + 1) % c->uri.nseeds; /* the next one */
   conn->host = c->uri.seed_hosts[s->watch_i];
   conn->port = c->uri.seed_ports[s->watch_i];
 }
 
-void dlock__sentinel_attach(dlock_client *c) {
-  dlock__sentinel *s = c->sentinel;
+static void attach(dlock_client *c) {
+  dlock__sentinel *s = SENTINEL(c);
+  dlock__standalone_attach(c);
   c->cmd.host = c->sub.host = s->host;
   c->cmd.port = c->sub.port = s->port;
   dlock__direct_retarget(c, 0, s->host, s->port);
@@ -330,17 +343,16 @@ void dlock__sentinel_attach(dlock_client *c) {
   s->watch.port = c->uri.seed_ports[0];
 }
 
-void dlock__sentinel_start(dlock_client *c) {
-  dlock__conn_start(&c->sentinel->watch);
+static void start(dlock_client *c) {
+  dlock__standalone_start(c);
+  dlock__conn_start(&SENTINEL(c)->watch);
 }
 
-void dlock__sentinel_flush(dlock_client *c) {
-  dlock__conn_flush(&c->sentinel->watch);
-}
+static void flush(dlock_client *c) { dlock__conn_flush(&SENTINEL(c)->watch); }
 
 static void search_work(uv_work_t *w) {
   dlock_client *c = w->data;
-  dlock__sentinel *s = c->sentinel;
+  dlock__sentinel *s = SENTINEL(c);
   s->found_rc = search(&c->uri, &c->opts, c->tls, s->found_host, sizeof s->found_host,
                        &s->found_port, &s->found_replicas, s->found_why,
                        sizeof s->found_why);
@@ -354,7 +366,7 @@ static void search_work(uv_work_t *w) {
  * cannot be known), and after a demotion even when it did not change. */
 static void master_is(dlock_client *c, const char *host, int port,
                       const char *why) {
-  dlock__sentinel *s = c->sentinel;
+  dlock__sentinel *s = SENTINEL(c);
   int moved = strcmp(host, s->host) != 0 || port != s->port;
   if (moved) { /* the next connect goes there (conn->host points here) */
     snprintf(s->host, sizeof s->host, "%s", host);
@@ -370,7 +382,7 @@ static void master_is(dlock_client *c, const char *host, int port,
 
 static void search_done(uv_work_t *w, int status) {
   dlock_client *c = w->data;
-  dlock__sentinel *s = c->sentinel;
+  dlock__sentinel *s = SENTINEL(c);
   s->searching = 0;
   if (status == 0 && !c->stopping && s->found_rc == DLOCK_OK) {
     s->replicas = s->found_replicas; /* the replica guard's WAIT asks these */
@@ -393,7 +405,7 @@ static void on_gap_over(uv_timer_t *t) { start_search(t->data); }
 
 /* Ask the sentinels again (at most one search at a time, one per gap). */
 static void start_search(dlock_client *c) {
-  dlock__sentinel *s = c->sentinel;
+  dlock__sentinel *s = SENTINEL(c);
   if (c->stopping)
     return;
   if (s->searching) {
@@ -416,30 +428,46 @@ static void start_search(dlock_client *c) {
   }
 }
 
-void dlock__sentinel_shutdown(dlock_client *c) {
-  dlock__sentinel *s = c->sentinel;
+static void close_all(dlock_client *c, int status) {
+  (void)status; /* its requests are the master's connections' */
+  dlock__sentinel *s = SENTINEL(c);
   if (s->searching) /* not started yet: ends with UV_ECANCELED */
     uv_cancel((uv_req_t *)&s->work);
   uv_close((uv_handle_t *)&s->timer, on_timer_closed);
   dlock__conn_shutdown(&s->watch, DLOCK_ECLOSED);
 }
 
-void dlock__sentinel_conn_down(dlock__conn *conn) {
+static void conn_down(dlock__conn *conn) {
   dlock_client *c = conn->client;
-  if (c->sentinel && !c->stopping)
+  if (!c->stopping)
     start_search(c);
 }
 
-int dlock__sentinel_on_error(dlock__conn *conn, dlock__req *req,
-                             redisReply *reply) {
+static int follows(dlock__class k) { return k == DLOCK__C_READONLY; }
+
+static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   dlock_client *c = conn->client;
-  if (c->sentinel == NULL || dlock__classify(reply) != DLOCK__C_READONLY)
+  if (!follows(dlock__classify(reply)))
     return 0;
   /* the write did not run: it waits for the new master, within its
    * connect timeout, as a call made while the master is down does */
   freeReplyObject(reply);
   dlock__conn_hold(conn, req);
-  c->sentinel->demoted = 1;
+  SENTINEL(c)->demoted = 1;
   start_search(c);
   return 1;
 }
+
+const dlock__topology dlock__sentinel_topology = {
+    .name = "sentinel",
+    .open = sentinel_open,
+    .free = sentinel_free,
+    .attach = attach,
+    .start = start,
+    .flush = flush,
+    .shutdown = close_all,
+    .follows = follows,
+    .on_error = on_error,
+    .conn_down = conn_down,
+    DLOCK__ONE_MASTER, /* the master it found */
+};

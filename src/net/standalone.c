@@ -1,0 +1,118 @@
+/* One server (net/topology.h): a command connection and a pub/sub one,
+ * both to the URI's address. Sentinel's master is reached the same way. */
+#include "net/topology.h"
+
+void dlock__standalone_attach(dlock_client *c) {
+  c->cmd.pool = &c->direct.pools[0];
+}
+
+void dlock__standalone_start(dlock_client *c) {
+  dlock__conn_start(&c->cmd);
+  dlock__conn_start(&c->sub);
+}
+
+void dlock__standalone_send(dlock_client *c, dlock__req *req) {
+  dlock__conn_send(&c->cmd, req);
+}
+
+void dlock__standalone_send_last(dlock_client *c, dlock__req *req) {
+  if (c->cmd.state == CONN_READY)
+    dlock__conn_send(&c->cmd, req); /* written below, failed by the close */
+  else
+    dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
+}
+
+dlock__conn *dlock__standalone_sub_conn(dlock_client *c, const char *channel,
+                                        size_t len) {
+  (void)channel;
+  (void)len;
+  dlock__conn_use(&c->sub);
+  return &c->sub;
+}
+
+int dlock__standalone_contact(dlock_client *c, dlock__req *req) {
+  (void)c;
+  const char *argv[] = {"PING"};
+  size_t lens[] = {4};
+  return dlock__req_command(req, 1, argv, lens);
+}
+
+int dlock__standalone_open(dlock_client *c) {
+  (void)c;
+  return DLOCK_OK;
+}
+
+void dlock__standalone_free(dlock_client *c) { (void)c; }
+
+void dlock__standalone_flush(dlock_client *c) { (void)c; }
+
+void dlock__standalone_refresh_soon(dlock_client *c) { (void)c; }
+
+void dlock__standalone_shutdown(dlock_client *c, int status) {
+  (void)c;
+  (void)status;
+}
+
+int dlock__standalone_follows(dlock__class k) {
+  (void)k;
+  return 0;
+}
+
+int dlock__standalone_on_error(dlock__conn *conn, dlock__req *req,
+                               redisReply *r) {
+  (void)conn;
+  (void)req;
+  (void)r;
+  return 0;
+}
+
+void dlock__standalone_conn_down(dlock__conn *conn) { (void)conn; }
+
+void dlock__standalone_pick(dlock__conn *conn) { (void)conn; }
+
+dlock__conn *dlock__standalone_moved_sub(dlock_client *c, const char *err) {
+  (void)c;
+  (void)err;
+  return NULL;
+}
+
+int dlock__standalone_batch_node(dlock_client *c, int slot) {
+  (void)c;
+  (void)slot;
+  return -1;
+}
+
+const _Atomic int16_t *dlock__standalone_slot_map(const dlock_client *c) {
+  (void)c;
+  return NULL;
+}
+
+int dlock__standalone_contact_rc(dlock_client *c, int rc) {
+  (void)c;
+  return rc;
+}
+
+const dlock__topology dlock__standalone_topology = {
+    .name = "standalone",
+    .open = dlock__standalone_open,
+    .free = dlock__standalone_free,
+    .attach = dlock__standalone_attach,
+    .start = dlock__standalone_start,
+    .flush = dlock__standalone_flush,
+    .shutdown = dlock__standalone_shutdown,
+    .follows = dlock__standalone_follows,
+    .on_error = dlock__standalone_on_error,
+    .conn_down = dlock__standalone_conn_down,
+    DLOCK__ONE_MASTER,
+};
+
+const dlock__topology *dlock__topology_of(const dlock__uri *u) {
+  switch (u->topology) {
+  case DLOCK__URI_CLUSTER:
+    return &dlock__cluster_topology;
+  case DLOCK__URI_SENTINEL:
+    return &dlock__sentinel_topology;
+  default:
+    return &dlock__standalone_topology;
+  }
+}
