@@ -31,19 +31,6 @@ typedef struct fair {
   dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
 } fair;
 
-typedef struct attempt {
-  fair *f;
-  int64_t lease_ms;
-  int64_t wait_ms;
-  int tries;
-  int64_t sent_ms;
-  uint64_t owner_id;
-  int64_t prior;  /* the owner's hold count before this acquire */
-  int64_t try_ms; /* no try after the last answered one was sent before
-                     this (the lease of one whose answer is lost started
-                     after it) */
-} attempt;
-
 /* ---- tries, releases and leaving as requests (method table 2 and 3) ------- */
 
 /* One try. The first try never queues: a waiter joins the queue only once
@@ -133,96 +120,6 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return DLOCK_OK;
 }
 
-/* ---- the blocking calls ----------------------------------------------------- */
-
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  dlock_lock *l = &a->f->base;
-  dlock__req req;
-  redisReply *r;
-  int rc = wait_req(l, a->owner_id, a->lease_ms,
-                    a->wait_ms != 0 && a->tries++ > 0, &req);
-  if (rc == DLOCK_OK)
-    rc = dlock__try_call(l->h.client, t, &req, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
-  a->sent_ms = t->sent_ms; /* the lease started there */
-  int64_t token; /* a single try: the hint is the holder's lease, uncut */
-  rc = a->wait_ms == 0 ? dlock__hashlock_read_reply(r, 0, hint, &token)
-                       : wait_reply(l, r, hint, &token);
-  freeReplyObject(r);
-  return rc;
-}
-
-/* Leave the queue (retried once when the reply is lost). */
-static void give_up(void *ctx) {
-  attempt *a = ctx;
-  dlock_lock *l = &a->f->base;
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
-  redisReply *r = NULL;
-  int rc = DLOCK_EIO;
-  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
-    dlock__req req;
-    rc = give_up_req(l, a->owner_id, &req);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(l->h.client, &req, &r);
-  }
-  if (r)
-    freeReplyObject(r);
-  /* When both fail, dlock's scripts skip the entry once its liveness slot
-   * has passed (nobody refreshes it); Redisson's at its deadline. */
-  dlock__fail(0, "%s", saved);
-}
-
-/* A try whose answer was lost: did it run (wait.c)? A try that only
- * queued counts as not run: the next one keeps the place. */
-static int recheck(void *ctx) {
-  attempt *a = ctx;
-  return dlock__lock_recheck(&a->f->base, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
-}
-
-static int release(dlock_lock *l, uint64_t owner_id);
-
-static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
-                   int64_t lease_ms, dlock_grant *grant) {
-  fair *f = (fair *)l;
-  dlock_client *c = l->h.client;
-  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {f, watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
-               wait_ms, 0, 0, owner_id, dlock__hashlock_count(l, owner_id),
-               dlock__now_ms()};
-  dlock__buf channel = {0};
-  dlock__wake_fn *wake;
-  if (wait_channel(l, owner_id, &channel, &wake) != DLOCK_OK) {
-    dlock__buf_free(&channel);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  char what[140];
-  snprintf(what, sizeof what, "fair lock \"%.100s%s\"", DLOCK__NAME(l->h.name));
-  dlock__wait_spec spec = {.what = what, .channel = channel.p,
-                           .channel_len = channel.len, .wake = wake,
-                           .attempt = try_once, .give_up = give_up,
-                           .early = 1, .lease_hints = 1, .handle = l,
-                           .owner = owner_id, .recheck = recheck};
-  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
-  dlock__buf_free(&channel);
-  if (rc != 1)
-    return rc;
-  rc = dlock__hashlock_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
-  if (rc != DLOCK_OK) {
-    release(l, owner_id); /* cannot track it: do not keep it */
-    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-  }
-  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
-  return DLOCK_OK;
-}
-
-static int release(dlock_lock *l, uint64_t owner_id) {
-  return dlock__lock_release_by_req(l, owner_id);
-}
-
 static int force_release(dlock_lock *l) {
   fair *f = (fair *)l;
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
@@ -244,10 +141,12 @@ static void destroy(dlock_lock *l) {
 
 static const dlock__lock_methods fair_methods = {
     .kind = "fair",
+    .noun = "fair lock",
+    .early = 1,
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
     .size = sizeof(fair),
-    .acquire = acquire,
-    .release = release,
+    .acquire = dlock__lock_acquire_by_req,
+    .release = dlock__lock_release_by_req,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,

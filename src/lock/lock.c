@@ -270,6 +270,123 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
+/* ---- the acquire of a kind that is its requests ------------------------------ */
+
+typedef struct attempt {
+  dlock_lock *l;
+  uint64_t owner;
+  int64_t lease_ms;
+  int64_t wait_ms;
+  int tries;       /* tries sent: a queueing kind joins from the second on */
+  int64_t sent_ms; /* when the last try was sent: the lease starts there */
+  int64_t token;   /* a fenced grant's token */
+  int64_t prior;   /* the owner's hold count before this acquire */
+  int64_t try_ms;  /* no try after the last answered one was sent before
+                      this (the lease of one whose answer is lost started
+                      after it) */
+} attempt;
+
+/* One try: 1 acquired, 0 held by another (*hint: how long to wait at
+ * most), or an error. A kind that queues waiters (wait_req) joins once its
+ * waiter is subscribed, never on a single try; its replies cut the hint so
+ * that a queued waiter keeps its place (wait_reply). */
+static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
+  attempt *a = ctx;
+  dlock_lock *l = a->l;
+  const dlock__lock_methods *m = l->m;
+  dlock__req req;
+  redisReply *r;
+  int join = a->wait_ms != 0 && a->tries++ > 0;
+  int rc = m->wait_req ? m->wait_req(l, a->owner, a->lease_ms, join, &req)
+                       : m->try_req(l, a->owner, a->lease_ms, &req);
+  if (rc == DLOCK_OK)
+    rc = dlock__try_call(l->h.client, t, &req, &r);
+  if (rc != DLOCK_OK)
+    return rc;
+  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
+  a->sent_ms = t->sent_ms;     /* the lease started there */
+  rc = m->wait_reply && a->wait_ms != 0
+           ? m->wait_reply(l, r, hint, &a->token)
+           : m->read_reply(r, 0, hint, &a->token);
+  freeReplyObject(r);
+  if (rc == DLOCK_EDEADLK) { /* name it */
+    char head[140];
+    snprintf(head, sizeof head, "\"%.100s%s\": ", DLOCK__NAME(l->h.name));
+    dlock__fail_before(DLOCK_EDEADLK, head);
+  }
+  return rc;
+}
+
+/* Leave the queue (retried once when the reply is lost); the wait's error
+ * stays the caller's. */
+static void give_up(void *ctx) {
+  attempt *a = ctx;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
+  redisReply *r = NULL;
+  int rc = DLOCK_EIO;
+  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
+    dlock__req req;
+    rc = a->l->m->give_up_req(a->l, a->owner, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(a->l->h.client, &req, &r);
+  }
+  if (r)
+    freeReplyObject(r);
+  /* When both fail, dlock's scripts skip the entry once its liveness slot
+   * has passed (nobody refreshes it); Redisson's at its deadline. */
+  dlock__fail(0, "%s", saved);
+}
+
+/* A try whose answer was lost: did it run (wait.c)? A try that only
+ * queued counts as not run: the next one keeps the place. */
+static int recheck(void *ctx) {
+  attempt *a = ctx;
+  return dlock__lock_recheck(a->l, a->owner, a->prior, a->try_ms, &a->sent_ms);
+}
+
+int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                               int64_t lease_ms, dlock_grant *grant) {
+  const dlock__lock_methods *m = l->m;
+  dlock_client *c = l->h.client;
+  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  attempt a = {.l = l, .owner = owner, .wait_ms = wait_ms,
+               .lease_ms = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms
+                                    : lease_ms,
+               .prior = m->hold_count ? m->hold_count(l, owner) : 0,
+               .try_ms = dlock__now_ms()};
+  dlock__buf channel = {0};
+  dlock__wake_fn *wake;
+  if (m->wait_channel(l, owner, &channel, &wake) != DLOCK_OK) {
+    dlock__buf_free(&channel);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  char what[140];
+  snprintf(what, sizeof what, "%s \"%.100s%s\"", m->noun, DLOCK__NAME(l->h.name));
+  dlock__wait_spec spec = {
+      .what = what, .channel = channel.p, .channel_len = channel.len,
+      .wake = wake, .attempt = try_once, .handle = l, .owner = owner,
+      .early = m->early,
+      /* a queue's leaving, and its "-MS" lease hints */
+      .give_up = m->give_up_req ? give_up : NULL,
+      .lease_hints = m->give_up_req != NULL,
+      /* without the owner's count (a fenced grant's token cannot be asked
+       * later) a lost answer ends the wait with DLOCK_EIO */
+      .recheck = m->hold_count ? recheck : NULL};
+  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
+  dlock__buf_free(&channel);
+  if (rc != 1)
+    return rc;
+  rc = m->hold(l, owner, watchdog, a.lease_ms, a.sent_ms, NULL);
+  if (rc != DLOCK_OK) {
+    dlock__lock_release_by_req(l, owner); /* cannot track it: give it back */
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
+  }
+  grant->token = a.token;
+  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
+  return DLOCK_OK;
+}
+
 typedef struct lock_release {
   dlock_lock *l;
   uint64_t owner;

@@ -13,8 +13,12 @@
 
 typedef struct dlock__lock_methods {
   const char *kind;
+  const char *noun; /* for messages: "lock", "fair lock", "read lock" */
   unsigned caps; /* DLOCK_CAP_* */
   size_t size;   /* bytes to allocate for the backend's struct */
+  /* 1: every try of a wait after the first sends the same bytes, which the
+   * engine may send early on a wake-up (core.h, dlock__wait_spec.early) */
+  int early;
   /* owner: the id holds belong to (the caller's thread or bound owner; a
    * combinator passes its own to its members). */
   int (*acquire)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
@@ -188,6 +192,12 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
  * request id for the call and its retries on a lost reply (the unlock
  * latch replays it), then the reply applied to the owner's hold. */
 int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner);
+/* The acquire and release of a kind that is its requests (try_req or
+ * wait_req, read_reply, hold, wait_channel, release_req, released,
+ * forget; give_up_req and hold_count when it has them): its table's
+ * acquire and release slots. */
+int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                               int64_t lease_ms, dlock_grant *grant);
 
 /* Run a force-release script that answers 1 (deleted) or 0 (was free);
  * returns that, or an error. */

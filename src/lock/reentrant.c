@@ -78,80 +78,6 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return dlock__buf_add(channel, rl->channel.p, rl->channel.len);
 }
 
-/* ---- the blocking calls ----------------------------------------------------- */
-
-typedef struct attempt {
-  dlock_lock *l;
-  uint64_t owner_id;
-  int64_t lease_ms;
-  int64_t sent_ms; /* when the last try was sent: the lease starts there */
-  int64_t token;   /* fencing token when acquired */
-  int64_t prior;   /* the owner's hold count before this acquire */
-  int64_t try_ms;  /* no try after the last answered one was sent before
-                      this (the lease of one whose answer is lost started
-                      after it) */
-} attempt;
-
-/* One try: 1 acquired, 0 held by another (*hint = its PTTL), or an error. */
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  dlock__req req;
-  redisReply *r;
-  int rc = try_req(a->l, a->owner_id, a->lease_ms, &req);
-  if (rc == DLOCK_OK)
-    rc = dlock__try_call(a->l->h.client, t, &req, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  a->try_ms = dlock__now_ms(); /* the next try is sent after this */
-  a->sent_ms = t->sent_ms; /* the lease started there */
-  rc = a->l->m->read_reply(r, 0, hint, &a->token);
-  freeReplyObject(r);
-  return rc;
-}
-
-/* A try whose answer was lost: did it run (wait.c)? Its lease started no
- * earlier than the try. */
-static int recheck(void *ctx) {
-  attempt *a = ctx;
-  return dlock__lock_recheck(a->l, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
-}
-
-static int release(dlock_lock *l, uint64_t owner_id);
-
-static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
-                   int64_t lease_ms, dlock_grant *grant) {
-  reentrant *rl = (reentrant *)l;
-  dlock_client *c = l->h.client;
-  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {l, owner_id,
-               watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
-               0, 0, dlock__hashlock_count(l, owner_id), dlock__now_ms()};
-  char what[140];
-  snprintf(what, sizeof what, "lock \"%.100s%s\"", DLOCK__NAME(l->h.name));
-  dlock__wait_spec spec = {.what = what, .channel = rl->channel.p,
-                           .channel_len = rl->channel.len,
-                           .wake = dlock__wake_one, .attempt = try_once,
-                           .handle = l, .owner = owner_id,
-                           /* a fenced grant's token cannot be asked later */
-                           .recheck = l->m->read_reply == dlock__hashlock_read_reply ? recheck
-                                                                     : NULL};
-  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
-  if (rc != 1)
-    return rc;
-  rc = dlock__hashlock_hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
-  if (rc != DLOCK_OK) {
-    release(l, owner_id); /* cannot track it: do not keep it */
-    return dlock__fail(rc, "out of memory recording the hold");
-  }
-  grant->token = a.token;
-  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
-  return DLOCK_OK;
-}
-
-static int release(dlock_lock *l, uint64_t owner_id) {
-  return dlock__lock_release_by_req(l, owner_id);
-}
-
 static int force_release(dlock_lock *l) {
   reentrant *rl = (reentrant *)l;
   const char *keys[] = {l->h.name};
@@ -171,10 +97,11 @@ static void destroy(dlock_lock *l) {
 
 static const dlock__lock_methods reentrant_methods = {
     .kind = "reentrant",
+    .noun = "lock",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(reentrant),
-    .acquire = acquire,
-    .release = release,
+    .acquire = dlock__lock_acquire_by_req,
+    .release = dlock__lock_release_by_req,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
@@ -191,10 +118,11 @@ static const dlock__lock_methods reentrant_methods = {
 
 static const dlock__lock_methods fenced_methods = {
     .kind = "fenced",
+    .noun = "lock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
     .size = sizeof(reentrant),
-    .acquire = acquire,
-    .release = release,
+    .acquire = dlock__lock_acquire_by_req,
+    .release = dlock__lock_release_by_req,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,

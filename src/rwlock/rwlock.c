@@ -234,85 +234,6 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return dlock__buf_add(channel, h->channel.p, h->channel.len);
 }
 
-/* ---- the blocking calls ----------------------------------------------------- */
-
-typedef struct attempt {
-  rw_half *h;
-  int64_t lease_ms;
-  int64_t sent_ms;
-  uint64_t owner_id;
-  int64_t prior;  /* the owner's hold count of this half before */
-  int64_t try_ms; /* no try after the last answered one was sent before
-                     this (the lease of one whose answer is lost started
-                     after it) */
-} attempt;
-
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  dlock_lock *l = &a->h->base;
-  dlock__req req;
-  redisReply *r;
-  int rc = try_req(l, a->owner_id, a->lease_ms, &req);
-  if (rc == DLOCK_OK)
-    rc = dlock__try_call(l->h.client, t, &req, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  a->sent_ms = t->sent_ms; /* the lease started there */
-  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
-  int64_t token;
-  rc = read_reply(r, 0, hint, &token);
-  freeReplyObject(r);
-  if (rc == DLOCK_EDEADLK) { /* name it */
-    char head[140];
-    snprintf(head, sizeof head, "\"%.100s%s\": ", DLOCK__NAME(l->h.name));
-    dlock__fail_before(DLOCK_EDEADLK, head);
-  }
-  return rc;
-}
-
-/* A try whose answer was lost: did it run (wait.c)? */
-static int recheck(void *ctx) {
-  attempt *a = ctx;
-  return dlock__lock_recheck(&a->h->base, a->owner_id, a->prior, a->try_ms, &a->sent_ms);
-}
-
-static int release(dlock_lock *l, uint64_t owner_id);
-
-static int acquire(dlock_lock *l, uint64_t owner_id, int64_t wait_ms,
-                   int64_t lease_ms, dlock_grant *grant) {
-  rw_half *h = (rw_half *)l;
-  dlock_client *c = l->h.client;
-  who w;
-  dlock__hold_id id;
-  int rc = who_id(h, owner_id, &w, &id);
-  if (rc != DLOCK_OK)
-    return rc;
-  int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {h, watchdog ? dlock__client_opts(c)->watchdog_timeout_ms : lease_ms,
-               0, owner_id, dlock__hold_count(c, &id), dlock__now_ms()};
-  char what[140];
-  snprintf(what, sizeof what, "%s lock \"%.100s%s\"", h->is_write ? "write" : "read",
-           DLOCK__NAME(l->h.name));
-  dlock__wait_spec spec = {.what = what, .channel = h->channel.p,
-                           .channel_len = h->channel.len, .wake = rw_wake,
-                           .attempt = try_once, .early = 1, .handle = l,
-                           .owner = owner_id, .recheck = recheck};
-  rc = dlock__wait_loop(c, &spec, wait_ms, &a);
-  if (rc != 1)
-    return rc;
-  rc = hold(l, owner_id, watchdog, a.lease_ms, a.sent_ms, NULL);
-  if (rc != DLOCK_OK) {
-    release(l, owner_id); /* cannot track it: do not keep it */
-    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-  }
-  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
-  return DLOCK_OK;
-}
-
-static int release(dlock_lock *l, uint64_t owner_id) {
-  return dlock__lock_release_by_req(l, owner_id);
-}
-
 static int force_release(dlock_lock *l) {
   rw_half *h = (rw_half *)l;
   const char *mode = h->is_write ? "write" : "read";
@@ -371,10 +292,12 @@ static void destroy(dlock_lock *l) {
 
 static const dlock__lock_methods read_methods = {
     .kind = "read",
+    .noun = "read lock",
+    .early = 1,
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
     .size = sizeof(rw_half),
-    .acquire = acquire,
-    .release = release,
+    .acquire = dlock__lock_acquire_by_req,
+    .release = dlock__lock_release_by_req,
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
@@ -391,10 +314,12 @@ static const dlock__lock_methods read_methods = {
 
 static const dlock__lock_methods write_methods = {
     .kind = "write",
+    .noun = "write lock",
+    .early = 1,
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(rw_half),
-    .acquire = acquire,
-    .release = release,
+    .acquire = dlock__lock_acquire_by_req,
+    .release = dlock__lock_release_by_req,
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
