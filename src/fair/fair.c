@@ -139,17 +139,7 @@ static void destroy(dlock_lock *l) {
   dlock__buf_free(&f->latch_prefix);
 }
 
-static const dlock__lock_methods fair_methods = {
-    .kind = "fair",
-    .noun = "fair lock",
-    .early = 1,
-    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
-    .size = sizeof(fair),
-    .acquire = dlock__lock_acquire_by_req,
-    .release = dlock__lock_release_by_req,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
+static const dlock__lock_reqs fair_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = dlock__hashlock_read_reply,
@@ -157,11 +147,23 @@ static const dlock__lock_methods fair_methods = {
     .released = dlock__hashlock_released,
     .forget = dlock__hashlock_forget,
     .wait_channel = wait_channel,
+    .early = 1,
     .wait_req = wait_req,
     .wait_reply = wait_reply,
     .give_up_req = give_up_req,
     .hold_count = dlock__hashlock_count,
     .guard_field = dlock__hashlock_guard_field,
+};
+
+static const dlock__lock_methods fair_methods = {
+    .kind = "fair",
+    .noun = "fair lock",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
+    .size = sizeof(fair),
+    .reqs = &fair_reqs,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
 };
 
 int dlock_fair_lock_new(dlock_client *client, const char *name,

@@ -159,11 +159,12 @@ static int guard_keys(guard *g, int fenced) {
 static int guard_of_lock(dlock_lock *lock, uint64_t owner, guard *g) {
   *g = (guard){.c = lock->h.client, .name = lock->h.name,
                .name_len = lock->h.name_len};
-  if (lock->m->guard_field == NULL || g->c == NULL)
+  if (lock->m->reqs == NULL || lock->m->reqs->guard_field == NULL ||
+      g->c == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot guard a write (the "
                        "reentrant, fenced and fair locks and the read-write "
                        "lock's halves can)", lock->m->kind);
-  g->field_len = lock->m->guard_field(lock, owner, g->field);
+  g->field_len = lock->m->reqs->guard_field(lock, owner, g->field);
   int fenced = (lock->m->caps & DLOCK_CAP_FENCED) != 0;
   g->token_len = (size_t)snprintf(g->token, sizeof g->token, "%s",
                                   fenced ? "*" : "");
@@ -497,7 +498,8 @@ static int check_async(dlock_lock *lock, uint64_t *owner) {
     rc = dlock__fail(DLOCK_EINVAL, "no owner: pass an owner id "
                      "(dlock_owner_id_new) or bind one to the handle "
                      "(dlock_lock_bind_owner)");
-  if (rc == DLOCK_OK && (lock->h.client == NULL || lock->m->guard_field == NULL))
+  if (rc == DLOCK_OK && (lock->h.client == NULL || lock->m->reqs == NULL ||
+                        lock->m->reqs->guard_field == NULL))
     rc = dlock__fail(DLOCK_ENOTSUP, "%s locks cannot guard a write",
                      lock->m->kind);
   return rc;

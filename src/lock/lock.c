@@ -79,7 +79,7 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
     return rc;
   if (dlock__on_engine_thread())
     return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
-  if (lock->m->acquire == NULL)
+  if (lock->m->reqs == NULL && lock->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", lock->m->kind);
   dlock_grant g = {0, 0};
   uint64_t owner = dlock__lock_owner_id(lock);
@@ -88,14 +88,14 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   if (wait_ms != 0) /* the waits below answer to this handle's interrupts */
     dlock__wait_top(lock);
   dlock__guard_begin();
-  rc = lock->m->acquire(lock, owner, wait_ms, lease_ms, &g);
+  rc = dlock__lock_run_acquire(lock, owner, wait_ms, lease_ms, &g);
   char why[1700];
   int missed = dlock__guard_end(why, sizeof why);
   if (wait_ms != 0)
     dlock__wait_top(NULL);
   if (rc == DLOCK_OK && missed) {
     /* a failover now would lose the grant: give it back, and say so */
-    if (lock->m->release(lock, owner) != DLOCK_OK)
+    if (dlock__lock_run_release(lock, owner) != DLOCK_OK)
       rc = dlock__fail(missed, "%s; releasing it failed too (%s): the "
                        "lease ends it", why, dlock_errmsg());
     else
@@ -140,14 +140,14 @@ int dlock_release(dlock_lock *lock) {
   int rc = dlock__lock_check(lock);
   if (rc != DLOCK_OK)
     return rc;
-  if (lock->m->release == NULL)
+  if (lock->m->reqs == NULL && lock->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", lock->m->kind);
   /* the release's write waits for the replicas too (a failover that lost
    * it would show the hold again until its lease ended); its outcome
    * stands whatever they acknowledged */
   char why[1700];
   dlock__guard_begin();
-  rc = lock->m->release(lock, dlock__lock_owner_id(lock));
+  rc = dlock__lock_run_release(lock, dlock__lock_owner_id(lock));
   dlock__guard_end(why, sizeof why);
   if (lock->h.client)
     dlock__stats_release(dlock__client_stats(lock->h.client), rc);
@@ -209,7 +209,7 @@ const char *dlock_lock_name(const dlock_lock *lock, size_t *len) {
 /* ---- single tries and releases as requests --------------------------------- */
 
 int dlock__lock_has_requests(const dlock_lock *lock) {
-  return lock->m->try_req != NULL;
+  return lock->m->reqs != NULL;
 }
 
 static int no_requests(const dlock_lock *lock) {
@@ -221,32 +221,32 @@ int dlock__lock_try_req(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
                         dlock__req *req) {
   if (!dlock__lock_has_requests(lock))
     return no_requests(lock);
-  return lock->m->try_req(lock, owner, lease_ms, req);
+  return lock->m->reqs->try_req(lock, owner, lease_ms, req);
 }
 
 int dlock__lock_release_req(dlock_lock *lock, uint64_t owner, const char *rid,
                             dlock__req *req) {
   if (!dlock__lock_has_requests(lock))
     return no_requests(lock);
-  return lock->m->release_req(lock, owner, rid, req);
+  return lock->m->reqs->release_req(lock, owner, rid, req);
 }
 
 int dlock__lock_hold(dlock_lock *lock, uint64_t owner, int watchdog,
                      int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
   if (!dlock__lock_has_requests(lock))
     return no_requests(lock);
-  return lock->m->hold(lock, owner, watchdog, lease_ms, t0_ms, ln);
+  return lock->m->reqs->hold(lock, owner, watchdog, lease_ms, t0_ms, ln);
 }
 
 int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r) {
   if (!dlock__lock_has_requests(lock))
     return no_requests(lock);
-  return lock->m->released(lock, owner, r);
+  return lock->m->reqs->released(lock, owner, r);
 }
 
 void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
   if (dlock__lock_has_requests(lock))
-    lock->m->forget(lock, owner);
+    lock->m->reqs->forget(lock, owner);
 }
 
 int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
@@ -293,7 +293,7 @@ typedef struct attempt {
 static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   attempt *a = ctx;
   dlock_lock *l = a->l;
-  const dlock__lock_methods *m = l->m;
+  const dlock__lock_reqs *m = l->m->reqs;
   dlock__req req;
   redisReply *r;
   int join = a->wait_ms != 0 && a->tries++ > 0;
@@ -327,7 +327,7 @@ static void give_up(void *ctx) {
   int rc = DLOCK_EIO;
   for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
     dlock__req req;
-    rc = a->l->m->give_up_req(a->l, a->owner, &req);
+    rc = a->l->m->reqs->give_up_req(a->l, a->owner, &req);
     if (rc == DLOCK_OK)
       rc = dlock__call(a->l->h.client, &req, &r);
   }
@@ -347,7 +347,7 @@ static int recheck(void *ctx) {
 
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant) {
-  const dlock__lock_methods *m = l->m;
+  const dlock__lock_reqs *m = l->m->reqs;
   dlock_client *c = l->h.client;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt a = {.l = l, .owner = owner, .wait_ms = wait_ms,
@@ -362,7 +362,8 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
   char what[140];
-  snprintf(what, sizeof what, "%s \"%.100s%s\"", m->noun, DLOCK__NAME(l->h.name));
+  snprintf(what, sizeof what, "%s \"%.100s%s\"", l->m->noun,
+           DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {
       .what = what, .channel = channel.p, .channel_len = channel.len,
       .wake = wake, .attempt = try_once, .handle = l, .owner = owner,
@@ -387,6 +388,23 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   return DLOCK_OK;
 }
 
+int dlock__lock_run_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                            int64_t lease_ms, dlock_grant *grant) {
+  if (l->m->reqs)
+    return dlock__lock_acquire_by_req(l, owner, wait_ms, lease_ms, grant);
+  if (l->m->acquire == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
+  return l->m->acquire(l, owner, wait_ms, lease_ms, grant);
+}
+
+int dlock__lock_run_release(dlock_lock *l, uint64_t owner) {
+  if (l->m->reqs)
+    return dlock__lock_release_by_req(l, owner);
+  if (l->m->release == NULL)
+    return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
+  return l->m->release(l, owner);
+}
+
 typedef struct lock_release {
   dlock_lock *l;
   uint64_t owner;
@@ -394,7 +412,7 @@ typedef struct lock_release {
 
 static int build_release(void *ctx, const char *rid, dlock__req *req) {
   lock_release *x = ctx;
-  return x->l->m->release_req(x->l, x->owner, rid, req);
+  return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
 }
 
 int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
@@ -404,10 +422,10 @@ int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
     if (rc == DLOCK_EIO)
-      l->m->forget(l, owner);
+      l->m->reqs->forget(l, owner);
     return rc;
   }
-  rc = l->m->released(l, owner, r);
+  rc = l->m->reqs->released(l, owner, r);
   freeReplyObject(r);
   return rc;
 }

@@ -24,7 +24,7 @@ static dlock_lock *lock_of(const dlock__aop *op) {
 }
 
 int dlock__lock_can_wait(const dlock_lock *l) {
-  return dlock__lock_has_requests(l) && l->m->wait_channel != NULL;
+  return dlock__lock_has_requests(l) && l->m->reqs->wait_channel != NULL;
 }
 
 /* The common checks, and the owner: *owner, or the handle's bound one
@@ -58,24 +58,24 @@ static int job_op(dlock_lock *l, int (*fn)(dlock__aop *), uint64_t owner,
 }
 
 static int release_blocking(dlock__aop *op) {
-  return lock_of(op)->m->release(lock_of(op), op->owner);
+  return dlock__lock_run_release(lock_of(op), op->owner);
 }
 
 /* ---- acquire: a lock kind's requests as the waiting recipe's ---------------- */
 
 static int lock_try_req(dlock__aop *op, dlock__req *req) {
   dlock_lock *l = lock_of(op);
-  if (l->m->wait_req) /* a try that may join a queue once subscribed */
-    return l->m->wait_req(l, op->owner, op->lease_ms,
+  if (l->m->reqs->wait_req) /* a try that may join a queue once subscribed */
+    return l->m->reqs->wait_req(l, op->owner, op->lease_ms,
                           op->wait_ms != 0 && op->w != NULL, req);
-  return l->m->try_req(l, op->owner, op->lease_ms, req);
+  return l->m->reqs->try_req(l, op->owner, op->lease_ms, req);
 }
 
 static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
   dlock_lock *l = lock_of(op);
   int64_t token = 0;
-  int rc = l->m->wait_reply ? l->m->wait_reply(l, r, hint, &token)
-                            : l->m->read_reply(r, 0, hint, &token);
+  int rc = l->m->reqs->wait_reply ? l->m->reqs->wait_reply(l, r, hint, &token)
+                            : l->m->reqs->read_reply(r, 0, hint, &token);
   if (rc == 1)
     op->res.grant.token = token;
   return rc;
@@ -83,7 +83,7 @@ static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
 
 static int lock_granted(dlock__aop *op) {
   dlock_lock *l = lock_of(op);
-  if (l->m->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms, NULL) !=
+  if (l->m->reqs->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms, NULL) !=
       DLOCK_OK)
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
   op->res.grant.validity_ms = op->lease_ms - (dlock__now_ms() - op->sent_ms);
@@ -94,7 +94,7 @@ static void lock_give_back(dlock__aop *op) {
   char rid[33];
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
-      lock_of(op)->m->release_req(lock_of(op), op->owner, rid, req) != DLOCK_OK) {
+      lock_of(op)->m->reqs->release_req(lock_of(op), op->owner, rid, req) != DLOCK_OK) {
     free(req); /* the lease ends it */
     return;
   }
@@ -104,7 +104,7 @@ static void lock_give_back(dlock__aop *op) {
 static void lock_give_up(dlock__aop *op) {
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL ||
-      lock_of(op)->m->give_up_req(lock_of(op), op->owner, req) != DLOCK_OK) {
+      lock_of(op)->m->reqs->give_up_req(lock_of(op), op->owner, req) != DLOCK_OK) {
     free(req); /* the entry's liveness runs out */
     return;
   }
@@ -112,7 +112,7 @@ static void lock_give_up(dlock__aop *op) {
 }
 
 static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  return lock_of(op)->m->wait_channel(lock_of(op), op->owner, ch, wake);
+  return lock_of(op)->m->reqs->wait_channel(lock_of(op), op->owner, ch, wake);
 }
 
 /* A try whose answer was lost: did it run? (a pool thread) The server's
@@ -121,7 +121,7 @@ static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
  * several operations under way) are in both. */
 static int lock_recheck(dlock__aop *op) {
   dlock_lock *l = lock_of(op);
-  int64_t known = l->m->hold_count(l, op->owner);
+  int64_t known = l->m->reqs->hold_count(l, op->owner);
   dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
   return dlock__lock_recheck(l, op->owner, known, op->sent_ms, &op->sent_ms);
 }
@@ -162,7 +162,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return rc;
   if ((rc = dlock__check_wait_lease(wait_ms, lease_ms)) != DLOCK_OK)
     return rc;
-  if (l->m->acquire == NULL)
+  if (l->m->reqs == NULL && l->m->acquire == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be acquired", l->m->kind);
   if (l->m->acquire_async)
     return l->m->acquire_async(l, owner, wait_ms, lease_ms, done, data, out);
@@ -180,8 +180,8 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
                      : lease_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  op->aw = l->m->give_up_req ? &lock_await_queued : &lock_await;
-  op->askable = l->m->hold_count != NULL;
+  op->aw = l->m->reqs->give_up_req ? &lock_await_queued : &lock_await;
+  op->askable = l->m->reqs->hold_count != NULL;
   return dlock__aop_start(op, dlock__await_start, out);
 }
 
@@ -203,14 +203,14 @@ static void release_reply(dlock__req *req, redisReply *reply, int status) {
   }
   if (rc != DLOCK_OK) {
     if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
-      l->m->forget(l, op->owner);
+      l->m->reqs->forget(l, op->owner);
     dlock__aop_finish(op, rc);
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR)
     rc = dlock__fail_reply(reply, "Redis");
   else
-    rc = l->m->released(l, op->owner, reply);
+    rc = l->m->reqs->released(l, op->owner, reply);
   freeReplyObject(reply);
   dlock__aop_finish(op, rc);
 }
@@ -231,7 +231,7 @@ static void release_send(dlock__aop *op) {
       return;
     }
   }
-  int rc = lock_of(op)->m->release_req(lock_of(op), op->owner, op->ctx, req);
+  int rc = lock_of(op)->m->reqs->release_req(lock_of(op), op->owner, op->ctx, req);
   if (rc != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);
@@ -252,7 +252,7 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
   int rc = check(l, done, &owner, 1);
   if (rc != DLOCK_OK)
     return rc;
-  if (l->m->release == NULL)
+  if (l->m->reqs == NULL && l->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
   if (l->m->release_async)
     return l->m->release_async(l, owner, done, data, out);

@@ -11,27 +11,11 @@
 #include "dlock/async.h"
 #include "dlock/lock.h"
 
-typedef struct dlock__lock_methods {
-  const char *kind;
-  const char *noun; /* for messages: "lock", "fair lock", "read lock" */
-  unsigned caps; /* DLOCK_CAP_* */
-  size_t size;   /* bytes to allocate for the backend's struct */
-  /* 1: every try of a wait after the first sends the same bytes, which the
-   * engine may send early on a wake-up (core.h, dlock__wait_spec.early) */
-  int early;
-  /* owner: the id holds belong to (the caller's thread or bound owner; a
-   * combinator passes its own to its members). */
-  int (*acquire)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
-                 int64_t lease_ms, dlock_grant *grant);
-  int (*release)(dlock_lock *lock, uint64_t owner);
-  int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
-  int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
-  void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
-
-  /* Single tries and releases as requests, for a combinator that asks many
-   * locks on many clients at once and waits for them together (RedLock).
-   * Call them through the dlock__lock_* wrappers below, which check that
-   * the kind has them. */
+/* What a script-based kind is: the requests it sends and how it reads
+ * their answers. The lock recipe (lock.c: dlock__lock_acquire_by_req,
+ * dlock__lock_release_by_req; lock_async.c) drives any kind from these
+ * alone, blocking or not, and RedLock asks its members by them. */
+typedef struct dlock__lock_reqs {
   /* Build one try (no waiting) into req, for the caller to submit. */
   int (*try_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms,
                  dlock__req *req);
@@ -54,13 +38,13 @@ typedef struct dlock__lock_methods {
   int (*released)(dlock_lock *lock, uint64_t owner, const redisReply *r);
   /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
   void (*forget)(dlock_lock *lock, uint64_t owner);
-
-  /* Waiting without a thread (src/async): the channel a waiter of owner
-   * listens on, appended to *channel, and how many waiters one message
-   * wakes. DLOCK_OK or DLOCK_ENOMEM. A kind with it and the request
-   * methods above can wait asynchronously. */
+  /* The channel a waiter of owner listens on, appended to *channel, and
+   * how many waiters one message wakes. DLOCK_OK or DLOCK_ENOMEM. */
   int (*wait_channel)(dlock_lock *lock, uint64_t owner, dlock__buf *channel,
                       dlock__wake_fn **wake);
+  /* 1: every try of a wait after the first sends the same bytes, which the
+   * engine may send early on a wake-up (core.h, dlock__wait_spec.early) */
+  int early;
   /* Optional, for a kind whose waiters queue (the fair lock): a try that
    * joins the queue when join is 1 (the waiter is subscribed); its reply
    * read with the handle; and the request that leaves the queue. NULL:
@@ -71,6 +55,38 @@ typedef struct dlock__lock_methods {
   int (*wait_reply)(dlock_lock *lock, const redisReply *r, int64_t *hint,
                     int64_t *token);
   int (*give_up_req)(dlock_lock *lock, uint64_t owner, dlock__req *req);
+  /* Optional: the owner's hold count as the client's hold registry has it
+   * (-1: reported lost). When a try's answer is lost, the server's count
+   * (state) against it says whether the try ran (dlock__lock_recheck).
+   * NULL: not asked, the acquire fails with DLOCK_EIO (a fenced grant's
+   * token cannot be asked later). */
+  int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
+  /* Optional: the owner's field in the lock's hash ("U:T", "U:T:write")
+   * into out, its length: a guarded write checks it (src/fence). NULL: the
+   * kind cannot guard a write. */
+  size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
+} dlock__lock_reqs;
+
+/* A lock kind: its name, what it can do, and either its requests (a
+ * script-based kind) or the handle operations of a composite (the
+ * multi-lock, RedLock, the semaphore lock), which drive other locks or
+ * calls. Public calls in lock.c hold every argument check. */
+typedef struct dlock__lock_methods {
+  const char *kind;
+  const char *noun; /* for messages: "lock", "fair lock", "read lock" */
+  unsigned caps;    /* DLOCK_CAP_* */
+  size_t size;      /* bytes to allocate for the backend's struct */
+  const dlock__lock_reqs *reqs; /* NULL: a composite */
+  /* Every kind: */
+  int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
+  int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
+  void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
+  /* A composite's (a kind with reqs: NULL, the recipe's). owner: the id
+   * holds belong to (the caller's thread or bound owner; a combinator
+   * passes its own to its members). */
+  int (*acquire)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
+                 int64_t lease_ms, dlock_grant *grant);
+  int (*release)(dlock_lock *lock, uint64_t owner);
   /* Optional: a kind built on another async call (the semaphore lock, on
    * the permits') starts its async acquire itself; arguments checked. */
   int (*acquire_async)(dlock_lock *lock, uint64_t owner, int64_t wait_ms,
@@ -82,18 +98,13 @@ typedef struct dlock__lock_methods {
   /* Optional: a combinator's async release (owner checked). */
   int (*release_async)(dlock_lock *lock, uint64_t owner, dlock_done_fn *done,
                        void *data, dlock_op *op);
-  /* Optional: the owner's hold count as the client's hold registry has it
-   * (-1: reported lost). When an async try's answer is lost, the server's
-   * count (state) against it says whether the try ran
-   * (dlock__lock_recheck), as the blocking wait asks. NULL: not asked, the
-   * acquire fails with DLOCK_EIO (a fenced grant's token cannot be asked
-   * later). */
-  int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
-  /* Optional: the owner's field in the lock's hash ("U:T", "U:T:write")
-   * into out, its length: a guarded write checks it (src/fence). NULL: the
-   * kind cannot guard a write. */
-  size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
 } dlock__lock_methods;
+
+/* The kind's acquire and release (arguments checked): the recipe's for a
+ * kind with requests, a composite's own. For a combinator's members too. */
+int dlock__lock_run_acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
+                            int64_t lease_ms, dlock_grant *grant);
+int dlock__lock_run_release(dlock_lock *l, uint64_t owner);
 
 struct dlock_lock {
   dlock__handle h;      /* first; h.client is NULL for combinators */
@@ -192,10 +203,7 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
  * request id for the call and its retries on a lost reply (the unlock
  * latch replays it), then the reply applied to the owner's hold. */
 int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner);
-/* The acquire and release of a kind that is its requests (try_req or
- * wait_req, read_reply, hold, wait_channel, release_req, released,
- * forget; give_up_req and hold_count when it has them): its table's
- * acquire and release slots. */
+/* The acquire of a kind that is its requests (dlock__lock_reqs). */
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant);
 

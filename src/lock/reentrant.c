@@ -95,16 +95,7 @@ static void destroy(dlock_lock *l) {
   dlock__buf_free(&rl->latch_prefix);
 }
 
-static const dlock__lock_methods reentrant_methods = {
-    .kind = "reentrant",
-    .noun = "lock",
-    .caps = DLOCK_CAP_REENTRANT,
-    .size = sizeof(reentrant),
-    .acquire = dlock__lock_acquire_by_req,
-    .release = dlock__lock_release_by_req,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
+static const dlock__lock_reqs reentrant_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = dlock__hashlock_read_reply,
@@ -116,16 +107,9 @@ static const dlock__lock_methods reentrant_methods = {
     .guard_field = dlock__hashlock_guard_field,
 };
 
-static const dlock__lock_methods fenced_methods = {
-    .kind = "fenced",
-    .noun = "lock",
-    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
-    .size = sizeof(reentrant),
-    .acquire = dlock__lock_acquire_by_req,
-    .release = dlock__lock_release_by_req,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
+/* The same requests, each grant with its token: a lost answer cannot be
+ * asked after (no hold_count). */
+static const dlock__lock_reqs fenced_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = fenced_read_reply,
@@ -134,6 +118,28 @@ static const dlock__lock_methods fenced_methods = {
     .forget = dlock__hashlock_forget,
     .wait_channel = wait_channel,
     .guard_field = dlock__hashlock_guard_field,
+};
+
+static const dlock__lock_methods reentrant_methods = {
+    .kind = "reentrant",
+    .noun = "lock",
+    .caps = DLOCK_CAP_REENTRANT,
+    .size = sizeof(reentrant),
+    .reqs = &reentrant_reqs,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
+static const dlock__lock_methods fenced_methods = {
+    .kind = "fenced",
+    .noun = "lock",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
+    .size = sizeof(reentrant),
+    .reqs = &fenced_reqs,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
 };
 
 static int make(const dlock__lock_methods *m, dlock_client *client,

@@ -20,7 +20,7 @@ typedef struct multi {
 static void release_taken(multi *m, uint64_t owner, const int *taken) {
   for (size_t i = m->n; i > 0; i--)
     if (taken[i - 1])
-      m->members[i - 1]->m->release(m->members[i - 1], owner);
+      dlock__lock_run_release(m->members[i - 1], owner);
 }
 
 static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
@@ -37,7 +37,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     }
     dlock_lock *member = m->members[i];
     dlock_grant g = {0, 0};
-    int rc = member->m->acquire(member, owner, 0, lease_ms, &g);
+    int rc = dlock__lock_run_acquire(member, owner, 0, lease_ms, &g);
     if (rc == DLOCK_OK) {
       taken[i++] = 1;
       if (g.validity_ms < validity)
@@ -57,7 +57,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     if (deadline >= 0 && left <= 0)
       return dlock__fail(DLOCK_ETIMEDOUT, "multi-lock: member %zu still held", i);
     /* wait for the busy member alone, then start over holding it */
-    rc = member->m->acquire(member, owner, left, lease_ms, &g);
+    rc = dlock__lock_run_acquire(member, owner, left, lease_ms, &g);
     if (rc != DLOCK_OK)
       return rc == DLOCK_ETIMEDOUT
                  ? dlock__fail(rc, "multi-lock: member %zu still held", i)
@@ -75,7 +75,7 @@ static int release(dlock_lock *l, uint64_t owner) {
   int first = DLOCK_OK;
   char why[512] = "";
   for (size_t i = m->n; i > 0; i--) {
-    int rc = m->members[i - 1]->m->release(m->members[i - 1], owner);
+    int rc = dlock__lock_run_release(m->members[i - 1], owner);
     if (rc != DLOCK_OK && first == DLOCK_OK) {
       first = rc;
       snprintf(why, sizeof why, "member %zu: %s", i - 1, dlock_errmsg());

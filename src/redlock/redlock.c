@@ -87,7 +87,7 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
   int64_t hint, token;
-  if (status == DLOCK_OK && c->m->read_reply(reply, !r->is_try, &hint, &token) == 1)
+  if (status == DLOCK_OK && c->m->reqs->read_reply(reply, !r->is_try, &hint, &token) == 1)
     r->granted++;
   r->pending--;
   void (*notify)(void *) = NULL;
@@ -358,7 +358,7 @@ static void tally_round(redlock *rl, round *r, int64_t t0, int64_t round_end,
              member_where(m, at, sizeof at),
              c->reply->str);
     } else {
-      int got = m->m->read_reply(c->reply, 0, &hint, &token);
+      int got = m->m->reqs->read_reply(c->reply, 0, &hint, &token);
       if (got == 1) {
         t->granted[i] = 1;
         t->ngranted++;

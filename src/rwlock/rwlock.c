@@ -290,17 +290,8 @@ static void destroy(dlock_lock *l) {
   dlock__buf_free(&h->tag);
 }
 
-static const dlock__lock_methods read_methods = {
-    .kind = "read",
-    .noun = "read lock",
-    .early = 1,
-    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
-    .size = sizeof(rw_half),
-    .acquire = dlock__lock_acquire_by_req,
-    .release = dlock__lock_release_by_req,
-    .force_release = force_release,
-    .state = state,
-    .destroy = destroy,
+/* Both halves: the half decides the script and the hold's field. */
+static const dlock__lock_reqs half_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = read_reply,
@@ -308,30 +299,31 @@ static const dlock__lock_methods read_methods = {
     .released = released,
     .forget = forget,
     .wait_channel = wait_channel,
+    .early = 1,
     .hold_count = hold_count,
     .guard_field = guard_field,
+};
+
+static const dlock__lock_methods read_methods = {
+    .kind = "read",
+    .noun = "read lock",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
+    .size = sizeof(rw_half),
+    .reqs = &half_reqs,
+    .force_release = force_release,
+    .state = state,
+    .destroy = destroy,
 };
 
 static const dlock__lock_methods write_methods = {
     .kind = "write",
     .noun = "write lock",
-    .early = 1,
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(rw_half),
-    .acquire = dlock__lock_acquire_by_req,
-    .release = dlock__lock_release_by_req,
+    .reqs = &half_reqs,
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
-    .try_req = try_req,
-    .release_req = release_req,
-    .read_reply = read_reply,
-    .hold = hold,
-    .released = released,
-    .forget = forget,
-    .wait_channel = wait_channel,
-    .hold_count = hold_count,
-    .guard_field = guard_field,
 };
 
 static int half_new(const dlock__lock_methods *m, dlock_client *client,
