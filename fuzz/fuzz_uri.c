@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/uri.h"
+#include "base/uri.h"
 #include "dlock/dlock.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "core/uri.h"
+#include "base/uri.h"
 #include "harness.h"
 #include "redis_server.h"
 

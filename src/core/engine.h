@@ -13,9 +13,9 @@
 #include <uv.h>
 
 #include "core/core.h"
-#include "core/map.h"
+#include "base/map.h"
 #include "core/stats.h"
-#include "core/uri.h"
+#include "base/uri.h"
 #include "net/sock.h"
 
 /* ---- per-thread parker (engine.c): where a blocking call's thread waits --- */

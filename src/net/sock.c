@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "net/sock.h"
 
 int dlock__sock_resolve(const char *host, int port, struct sockaddr_storage *ss,

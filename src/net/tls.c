@@ -8,7 +8,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "net/tls.h"
 
 struct dlock__tls_ctx {

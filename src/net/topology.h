@@ -9,7 +9,7 @@
 #define DLOCK_NET_TOPOLOGY_H
 
 #include "core/engine.h"
-#include "net/policy.h"
+#include "base/policy.h"
 
 #define DLOCK__SLOTS 16384   /* a cluster's hash slots */
 #define DLOCK__MAX_NODES 128 /* the most nodes a cluster client talks to */

@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
-#include "core/uri.h"
+#include "base/base.h"
+#include "dlock/client.h"
+#include "base/uri.h"
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9')

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/map.h"
+#include "base/map.h"
 
 uint64_t dlock__hash(const void *key, size_t len) {
   /* FNV-1a, 64 bit */

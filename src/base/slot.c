@@ -1,7 +1,7 @@
 /* Redis Cluster's key -> hash slot: CRC16 (XMODEM: polynomial 0x1021, no
  * reflection, initial 0) of the key, or of its hash tag (the bytes between
  * the first '{' and the next '}', when not empty), modulo 16384. */
-#include "core/core.h"
+#include "base/base.h"
 
 static uint16_t crc16(const unsigned char *p, size_t n) {
   uint16_t crc = 0;

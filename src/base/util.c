@@ -9,7 +9,7 @@
 
 #include <openssl/rand.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "dlock/lock.h"
 
 int64_t dlock__now_ms(void) {

@@ -2,7 +2,7 @@
  * place: the table below is docs/wire.md's layout. */
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 /* Redisson's rule (RedissonObject.prefixName/suffixName): a name that
  * contains a '{' anywhere is used as it is; any other is wrapped as {N}. It

@@ -1,5 +1,5 @@
 /* Server answers by what they say about the call (classify.h). */
-#include "net/policy.h"
+#include "base/policy.h"
 
 #include <string.h>
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
-#include "net/policy.h"
+#include "base/base.h"
+#include "base/policy.h"
 
 static _Thread_local char small[512]; /* most messages: no allocation */
 static _Thread_local char *big;       /* a longer one's, NULL until then */

@@ -1,0 +1,109 @@
+/* The base: what every layer may use and nothing below it (no I/O, no
+ * engine): errors, the clock, byte buffers and RESP, Redisson's key names,
+ * hash slots, random ids, and the wait and lease arguments' check. The
+ * reply policy (base/policy.h), URIs (base/uri.h) and hash tables
+ * (base/map.h) are its other headers. Nothing here is public API. */
+#ifndef DLOCK_BASE_H
+#define DLOCK_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/error.h"
+
+/* ---- errors (error.c) ---------------------------------------------------- */
+
+/* Set the calling thread's detail message and return code. The message is
+ * never cut: its buffer grows as needed. */
+int dlock__fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The same, the message being the current one followed by fmt's text. */
+int dlock__fail_more(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The same, the message being head followed by the current one. */
+int dlock__fail_before(int code, const char *head);
+void dlock__clear_error(void);
+/* Map a Redis error reply to DLOCK_EREDIS with its text as detail. */
+int dlock__fail_reply(const redisReply *reply, const char *what);
+/* Append printf-style text to the string in buf (size bytes; cut short
+ * when full). */
+void dlock__append(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- clock (util.c) ------------------------------------------------------ */
+
+int64_t dlock__now_ms(void); /* CLOCK_MONOTONIC */
+/* A name in a message: "%.100s%s" with DLOCK__NAME(name) shows it whole,
+ * or its first 100 bytes and "..." (a message stays readable however long
+ * the name; the rest of the message is never cut). */
+#define DLOCK__NAME(name) (name), (strlen(name) > 100 ? "..." : "")
+int64_t dlock__now_us(void);
+
+/* ---- byte buffer (util.c) ------------------------------------------------ */
+
+typedef struct dlock__buf {
+  char *p;
+  size_t len, cap;
+} dlock__buf;
+
+int dlock__buf_reserve(dlock__buf *b, size_t extra);
+int dlock__buf_add(dlock__buf *b, const void *data, size_t len);
+int dlock__buf_printf(dlock__buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void dlock__buf_free(dlock__buf *b);
+/* Give back unused capacity (for strings kept as long as a handle). */
+void dlock__buf_shrink(dlock__buf *b);
+
+/* Append one RESP bulk string / array header. */
+int dlock__resp_array(dlock__buf *b, size_t n);
+int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
+/* Append a whole command: the array header and argc bulk strings. */
+int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
+                        const size_t *lens);
+
+/* ---- keys (keys.c, docs/wire.md "Hash tags") ------------------------------ */
+
+/* P:{N}, or P:N when N contains a '{'. Appends to b. */
+int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
+                      size_t len);
+/* {N}:S, or N:S when N contains a '{'. Appends to b. */
+int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
+                      const char *suffix);
+/* The names dlock derives from an object's name N (docs/wire.md). */
+typedef enum dlock__key_kind {
+  DLOCK__KEY_LOCK_CHANNEL,    /* redisson_lock__channel:{N} */
+  DLOCK__KEY_LOCK_TOKEN,      /* redisson_lock_token:{N} */
+  DLOCK__KEY_UNLOCK_LATCH,    /* redisson_unlock_latch:{N}: (+ request id) */
+  DLOCK__KEY_FAIR_QUEUE,      /* redisson_lock_queue:{N} */
+  DLOCK__KEY_FAIR_TIMEOUT,    /* redisson_lock_timeout:{N} */
+  DLOCK__KEY_FAIR_ALIVE,      /* dlock_fair_alive:{N} */
+  DLOCK__KEY_RWLOCK_CHANNEL,  /* redisson_rwlock:{N} */
+  DLOCK__KEY_TAG,             /* {N}: start of a read hold's timeout key */
+  DLOCK__KEY_LATCH_CHANNEL,   /* redisson_countdownlatch__channel__{N} */
+  DLOCK__KEY_SEM_CHANNEL,     /* redisson_sc:{N} */
+  DLOCK__KEY_PERMITS_TIMEOUT, /* {N}:timeout */
+  DLOCK__KEY_PERMITS_LATCH,   /* dlock_permits_release_latch:{N}: (+ id) */
+  DLOCK__KEY_FENCE,           /* dlock_fence:{N}: a guarded write's newest
+                                 token (src/fence) */
+} dlock__key_kind;
+/* Append the name of kind for N to b (shrunk to fit: kept with a handle).
+ * DLOCK_OK or DLOCK_ENOMEM (with a message). */
+int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
+               size_t len);
+/* Validate a user-supplied name (NULL, empty, too long). */
+int dlock__check_name(const char *name, size_t len);
+
+/* n random bytes as 2n lower-case hex characters plus NUL (OpenSSL RAND). */
+int dlock__random_hex(char *out, size_t nbytes);
+
+/* Redis Cluster's hash slot of a key (CRC16 of its {hash tag} or of it). */
+int dlock__key_slot(const char *key, size_t len);
+
+/* The wait and lease arguments of an acquire: DLOCK_OK or DLOCK_EINVAL. */
+int dlock__check_wait_lease(int64_t wait_ms, int64_t lease_ms);
+
+#endif /* DLOCK_BASE_H */
