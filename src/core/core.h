@@ -190,6 +190,11 @@ void dlock__reply_free(struct dlock_reply *r);
 /* The client's keys route by hash slot over several masters (a cluster:
  * net/topology.h's "slotted"). */
 int dlock__client_slotted(const dlock_client *c);
+/* A slotted client's masters as its slot map has them now, in the order
+ * of their first slot: that slot of each into first[] (at most max).
+ * Returns how many (0: no map yet). Any thread. */
+#define DLOCK__MAX_MASTERS 128
+int dlock__client_masters(dlock_client *c, int *first, int max);
 /* The command the scripts announce with: "SPUBLISH" on a cluster that uses
  * sharded pub/sub (docs/cluster.md), else "PUBLISH". */
 const char *dlock__publish_cmd(const dlock_client *c);

@@ -89,7 +89,9 @@ dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
   return &d->pools[i];
 }
 
-int dlock__direct_masters(dlock_client *c, int *first, int max) {
+_Static_assert(DLOCK__MAX_MASTERS == DLOCK__MAX_NODES, "one bound");
+
+int dlock__client_masters(dlock_client *c, int *first, int max) {
   dlock__direct *d = &c->direct;
   int n = 0;
   char seen[DLOCK__MAX_NODES] = {0};

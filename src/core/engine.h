@@ -115,6 +115,9 @@ int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms);
 /* A FIFO waiter's turn (wait.c): it is the oldest, or a message gave it
  * one try (taken here). */
 int dlock__waiter_my_turn(dlock__waiter *w);
+/* DLOCK_EPERM with the server's words when w's SUBSCRIBE was refused (w
+ * subscribed by dlock__subscribe), else DLOCK_OK. */
+int dlock__waiter_refused(dlock__waiter *w);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 /* DLOCK_EPERM for a refused SUBSCRIBE of channel (len 0: not named), the
@@ -267,10 +270,6 @@ int dlock__direct_pools(dlock_client *c);
  * as long as c); its pool (for its command connection) is returned. */
 dlock__dpool *dlock__direct_node(dlock_client *c, int i, const char *host,
                                  int port);
-/* A cluster's masters as the slot map has them now, in the order of their
- * first slot: that slot of each into first[] (at most max). Returns how
- * many (0: no map yet). Any thread. */
-int dlock__direct_masters(dlock_client *c, int *first, int max);
 /* A sentinel's master moved to host:port (engine thread): pool i's
  * connections to the old one close, and calls under way there fail. */
 void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port);

@@ -706,6 +706,15 @@ int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
 
 int dlock__fifo_waiters(dlock_client *c) { return atomic_load(&c->fifo_waiters); }
 
+int dlock__waiter_refused(dlock__waiter *w) {
+  char why[sizeof w->denied_why] = "";
+  pthread_mutex_lock(&w->parker->mu);
+  if (w->denied)
+    memcpy(why, w->denied_why, sizeof why);
+  pthread_mutex_unlock(&w->parker->mu);
+  return why[0] ? dlock__fail(DLOCK_EPERM, "%s", why) : DLOCK_OK;
+}
+
 int dlock__subscribe_denied(const char *channel, size_t len, const char *why) {
   int cmd = strstr(why, "'subscribe' command") || strstr(why, "'ssubscribe' command");
   if (cmd)

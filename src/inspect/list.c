@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
+#include "core/core.h"
 #include "dlock/inspect.h"
-#include "net/topology.h"
 
 #define COUNT_DEFAULT 1000
 #define NODE_SHIFT 48
@@ -93,10 +92,10 @@ int dlock_list(dlock_client *client, const char *pattern, uint64_t *cursor,
     count = COUNT_DEFAULT;
   uint64_t at = *cursor, node = 0;
   int slot = DLOCK__SLOT_ANY, nmasters = 1;
-  int first[DLOCK__MAX_NODES];
+  int first[DLOCK__MAX_MASTERS];
   int slotted = dlock__client_slotted(client); /* a SCAN per master */
   if (slotted) { /* which master, by its first slot */
-    nmasters = dlock__direct_masters(client, first, DLOCK__MAX_NODES);
+    nmasters = dlock__client_masters(client, first, DLOCK__MAX_MASTERS);
     if (nmasters == 0)
       return dlock__fail(DLOCK_EIO, "the cluster's slot map is not known yet");
     node = at >> NODE_SHIFT;

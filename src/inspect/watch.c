@@ -53,15 +53,8 @@ int dlock_watcher_new(dlock_client *client, const char *name,
     if (rc == DLOCK_OK)
       w->n++;
   }
-  for (int i = 0; i < w->n && rc == DLOCK_OK; i++) { /* a refusal shows */
-    char why[sizeof w->w[i].denied_why] = "";
-    pthread_mutex_lock(&w->w[i].parker->mu);
-    if (w->w[i].denied)
-      memcpy(why, w->w[i].denied_why, sizeof why);
-    pthread_mutex_unlock(&w->w[i].parker->mu);
-    if (why[0])
-      rc = dlock__fail(DLOCK_EPERM, "%s", why);
-  }
+  for (int i = 0; i < w->n && rc == DLOCK_OK; i++) /* a refusal shows */
+    rc = dlock__waiter_refused(&w->w[i]);
   if (rc != DLOCK_OK) {
     dlock_watcher_free(w);
     return rc;
