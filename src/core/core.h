@@ -260,6 +260,10 @@ typedef struct dlock__wait_spec {
   const char *channel; /* where releases are announced */
   size_t channel_len;
   dlock__wake_fn *wake;
+  /* Or, when channel is NULL: make the channel (appended to *channel) and
+   * say its wake rule when the wait begins, not before the first try (an
+   * uncontended call never waits). DLOCK_OK or DLOCK_ENOMEM. */
+  int (*make_channel)(void *ctx, dlock__buf *channel, dlock__wake_fn **wake);
   int fifo; /* serve this client's waiters in arrival order (semaphores) */
   int64_t demand; /* fifo: what this waiter needs (permits); 0 counts as 1.
                      A message "N" lets the oldest waiters whose demands

@@ -179,6 +179,18 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
     return rc;
   if (wait_ms == 0)
     return dlock__busy(spec->what, hint);
+  dlock__buf made = {0}; /* the channel, when the spec makes it now */
+  const char *channel = spec->channel;
+  size_t channel_len = spec->channel_len;
+  dlock__wake_fn *wake = spec->wake;
+  if (channel == NULL) {
+    if (spec->make_channel(ctx, &made, &wake) != DLOCK_OK) {
+      dlock__buf_free(&made);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    channel = made.p;
+    channel_len = made.len;
+  }
   /* the object is contended: the client's calls keep to the engine's
    * pipeline until this wait ends (direct.c) */
   int contended = !spec->event;
@@ -196,8 +208,9 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   w.demand = spec->demand > 0 ? spec->demand : 1;
   wait_reg reg;
   reg_add(&reg, spec->handle, spec->owner, &w);
-  rc = dlock__subscribe(c, spec->channel, spec->channel_len, spec->wake,
-                        spec->fifo, spec->lease_hints, &w, deadline);
+  rc = dlock__subscribe(c, channel, channel_len, wake, spec->fifo,
+                        spec->lease_hints, &w, deadline);
+  dlock__buf_free(&made); /* the channel keeps its own copy of the name */
   if (rc != DLOCK_OK) {
     reg_del(&reg);
     if (contended)

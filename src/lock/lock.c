@@ -345,6 +345,12 @@ static int recheck(void *ctx) {
   return dlock__lock_recheck(a->l, a->owner, a->prior, a->try_ms, &a->sent_ms);
 }
 
+/* The channel of the wait, made once the first try found the lock taken. */
+static int make_channel(void *ctx, dlock__buf *channel, dlock__wake_fn **wake) {
+  attempt *a = ctx;
+  return a->l->m->reqs->wait_channel(a->l, a->owner, channel, wake);
+}
+
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant) {
   const dlock__lock_reqs *m = l->m->reqs;
@@ -355,19 +361,12 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                     : lease_ms,
                .prior = m->hold_count ? m->hold_count(l, owner) : 0,
                .try_ms = dlock__now_ms()};
-  dlock__buf channel = {0};
-  dlock__wake_fn *wake;
-  if (m->wait_channel(l, owner, &channel, &wake) != DLOCK_OK) {
-    dlock__buf_free(&channel);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
   char what[140];
   snprintf(what, sizeof what, "%s \"%.100s%s\"", l->m->noun,
            DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {
-      .what = what, .channel = channel.p, .channel_len = channel.len,
-      .wake = wake, .attempt = try_once, .handle = l, .owner = owner,
-      .early = m->early,
+      .what = what, .make_channel = make_channel, .attempt = try_once,
+      .handle = l, .owner = owner, .early = m->early,
       /* a queue's leaving, and its "-MS" lease hints */
       .give_up = m->give_up_req ? give_up : NULL,
       .lease_hints = m->give_up_req != NULL,
@@ -375,7 +374,6 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
        * later) a lost answer ends the wait with DLOCK_EIO */
       .recheck = m->hold_count ? recheck : NULL};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
-  dlock__buf_free(&channel);
   if (rc != 1)
     return rc;
   rc = m->hold(l, owner, watchdog, a.lease_ms, a.sent_ms, NULL);
