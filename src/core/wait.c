@@ -162,6 +162,28 @@ static int attempt(const dlock__wait_spec *spec, void *ctx, dlock__try *t,
   return rc;
 }
 
+/* w on spec's channel, made now when the spec makes it (a wait is rarer
+ * than a call: the uncontended one allocates nothing for it). */
+static int subscribe(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
+                     dlock__waiter *w, int64_t deadline) {
+  dlock__buf made = {0};
+  const char *channel = spec->channel;
+  size_t channel_len = spec->channel_len;
+  dlock__wake_fn *wake = spec->wake;
+  if (channel == NULL) {
+    if (spec->make_channel(ctx, &made, &wake) != DLOCK_OK) {
+      dlock__buf_free(&made);
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    channel = made.p;
+    channel_len = made.len;
+  }
+  int rc = dlock__subscribe(c, channel, channel_len, wake, spec->fifo,
+                            spec->lease_hints, w, deadline);
+  dlock__buf_free(&made); /* the channel keeps its own copy of the name */
+  return rc;
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   int64_t start = dlock__now_ms();
@@ -179,18 +201,6 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
     return rc;
   if (wait_ms == 0)
     return dlock__busy(spec->what, hint);
-  dlock__buf made = {0}; /* the channel, when the spec makes it now */
-  const char *channel = spec->channel;
-  size_t channel_len = spec->channel_len;
-  dlock__wake_fn *wake = spec->wake;
-  if (channel == NULL) {
-    if (spec->make_channel(ctx, &made, &wake) != DLOCK_OK) {
-      dlock__buf_free(&made);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    channel = made.p;
-    channel_len = made.len;
-  }
   /* the object is contended: the client's calls keep to the engine's
    * pipeline until this wait ends (direct.c) */
   int contended = !spec->event;
@@ -208,9 +218,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
   w.demand = spec->demand > 0 ? spec->demand : 1;
   wait_reg reg;
   reg_add(&reg, spec->handle, spec->owner, &w);
-  rc = dlock__subscribe(c, channel, channel_len, wake, spec->fifo,
-                        spec->lease_hints, &w, deadline);
-  dlock__buf_free(&made); /* the channel keeps its own copy of the name */
+  rc = subscribe(c, spec, ctx, &w, deadline);
   if (rc != DLOCK_OK) {
     reg_del(&reg);
     if (contended)
