@@ -236,10 +236,9 @@ static int fail_free(dlock_client *c, int rc) {
 /* The topology's first request (PING; a cluster's CLUSTER SHARDS) waits
  * for the connection (up to connect_timeout_ms), so a wrong address or
  * password, or a server of another topology, fails here, not at the first
- * lock. A
- * connection dropped under it (a CLIENT KILL, a restart) is re-opened by
- * the engine: asked again while connect_timeout_ms lasts. On failure c is
- * closed. */
+ * lock. A connection dropped under it (a CLIENT KILL, a restart) is
+ * re-opened by the engine: asked again while connect_timeout_ms lasts. On
+ * failure c is closed. */
 static int first_contact(dlock_client *c) {
   int64_t until = dlock__now_ms() + c->opts.connect_timeout_ms;
   int rc;
