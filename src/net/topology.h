@@ -3,7 +3,7 @@
  * Standalone, cluster and sentinel are peers behind this one table. The
  * engine calls it and never asks which topology it has: it routes a
  * request, hands it the error answers the reply policy classified, tells
- * it of a connection lost, and asks it for the masters. Every operation
+ * it of a connection lost, and reads its slot map. Every operation
  * runs on the engine thread unless it says otherwise. */
 #ifndef DLOCK_NET_TOPOLOGY_H
 #define DLOCK_NET_TOPOLOGY_H
@@ -47,7 +47,8 @@ struct dlock__topology {
   /* An error answer to req on conn: 1 when the topology took it (and the
    * reply: redirected, parked or finished), 0 when it is req's answer. */
   int (*on_error)(dlock__conn *conn, dlock__req *req, redisReply *reply);
-  /* conn (not a waiter's or the topology's own) was lost. */
+  /* conn, a command or pub/sub connection of the client (not one with an
+   * on_down of its own), was lost. */
   void (*conn_down)(dlock__conn *conn);
   /* conn is about to connect: its address may change here. */
   void (*pick)(dlock__conn *conn);
