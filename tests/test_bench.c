@@ -86,6 +86,37 @@ static void test_failover_workload(void) {
   CU_ASSERT_EQUAL(found, 2); /* sentinel and cluster */
 }
 
+/* Every row docs/performance.md quotes from dlock-bench (a table row whose
+ * first cell is a code span `ID metric`, e.g. `W2 CPU per pair`) is one the
+ * tool prints: the row in text (its JSON) names that workload and metric.
+ * Returns how many rows were quoted. */
+static int quoted_rows_printed(const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/performance.md", getenv("DLOCK_DOCS"));
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char line[1024];
+  int quoted = 0;
+  for (int n = 0; n < 5000 && fgets(line, sizeof line, f); n++) {
+    if (strncmp(line, "| `", 3) != 0)
+      continue;
+    const char *id = line + 3, *end = strchr(id, '`');
+    const char *sp = memchr(id, ' ', end ? (size_t)(end - id) : 0);
+    if (end == NULL || sp == NULL)
+      continue;
+    char key[256];
+    snprintf(key, sizeof key, "\"workload\": \"%.*s\", \"metric\": \"%.*s\"",
+             (int)(sp - id), id, (int)(end - sp - 1), sp + 1);
+    if (strstr(text, key) == NULL)
+      fprintf(stderr, "\n  performance.md quotes a row not printed: %.*s",
+              (int)(end - id), id);
+    CU_ASSERT(strstr(text, key) != NULL);
+    quoted++;
+  }
+  fclose(f);
+  return quoted;
+}
+
 static void test_every_workload_runs(void) {
   static char text[65536];
   char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
@@ -115,6 +146,7 @@ static void test_every_workload_runs(void) {
   CU_ASSERT(added && atof(added + strlen("\"metric\": \"threads added\", \"value\": ")) == 0);
   const char *max = strstr(text, "\"metric\": \"max concurrent holders\", \"value\": ");
   CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
+  CU_ASSERT(quoted_rows_printed(text) >= 10);
 }
 
 /* --peers: W1 and W2 beside the three Node.js peers, each a figure (CI
