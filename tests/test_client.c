@@ -177,6 +177,39 @@ static void test_keys_follow_redisson(void) {
   }
 }
 
+/* The RESP framing and the numbers every request is built from (written
+ * by hand, not by printf): what a server parses. */
+static void test_resp_and_numbers(void) {
+  dlock__buf b = {0};
+  const char *argv[] = {"EVALSHA", "", "k"};
+  size_t lens[] = {7, 0, 1};
+  TH_ASSERT_RC(dlock__resp_command(&b, 3, argv, lens), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, "*3\r\n$7\r\nEVALSHA\r\n$0\r\n\r\n$1\r\nk\r\n");
+  CU_ASSERT_EQUAL(b.len, strlen(b.p));
+  static char big[70000];
+  memset(big, 'x', sizeof big);
+  b.len = 0;
+  TH_ASSERT_RC(dlock__resp_bulk(&b, big, sizeof big), DLOCK_OK);
+  CU_ASSERT_EQUAL(b.len, 8 + sizeof big + 2);
+  CU_ASSERT_NSTRING_EQUAL(b.p, "$70000\r\nx", 9);
+  CU_ASSERT_NSTRING_EQUAL(b.p + b.len - 3, "x\r\n", 3);
+  CU_ASSERT_EQUAL(b.p[b.len], '\0');
+  dlock__buf_free(&b);
+  char out[24];
+  static const struct {
+    int64_t v;
+    const char *s;
+  } nums[] = {{0, "0"}, {7, "7"}, {-1, "-1"}, {30000, "30000"},
+              {INT64_MAX, "9223372036854775807"},
+              {INT64_MIN, "-9223372036854775808"}};
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+    CU_ASSERT_EQUAL(dlock__fmt_i64(out, nums[i].v), strlen(nums[i].s));
+    CU_ASSERT_STRING_EQUAL(out, nums[i].s);
+  }
+  CU_ASSERT_EQUAL(dlock__fmt_u64(out, UINT64_MAX), 20);
+  CU_ASSERT_STRING_EQUAL(out, "18446744073709551615");
+}
+
 static void test_errors(void) {
   CU_ASSERT_STRING_EQUAL(dlock_errname(DLOCK_OK), "DLOCK_OK");
   CU_ASSERT_STRING_EQUAL(dlock_errname(DLOCK_ETIMEDOUT), "DLOCK_ETIMEDOUT");
@@ -896,6 +929,7 @@ static void add_tests(void) {
   CU_pSuite s = CU_add_suite("core", NULL, NULL);
   CU_add_test(s, "uri_parse", test_uri_parse);
   CU_add_test(s, "keys_follow_redisson", test_keys_follow_redisson);
+  CU_add_test(s, "resp_and_numbers", test_resp_and_numbers);
   CU_add_test(s, "errors", test_errors);
   CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);
   CU_add_test(s, "open_dead_server", test_open_dead_server);

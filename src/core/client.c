@@ -95,8 +95,10 @@ const dlock_client_opts *dlock__client_opts(const dlock_client *c) {
 const char *dlock_client_id(const dlock_client *c) { return c ? c->id : ""; }
 
 size_t dlock__owner(const dlock_client *c, uint64_t owner_id, char *out) {
-  return (size_t)snprintf(out, 64, "%s:%llu", c->id,
-                          (unsigned long long)owner_id);
+  size_t n = strlen(c->id); /* a UUID: 36 characters */
+  memcpy(out, c->id, n);
+  out[n++] = ':';
+  return n + dlock__fmt_u64(out + n, owner_id);
 }
 
 static int check_opts(const dlock_client_opts *o) {

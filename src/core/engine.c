@@ -159,7 +159,7 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   req_reset(req, 3 + nkeys + nargs);
   const dlock__script *s = &dlock__scripts[script];
   char num[24];
-  int n = snprintf(num, sizeof num, "%zu", nkeys);
+  size_t n = dlock__fmt_u64(num, nkeys);
   int rc = dlock__buf_reserve(&req->cmd, 96 + 16 * (nkeys + nargs));
   if (rc == DLOCK_OK)
     rc = dlock__resp_array(&req->cmd, req->argc);
@@ -169,7 +169,7 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
     rc = dlock__resp_bulk(&req->cmd, s->sha1, 40);
   req->script_tail = req->cmd.len;
   if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, num, (size_t)n);
+    rc = dlock__resp_bulk(&req->cmd, num, n);
   for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++) {
     rc = dlock__resp_bulk(&req->cmd, keys[i], klens[i]);
     int slot = dlock__key_slot(keys[i], klens[i]);

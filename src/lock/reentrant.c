@@ -27,7 +27,7 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
   const char *keys[] = {l->h.name, rl->token_key.p};
   size_t klens[] = {l->h.name_len, rl->token_key.len};
   const char *args[] = {lease, owner};
-  size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
+  size_t alens[] = {dlock__fmt_i64(lease, lease_ms),
                     dlock__owner(l->h.client, owner_id, owner)};
   return dlock__req_script(
       req, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
@@ -64,8 +64,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   size_t klens[] = {l->h.name_len, 0};
   const char *args[] = {lease, owner, px, pub, rl->channel.p, "0"};
   size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)),
+      dlock__fmt_i64(lease, dlock__hold_releasing(c, &id)), olen,
+      dlock__fmt_i64(px, dlock__latch_ms(c)),
       strlen(pub), rl->channel.len, 1};
   return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &rl->latch_prefix,
                             rid, 2, keys, klens, 6, args, alens);
