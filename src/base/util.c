@@ -106,18 +106,14 @@ size_t dlock__fmt_i64(char *out, int64_t v) {
  * a call's CPU). */
 static int resp_header(dlock__buf *b, char lead, size_t n, size_t then) {
   char digits[24];
-  size_t k = sizeof digits;
-  do {
-    digits[--k] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n > 0);
-  size_t len = 1 + (sizeof digits - k) + 2;
+  size_t nd = dlock__fmt_u64(digits, n);
+  size_t len = 1 + nd + 2;
   if (then > SIZE_MAX - len || dlock__buf_reserve(b, len + then) != DLOCK_OK)
     return DLOCK_ENOMEM;
   char *p = b->p + b->len;
   *p++ = lead;
-  memcpy(p, digits + k, sizeof digits - k);
-  p += sizeof digits - k;
+  memcpy(p, digits, nd);
+  p += nd;
   *p++ = '\r';
   *p++ = '\n';
   b->len += len;
