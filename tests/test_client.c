@@ -240,6 +240,17 @@ static void test_open_bad_uri_and_options(void) {
   o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
   o.version = DLOCK_CLIENT_OPTS_VERSION + 1;
   TH_ASSERT_RC(dlock_client_open("redis://127.0.0.1", &o, &c), DLOCK_EINVAL);
+  /* the sentinels' credentials on a URI without sentinels: said, not
+   * dropped (no server needed: refused before any connection) */
+  static const char *const not_sentinel[] = {"redis://127.0.0.1:1",
+                                             "redis+cluster://127.0.0.1:1"};
+  for (int i = 0; i < 2; i++) {
+    o = (dlock_client_opts)DLOCK_CLIENT_OPTS_INIT;
+    o.sentinel_password = "s3cret";
+    TH_ASSERT_RC(dlock_client_open(not_sentinel[i], &o, &c), DLOCK_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT(strstr(dlock_errmsg(), "are for redis+sentinel:// URIs") != NULL);
+  }
 }
 
 static void test_open_dead_server(void) {
