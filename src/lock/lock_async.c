@@ -74,8 +74,9 @@ static int lock_try_req(dlock__aop *op, dlock__req *req) {
 static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
   dlock_lock *l = lock_of(op);
   int64_t token = 0;
-  int rc = l->m->reqs->wait_reply ? l->m->reqs->wait_reply(l, r, hint, &token)
-                            : l->m->reqs->read_reply(r, 0, hint, &token);
+  const dlock__lock_reqs *q = l->m->reqs;
+  int rc = q->wait_reply ? q->wait_reply(l, r, hint, &token)
+                         : q->read_reply(r, 0, hint, &token);
   if (rc == 1)
     op->res.grant.token = token;
   return rc;
