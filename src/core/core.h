@@ -1,9 +1,10 @@
 /* What a backend may use of the core (with the base, base/base.h: errors,
- * clock, buffers and key names): requests and calls to the engine, the client's options and owner
- * strings, the waiting recipe, and the hold registry (watchdog). The
- * engine's own machinery (connections, the pub/sub waiter's internals) is
- * in core/engine.h, its hash tables in base/map.h; backends never include
- * either. Nothing here is public API. */
+ * clock, buffers and key names): requests and calls to the engine, the
+ * client's options and owner strings, the waiting recipe, and the hold
+ * registry (watchdog). The engine's own machinery (connections, the
+ * pub/sub waiter's internals) is in core/engine.h, hash tables in
+ * base/map.h; backends never include either. Nothing here is public
+ * API. */
 #ifndef DLOCK_CORE_H
 #define DLOCK_CORE_H
 

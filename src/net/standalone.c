@@ -37,36 +37,35 @@ int dlock__standalone_contact(dlock_client *c, dlock__req *req) {
   return dlock__req_command(req, 1, argv, lens);
 }
 
-int dlock__standalone_open(dlock_client *c) {
+static int open_nothing(dlock_client *c) {
   (void)c;
   return DLOCK_OK;
 }
 
-void dlock__standalone_free(dlock_client *c) { (void)c; }
+static void free_nothing(dlock_client *c) { (void)c; }
 
-void dlock__standalone_flush(dlock_client *c) { (void)c; }
+static void no_flush(dlock_client *c) { (void)c; }
 
 void dlock__standalone_refresh_soon(dlock_client *c) { (void)c; }
 
-void dlock__standalone_shutdown(dlock_client *c, int status) {
+static void no_shutdown(dlock_client *c, int status) {
   (void)c;
   (void)status;
 }
 
-int dlock__standalone_follows(dlock__class k) {
+static int no_follows(dlock__class k) {
   (void)k;
   return 0;
 }
 
-int dlock__standalone_on_error(dlock__conn *conn, dlock__req *req,
-                               redisReply *r) {
+static int no_on_error(dlock__conn *conn, dlock__req *req, redisReply *r) {
   (void)conn;
   (void)req;
   (void)r;
   return 0;
 }
 
-void dlock__standalone_conn_down(dlock__conn *conn) { (void)conn; }
+static void no_conn_down(dlock__conn *conn) { (void)conn; }
 
 void dlock__standalone_pick(dlock__conn *conn) { (void)conn; }
 
@@ -94,15 +93,15 @@ int dlock__standalone_contact_rc(dlock_client *c, int rc) {
 
 const dlock__topology dlock__standalone_topology = {
     .name = "standalone",
-    .open = dlock__standalone_open,
-    .free = dlock__standalone_free,
+    .open = open_nothing,
+    .free = free_nothing,
     .attach = dlock__standalone_attach,
     .start = dlock__standalone_start,
-    .flush = dlock__standalone_flush,
-    .shutdown = dlock__standalone_shutdown,
-    .follows = dlock__standalone_follows,
-    .on_error = dlock__standalone_on_error,
-    .conn_down = dlock__standalone_conn_down,
+    .flush = no_flush,
+    .shutdown = no_shutdown,
+    .follows = no_follows,
+    .on_error = no_on_error,
+    .conn_down = no_conn_down,
     DLOCK__ONE_MASTER,
 };
 

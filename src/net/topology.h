@@ -74,18 +74,10 @@ const dlock__topology *dlock__topology_of(const dlock__uri *u);
 
 /* Standalone's operations (each the table's slot of that name), which
  * Sentinel's table reuses for the master it found. */
-int dlock__standalone_open(dlock_client *c);
-void dlock__standalone_free(dlock_client *c);
 void dlock__standalone_attach(dlock_client *c);
 void dlock__standalone_start(dlock_client *c);
-void dlock__standalone_flush(dlock_client *c);
-void dlock__standalone_shutdown(dlock_client *c, int status);
 void dlock__standalone_send(dlock_client *c, dlock__req *req);
 void dlock__standalone_send_last(dlock_client *c, dlock__req *req);
-int dlock__standalone_follows(dlock__class k);
-int dlock__standalone_on_error(dlock__conn *conn, dlock__req *req,
-                               redisReply *reply);
-void dlock__standalone_conn_down(dlock__conn *conn);
 void dlock__standalone_pick(dlock__conn *conn);
 dlock__conn *dlock__standalone_sub_conn(dlock_client *c, const char *channel,
                                         size_t len);
