@@ -838,13 +838,16 @@ static void test_t24_pause_fencing(void) {
 }
 
 /* 24, on a cluster: the same guarded writes, the name's slot migrated and
- * failed over beside the pauses. */
+ * failed over beside the pauses. At least 5 s under the sanitizers too: a
+ * failover with its replica's resync takes a second or two of the run, and
+ * the three faults come in a random order (a 3 s TSan run once ended
+ * before its pause). */
 static void test_t24_pause_fencing_cluster(void) {
   char args[512];
   snprintf(args, sizeof args, "--cluster --kind fenced --procs 4 --threads 2 "
            "--hold-us 20000 --lease 300 --duration %" PRId64 " --writes "
            "guarded --nemesis pause,migrate,failover --every 700",
-           work(6000) < 3000 ? 3000 : work(6000));
+           work(6000) < 5000 ? 5000 : work(6000));
   run r;
   torture(&r, args);
   guarded_clean(&r);

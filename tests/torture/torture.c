@@ -306,8 +306,7 @@ static void kill_worker(int waiter_only) {
 /* pause: a worker with a thread between its read and its write (else one
  * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second, and
  * continued: the holder then writes what it read before. 1 when made. */
-static int pause_worker(void) {
-  pthread_mutex_lock(&procs_mu);
+static pid_t pause_victim(void) { /* under procs_mu; 0 when none */
   int n = atomic_load(&A->nslots), start = n ? rand() % n : 0;
   pid_t victim = 0;
   for (int pass = 0; pass < 2 && victim == 0; pass++)
@@ -320,7 +319,26 @@ static int pause_worker(void) {
   int alive = 0;
   for (int i = 0; i < O.procs && victim; i++)
     alive |= procs[i] == victim;
-  if (!alive || atomic_load(&A->stop) || kill(victim, SIGSTOP) != 0) {
+  return alive ? victim : 0;
+}
+
+static int pause_worker(void) {
+  /* no one may hold the lock at the moment the fault comes (every worker
+   * waiting out a failover, say): look again every 5 ms for up to 1.5 s,
+   * so a run that names the pause sees one */
+  pid_t victim = 0;
+  for (int64_t end = th_now_ms() + 1500; !atomic_load(&A->stop);) {
+    pthread_mutex_lock(&procs_mu);
+    if ((victim = pause_victim()) != 0)
+      break;
+    pthread_mutex_unlock(&procs_mu);
+    if (th_now_ms() >= end)
+      return 0;
+    sleep_ms(5);
+  }
+  if (victim == 0) /* stopped while looking: procs_mu is not held */
+    return 0;
+  if (kill(victim, SIGSTOP) != 0) {
     pthread_mutex_unlock(&procs_mu);
     return 0;
   }
