@@ -179,6 +179,79 @@ static void test_keys_follow_redisson(void) {
 
 /* The RESP framing and the numbers every request is built from (written
  * by hand, not by printf): what a server parses. */
+/* The waiting recipe's decisions (core/recipe.c), which both the blocking
+ * and the async waits follow: each step as the recipe answers it. */
+static void test_wait_recipe(void) {
+  dlock__recipe r = {.noun = "lock", .name = "r", .askable = 1};
+  /* try; busy: subscribe (the hint bounds the wait), then try again */
+  CU_ASSERT_EQUAL(dlock__recipe_start(&r, -1, -1, 0), DLOCK__STEP_TRY);
+  int64_t now = dlock__now_ms();
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 500, 1), DLOCK__STEP_SUBSCRIBE);
+  CU_ASSERT(r.until >= now + 500 && r.until <= dlock__now_ms() + 500);
+  CU_ASSERT_EQUAL(dlock__recipe_woken(&r, 0, 0), DLOCK__STEP_TRY);
+  /* busy again: wait (no hint: a second at most; -2: now) */
+  now = dlock__now_ms();
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, -1, 1), DLOCK__STEP_WAIT);
+  CU_ASSERT(r.until >= now + 1000 && r.until <= dlock__now_ms() + 1000);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, -2, 1), DLOCK__STEP_WAIT);
+  CU_ASSERT(r.until <= dlock__now_ms());
+  /* a lost answer of a written try is asked about, 16 times at most; an
+   * unwritten one, or another error, ends the wait */
+  for (int i = 0; i < 16; i++)
+    CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_ASK);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(r.rc, DLOCK_EIO);
+  dlock__recipe_start(&r, -1, -1, 0);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 0), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EPROTO, 0, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(r.rc, DLOCK_EPROTO);
+  /* the ask's answer: ran (granted), did not (a fresh try), lost again */
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_ASK);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, 1, 1), DLOCK__STEP_GRANTED);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, 0, 1), DLOCK__STEP_TRY);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 1), DLOCK__STEP_ASK);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 0), DLOCK__STEP_FAILED);
+  /* a kind that cannot be asked ends on a lost answer */
+  dlock__recipe no = {.noun = "lock", .name = "r"};
+  dlock__recipe_start(&no, -1, -1, 0);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&no, DLOCK_EIO, 0, 1), DLOCK__STEP_FAILED);
+  /* a single try: busy is DLOCK_EBUSY, saying the holder's lease */
+  dlock__recipe_start(&r, 0, dlock__now_ms(), 0);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 1234, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(r.rc, DLOCK_EBUSY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "lock \"r\": not available"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "1234 ms left"));
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 1, 0, 1), DLOCK__STEP_GRANTED);
+  /* the budget spent: busy is DLOCK_ETIMEDOUT; a wait's end by the close
+   * or an interrupt says so; a long name is cut in messages */
+  char name[300];
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  r.name = name;
+  dlock__recipe_start(&r, 20, dlock__now_ms() - 1, 0);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 5, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(r.rc, DLOCK_ETIMEDOUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "nnn...\": still not available after 20 ms"));
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(dlock__recipe_woken(&r, DLOCK_ECLOSED, 0), DLOCK__STEP_FAILED);
+  CU_ASSERT_STRING_EQUAL(dlock_errmsg(), "client closed while waiting");
+  CU_ASSERT_EQUAL(dlock__recipe_woken(&r, DLOCK_EINTR, 0), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(r.rc, DLOCK_EINTR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "wait interrupted"));
+  /* a preformatted subject is used as it is */
+  dlock__recipe s = {.what = "semaphore \"s\" (2 permits)", .fifo = 1};
+  dlock__recipe_start(&s, 0, dlock__now_ms(), 0);
+  dlock__recipe_tried(&s, 0, -1, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "semaphore \"s\" (2 permits): not available"));
+  /* a FIFO waiter behind the client's others joins the line untried (a
+   * single try still tries) and tries only on its turn */
+  CU_ASSERT_EQUAL(dlock__recipe_start(&s, 0, dlock__now_ms(), 3), DLOCK__STEP_TRY);
+  CU_ASSERT_EQUAL(dlock__recipe_start(&s, -1, -1, 3), DLOCK__STEP_SUBSCRIBE);
+  CU_ASSERT_EQUAL(dlock__recipe_woken(&s, 0, 0), DLOCK__STEP_WAIT);
+  CU_ASSERT_EQUAL(dlock__recipe_woken(&s, 0, 1), DLOCK__STEP_TRY);
+  CU_ASSERT_EQUAL(dlock__recipe_start(&s, -1, -1, 0), DLOCK__STEP_TRY);
+}
+
 static void test_resp_and_numbers(void) {
   dlock__buf b = {0};
   const char *argv[] = {"EVALSHA", "", "k"};
@@ -941,6 +1014,7 @@ static void add_tests(void) {
   CU_add_test(s, "uri_parse", test_uri_parse);
   CU_add_test(s, "keys_follow_redisson", test_keys_follow_redisson);
   CU_add_test(s, "resp_and_numbers", test_resp_and_numbers);
+  CU_add_test(s, "wait_recipe", test_wait_recipe);
   CU_add_test(s, "errors", test_errors);
   CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);
   CU_add_test(s, "open_dead_server", test_open_dead_server);

@@ -78,8 +78,7 @@ struct dlock__aop {
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
   uint8_t askable;       /* aw->recheck can ask about a lost answer */
-  uint8_t rechecks;      /* lost answers asked about (aw->recheck) */
-  uint8_t unsent;        /* the last recheck reached no server */
+  uint8_t unsent;        /* the last ask reached no server */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
@@ -101,6 +100,7 @@ struct dlock__aop {
                                         let go of what it still refers to */
   uv_timer_t *ctimer;    /* a combinator's timer (composite.c) */
   int64_t num;           /* a call's number argument (latch count, permits) */
+  dlock__recipe recipe;  /* a wait's (await.c) */
   dlock__waiter *w;      /* from its first wait on */
   uv_timer_t *timer;     /* with w */
   void (*start)(dlock__aop *op);    /* engine: its first step */

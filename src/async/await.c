@@ -1,10 +1,9 @@
-/* The waiting recipe without a thread (docs/async.md, "How it works"):
- * try; on a busy answer join the channel as an async waiter, then try on
- * each wake-up, the confirmation or the timer (the reply's hint or the
- * budget), until granted, an error or the budget's end. The blocking
- * recipe is core/wait.c's; this is the same with a ready list and a timer
- * per operation in place of the thread. */
-#include <inttypes.h>
+/* The waiting recipe's driver without a thread (docs/async.md, "How it
+ * works"): the recipe (core/recipe.c) decides, as for a blocking wait
+ * (core/wait.c); here its tries are requests sent from the engine thread,
+ * its subscription an async waiter, and its waits a libuv timer (the
+ * reply's hint or the budget) and the ready list (wake-ups, the
+ * confirmation). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,61 +135,22 @@ void dlock__aop_timer_drop(dlock__aop *op) {
   op->timer = NULL;
 }
 
-/* ---- the recipe ------------------------------------------------------------ */
+/* ---- the recipe's driver ------------------------------------------------- */
 
 static void try_send(dlock__aop *op);
+static void ask(dlock__aop *op);
 
-/* The budget is spent at now: op ends with DLOCK_ETIMEDOUT (1), or not (0). */
-static int timed_out(dlock__aop *op, int64_t now) {
-  if (op->deadline_ms < 0 || now < op->deadline_ms)
-    return 0;
-  dlock__fail(DLOCK_ETIMEDOUT, "%s \"%.100s\": still not available after %"
-              PRId64 " ms", op->aw->noun, op->h->name, op->wait_ms);
-  dlock__aop_finish(op, DLOCK_ETIMEDOUT);
-  return 1;
-}
+/* Do what the recipe (core/recipe.c) says comes next. */
+static void run(dlock__aop *op, dlock__step step);
 
 static void try_ready(dlock__aop *op) {
   int woke = dlock__aop_woken(op);
   if (woke < 0) {
-    if (woke == DLOCK_ECLOSED)
-      dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
-    dlock__aop_finish(op, woke);
+    run(op, dlock__recipe_woken(&op->recipe, woke, 0));
     return;
   }
-  if (op->aw->fifo && !dlock__waiter_my_turn(op->w)) {
-    /* not this waiter's turn: the head's leaving or a release wakes it */
-    int64_t now = dlock__now_ms();
-    if (timed_out(op, now))
-      return;
-    int rc = dlock__aop_wait(op, dlock__wait_until(-1, now, op->deadline_ms));
-    if (rc != DLOCK_OK)
-      dlock__aop_finish(op, rc);
-    return;
-  }
-  try_send(op); /* woken, or its timer: the deadline's is the last try */
-}
-
-/* A busy answer (or none yet, for a FIFO waiter behind others): wait. */
-static void not_yet(dlock__aop *op, int64_t hint) {
-  int64_t now = dlock__now_ms();
-  if (op->wait_ms == 0) {
-    char what[160];
-    snprintf(what, sizeof what, "%s \"%.100s%s\"", op->aw->noun,
-             DLOCK__NAME(op->h->name));
-    dlock__busy(what, hint);
-    dlock__aop_finish(op, DLOCK_EBUSY);
-    return;
-  }
-  if (timed_out(op, now))
-    return;
-  if (dlock__aop_cancelled(op)) {
-    dlock__aop_finish(op, DLOCK_ECANCELED);
-    return;
-  }
-  int rc = dlock__aop_wait(op, dlock__wait_until(hint, now, op->deadline_ms));
-  if (rc != DLOCK_OK)
-    dlock__aop_finish(op, rc);
+  int my_turn = !op->aw->fifo || dlock__waiter_my_turn(op->w);
+  run(op, dlock__recipe_woken(&op->recipe, 0, my_turn));
 }
 
 static atomic_long given_back;
@@ -219,47 +179,35 @@ static void grant(dlock__aop *op) {
     dlock__aop_finish(op, DLOCK_OK);
 }
 
-/* A wait asks about this many lost answers before DLOCK_EIO ends it, as
- * the blocking wait does. */
-#define MAX_RECHECKS 16
-
-static int recheck_job(dlock__aop *op) {
+static int ask_job(dlock__aop *op) {
   int rc = op->aw->recheck(op);
   op->unsent = rc == DLOCK_EIO && dlock__last_call_unsent();
   return rc;
 }
 
-static void rechecked(dlock__aop *op, int rc);
+static void asked(dlock__aop *op, int rc);
 
-/* The try's answer was lost (DLOCK_EIO, set): ask whether it ran, when the
- * kind can be asked and the budget lasts (1: asking), else 0. */
-static int recheck(dlock__aop *op) {
-  if (op->aw->recheck == NULL || !op->askable || op->rechecks >= MAX_RECHECKS ||
-      (op->deadline_ms >= 0 && dlock__now_ms() >= op->deadline_ms))
-    return 0;
-  op->rechecks++;
-  free(op->errmsg); /* the lost answer's, for the recheck's message */
+/* The try's answer was lost (DLOCK_EIO, set): ask whether it ran, a
+ * blocking call on the thread pool. */
+static void ask(dlock__aop *op) {
+  free(op->errmsg); /* the lost answer's, for the ask's failure */
   op->errmsg = strdup(dlock_errmsg());
-  dlock__aop_blocking_then(op, recheck_job, rechecked);
-  return 1;
+  dlock__aop_blocking_then(op, ask_job, asked);
 }
 
 /* What the server said of the try whose answer was lost (engine thread). */
-static void rechecked(dlock__aop *op, int rc) {
+static void asked(dlock__aop *op, int rc) {
   if (rc < 0) {
     dlock__fail(rc, "%s", op->errmsg ? op->errmsg : dlock_strerror(rc));
-    if (rc != DLOCK_EIO || op->unsent || !recheck(op))
-      dlock__aop_finish(op, rc);
-    return;
+  } else {
+    free(op->errmsg); /* the lost answer's: no longer the outcome */
+    op->errmsg = NULL;
   }
-  free(op->errmsg); /* the lost answer's: no longer the outcome */
-  op->errmsg = NULL;
-  if (rc == 1) /* it ran: a grant whose lease started at op->sent_ms */
-    grant(op);
-  else if (dlock__aop_cancelled(op)) /* it did not run: a fresh try */
-    dlock__aop_finish(op, DLOCK_ECANCELED);
-  else if (!timed_out(op, dlock__now_ms()))
-    try_send(op);
+  dlock__step step = dlock__recipe_asked(&op->recipe, rc, !op->unsent);
+  if (step == DLOCK__STEP_TRY && dlock__aop_cancelled(op))
+    dlock__aop_finish(op, DLOCK_ECANCELED); /* it did not run: no new try */
+  else
+    run(op, step);
 }
 
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
@@ -280,18 +228,13 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
                                           : op->aw->try_reply(op, reply, &hint);
     freeReplyObject(reply);
   }
-  if (rc < 0) {
-    if (status != DLOCK_EIO || !written || !recheck(op))
-      dlock__aop_finish(op, rc);
-  } else if (rc == 0) {
-    not_yet(op, hint);
-  } else if (missed) {
+  if (rc > 0 && missed) {
     dlock__fail(missed, "%s; the grant was given back", why);
     op->granted = 1;
     give_back(op, missed);
-  } else {
-    grant(op);
+    return;
   }
+  run(op, dlock__recipe_tried(&op->recipe, rc, hint, written));
 }
 
 static void try_send(dlock__aop *op) {
@@ -312,12 +255,38 @@ static void try_send(dlock__aop *op) {
   dlock__aop_send(op, req, try_reply);
 }
 
+static void run(dlock__aop *op, dlock__step step) {
+  switch (step) {
+  case DLOCK__STEP_TRY:
+    try_send(op);
+    return;
+  case DLOCK__STEP_ASK:
+    ask(op);
+    return;
+  case DLOCK__STEP_SUBSCRIBE:
+  case DLOCK__STEP_WAIT:
+    if (dlock__aop_cancelled(op)) {
+      dlock__aop_finish(op, DLOCK_ECANCELED);
+      return;
+    }
+    int rc = dlock__aop_wait(op, op->recipe.until);
+    if (rc != DLOCK_OK)
+      dlock__aop_finish(op, rc);
+    return;
+  case DLOCK__STEP_GRANTED:
+    grant(op);
+    return;
+  case DLOCK__STEP_FAILED:
+    dlock__aop_finish(op, op->recipe.rc);
+    return;
+  }
+}
+
 void dlock__await_start(dlock__aop *op) {
   op->on_ready = try_ready;
-  /* a FIFO waiter does not overtake this client's waiting ones: with any
-   * in line it joins the line without a first try (a try-once tries) */
-  if (op->aw->fifo && op->wait_ms != 0 && dlock__fifo_waiters(op->c) > 0)
-    not_yet(op, -1);
-  else
-    try_send(op);
+  op->recipe = (dlock__recipe){.noun = op->aw->noun, .name = op->h->name,
+                               .fifo = op->aw->fifo,
+                               .askable = op->aw->recheck && op->askable};
+  run(op, dlock__recipe_start(&op->recipe, op->wait_ms, op->deadline_ms,
+                              op->aw->fifo ? dlock__fifo_waiters(op->c) : 0));
 }

@@ -257,7 +257,8 @@ typedef struct dlock__try {
 } dlock__try;
 
 typedef struct dlock__wait_spec {
-  const char *what;    /* for messages: 'lock "name"' */
+  const char *what;    /* for messages: 'lock "name"'; or NULL: made of */
+  const char *noun, *name; /* these when a message needs it */
   const char *channel; /* where releases are announced */
   size_t channel_len;
   dlock__wake_fn *wake;
@@ -320,9 +321,58 @@ int dlock__interrupt(const void *handle, int by_owner, uint64_t owner);
  * DLOCK_EINTR with a message naming what. */
 int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                       const char *what);
-/* When a waiter whose last try answered hint (ms to wait at most; -1
- * unknown: 1 s; -2 retry now) tries next, by deadline (-1 none). */
-int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline);
+
+/* ---- the waiting recipe's decisions (recipe.c) -----------------------------
+ * Every wait, blocking (wait.c: a parked thread) or not (async/await.c: a
+ * timer and the engine's ready list), follows one recipe: try; when busy,
+ * subscribe and try again (a release between the first try and the
+ * subscription would be missed otherwise); then wait for a wake-up, the
+ * reply's hint or the budget, and try again, until granted, an error or
+ * the budget's end. A try whose answer was lost is asked about (did it
+ * run?) while the budget lasts. The recipe decides; its driver does each
+ * step and tells the recipe what came of it. */
+typedef enum dlock__step {
+  DLOCK__STEP_TRY,       /* send a try; then dlock__recipe_tried */
+  DLOCK__STEP_ASK,       /* ask whether the try whose answer was lost ran;
+                            then dlock__recipe_asked */
+  DLOCK__STEP_SUBSCRIBE, /* join the channel; once confirmed (or by
+                            r->until) dlock__recipe_woken */
+  DLOCK__STEP_WAIT,      /* wait for a wake-up or r->until (-1: none);
+                            then dlock__recipe_woken */
+  DLOCK__STEP_GRANTED,   /* done: a try was granted */
+  DLOCK__STEP_FAILED     /* done: r->rc, its message set */
+} dlock__step;
+
+typedef struct dlock__recipe {
+  /* the caller's, before dlock__recipe_start */
+  const char *what;       /* the messages' subject ('lock "N"'), or NULL: */
+  const char *noun;       /* made of these when a message needs it */
+  const char *name;
+  int fifo;               /* a FIFO waiter (semaphores): tries on its turn */
+  int askable;            /* a lost try can be asked about */
+  /* the recipe's answer to the driver */
+  int64_t until;          /* SUBSCRIBE, WAIT: the next try's time (ms) */
+  int rc;                 /* FAILED */
+  /* the recipe's own */
+  int64_t wait_ms, deadline; /* the budget; -1: none */
+  int subscribed, asks;
+  char what_buf[160];
+} dlock__recipe;
+
+/* The first step of a wait of wait_ms (0 try once, -1 forever) ending at
+ * deadline (ms, -1 none); queued: the client's FIFO waiters in line. */
+dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
+                                int64_t deadline, int queued);
+/* A try's outcome: rc 1 granted, 0 busy (hint: ms to wait at most, -1
+ * unknown, -2 retry now), or an error; sent: its request was written. */
+dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
+                                int sent);
+/* An ask's outcome: 1 the lost try ran, 0 it did not, or an error. */
+dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent);
+/* A wait's end: status 0 (woken, confirmed or timed), DLOCK_ECLOSED,
+ * DLOCK_EINTR or another error with its message set; my_turn: a FIFO
+ * waiter's turn has come. */
+dlock__step dlock__recipe_woken(dlock__recipe *r, int status, int my_turn);
 /* DLOCK_EBUSY for a single try of what (a "lock \"N\"") that found it
  * held, the message saying what hint is (the holder's remaining lease in
  * ms, < 0 unknown). */

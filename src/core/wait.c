@@ -1,37 +1,13 @@
-/* The waiting recipe (docs/threading.md, "Waiting"), shared by every primitive that
- * blocks: try; subscribe BEFORE the second try; then try, and wait for a
- * wake-up or the reply's hint or the budget, whichever comes first; finally
- * unsubscribe. Wake-ups are counted, so none is lost between a try and the
- * wait, and every wait is bounded, so a lost message costs at most the hint. */
+/* The waiting recipe's blocking driver (docs/threading.md, "Waiting"):
+ * the recipe (recipe.c) says what comes next, and this thread does it:
+ * tries with dlock__call, subscribes, parks until a wake-up or the time the
+ * recipe names, asks whether a lost try ran, and at the end unsubscribes.
+ * Wake-ups are counted, so none is lost between a try and the wait, and
+ * every wait is bounded, so a lost message costs at most the hint. */
 #include <inttypes.h>
 #include <string.h>
 
 #include "core/engine.h"
-
-/* How long to wait between tries when the reply gives no bound (the holder's
- * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
-#define NO_HINT_RECHECK_MS 1000
-
-int dlock__busy(const char *what, int64_t hint) {
-  if (hint > 0)
-    return dlock__fail(DLOCK_EBUSY, "%s: not available: held by another "
-                       "owner, whose lease has %" PRId64 " ms left (sooner if "
-                       "it is released; later if the holder renews it)", what,
-                       hint);
-  return dlock__fail(DLOCK_EBUSY, "%s: not available (no lease time known: "
-                     "until what holds it is released)", what);
-}
-
-int64_t dlock__wait_until(int64_t hint, int64_t now, int64_t deadline) {
-  int64_t until;
-  if (hint >= 0)
-    until = now + hint;
-  else if (hint == -2) /* freed between the check and the PTTL: retry */
-    until = now;
-  else
-    until = now + NO_HINT_RECHECK_MS;
-  return deadline >= 0 && deadline < until ? deadline : until;
-}
 
 /* A FIFO waiter tries when it is the oldest (head) or a message gave it a
  * turn (one try: taken here). */
@@ -134,34 +110,6 @@ int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                      : DLOCK_OK;
 }
 
-/* A wait survives this many lost answers (connections dropped, masters
- * moved) before DLOCK_EIO ends it. */
-#define MAX_RECHECKS 16
-
-/* spec's try; when its answer was lost (DLOCK_EIO) and the budget lasts,
- * the recheck says whether it ran, and the try is made again when it did
- * not (on the server the client reaches now: after a failover, the new
- * master). */
-static int attempt(const dlock__wait_spec *spec, void *ctx, dlock__try *t,
-                   int64_t *hint, int64_t deadline, int *rechecks) {
-  int rc = spec->attempt(ctx, t, hint);
-  while (rc == DLOCK_EIO && spec->recheck && !dlock__last_call_unsent() &&
-         *rechecks < MAX_RECHECKS &&
-         (deadline < 0 || dlock__now_ms() < deadline)) {
-    (*rechecks)++;
-    int ran = spec->recheck(ctx);
-    if (ran == 1 || (ran < 0 && ran != DLOCK_EIO))
-      return ran;
-    if (ran == 0) {
-      t->early = NULL; /* a fresh try, sent now */
-      rc = spec->attempt(ctx, t, hint);
-    } else if (dlock__last_call_unsent()) {
-      return ran; /* no server to ask within the connect timeout */
-    }
-  }
-  return rc;
-}
-
 /* w on spec's channel, made now when the spec makes it (a wait is rarer
  * than a call: the uncontended one allocates nothing for it). */
 static int subscribe(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
@@ -184,82 +132,97 @@ static int subscribe(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
   return rc;
 }
 
+/* The wait's waiter, from its subscription on: registered for interrupts
+ * (before it subscribes, so a waiter seen subscribed is an interruptible
+ * one), and counted as contended (the client's calls keep to the engine's
+ * pipeline until it ends: direct.c) unless it waits for an event. */
+typedef struct waiting {
+  dlock__waiter w;
+  dlock__early early_try;
+  wait_reg reg;
+  int joined, subscribed, contended;
+} waiting;
+
+static int join(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
+                waiting *j, int64_t deadline) {
+  j->contended = !spec->event;
+  if (j->contended)
+    atomic_fetch_add(&c->direct.waiting, 1);
+  dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
+  j->w.early = &j->early_try;
+  j->w.parker = dlock__parker_self();
+  j->w.demand = spec->demand > 0 ? spec->demand : 1;
+  reg_add(&j->reg, spec->handle, spec->owner, &j->w);
+  j->joined = 1;
+  int rc = subscribe(c, spec, ctx, &j->w, deadline);
+  j->subscribed = rc == DLOCK_OK;
+  return rc;
+}
+
+static void leave(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
+                  waiting *j, int rc) {
+  reg_del(&j->reg);
+  if (j->subscribed) {
+    settle_early(&j->w);
+    if (rc < 0 && spec->give_up)
+      spec->give_up(ctx);
+    dlock__unsubscribe(c, &j->w);
+    dlock__buf_free(&j->early_try.cmd);
+  }
+  if (j->contended)
+    atomic_fetch_sub(&c->direct.waiting, 1);
+}
+
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
-  int64_t start = dlock__now_ms();
-  int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
-  int64_t hint = 0;
-  int rc = 0;
-  /* A FIFO waiter does not overtake this client's waiting ones: with any
-   * in line, it joins the line without a first try (a try-once still
-   * tries: it cannot wait its turn). */
+  dlock__recipe r = {.what = spec->what, .noun = spec->noun,
+                     .name = spec->name, .fifo = spec->fifo,
+                     .askable = spec->recheck != NULL};
+  int64_t deadline = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
+  dlock__step step = dlock__recipe_start(&r, wait_ms, deadline,
+                                         spec->fifo ? dlock__fifo_waiters(c) : 0);
   dlock__try t = {NULL, 0};
-  int rechecks = 0;
-  if (!spec->fifo || wait_ms == 0 || dlock__fifo_waiters(c) == 0)
-    rc = attempt(spec, ctx, &t, &hint, deadline, &rechecks);
-  if (rc != 0)
-    return rc;
-  if (wait_ms == 0)
-    return dlock__busy(spec->what, hint);
-  /* the object is contended: the client's calls keep to the engine's
-   * pipeline until this wait ends (direct.c) */
-  int contended = !spec->event;
-  if (contended)
-    atomic_fetch_add(&c->direct.waiting, 1);
-  /* from here on the wait can be interrupted: registered before it
-   * subscribes, so a waiter seen subscribed is an interruptible one */
-  dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
-  dlock__waiter w;
-  memset(&w, 0, sizeof w);
-  dlock__early early_try;
-  memset(&early_try, 0, sizeof early_try);
-  w.early = &early_try;
-  w.parker = dlock__parker_self();
-  w.demand = spec->demand > 0 ? spec->demand : 1;
-  wait_reg reg;
-  reg_add(&reg, spec->handle, spec->owner, &w);
-  rc = subscribe(c, spec, ctx, &w, deadline);
-  if (rc != DLOCK_OK) {
-    reg_del(&reg);
-    if (contended)
-      atomic_fetch_sub(&c->direct.waiting, 1);
-    return rc;
-  }
-  int early = spec->early && !spec->fifo;
+  int64_t hint = 0;
+  int early = spec->early && !spec->fifo, fresh = 0, rc;
+  waiting j;
+  memset(&j, 0, sizeof j);
   for (;;) {
-    if (!spec->fifo || dlock__waiter_my_turn(&w)) {
-      t.early = early ? &w : NULL;
-      rc = attempt(spec, ctx, &t, &hint, deadline, &rechecks);
-      if (rc != 0)
+    switch (step) {
+    case DLOCK__STEP_TRY:
+      /* a try after an ask is sent now; one after a wake-up may have been
+       * sent early by the engine */
+      t.early = early && j.joined && !fresh ? &j.w : NULL;
+      fresh = 0;
+      rc = spec->attempt(ctx, &t, &hint);
+      step = dlock__recipe_tried(&r, rc, hint, !dlock__last_call_unsent());
+      break;
+    case DLOCK__STEP_ASK:
+      rc = spec->recheck(ctx);
+      fresh = 1;
+      step = dlock__recipe_asked(&r, rc, !dlock__last_call_unsent());
+      break;
+    case DLOCK__STEP_SUBSCRIBE:
+      rc = join(c, spec, ctx, &j, deadline);
+      if (rc != DLOCK_OK) {
+        r.rc = rc;
+        step = DLOCK__STEP_FAILED;
         break;
-    } else {
-      hint = -1; /* the head's departure wakes us */
-    }
-    int64_t now = dlock__now_ms();
-    if (deadline >= 0 && now >= deadline) {
-      rc = dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available after %" PRId64
-                       " ms", spec->what, wait_ms);
+      }
+      step = dlock__recipe_woken(&r, 0, !spec->fifo || dlock__waiter_my_turn(&j.w));
       break;
-    }
-    set_armed(&w, early && w.early->cmd.len > 0);
-    int woke = dlock__waiter_wait(&w, dlock__wait_until(hint, now, deadline));
-    set_armed(&w, 0); /* the engine may have sent the try meanwhile */
-    if (woke == DLOCK_ECLOSED) {
-      rc = dlock__fail(DLOCK_ECLOSED, "client closed while waiting");
+    case DLOCK__STEP_WAIT:
+      set_armed(&j.w, early && j.w.early->cmd.len > 0);
+      rc = dlock__waiter_wait(&j.w, r.until);
+      set_armed(&j.w, 0); /* the engine may have sent the try meanwhile */
+      step = dlock__recipe_woken(&r, rc < 0 ? rc : 0,
+                                 !spec->fifo || dlock__waiter_my_turn(&j.w));
       break;
-    }
-    if (woke == DLOCK_EINTR) {
-      rc = dlock__fail(DLOCK_EINTR, "%s: wait interrupted", spec->what);
-      break;
+    case DLOCK__STEP_GRANTED:
+    case DLOCK__STEP_FAILED:
+      rc = step == DLOCK__STEP_GRANTED ? 1 : r.rc;
+      if (j.joined)
+        leave(c, spec, ctx, &j, rc);
+      return rc;
     }
   }
-  reg_del(&reg);
-  settle_early(&w);
-  if (rc < 0 && spec->give_up)
-    spec->give_up(ctx);
-  dlock__unsubscribe(c, &w);
-  dlock__buf_free(&w.early->cmd);
-  if (contended)
-    atomic_fetch_sub(&c->direct.waiting, 1);
-  return rc;
 }

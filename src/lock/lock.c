@@ -361,11 +361,8 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                     : lease_ms,
                .prior = m->hold_count ? m->hold_count(l, owner) : 0,
                .try_ms = dlock__now_ms()};
-  char what[140];
-  snprintf(what, sizeof what, "%s \"%.100s%s\"", l->m->noun,
-           DLOCK__NAME(l->h.name));
   dlock__wait_spec spec = {
-      .what = what, .make_channel = make_channel, .attempt = try_once,
+      .noun = l->m->noun, .name = l->h.name, .make_channel = make_channel, .attempt = try_once,
       .handle = l, .owner = owner, .early = m->early,
       /* a queue's leaving, and its "-MS" lease hints */
       .give_up = m->give_up_req ? give_up : NULL,

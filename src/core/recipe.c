@@ -1,0 +1,128 @@
+/* The waiting recipe's decisions (docs/design.md, "The waiting recipe"):
+ * one for every wait, blocking (wait.c drives it with a parked thread) or
+ * not (async/await.c, with a timer and the engine's ready list). The
+ * recipe says what comes next; its driver does it and tells it what
+ * happened. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "core/core.h"
+
+/* How long to wait between tries when the reply gives no bound (the holder's
+ * key has no TTL): a wake-up is only a hint, so every wait is bounded. */
+#define NO_HINT_RECHECK_MS 1000
+
+/* A wait survives this many lost answers (connections dropped, masters
+ * moved) before DLOCK_EIO ends it. */
+#define MAX_ASKS 16
+
+int dlock__busy(const char *what, int64_t hint) {
+  if (hint > 0)
+    return dlock__fail(DLOCK_EBUSY, "%s: not available: held by another "
+                       "owner, whose lease has %" PRId64 " ms left (sooner if "
+                       "it is released; later if the holder renews it)", what,
+                       hint);
+  return dlock__fail(DLOCK_EBUSY, "%s: not available (no lease time known: "
+                     "until what holds it is released)", what);
+}
+
+/* When a waiter whose last try answered hint (ms to wait at most; -1
+ * unknown; -2 freed between the check and the PTTL: now) tries next. */
+static int64_t next_try(int64_t hint, int64_t now, int64_t deadline) {
+  int64_t until;
+  if (hint >= 0)
+    until = now + hint;
+  else if (hint == -2)
+    until = now;
+  else
+    until = now + NO_HINT_RECHECK_MS;
+  return deadline >= 0 && deadline < until ? deadline : until;
+}
+
+/* The messages' subject, made only when a message needs it (the
+ * uncontended call formats nothing). */
+static const char *what(dlock__recipe *r) {
+  if (r->what)
+    return r->what;
+  snprintf(r->what_buf, sizeof r->what_buf, "%s \"%.100s%s\"", r->noun,
+           DLOCK__NAME(r->name));
+  return r->what_buf;
+}
+
+static dlock__step failed(dlock__recipe *r, int rc) {
+  r->rc = rc;
+  return DLOCK__STEP_FAILED;
+}
+
+/* Busy (hint), or for a FIFO waiter not its turn yet (hint -1): a single
+ * try ends, a spent budget ends, else wait; the first wait subscribes. */
+static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
+  if (r->wait_ms == 0)
+    return failed(r, dlock__busy(what(r), hint));
+  int64_t now = dlock__now_ms();
+  if (r->deadline >= 0 && now >= r->deadline)
+    return failed(r, dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available "
+                                 "after %" PRId64 " ms", what(r), r->wait_ms));
+  r->until = next_try(hint, now, r->deadline);
+  if (r->subscribed)
+    return DLOCK__STEP_WAIT;
+  r->subscribed = 1;
+  return DLOCK__STEP_SUBSCRIBE;
+}
+
+/* rc, an error of a try or of an ask: a lost answer (DLOCK_EIO after the
+ * request was written) may have run, so ask while the budget lasts. */
+static dlock__step lost(dlock__recipe *r, int rc, int sent) {
+  if (rc == DLOCK_EIO && sent && r->askable && r->asks < MAX_ASKS &&
+      (r->deadline < 0 || dlock__now_ms() < r->deadline)) {
+    r->asks++;
+    return DLOCK__STEP_ASK;
+  }
+  return failed(r, rc);
+}
+
+dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
+                                int64_t deadline, int queued) {
+  r->wait_ms = wait_ms;
+  r->deadline = deadline;
+  r->until = -1;
+  r->rc = 0;
+  r->subscribed = 0;
+  r->asks = 0;
+  /* A FIFO waiter does not overtake this client's waiting ones: with any
+   * in line, it joins the line without a first try (a single try still
+   * tries: it cannot wait its turn). */
+  if (r->fifo && wait_ms != 0 && queued > 0)
+    return not_yet(r, -1);
+  return DLOCK__STEP_TRY;
+}
+
+dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
+                                int sent) {
+  if (rc > 0)
+    return DLOCK__STEP_GRANTED;
+  return rc == 0 ? not_yet(r, hint) : lost(r, rc, sent);
+}
+
+dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent) {
+  if (ran == 1) /* it ran: granted when it was sent */
+    return DLOCK__STEP_GRANTED;
+  if (ran == 0) /* it did not: a fresh try, on the server reached now */
+    return DLOCK__STEP_TRY;
+  return lost(r, ran, sent);
+}
+
+dlock__step dlock__recipe_woken(dlock__recipe *r, int status, int my_turn) {
+  if (status == DLOCK_ECLOSED)
+    return failed(r, dlock__fail(DLOCK_ECLOSED, "client closed while waiting"));
+  if (status == DLOCK_EINTR)
+    return failed(r, dlock__fail(DLOCK_EINTR, "%s: wait interrupted", what(r)));
+  if (status < 0) /* its message set (a refused subscription, a cancel) */
+    return failed(r, status);
+  /* a wake-up, the confirmation or the timer: the deadline's is the last
+   * try; a FIFO waiter tries on its turn, and else the head's leaving or a
+   * release wakes it */
+  if (!r->fifo || my_turn)
+    return DLOCK__STEP_TRY;
+  return not_yet(r, -1);
+}
