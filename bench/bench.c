@@ -33,7 +33,7 @@
 #include <dlock/dlock.h>
 #include <hiredis/hiredis.h>
 
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "redis_server.h"
 
 #define MAX_SAMPLES 200000

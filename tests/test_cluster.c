@@ -12,7 +12,7 @@
 
 #include "core/core.h"
 #include "core/engine.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "harness.h"
 
 static th_server srv;

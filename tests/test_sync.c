@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "harness.h"
 
 static th_server srv;

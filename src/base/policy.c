@@ -33,3 +33,10 @@ int64_t dlock__backoff_next(int64_t last_ms) {
   int64_t next = last_ms > 0 ? last_ms * 2 : BACKOFF_FIRST_MS;
   return next < BACKOFF_MAX_MS ? next : BACKOFF_MAX_MS;
 }
+
+const char *dlock__push_kind(const char *k) {
+  if (strcmp(k, "smessage") == 0 || strcmp(k, "ssubscribe") == 0 ||
+      strcmp(k, "sunsubscribe") == 0)
+    return k + 1;
+  return k;
+}

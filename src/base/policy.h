@@ -31,4 +31,8 @@ int dlock__class_cluster(dlock__class k);
  * given the last pause (0 after a success): 25 ms, doubling, at most 1 s. */
 int64_t dlock__backoff_next(int64_t last_ms);
 
+/* A push's kind with sharded pub/sub's "s" taken off ("smessage" ->
+ * "message", "ssubscribe", "sunsubscribe"): both modes read alike. */
+const char *dlock__push_kind(const char *kind);
+
 #endif

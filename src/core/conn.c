@@ -14,21 +14,12 @@
 #include "core/engine.h"
 #include "net/sock.h"
 #include "net/tls.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "net/topology.h"
 
 static void on_timer(uv_timer_t *t);
 static void conn_fail(dlock__conn *conn, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
-                       const char *why) {
-  if (why)
-    snprintf(req->errmsg, sizeof req->errmsg, "%s", why);
-  dlock__buf_free(&req->cmd);
-  dlock__buf_free(&req->drop);
-  req->done(req, reply, status);
-}
 
 static void dropped(dlock__req *req, redisReply *reply, int status) {
   (void)status;
@@ -156,15 +147,6 @@ static int send_ack(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   for (int i = 0; i < n; i++)
     dlock__conn_send(conn, cmds[i]);
   return n > 0;
-}
-
-void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req) {
-  req->next = NULL;
-  if (*tail)
-    (*tail)->next = req;
-  else
-    *head = req;
-  *tail = req;
 }
 
 static dlock__req *pop(dlock__req **head, dlock__req **tail) {
@@ -438,24 +420,6 @@ static int is_push(const redisReply *r) {
   const char *k = dlock__push_kind(r->element[0]->str);
   return strcmp(k, "message") == 0 || strcmp(k, "subscribe") == 0 ||
          strcmp(k, "unsubscribe") == 0;
-}
-
-int dlock__req_to_eval(dlock__req *req) {
-  const dlock__script *s = &dlock__scripts[req->script];
-  dlock__buf b = {0};
-  size_t tail = req->cmd.len - req->script_tail;
-  if (dlock__buf_reserve(&b, tail + s->len + 64) != DLOCK_OK ||
-      dlock__resp_array(&b, req->argc) != DLOCK_OK ||
-      dlock__resp_bulk(&b, "EVAL", 4) != DLOCK_OK ||
-      dlock__resp_bulk(&b, s->body, s->len) != DLOCK_OK ||
-      dlock__buf_add(&b, req->cmd.p + req->script_tail, tail) != DLOCK_OK) {
-    dlock__buf_free(&b);
-    return DLOCK_ENOMEM;
-  }
-  dlock__buf_free(&req->cmd);
-  req->cmd = b;
-  req->script = -1; /* EVAL caches the script; no second rewrite */
-  return DLOCK_OK;
 }
 
 static void dispatch(dlock__conn *conn, redisReply *reply) {

@@ -20,6 +20,7 @@
 #include "dlock/error.h"
 #include "dlock/lock.h"
 #include "base/base.h"
+#include "net/req.h"
 
 /* 1 on an engine thread: blocking calls are refused there. */
 int dlock__on_engine_thread(void);
@@ -41,76 +42,7 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
 /* Drop the handle's client reference and name (not the block itself). */
 void dlock__handle_free(dlock__handle *h);
 
-/* ---- requests to the engine (engine.c) ------------------------------------ */
-
-typedef struct dlock__req dlock__req;
-/* Called on the engine thread exactly once: with the reply (callee owns it;
- * it may be an error reply) and DLOCK_OK, or with NULL and DLOCK_EIO /
- * DLOCK_ECLOSED. */
-typedef void dlock__req_done(dlock__req *req, redisReply *reply, int status);
-
-/* A write's acknowledgement: what the replica guard's WAIT and the durable
- * option's WAITAOF asked for and what the server answered (engine.h:
- * dlock__ack_cmds). */
-typedef struct dlock__ack {
-  int wait_asked;   /* replicas WAIT asked for (0: no WAIT sent) */
-  int waited;       /* replicas that acknowledged within the time; -1: the
-                       server refused WAIT (an ACL without +wait) */
-  int aof_asked;    /* 1: WAITAOF sent */
-  int aof_local;    /* its first count: 1 when the server fsynced the write
-                       within the time; -1: refused (errmsg says why) */
-  int aof_replicas; /* its second: replicas that fsynced it */
-} dlock__ack;
-
-struct dlock__req {
-  dlock__req *next;
-  dlock__buf cmd;       /* RESP bytes; owned, freed by the engine when done */
-  int script;           /* script id when cmd is an EVALSHA, else -1 */
-  size_t script_tail;   /* offset of the numkeys argument in cmd */
-  size_t argc;          /* number of RESP arguments in cmd */
-  int64_t queued_ms, sent_ms;
-  dlock__req_done *done;
-  void (*task)(dlock_client *c, dlock__req *req); /* engine-thread task */
-  void *arg;  /* the task's argument */
-  void *data; /* the completion's */
-  int linger; /* still written when the client closes (releases: harmless
-                 and they spare the servers a lease's wait) */
-  dlock__buf drop; /* a key the engine DELs once a non-error reply is in,
-                      after handing the reply over (a release's latch) */
-  /* Routing on a cluster (src/net/cluster.c): the hash slot of the keys,
-   * DLOCK__SLOT_ANY (no key) or DLOCK__SLOT_CROSS (keys in two slots). */
-  int slot;
-  int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
-  int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN: resent then */
-  /* The write's acknowledgement (dlock__guard_begin): the replica guard's
-   * WAIT and the durable option's WAITAOF follow the script's reply on the
-   * same connection. */
-  int ack_wanted;   /* wanted (set by dlock__call inside a guard) */
-  dlock__ack ack;   /* what they asked and got */
-  int written;      /* its bytes went out (or may have): a failure after it
-                       leaves its outcome unknown */
-  char errmsg[1536]; /* failure detail, copied to the caller's thread */
-};
-
-/* Build an EVALSHA for script id into req->cmd (keys then args). */
-int dlock__req_script(dlock__req *req, int script, size_t nkeys,
-                      const char *const *keys, const size_t *klens,
-                      size_t nargs, const char *const *args,
-                      const size_t *alens);
-/* DEL key on the same connection once req's reply is in and not an error
- * (a release's unlock latch, as Redisson deletes it): the caller does not
- * wait for it; the key's own expiry covers a client that dies first.
- * Call after building req. DLOCK_OK or DLOCK_ENOMEM. */
-int dlock__req_drop_after(dlock__req *req, const char *key, size_t len);
-/* Build a plain command (routed to any node on a cluster: give it a key
- * with dlock__req_route). */
-int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
-                       const size_t *lens);
-/* Route req by key's slot on a cluster. */
-void dlock__req_route(dlock__req *req, const char *key, size_t len);
-
-#define DLOCK__SLOT_ANY (-1)
-#define DLOCK__SLOT_CROSS (-2)
+/* ---- requests to the engine (engine.c; the request: net/req.h) ----------- */
 
 /* EVAL of a script text that is not in the registry (a guarded write's
  * body: src/fence), routed by its first key: as dlock__script_call. */
@@ -119,9 +51,6 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
                      size_t nargs, const char *const *args,
                      const size_t *alens, redisReply **reply);
 
-/* Make req a task: run on the engine thread, which finishes it. */
-void dlock__req_task(dlock__req *req,
-                     void (*task)(dlock_client *c, dlock__req *req), void *arg);
 
 /* Hand req to the engine (any thread but the engine's). On DLOCK_ECLOSED the
  * request was not taken and done will not be called. */

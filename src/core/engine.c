@@ -15,7 +15,7 @@
 
 #include "core/engine.h"
 #include "net/topology.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 
 static _Thread_local dlock__parker tls_parker;
 static const dlock__attachment *attachment; /* set at load, read after */
@@ -100,92 +100,6 @@ int dlock__park(dlock__parker *s, int64_t deadline_ms) {
   struct timespec ts = {.tv_sec = deadline_ms / 1000,
                         .tv_nsec = (deadline_ms % 1000) * 1000000};
   return pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-}
-
-/* ---- building requests ---------------------------------------------------- */
-
-static void req_reset(dlock__req *req, size_t argc) {
-  req->next = NULL;
-  req->cmd = (dlock__buf){0};
-  req->script = -1;
-  req->script_tail = 0;
-  req->argc = argc;
-  req->task = NULL;
-  req->arg = NULL;
-  req->linger = 0;
-  req->drop = (dlock__buf){0};
-  req->errmsg[0] = '\0';
-  req->slot = DLOCK__SLOT_ANY;
-  req->redirects = 0;
-  req->retry_at = 0;
-  req->ack_wanted = 0;
-  req->ack = (dlock__ack){0};
-  req->written = 0;
-}
-
-void dlock__req_route(dlock__req *req, const char *key, size_t len) {
-  req->slot = dlock__key_slot(key, len);
-}
-
-void dlock__req_task(dlock__req *req,
-                     void (*task)(dlock_client *c, dlock__req *req), void *arg) {
-  req_reset(req, 0);
-  req->task = task;
-  req->arg = arg;
-}
-
-int dlock__req_drop_after(dlock__req *req, const char *key, size_t len) {
-  if (dlock__buf_add(&req->drop, key, len) != DLOCK_OK) {
-    dlock__buf_free(&req->cmd);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  }
-  return DLOCK_OK;
-}
-
-int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
-                       const size_t *lens) {
-  req_reset(req, argc);
-  if (dlock__resp_command(&req->cmd, argc, argv, lens) != DLOCK_OK) {
-    dlock__buf_free(&req->cmd);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory building a command");
-  }
-  return DLOCK_OK;
-}
-
-int dlock__req_script(dlock__req *req, int script, size_t nkeys,
-                      const char *const *keys, const size_t *klens,
-                      size_t nargs, const char *const *args,
-                      const size_t *alens) {
-  req_reset(req, 3 + nkeys + nargs);
-  const dlock__script *s = &dlock__scripts[script];
-  char num[24];
-  size_t n = dlock__fmt_u64(num, nkeys);
-  int rc = dlock__buf_reserve(&req->cmd, 96 + 16 * (nkeys + nargs));
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_array(&req->cmd, req->argc);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, "EVALSHA", 7);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, s->sha1, 40);
-  req->script_tail = req->cmd.len;
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, num, n);
-  for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++) {
-    rc = dlock__resp_bulk(&req->cmd, keys[i], klens[i]);
-    int slot = dlock__key_slot(keys[i], klens[i]);
-    if (i == 0)
-      req->slot = slot;
-    else if (slot != req->slot)
-      req->slot = DLOCK__SLOT_CROSS;
-  }
-  for (size_t i = 0; rc == DLOCK_OK && i < nargs; i++)
-    rc = dlock__resp_bulk(&req->cmd, args[i], alens[i]);
-  if (rc != DLOCK_OK) {
-    dlock__buf_free(&req->cmd);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory building a script call");
-  }
-  req->script = script;
-  return DLOCK_OK;
 }
 
 /* ---- submitting ----------------------------------------------------------- */

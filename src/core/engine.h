@@ -295,9 +295,6 @@ int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn, void *ctx);
 size_t dlock__auth_args(const char *user, const char *password,
                         const char *argv[3], size_t lens[3]);
 
-/* conn.c: turn req's EVALSHA into an EVAL of the script's body (a NOSCRIPT
- * answer). DLOCK_OK or DLOCK_ENOMEM. */
-int dlock__req_to_eval(dlock__req *req);
 
 /* One loop thread. A client starts its own, or runs on another client's
  * (dlock_client_opts.share_engine): the engine lives until its last client
@@ -438,22 +435,13 @@ void dlock__ack_answer(dlock__req *req, int i, const redisReply *r);
 void dlock__conn_hold(dlock__conn *conn, dlock__req *req);
 /* Drop conn (requests in flight fail with DLOCK_EIO, why) and reconnect. */
 void dlock__conn_drop(dlock__conn *conn, const char *why);
-/* Append req to the list head..tail (a connection's queues, the cluster's
- * parked requests). */
-void dlock__req_push(dlock__req **head, dlock__req **tail, dlock__req *req);
 /* Write what is buffered: called once per loop turn. */
 void dlock__conn_flush(dlock__conn *conn);
 /* Fail everything with status and close the socket for good. */
 void dlock__conn_shutdown(dlock__conn *conn, int status);
-/* Complete req (engine thread): status DLOCK_OK with reply, or an error. */
-void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
-                       const char *why);
 
 /* pubsub.c (engine thread) */
 void dlock__pubsub_on_reply(dlock__conn *conn, redisReply *reply);
-/* A push's kind with sharded pub/sub's "s" taken off ("smessage" ->
- * "message", "ssubscribe", "sunsubscribe"): both modes read alike. */
-const char *dlock__push_kind(const char *kind);
 /* An error reply on the pub/sub connection: 1 when it answered a
  * (UN)SUBSCRIBE (an ACL refusal: that channel's waiters are told), 0 when
  * it is not pub/sub's. */

@@ -33,13 +33,6 @@ typedef struct chan {
   char name[];
 } chan;
 
-const char *dlock__push_kind(const char *k) {
-  if (strcmp(k, "smessage") == 0 || strcmp(k, "ssubscribe") == 0 ||
-      strcmp(k, "sunsubscribe") == 0)
-    return k + 1;
-  return k;
-}
-
 uint32_t dlock__wake_one(const char *msg, size_t len) { return 1; }
 uint32_t dlock__wake_all(const char *msg, size_t len) { return UINT32_MAX; }
 

@@ -1,64 +1,12 @@
-/* Client statistics, inside (dlock/stats.h outside): one relaxed atomic
- * per counter in the client, bumped where the event happens, from any
- * thread. */
+/* Client statistics, inside (dlock/stats.h outside): the counters
+ * (base/counters.h) read as an acquire's or a release's outcome. */
 #ifndef DLOCK_CORE_STATS_H
 #define DLOCK_CORE_STATS_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "dlock/stats.h"
-
-typedef enum dlock__stat {
-  DLOCK__ST_ACQ_ONCE,
-  DLOCK__ST_ACQ_WAITED,
-  DLOCK__ST_ACQ_BUSY,
-  DLOCK__ST_ACQ_TIMEOUT,
-  DLOCK__ST_ACQ_ERR,
-  DLOCK__ST_REL_OK,
-  DLOCK__ST_REL_LOST,
-  DLOCK__ST_REL_NOTOWNER,
-  DLOCK__ST_REL_ERR,
-  DLOCK__ST_RENEW_CALLS,
-  DLOCK__ST_RENEWED,
-  DLOCK__ST_RENEW_FAIL,
-  DLOCK__ST_RENEW_BATCH_MAX, /* a maximum */
-  DLOCK__ST_LOST_EXPIRED,
-  DLOCK__ST_LOST_UNRENEWED,
-  DLOCK__ST_LOST_MAX_HOLD,
-  DLOCK__ST_MESSAGES,
-  DLOCK__ST_SUBSCRIBES,
-  DLOCK__ST_SUBSCRIBED, /* a gauge, read from the channels (stats.c) */
-  DLOCK__ST_RECONNECTS,
-  DLOCK__ST_REDIRECTS,
-  DLOCK__ST_COMMANDS,
-  DLOCK__ST_DIRECT,
-  DLOCK__ST_IN_FLIGHT,    /* a gauge */
-  DLOCK__ST_PIPELINE_MAX, /* a maximum */
-  DLOCK__ST_COUNT
-} dlock__stat;
-
-typedef struct dlock__hist {
-  atomic_uint_fast64_t count, sum_us, bucket[DLOCK_STATS_BUCKETS];
-} dlock__hist;
-
-typedef struct dlock__stats {
-  atomic_uint_fast64_t v[DLOCK__ST_COUNT];
-  dlock__hist acquire_wait, hold;
-} dlock__stats;
-
-static inline void dlock__stat_add(dlock__stats *s, dlock__stat k, uint64_t n) {
-  atomic_fetch_add_explicit(&s->v[k], n, memory_order_relaxed);
-}
-
-static inline void dlock__stat_sub(dlock__stats *s, dlock__stat k, uint64_t n) {
-  atomic_fetch_sub_explicit(&s->v[k], n, memory_order_relaxed);
-}
-
-/* Raise a maximum to n. */
-void dlock__stat_max(dlock__stats *s, dlock__stat k, uint64_t n);
-/* One duration into a histogram. */
-void dlock__hist_add(dlock__hist *h, int64_t us);
+#include "base/counters.h"
 
 /* An acquire's outcome (rc; waited: it went past its first try, as
  * dlock__stats_waited said), t0_us: when the call began. */

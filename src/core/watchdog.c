@@ -19,7 +19,7 @@
 
 #include "core/engine.h"
 #include "net/topology.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 
 #define BATCH 100
 #define MAX_SCRIPTS 8 /* distinct renewal scripts in one tick */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "lock/lock_impl.h"
 
 #define DEFAULT_SLOT_MS 5000

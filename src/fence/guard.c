@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "async/async.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "dlock/fence.h"
 #include "lock/lock_impl.h"
 

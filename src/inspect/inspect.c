@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "dlock/inspect.h"
 
 static const char *kind_of(const redisReply *type, int64_t queued,

@@ -1,7 +1,7 @@
 /* What the locks kept in a hash of owner -> hold count share (the
  * reentrant, fenced and fair locks; docs/wire.md): the state query, the
  * hold record and its renewal, and what a release's reply means. */
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "lock/lock_impl.h"
 
 static dlock__hold_id hold_id(dlock_lock *l, uint64_t owner, char buf[64]) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "lock/lock_impl.h"
 
 typedef struct reentrant {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "dlock/rwlock.h"
 #include "lock/lock_impl.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "async/async.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "sync/synchronizer.h"
 
 struct dlock_latch {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "async/async.h"
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "core/stats.h"
 #include "sync/synchronizer.h"
 

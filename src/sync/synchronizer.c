@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/scripts.h"
+#include "base/scripts.h"
 #include "sync/synchronizer.h"
 
 int dlock__synchronizer_new(size_t size, dlock_client *client, const char *name,

@@ -1,8 +1,8 @@
 /* The script registry: every script in lua/ is embedded with its SHA1 at
  * build time (tools/embed_lua.py). Calls go out as EVALSHA; the engine resends a call
  * as EVAL (which also caches the script) when Redis answers NOSCRIPT. */
-#ifndef DLOCK_SCRIPTS_H
-#define DLOCK_SCRIPTS_H
+#ifndef DLOCK_BASE_SCRIPTS_H
+#define DLOCK_BASE_SCRIPTS_H
 
 #include <stddef.h>
 
@@ -17,4 +17,4 @@ typedef struct dlock__script {
 
 extern const dlock__script dlock__scripts[DLOCK__SCRIPT_COUNT];
 
-#endif /* DLOCK_SCRIPTS_H */
+#endif /* DLOCK_BASE_SCRIPTS_H */
