@@ -13,11 +13,10 @@ a header of that folder ("net/cluster.h") or calls a function defined there
     net     transports and topologies
     base    errors, buffers, keys, slots, URIs, maps, the reply policy
 
-DEBT lists the dependencies against the direction that the code still has
-(docs/design.md says how each goes away). The check fails on a dependency
-that is neither allowed nor listed, and on a listed one that is gone (take
-it off the list: the list only shrinks). It also counts topology branches
-(`->cluster`, `->sentinel`) outside net/ per folder, which may only fall.
+The check fails on any dependency that points up (there is no list of
+tolerated ones: the last, net -> core, was paid when the connection moved
+into net/), and on any topology branch (`->cluster`, `->sentinel`, the
+URI's topology constants) outside net/ but in the URI parser.
 
 Usage: layering.py SRC_DIR [--self-test]
 """
@@ -30,11 +29,6 @@ LAYER = {"fair": "kinds", "rwlock": "kinds", "multi": "kinds",
          "redlock": "kinds", "sync": "kinds", "fence": "kinds",
          "inspect": "kinds", "lock": "lock", "async": "async",
          "core": "core", "net": "net", "base": "base"}
-
-# Dependencies against the direction the code has today: (from, to, how).
-DEBT = {
-    ("net", "core", "include"), ("net", "core", "call"),
-}
 
 # Topology branches outside net/, per folder, as the code has them today:
 # none since the topology interface (net/topology.h). A branch is a test of
@@ -94,11 +88,8 @@ def allowed(frm, to):
 def judge(found, branches):
     errors = []
     for (frm, to, how), where in sorted(found.items()):
-        if not allowed(frm, to) and (frm, to, how) not in DEBT:
+        if not allowed(frm, to):
             errors.append("%s -> %s (%s) points up: %s" % (frm, to, how, where))
-    for edge in sorted(DEBT):
-        if edge not in found:
-            errors.append("%s -> %s (%s) is gone: take it off DEBT" % edge)
     for folder, n in sorted(branches.items()):
         if n > BRANCHES.get(folder, 0):
             errors.append("%s has %d topology branches (->cluster, ->sentinel, "
@@ -122,30 +113,28 @@ def main():
     found, branches = edges(sys.argv[1])
     errors = judge(found, branches)
     if "--self-test" in sys.argv:
-        # one include against the direction must be caught, and one
-        # dependency listed as debt must be missed when it goes
+        # an include and a call against the direction must be caught
         planted = dict(found)
         planted[("net", "lock", "include")] = "net/planted.c"
-        caught = any("net -> lock (include)" in e for e in judge(planted, branches))
-        gone = dict(found)
-        gone.pop(("net", "core", "call"), None)
-        missed = any("net -> core (call) is gone" in e for e in judge(gone, branches))
+        planted[("net", "core", "call")] = "net/planted.c: dlock__send"
+        errs = judge(planted, branches)
+        caught = any("net -> lock (include)" in e for e in errs)
+        called = any("net -> core (call)" in e for e in errs)
         # and one topology branch in the engine
         text = "if (c->cluster) dlock__x(); if (u->topology == DLOCK__URI_SENTINEL) y();"
         more = dict(branches)
         more["core"] = more.get("core", 0) + len(BRANCH.findall(text))
         branched = any("core has 2 topology branches" in e
                        for e in judge(found, more))
-        print("planted include caught: %s; a paid debt noticed: %s; planted "
-              "branches caught: %s" % (caught, missed, branched))
-        return 0 if caught and missed and branched and not errors else 1
+        print("planted include caught: %s; planted call caught: %s; planted "
+              "branches caught: %s" % (caught, called, branched))
+        return 0 if caught and called and branched and not errors else 1
     for e in errors:
         print("layering: " + e)
     up = [edge for edge in found if not allowed(edge[0], edge[1])]
-    print("layering: %d dependencies between folders, %d against the direction "
-          "(%d of them listed as debt), %d topology branches outside net/" %
-          (len(found), len(up), sum(1 for e in up if e in DEBT),
-           sum(branches.values())))
+    print("layering: %d dependencies between folders, %d against the direction, "
+          "%d topology branches outside net/" %
+          (len(found), len(up), sum(branches.values())))
     return 1 if errors else 0
 
 

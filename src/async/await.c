@@ -69,10 +69,10 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
       free(t);
       return rc;
     }
-    uv_timer_init(c->loop, &t->t);
+    uv_timer_init(c->net.loop, &t->t);
     t->c = c;
     t->op = op;
-    c->live++; /* until the timer is closed */
+    c->net.live++; /* until the timer is closed */
     op->w = w;
     op->timer = &t->t;
     pthread_mutex_lock(&w->parker->mu);

@@ -234,17 +234,17 @@ void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
     ct = calloc(1, sizeof *ct);
     if (ct == NULL)
       return; /* no timer: the wait ends with the next answer */
-    uv_timer_init(op->c->loop, &ct->t);
+    uv_timer_init(op->c->net.loop, &ct->t);
     ct->op = op;
     ct->c = op->c;
-    op->c->live++;
+    op->c->net.live++;
     op->ctimer = &ct->t;
   }
   ct->fn = fn;
   uv_timer_start(&ct->t, ctimer_fired, (uint64_t)ms, 0);
 }
 
-int dlock__client_stopping(const dlock_client *c) { return c->stopping; }
+int dlock__client_stopping(const dlock_client *c) { return c->net.stopping; }
 
 void dlock__aop_ctimer_drop(dlock__aop *op) {
   comp_timer *ct = (comp_timer *)op->ctimer;
@@ -302,7 +302,7 @@ static void start_task(dlock_client *c, dlock__req *req) {
   live_link(op);
   if (op->on_cancel) { /* a combinator's: the close waits for it */
     op->stage = DLOCK__AOP_COMPOSITE;
-    c->live++;
+    c->net.live++;
   } else {
     op->stage = DLOCK__AOP_BUSY;
   }
@@ -357,7 +357,7 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   if (req->script >= 0 &&
       (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
     req->ack_wanted = 1; /* the replica guard, durable grants (core.h) */
-  if (c->stopping) {
+  if (c->net.stopping) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;
   }
@@ -374,7 +374,7 @@ void dlock__aop_fire(dlock_client *c, dlock__req *req) {
   req->done = fired;
   req->data = NULL;
   req->queued_ms = dlock__now_ms();
-  if (c->stopping) {
+  if (c->net.stopping) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;
   }
@@ -437,9 +437,9 @@ void dlock__aop_blocking_then(dlock__aop *op, int (*fn)(dlock__aop *op),
   j->then = then;
   j->work.data = j;
   op->stage = DLOCK__AOP_BUSY;
-  c->live++; /* the client's close waits for the job */
-  if (uv_queue_work(c->loop, &j->work, job_run, job_done) != 0) {
-    c->live--;
+  c->net.live++; /* the client's close waits for the job */
+  if (uv_queue_work(c->net.loop, &j->work, job_run, job_done) != 0) {
+    c->net.live--;
     free(j);
     dlock__fail(DLOCK_ENOMEM, "cannot queue a thread-pool job");
     dlock__aop_finish(op, DLOCK_ENOMEM);

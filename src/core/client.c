@@ -33,9 +33,9 @@ static void client_free(dlock_client *c) {
   const dlock__attachment *a = dlock__engine_attached();
   if (a && a->free)
     a->free(c);
-  dlock__tls_ctx_free(c->tls);
-  if (c->topo)
-    c->topo->free(c);
+  dlock__tls_ctx_free(c->net.tls);
+  if (c->net.topo)
+    c->net.topo->free(&c->net);
   dlock__direct_free(c);
   dlock__holds_free(c);
   dlock__map_free(&c->channels);
@@ -48,19 +48,14 @@ static void client_free(dlock_client *c) {
   free(c);
 }
 
-int dlock__client_slotted(const dlock_client *c) { return c->topo->slotted; }
+int dlock__client_slotted(const dlock_client *c) { return c->net.topo->slotted; }
 
 const char *dlock__publish_cmd(const dlock_client *c) {
-  return atomic_load(&((dlock_client *)c)->sharded) ? "SPUBLISH" : "PUBLISH";
+  return atomic_load(&((dlock_client *)c)->net.sharded) ? "SPUBLISH" : "PUBLISH";
 }
 
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {
-  const dlock__uri *u = &c->uri;
-  if (u->path)
-    snprintf(buf, n, "%s", u->path);
-  else
-    snprintf(buf, n, "%s:%d", u->host, u->port);
-  return buf;
+  return dlock__net_where(&c->net, buf, n);
 }
 
 /* CLIENT SETNAME's value: PREFIX:HOST:PID:CLIENT-ID, so an operator maps a
@@ -190,11 +185,15 @@ static int client_setup(dlock_client *c, const char *uri,
   atomic_init(&c->refs, 1);
   atomic_init(&c->closed, 0);
   atomic_init(&c->fifo_waiters, 0);
-  atomic_init(&c->sharded, 0);
+  atomic_init(&c->net.sharded, 0);
   pthread_mutex_init(&c->qmu, NULL);
   pthread_mutex_init(&c->hmu, NULL);
   pthread_mutex_init(&c->cmu, NULL);
   dlock__direct_init(c);
+  c->net.hooks = &dlock__engine_hooks;
+  c->net.uri = &c->uri;
+  c->net.opts = &c->opts;
+  c->net.stats = &c->stats;
   int rc;
   if ((rc = dlock__uri_parse(uri, &c->uri)) != DLOCK_OK ||
       (rc = dlock__uri_set_auth(&c->uri, opts->username, opts->password)) !=
@@ -202,7 +201,7 @@ static int client_setup(dlock_client *c, const char *uri,
       (rc = dlock__uri_set_sentinel_auth(&c->uri, opts->sentinel_username,
                                          opts->sentinel_password)) != DLOCK_OK ||
       (rc = opts_fit_uri(&c->uri, opts)) != DLOCK_OK ||
-      (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->tls)) != DLOCK_OK))
+      (c->uri.tls && (rc = dlock__tls_ctx_new(opts, &c->net.tls)) != DLOCK_OK))
     return rc;
   c->opts = *opts;
   c->opts.source_addr = NULL;
@@ -211,8 +210,8 @@ static int client_setup(dlock_client *c, const char *uri,
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->opts.sentinel_username = c->opts.sentinel_password = NULL;
-  c->topo = dlock__topology_of(&c->uri);
-  if ((rc = c->topo->open(c)) != DLOCK_OK ||
+  c->net.topo = dlock__topology_of(&c->uri);
+  if ((rc = c->net.topo->open(&c->net)) != DLOCK_OK ||
       (rc = dlock__direct_pools(c)) != DLOCK_OK)
     return rc;
   uuid_t u;
@@ -220,7 +219,7 @@ static int client_setup(dlock_client *c, const char *uri,
   uuid_unparse_lower(u, c->id);
   c->client_name = connection_name(opts->client_name ? opts->client_name : "dlock",
                                    c->id);
-  c->opts.client_name = c->client_name;
+  c->opts.client_name = c->net.client_name = c->client_name;
   if (c->client_name == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   const dlock__attachment *a = dlock__engine_attached();
@@ -247,12 +246,12 @@ static int first_contact(dlock_client *c) {
   do {
     dlock__req ping;
     redisReply *reply = NULL;
-    rc = c->topo->contact(c, &ping);
+    rc = c->net.topo->contact(&c->net, &ping);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &ping, &reply);
     if (reply)
       freeReplyObject(reply);
-    rc = c->topo->contact_rc(c, rc);
+    rc = c->net.topo->contact_rc(&c->net, rc);
   } while (rc == DLOCK_EIO && dlock__now_ms() < until);
   if (rc == DLOCK_OK)
     return DLOCK_OK;

@@ -51,7 +51,6 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
                      size_t nargs, const char *const *args,
                      const size_t *alens, redisReply **reply);
 
-
 /* Hand req to the engine (any thread but the engine's). On DLOCK_ECLOSED the
  * request was not taken and done will not be called. */
 int dlock__submit(dlock_client *c, dlock__req *req);

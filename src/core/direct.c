@@ -66,15 +66,15 @@ void dlock__direct_init(dlock_client *c) {
 
 int dlock__direct_pools(dlock_client *c) {
   dlock__direct *d = &c->direct;
-  int n = c->topo->nodes;
+  int n = c->net.topo->nodes;
   d->pools = calloc((size_t)n, sizeof *d->pools);
-  d->slots = c->topo->slot_map(c);
+  d->slots = c->net.topo->slot_map(&c->net);
   if (d->pools == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   d->npools = n;
   for (int i = 0; i < n; i++) {
-    atomic_init(&d->pools[i].ready, 0);
-    atomic_init(&d->pools[i].replicas, 0);
+    atomic_init(&d->pools[i].link.ready, 0);
+    atomic_init(&d->pools[i].link.replicas, 0);
   }
   return DLOCK_OK;
 }
@@ -275,7 +275,7 @@ static int hello_add(void *ctx, size_t argc, const char *const *argv,
  * kept in dc->hello to go out in one write with the first call: a new
  * connection costs its first call no extra round trip. */
 static int hello(dlock_client *c, dlock__dconn *dc) {
-  return dlock__handshake(c, hello_add, dc);
+  return dlock__handshake(&c->net, hello_add, dc);
 }
 
 /* Forget the handshake's bytes (the password among them). */
@@ -322,7 +322,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
     dconn_close(dc);
     return NULL;
   }
-  int rc = dlock__sock_connect(&dc->s, &ss, len, c->tls, host, deadline, why,
+  int rc = dlock__sock_connect(&dc->s, &ss, len, c->net.tls, host, deadline, why,
                                sizeof why);
   pthread_mutex_lock(&d->mu);
   *moved = gen != p->gen;
@@ -425,7 +425,7 @@ static dlock__dconn *take(dlock_client *c, int slot) {
     pthread_mutex_lock(&d->mu);
     dlock__dpool *p = pool_for(c, slot);
     dlock__dconn *dc = p ? p->idle : NULL;
-    if (p == NULL || d->closed || !atomic_load(&p->ready) ||
+    if (p == NULL || d->closed || !atomic_load(&p->link.ready) ||
         dlock__now_ms() < p->down_until_ms ||
         (dc == NULL && p->open >= c->opts.direct_conns)) {
       pthread_mutex_unlock(&d->mu);
@@ -521,7 +521,7 @@ static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
  * what came of it. DLOCK_OK, or DLOCK_EIO (the connection is broken; the
  * script's reply is in hand all the same). */
 static int send_ack(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
-  int n = dlock__ack_plan(c, atomic_load(&dc->pool->replicas), req);
+  int n = dlock__ack_plan(&c->opts, atomic_load(&dc->pool->link.replicas), req);
   if (n == 0)
     return DLOCK_OK;
   char why[1024];
@@ -530,7 +530,7 @@ static int send_ack(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
   int rc = DLOCK_OK;
   for (int i = 0; i < n && rc == DLOCK_OK; i++) {
     dlock__ack_cmd a;
-    dlock__ack_cmd_init(c, req, i, &a);
+    dlock__ack_cmd_init(&c->opts, req, i, &a);
     rc = dlock__resp_command(&b, a.argc, a.argv, a.lens);
   }
   if (rc == DLOCK_OK)
@@ -609,7 +609,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   }
   /* an answer that the call did not run there, which the topology follows
    * (a slot that moved, a demoted master): the engine makes the call */
-  if (rc == DLOCK_OK && c->topo->follows(dlock__classify(*reply))) {
+  if (rc == DLOCK_OK && c->net.topo->follows(dlock__classify(*reply))) {
     dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
@@ -679,7 +679,7 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
-  if (req->script < 0 || req->task || (c->topo->slotted && req->slot < 0))
+  if (req->script < 0 || req->task || (c->net.topo->slotted && req->slot < 0))
     return 0; /* a cluster's keyless calls: the engine picks a node */
   dlock__dconn *dc = begin(c, req->slot);
   if (dc == NULL)

@@ -315,7 +315,7 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
 /* ---- the engine thread ---------------------------------------------------- */
 
 void dlock__client_live_done(dlock_client *c) {
-  if (--c->live > 0 || !c->stopping || c->closer == NULL)
+  if (--c->net.live > 0 || !c->net.stopping || c->closer == NULL)
     return;
   dlock__parker *s = c->closer; /* c may be freed once the closer wakes */
   int *done = c->closer_done;
@@ -325,18 +325,59 @@ void dlock__client_live_done(dlock_client *c) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* ---- what a client's net tells the engine (net/conn.h) -------------------- */
+
+static void net_live_done(dlock__net *n) {
+  dlock__client_live_done(dlock__net_client(n));
+}
+
+static void net_reconnected(dlock__net *n, const char *where) {
+  dlock_event ev = {DLOCK_EVENT_RECONNECTED, where, strlen(where), 0, 0,
+                    DLOCK_OK, 0};
+  dlock__event(dlock__net_client(n), &ev);
+}
+
+static dlock__link *net_link(dlock__net *n, int i) {
+  return &dlock__net_client(n)->direct.pools[i].link;
+}
+
+static dlock__link *net_node(dlock__net *n, int i, const char *host, int port) {
+  return &dlock__direct_node(dlock__net_client(n), i, host, port)->link;
+}
+
+static void net_retarget(dlock__net *n, int i, const char *host, int port) {
+  dlock__direct_retarget(dlock__net_client(n), i, host, port);
+}
+
+static void net_rehome(dlock__net *n) {
+  dlock__pubsub_rehome(dlock__net_client(n));
+}
+
+const dlock__net_hooks dlock__engine_hooks = {
+    .live_done = net_live_done,
+    .sub_push = dlock__pubsub_on_reply,
+    .sub_error = dlock__pubsub_on_error,
+    .sub_ready = dlock__pubsub_on_ready,
+    .sub_down = dlock__pubsub_on_down,
+    .reconnected = net_reconnected,
+    .link = net_link,
+    .node = net_node,
+    .retarget = net_retarget,
+    .rehome = net_rehome,
+};
+
 static void on_handle_closed(uv_handle_t *h) {
   dlock__client_live_done(h->data);
 }
 
 static void engine_shutdown(dlock_client *c) {
-  if (c->stopping)
+  if (c->net.stopping)
     return;
-  c->stopping = 1;
+  c->net.stopping = 1;
   dlock__pubsub_shutdown(c);
-  dlock__conn_shutdown(&c->cmd, DLOCK_ECLOSED);
-  dlock__conn_shutdown(&c->sub, DLOCK_ECLOSED);
-  c->topo->shutdown(c, DLOCK_ECLOSED);
+  dlock__conn_shutdown(&c->net.cmd, DLOCK_ECLOSED);
+  dlock__conn_shutdown(&c->net.sub, DLOCK_ECLOSED);
+  c->net.topo->shutdown(&c->net, DLOCK_ECLOSED);
   if (attachment && attachment->stopping) /* after the requests in flight */
     attachment->stopping(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
@@ -357,7 +398,7 @@ static void on_wake(uv_async_t *a) {
     if (closing && (req->task || !req->linger))
       dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     else if (closing)
-      c->topo->send_last(c, req);
+      c->net.topo->send_last(&c->net, req);
     else if (req->task)
       req->task(c, req);
     else
@@ -368,8 +409,8 @@ static void on_wake(uv_async_t *a) {
     /* Best effort, without waiting: requests already made (a RedLock's
      * releases that did not wait for every member, say) reach the server
      * even when the client is closed right after. */
-    dlock__conn_flush(&c->cmd);
-    c->topo->flush(c);
+    dlock__conn_flush(&c->net.cmd);
+    c->net.topo->flush(&c->net);
     engine_shutdown(c);
   }
 }
@@ -378,40 +419,40 @@ static void on_prepare(uv_prepare_t *p) {
   dlock_client *c = p->data;
   if (attachment && attachment->turn) /* async ops woken this turn: tries */
     attachment->turn(c);
-  dlock__conn_flush(&c->cmd);
-  dlock__conn_flush(&c->sub);
-  c->topo->flush(c);
+  dlock__conn_flush(&c->net.cmd);
+  dlock__conn_flush(&c->net.sub);
+  c->net.topo->flush(&c->net);
 }
 
 /* c's handles on its engine's loop: on the engine thread, or before it
  * runs. */
 static void client_attach(dlock_client *c) {
-  uv_async_init(c->loop, &c->wake, on_wake);
+  uv_async_init(c->net.loop, &c->wake, on_wake);
   c->wake.data = c;
-  uv_prepare_init(c->loop, &c->flush);
+  uv_prepare_init(c->net.loop, &c->flush);
   c->flush.data = c;
   uv_prepare_start(&c->flush, on_prepare);
-  uv_timer_init(c->loop, &c->watchdog_timer);
+  uv_timer_init(c->net.loop, &c->watchdog_timer);
   c->watchdog_timer.data = c;
-  uv_timer_init(c->loop, &c->deadline_timer);
+  uv_timer_init(c->net.loop, &c->deadline_timer);
   c->deadline_timer.data = c;
-  c->live = 4;
-  dlock__conn_init(c, &c->cmd, 0);
-  dlock__conn_init(c, &c->sub, 1);
-  c->topo->attach(c);
+  c->net.live = 4;
+  dlock__conn_init(&c->net, &c->net.cmd, 0);
+  dlock__conn_init(&c->net, &c->net.sub, 1);
+  c->net.topo->attach(&c->net);
 }
 
 /* c's connections and watchdog start (engine thread). */
 static void client_start(dlock_client *c) {
-  c->topo->start(c);
+  c->net.topo->start(&c->net);
   dlock__watchdog_start(c);
 }
 
-void dlock__send(dlock_client *c, dlock__req *req) { c->topo->send(c, req); }
+void dlock__send(dlock_client *c, dlock__req *req) { c->net.topo->send(&c->net, req); }
 
 static void engine_main(void *arg) {
   dlock_client *c = arg;
-  uv_loop_t *loop = c->loop; /* c may be closed and freed before the end */
+  uv_loop_t *loop = c->net.loop; /* c may be closed and freed before the end */
   tls_on_engine = 1;
   client_start(c);
   uv_run(loop, UV_RUN_DEFAULT);
@@ -445,7 +486,7 @@ static int engine_new(dlock_client *c) {
   }
   atomic_init(&e->users, 1);
   c->engine = e;
-  c->loop = &e->loop;
+  c->net.loop = &e->loop;
   client_attach(c);
   /* The engine thread runs with every signal blocked: the application's
    * signals go to its own threads, and the SIGPIPE a write to a connection
@@ -474,7 +515,7 @@ static int engine_share(dlock_client *c, dlock_client *with) {
   dlock__engine *e = with->engine;
   atomic_fetch_add(&e->users, 1);
   c->engine = e;
-  c->loop = &e->loop;
+  c->net.loop = &e->loop;
   dlock__req req;
   redisReply *reply = NULL;
   dlock__req_task(&req, attach_task, c);

@@ -16,6 +16,7 @@
 #include "base/map.h"
 #include "core/stats.h"
 #include "base/uri.h"
+#include "net/conn.h"
 #include "net/sock.h"
 
 /* ---- per-thread parker (engine.c): where a blocking call's thread waits --- */
@@ -131,67 +132,6 @@ int dlock__subscribe_async(dlock_client *c, const char *channel, size_t len,
                            dlock__wake_fn *wake, dlock__waiter *w);
 void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w);
 
-enum dlock__conn_state {
-  CONN_DOWN,       /* no socket; reconnect timer may be due */
-  CONN_CONNECTING, /* resolving or connecting */
-  CONN_TLS,        /* the TLS handshake (rediss...: net/tls.h) */
-  CONN_HANDSHAKE,  /* AUTH / SELECT / CLIENT SETNAME in flight */
-  CONN_READY,
-  CONN_CLOSING     /* uv_close in progress */
-};
-
-typedef struct dlock__dpool dlock__dpool; /* direct.c's pool of a server */
-
-typedef struct dlock__conn {
-  dlock_client *client;
-  int is_sub; /* the pub/sub connection */
-  unsigned depth; /* requests in flight (stats: pipeline depth) */
-  int was_ready;  /* it was ready before: the next ready is a reconnect */
-  const char *role;
-  const char *host; /* where it connects; NULL: the client's URI */
-  int port;
-  /* A connection of a topology's own (a sentinel's +switch-master
-   * subscription): no AUTH or SELECT, and its pushes, its readiness and
-   * its failures go to these instead of pubsub.c (NULL: pubsub.c's). */
-  int bare;
-  void (*on_push)(struct dlock__conn *conn, redisReply *reply);
-  void (*on_ready)(struct dlock__conn *conn);
-  void (*on_down)(struct dlock__conn *conn);
-  dlock__dpool *pool; /* a command connection: its server's direct
-                                pool (ready while it is; the replica count
-                                for the replica guard); NULL: none */
-  union {
-    uv_handle_t handle;
-    uv_stream_t stream;
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-  } u;
-  uv_connect_t connect_req;
-  uv_getaddrinfo_t gai_req;
-  int resolving;
-  uv_timer_t timer;        /* connect/command deadlines and backoff */
-  int64_t timer_due;       /* when the armed timer fires, 0 = not armed */
-  enum dlock__conn_state state;
-  struct dlock__tls *tls; /* its TLS session (rediss...), NULL else */
-  redisReader *reader;
-  dlock__req *inflight, *inflight_tail; /* sent, waiting for replies */
-  dlock__req *waiting, *waiting_tail;   /* not sent yet (not ready) */
-  dlock__buf out;                       /* bytes for the next write */
-  int64_t connect_started_ms;
-  int64_t reconnect_at_ms;              /* when DOWN: next attempt */
-  int64_t backoff_ms;
-  int handshake_left;
-  int writes_pending;
-  int started;                          /* a cluster's connections start on
-                                           first use (dlock__conn_use) */
-  int start_wanted;
-  dlock__buf sub_fifo; /* a pub/sub connection: the channels of its
-                          unanswered (UN)SUBSCRIBEs, in order (pubsub.c) */
-  size_t sub_fifo_head;
-  char last_error[1024];
-  char readbuf[65536];
-} dlock__conn;
-
 /* ---- the direct path (direct.c) ---------------------------------------------
  * A call that needs nothing the engine alone can give (a script call outside
  * a wait's early tries) is written and read by the calling thread itself, on
@@ -200,6 +140,8 @@ typedef struct dlock__conn {
  * watchdog, waits, and the pipeline for calls that find the pool busy. */
 
 #define DLOCK__DIRECT_MAX 64
+
+typedef struct dlock__dpool dlock__dpool;
 
 typedef struct dlock__dconn {
   struct dlock__dconn *next; /* idle stack or busy list, under the pool's mu */
@@ -234,13 +176,8 @@ struct dlock__dpool {
                               opened before go (dlock__direct_retarget) */
   struct sockaddr_storage addr; /* where the last open succeeded */
   socklen_t addr_len;      /* 0: not resolved yet */
-  atomic_int ready;        /* the engine's command connection to this server
-                              is up: while it is not, calls wait for it
-                              there, as they always did (the server is in
-                              trouble, or not connected yet) */
-  atomic_int replicas;     /* its replicas not failed, as the cluster's map says
-                              (the replica guard's WAIT asks for them all);
-                              0 on a standalone server */
+  dlock__link link;        /* what the engine's command connection to this
+                              server tells of it (net/conn.h) */
 };
 
 typedef struct dlock__direct {
@@ -284,18 +221,6 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
 void dlock__direct_close(dlock_client *c);
 void dlock__direct_free(dlock_client *c);
 
-/* conn.c: the commands every new connection of c sends first (AUTH,
- * SELECT, CLIENT SETNAME, as c's URI and name ask; the durable option's
- * WAITAOF probe), each handed to fn; the
- * first error fn returns ends it. Engine and direct connections alike. */
-typedef int dlock__handshake_fn(void *ctx, size_t argc, const char *const *argv,
-                                const size_t *lens);
-int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn, void *ctx);
-/* "AUTH [user] password" into argv/lens (3 each): how many arguments. */
-size_t dlock__auth_args(const char *user, const char *password,
-                        const char *argv[3], size_t lens[3]);
-
-
 /* One loop thread. A client starts its own, or runs on another client's
  * (dlock_client_opts.share_engine): the engine lives until its last client
  * is closed. */
@@ -304,8 +229,6 @@ typedef struct dlock__engine {
   uv_thread_t thread;
   atomic_int users;    /* clients on this loop */
 } dlock__engine;
-
-typedef struct dlock__topology dlock__topology; /* net/topology.h */
 
 struct dlock_client {
   atomic_int refs;     /* the open client + one per lock handle */
@@ -316,7 +239,7 @@ struct dlock_client {
   dlock__uri uri;
 
   dlock__engine *engine;
-  uv_loop_t *loop;     /* &engine->loop */
+  dlock__net net;      /* its connections, topology, loop (net/conn.h) */
   uv_async_t wake;
   uv_prepare_t flush;
   uv_timer_t watchdog_timer;
@@ -327,20 +250,9 @@ struct dlock_client {
   dlock__req *qhead, *qtail;
   int closing;
 
-  int stopping;        /* engine only: shutdown has begun */
-  int live;            /* engine only: this client's handles not closed yet
-                          and requests (getaddrinfo) not finished: its
-                          memory is in the loop's hands until 0 */
   dlock__parker *closer; /* dlock_client_close's, told when live reaches 0 */
   int *closer_done;
 
-  dlock__conn cmd, sub;
-  const dlock__topology *topo; /* the URI's: standalone, cluster, sentinel */
-  void *topo_state;        /* the topology's own (net/), NULL standalone */
-  struct dlock__tls_ctx *tls; /* a rediss... URI's TLS settings; NULL else */
-  atomic_int sharded;      /* a cluster's waiters use sharded pub/sub
-                              (SSUBSCRIBE on the channel's node; scripts
-                              SPUBLISH): set once, when the client opens */
   dlock__direct direct;
 
   pthread_mutex_t cmu;  /* guards channels, their waiter lists and the
@@ -348,9 +260,6 @@ struct dlock_client {
                           and a waiter joining or leaving a live channel */
   dlock__map channels; /* pubsub.c, under cmu */
   char sub_error[160]; /* engine only: the last SUBSCRIBE refusal */
-  int conns_lost;      /* engine only: ready connections lost and not made
-                          again yet (to the same server, or to the one that
-                          took its place: a failover's new master) */
   atomic_int fifo_waiters;
 
   pthread_mutex_t hmu; /* guards holds: watchdog.c */
@@ -361,6 +270,13 @@ struct dlock_client {
   struct dlock__async *async; /* src/async: pending async operations, the
                                  completion queue */
 };
+
+/* engine.c: what a client's net tells the engine (net/conn.h). */
+extern const dlock__net_hooks dlock__engine_hooks;
+/* The client whose net n is (a connection's: conn->net). */
+static inline dlock_client *dlock__net_client(dlock__net *n) {
+  return DLOCK__CONTAINER(n, dlock_client, net);
+}
 
 /* engine.c: start c's connections and watchdog on a new engine thread, or
  * on share_with's (dlock_client_opts.share_engine). */
@@ -394,51 +310,6 @@ void dlock__client_live_done(dlock_client *c);
 /* engine.c, engine thread: req to the server that serves it, as c's
  * topology routes it (net/topology.h). */
 void dlock__send(dlock_client *c, dlock__req *req);
-
-/* conn.c */
-void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub);
-void dlock__conn_start(dlock__conn *conn);
-/* Ask for conn to be started unless it has been before (or the client
- * stops). It starts in the loop's prepare step (dlock__conn_start_wanted),
- * never inside the caller: a start that fails at once would report the
- * failure to the pub/sub waiter while it holds the channel mutex. */
-void dlock__conn_use(dlock__conn *conn);
-void dlock__conn_start_wanted(dlock__conn *conn);
-/* Send req on conn (or keep it until the connection is ready). */
-void dlock__conn_send(dlock__conn *conn, dlock__req *req);
-/* A write's acknowledgement (core.h: dlock__ack), which both paths send
- * after the script's reply on the same connection: WAIT for the replica
- * guard (when it is on and replicas are known), then WAITAOF for durable
- * grants (when on). dlock__ack_plan fills req->ack's asked fields and
- * returns how many commands (0 to 2); the i-th of them as arguments; its
- * answer r (NULL: none came) into req->ack, and the server's words into
- * req->errmsg when it refused. */
-/* What a handshake's error answer err means (both paths): 0 nothing to
- * mind (the durable probe on a replica), DLOCK_EAUTH refused for good
- * (credentials, ACL), DLOCK_ECONFIG a protected-mode server refusing a
- * source address other than 127.0.0.1, DLOCK_ECONFIG / DLOCK_EPERM the
- * durable probe refused (no WAITAOF, no AOF / no +waitaof), DLOCK_EIO
- * passing (LOADING and the like: reconnects go on). */
-int dlock__handshake_refusal(const char *err);
-typedef struct dlock__ack_cmd {
-  char n[16], ms[24];
-  const char *argv[4];
-  size_t lens[4];
-  size_t argc;
-} dlock__ack_cmd;
-int dlock__ack_plan(const dlock_client *c, int replicas, dlock__req *req);
-void dlock__ack_cmd_init(const dlock_client *c, const dlock__req *req, int i,
-                         dlock__ack_cmd *cmd);
-void dlock__ack_answer(dlock__req *req, int i, const redisReply *r);
-/* Keep req until conn is ready again (its connect timeout applies), even
- * while it is ready now: a request its server refused as a replica. */
-void dlock__conn_hold(dlock__conn *conn, dlock__req *req);
-/* Drop conn (requests in flight fail with DLOCK_EIO, why) and reconnect. */
-void dlock__conn_drop(dlock__conn *conn, const char *why);
-/* Write what is buffered: called once per loop turn. */
-void dlock__conn_flush(dlock__conn *conn);
-/* Fail everything with status and close the socket for good. */
-void dlock__conn_shutdown(dlock__conn *conn, int status);
 
 /* pubsub.c (engine thread) */
 void dlock__pubsub_on_reply(dlock__conn *conn, redisReply *reply);

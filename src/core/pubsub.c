@@ -49,7 +49,7 @@ static void send_op(dlock_client *c, chan *ch, int subscribe) {
     return; /* pubsub_on_ready subscribes every live channel */
   }
   dlock__buf *b = &conn->out;
-  int sharded = atomic_load(&c->sharded);
+  int sharded = atomic_load(&c->net.sharded);
   const char *cmd = subscribe ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
                               : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
   const char *argv[] = {cmd, ch->name};
@@ -140,7 +140,7 @@ static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
   w->wakes++;
   if (confirm)
     w->confirmed = 1;
-  else if (w->armed && w->early_state == 0 && !c->stopping)
+  else if (w->armed && w->early_state == 0 && !c->net.stopping)
     early = early_req(w);
   signal_waiter(w);
   pthread_mutex_unlock(&w->parker->mu);
@@ -236,7 +236,7 @@ static void on_confirmed(chan *ch) {
  * slot now (a stale map earns a MOVED, followed in on_error). */
 static void rehome(dlock_client *c, chan *ch) {
   ch->homeless = 0;
-  ch->conn = c->topo->sub_conn(c, ch->name, ch->len);
+  ch->conn = c->net.topo->sub_conn(&c->net, ch->name, ch->len);
   send_op(c, ch, 1);
 }
 
@@ -252,12 +252,12 @@ static void moved_away(dlock_client *c, chan *ch) {
   }
   ch->homeless = 1;
   ch->recheck = 1; /* once subscribed again, everyone re-tries */
-  c->topo->refresh_soon(c);
+  c->net.topo->refresh_soon(&c->net);
   rehome(c, ch);
 }
 
 static void on_reply(dlock__conn *conn, redisReply *r) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   const char *kind = dlock__push_kind(r->element[0]->str);
   redisReply *name = r->element[1];
   if (name->type != REDIS_REPLY_STRING)
@@ -297,14 +297,14 @@ static void on_reply(dlock__conn *conn, redisReply *r) {
 }
 
 void dlock__pubsub_on_reply(dlock__conn *conn, redisReply *r) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   pthread_mutex_lock(&c->cmu);
   on_reply(conn, r);
   pthread_mutex_unlock(&c->cmu);
 }
 
 static int on_error(dlock__conn *conn, const redisReply *r) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   chan *ch = fifo_pop(conn);
   if (ch == NULL)
     return 0; /* not an answer to a (UN)SUBSCRIBE */
@@ -312,7 +312,7 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
     ch->ops--;
   dlock__conn *to;
   if (dlock__classify(r) == DLOCK__C_MOVED &&
-      (to = c->topo->moved_sub(c, r->str)) != NULL) {
+      (to = c->net.topo->moved_sub(&c->net, r->str)) != NULL) {
     /* a shard channel asked of a node that does not own its slot (the
      * map was stale): ask its owner */
     ch->conn = to;
@@ -339,7 +339,7 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
 }
 
 int dlock__pubsub_on_error(dlock__conn *conn, const redisReply *r) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   pthread_mutex_lock(&c->cmu);
   int mine = on_error(conn, r);
   pthread_mutex_unlock(&c->cmu);
@@ -347,7 +347,7 @@ int dlock__pubsub_on_error(dlock__conn *conn, const redisReply *r) {
 }
 
 void dlock__pubsub_on_ready(dlock__conn *conn) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   pthread_mutex_lock(&c->cmu);
   size_t slot;
   dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot);
@@ -368,7 +368,7 @@ void dlock__pubsub_on_ready(dlock__conn *conn) {
 }
 
 void dlock__pubsub_on_down(dlock__conn *conn) {
-  dlock_client *c = conn->client;
+  dlock_client *c = dlock__net_client(conn->net);
   pthread_mutex_lock(&c->cmu);
   size_t slot;
   for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
@@ -387,7 +387,7 @@ void dlock__pubsub_on_down(dlock__conn *conn) {
       ch->ops--;
   pthread_mutex_unlock(&c->cmu);
   /* a cluster node that went down may have handed its slots over */
-  c->topo->refresh_soon(c);
+  c->net.topo->refresh_soon(&c->net);
 }
 
 void dlock__pubsub_rehome(dlock_client *c) {
@@ -472,7 +472,7 @@ static int subscribe_engine(dlock_client *c, const sub_args *a) {
     ch->wake = a->wake;
     ch->fifo = a->w->fifo;
     ch->lease_hints = a->w->lease_hints;
-    ch->conn = c->topo->sub_conn(c, a->name, a->len);
+    ch->conn = c->net.topo->sub_conn(&c->net, a->name, a->len);
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       pthread_mutex_unlock(&c->cmu);

@@ -490,7 +490,7 @@ static slotted group_of(dlock_client *c, hold *h) {
   int slot = dlock__key_slot(hold_name(h), h->name_len);
   int node = h->verify || node_script(h->script) < 0
                  ? -1
-                 : c->topo->batch_node(c, slot);
+                 : c->net.topo->batch_node(&c->net, slot);
   return (slotted){h->script, node >= 0 ? node : DLOCK__SLOTS + slot, h};
 }
 
@@ -542,7 +542,7 @@ static void deadline(uv_timer_t *t);
 /* Arm the deadline timer for first, the earliest validity end among the
  * watchdog holds (INT64_MAX: none), less the margin (engine thread). */
 static void arm_deadline(dlock_client *c, int64_t first) {
-  if (first == INT64_MAX || c->stopping) {
+  if (first == INT64_MAX || c->net.stopping) {
     uv_timer_stop(&c->deadline_timer);
     return;
   }
@@ -581,7 +581,7 @@ static void tick(uv_timer_t *t) {
     return; /* out of memory: the next tick tries again */
   pthread_mutex_lock(&c->hmu);
   /* a cluster's batches: at worst one per hold */
-  int by_slot = c->topo->slotted;
+  int by_slot = c->net.topo->slotted;
   size_t most = by_slot ? c->holds.count + 1
                         : c->holds.count / BATCH + MAX_SCRIPTS + 1;
   ready.v = calloc(most, sizeof *ready.v);

@@ -53,39 +53,39 @@ typedef struct dlock__cluster {
   char last_error[1536];       /* why the last map request failed */
 } dlock__cluster;
 
-#define CLUSTER(c) ((dlock__cluster *)(c)->topo_state)
+#define CLUSTER(net) ((dlock__cluster *)(net)->topo_state)
 
-static void refresh(dlock_client *c);
-static void refresh_soon(dlock_client *c);
+static void refresh(dlock__net *net);
+static void refresh_soon(dlock__net *net);
 static void tick(uv_timer_t *t);
-static void route(dlock_client *c, dlock__req *req);
+static void route(dlock__net *net, dlock__req *req);
 
-static int cluster_open(dlock_client *c) {
+static int cluster_open(dlock__net *net) {
   dlock__cluster *k = calloc(1, sizeof *k);
   if (k == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   for (int i = 0; i < DLOCK__SLOTS; i++)
     k->slots[i] = -1;
-  c->topo_state = k;
+  net->topo_state = k;
   /* its pub/sub: sharded unless the URI says ?pubsub=classic
    * (docs/cluster.md) or the cluster is older than Redis 7 (contact_rc) */
-  atomic_store(&c->sharded, c->uri.pubsub != DLOCK__PUBSUB_CLASSIC);
+  atomic_store(&net->sharded, net->uri->pubsub != DLOCK__PUBSUB_CLASSIC);
   return DLOCK_OK;
 }
 
-static void cluster_free(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
+static void cluster_free(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
   if (k == NULL)
     return;
   for (int i = 0; i < k->nnodes; i++)
     free(k->nodes[i]);
   free(k);
-  c->topo_state = NULL;
+  net->topo_state = NULL;
 }
 
 /* The node at host:port, added when new (-1: the table is full). */
-static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
-  dlock__cluster *k = CLUSTER(c);
+static int node_at(dlock__net *net, const char *host, size_t hlen, int port) {
+  dlock__cluster *k = CLUSTER(net);
   if (hlen >= sizeof k->nodes[0]->host)
     return -1;
   for (int i = 0; i < k->nnodes; i++)
@@ -99,11 +99,11 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
     return -1;
   memcpy(n->host, host, hlen);
   n->port = port;
-  dlock__conn_init(c, &n->cmd, 0);
+  dlock__conn_init(net, &n->cmd, 0);
   n->cmd.host = n->host;
   n->cmd.port = n->port;
-  n->cmd.pool = dlock__direct_node(c, k->nnodes, n->host, n->port);
-  dlock__conn_init(c, &n->sub, 1);
+  n->cmd.link = net->hooks->node(net, k->nnodes, n->host, n->port);
+  dlock__conn_init(net, &n->sub, 1);
   n->sub.host = n->host;
   n->sub.port = n->port;
   k->nodes[k->nnodes] = n;
@@ -112,25 +112,25 @@ static int node_at(dlock_client *c, const char *host, size_t hlen, int port) {
 
 /* A MOVED answer: slot is served by node to now (for the direct path
  * too: it reads this map). */
-static void set_owner(dlock_client *c, int slot, int to) {
-  atomic_store_explicit(&CLUSTER(c)->slots[slot], (int16_t)to,
+static void set_owner(dlock__net *net, int slot, int to) {
+  atomic_store_explicit(&CLUSTER(net)->slots[slot], (int16_t)to,
                         memory_order_relaxed);
 }
 
-static const _Atomic int16_t *slot_map(const dlock_client *c) {
-  return CLUSTER(c)->slots;
+static const _Atomic int16_t *slot_map(const dlock__net *net) {
+  return CLUSTER(net)->slots;
 }
 
-static dlock__conn *node_cmd(dlock_client *c, int i) {
-  dlock__conn *conn = &CLUSTER(c)->nodes[i]->cmd;
+static dlock__conn *node_cmd(dlock__net *net, int i) {
+  dlock__conn *conn = &CLUSTER(net)->nodes[i]->cmd;
   dlock__conn_use(conn);
   return conn;
 }
 
 /* A node for a request without a key (or a slot nobody owns yet): one whose
  * connection is up, else the next one to ask; -1 when none is known. */
-static int any_node(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
+static int any_node(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
   if (k->nnodes == 0)
     return -1;
   for (int i = 0; i < k->nnodes; i++)
@@ -139,20 +139,20 @@ static int any_node(dlock_client *c) {
   return k->next_ask % k->nnodes;
 }
 
-static void attach(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
-  uv_timer_init(c->loop, &k->timer);
-  k->timer.data = c;
-  c->live++;
-  for (int i = 0; i < c->uri.nseeds; i++)
-    node_at(c, c->uri.seed_hosts[i], strlen(c->uri.seed_hosts[i]),
-            c->uri.seed_ports[i]);
+static void attach(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
+  uv_timer_init(net->loop, &k->timer);
+  k->timer.data = net;
+  net->live++;
+  for (int i = 0; i < net->uri->nseeds; i++)
+    node_at(net, net->uri->seed_hosts[i], strlen(net->uri->seed_hosts[i]),
+            net->uri->seed_ports[i]);
 }
 
 /* ---- sending --------------------------------------------------------------- */
 
-static void route(dlock_client *c, dlock__req *req) {
-  dlock__cluster *k = CLUSTER(c);
+static void route(dlock__net *net, dlock__req *req) {
+  dlock__cluster *k = CLUSTER(net);
   if (req->slot == DLOCK__SLOT_CROSS) {
     dlock__req_finish(req, NULL, DLOCK_EINVAL,
                       "the keys of this call hash to different cluster slots: "
@@ -162,17 +162,17 @@ static void route(dlock_client *c, dlock__req *req) {
   }
   int i = req->slot >= 0 ? k->slots[req->slot] : -1;
   if (i < 0)
-    i = any_node(c);
+    i = any_node(net);
   if (i < 0 || i >= k->nnodes) {
     dlock__req_finish(req, NULL, DLOCK_EIO, "cluster: no node known");
     return;
   }
-  dlock__conn_send(node_cmd(c, i), req);
+  dlock__conn_send(node_cmd(net, i), req);
 }
 
-static void flush(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
-  dlock__conn_start_wanted(&c->sub);
+static void flush(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
+  dlock__conn_start_wanted(&net->sub);
   for (int i = 0; i < k->nnodes; i++) {
     dlock__conn_start_wanted(&k->nodes[i]->cmd);
     dlock__conn_start_wanted(&k->nodes[i]->sub);
@@ -184,11 +184,12 @@ static void flush(dlock_client *c) {
 }
 
 static void on_timer_closed(uv_handle_t *h) {
-  dlock__client_live_done(h->data);
+  dlock__net *net = h->data;
+  net->hooks->live_done(net);
 }
 
-static void close_all(dlock_client *c, int status) {
-  dlock__cluster *k = CLUSTER(c);
+static void close_all(dlock__net *net, int status) {
+  dlock__cluster *k = CLUSTER(net);
   dlock__req *req;
   while ((req = k->parked) != NULL) {
     k->parked = req->next;
@@ -209,9 +210,9 @@ static int64_t refresh_period(const dlock__cluster *k) {
   return k->bare_master ? REFRESH_BARE_MS : REFRESH_PERIOD_MS;
 }
 
-static void arm(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
-  if (c->stopping)
+static void arm(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
+  if (net->stopping)
     return;
   int64_t now = dlock__now_ms();
   /* the next map read is armed when the one in flight ends (map_done) */
@@ -228,9 +229,9 @@ static void arm(dlock_client *c) {
 }
 
 static void tick(uv_timer_t *t) {
-  dlock_client *c = t->data;
-  dlock__cluster *k = CLUSTER(c);
-  if (c->stopping)
+  dlock__net *net = t->data;
+  dlock__cluster *k = CLUSTER(net);
+  if (net->stopping)
     return;
   int64_t now = dlock__now_ms();
   dlock__req *due = NULL, *due_tail = NULL, *keep = NULL, *keep_tail = NULL;
@@ -246,14 +247,14 @@ static void tick(uv_timer_t *t) {
   for (dlock__req *r = due, *next; r; r = next) {
     next = r->next;
     r->next = NULL;
-    route(c, r);
+    route(net, r);
   }
   if (now >= k->last_refresh_ms + refresh_period(k))
-    refresh(c);
-  arm(c);
+    refresh(net);
+  arm(net);
 }
 
-static void start(dlock_client *c) { refresh(c); }
+static void start(dlock__net *net) { refresh(net); }
 
 /* ---- the slot map -------------------------------------------------------------- */
 
@@ -273,7 +274,7 @@ static int is_str(const redisReply *r, const char *s) {
 
 /* A node's address from its reply fields; an empty or unknown ("?")
  * endpoint means "the address you asked" (asked). */
-static int addr_node(dlock_client *c, const redisReply *host, long long port,
+static int addr_node(dlock__net *net, const redisReply *host, long long port,
                      int asked) {
   const char *h = NULL;
   size_t hl = 0;
@@ -282,18 +283,18 @@ static int addr_node(dlock_client *c, const redisReply *host, long long port,
     h = host->str;
     hl = host->len;
   } else {
-    h = CLUSTER(c)->nodes[asked]->host;
+    h = CLUSTER(net)->nodes[asked]->host;
     hl = strlen(h);
   }
   if (port <= 0 || port > 65535)
     return -1;
-  return node_at(c, h, hl, (int)port);
+  return node_at(net, h, hl, (int)port);
 }
 
 /* Node i's command connection failed and has not come back: its last
  * connect failed (it is backing off), after it was used. */
-static int unreachable(dlock_client *c, int i) {
-  const dlock__conn *cmd = &CLUSTER(c)->nodes[i]->cmd;
+static int unreachable(dlock__net *net, int i) {
+  const dlock__conn *cmd = &CLUSTER(net)->nodes[i]->cmd;
   return cmd->started && cmd->state != CONN_READY && cmd->backoff_ms > 0;
 }
 
@@ -301,7 +302,7 @@ static int unreachable(dlock_client *c, int i) {
  * endpoint, role, health, ...}, ... ] ], ... ] (maps as flat arrays).
  * replicas[master]: its replicas not "failed" (a replica that has had no
  * write to copy yet says "loading", as CLUSTER SLOTS lists it). */
-static int read_shards(dlock_client *c, const redisReply *r, int asked,
+static int read_shards(dlock__net *net, const redisReply *r, int asked,
                        int16_t *slots, int *replicas) {
   if (r->type != REDIS_REPLY_ARRAY)
     return 0;
@@ -316,7 +317,7 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
       const redisReply *node = nodes->element[n];
       /* a TLS client takes the node's TLS port: CLUSTER SHARDS lists
        * both ("port" only when a plain one is open) */
-      const redisReply *port = c->uri.tls ? field(node, "tls-port") : NULL;
+      const redisReply *port = net->uri->tls ? field(node, "tls-port") : NULL;
       if (port == NULL)
         port = field(node, "port");
       int failed = is_str(field(node, "health"), "failed");
@@ -333,8 +334,8 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
        * "master" (Valkey 8 does after a takeover, still "online" until the
        * node times out): a master that is failed, or that this client
        * cannot reach, gives way to another. */
-      int at = addr_node(c, ep, port->integer, asked);
-      int bad = at < 0 || failed || unreachable(c, at);
+      int at = addr_node(net, ep, port->integer, asked);
+      int bad = at < 0 || failed || unreachable(net, at);
       if (at >= 0 && (owner < 0 || !bad)) {
         owner = at;
         owner_bad = bad;
@@ -355,7 +356,7 @@ static int read_shards(dlock_client *c, const redisReply *r, int asked,
 
 /* CLUSTER SLOTS: [ [start, end, [ip, port, id, ...], replicas...], ... ]
  * (the replicas it lists are the ones not failed) */
-static int read_slots(dlock_client *c, const redisReply *r, int asked,
+static int read_slots(dlock__net *net, const redisReply *r, int asked,
                       int16_t *slots, int *replicas) {
   if (r->type != REDIS_REPLY_ARRAY)
     return 0;
@@ -366,7 +367,7 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
         e->element[2]->elements < 2)
       return 0;
     const redisReply *m = e->element[2];
-    int owner = addr_node(c, m->element[0], m->element[1]->integer, asked);
+    int owner = addr_node(net, m->element[0], m->element[1]->integer, asked);
     if (owner < 0)
       continue;
     replicas[owner] = (int)e->elements - 3;
@@ -383,8 +384,8 @@ static int read_slots(dlock_client *c, const redisReply *r, int asked,
  * map (a promoted replica) to it, one that could go anywhere (the map
  * request, a keyless call, a slot nobody is known to own) to another node;
  * the others wait for this node or for a new map. */
-static void move_waiting(dlock_client *c, int from) {
-  dlock__cluster *k = CLUSTER(c);
+static void move_waiting(dlock__net *net, int from) {
+  dlock__cluster *k = CLUSTER(net);
   dlock__conn *conn = &k->nodes[from]->cmd;
   dlock__req *req = conn->waiting, *keep = NULL, *keep_tail = NULL;
   conn->waiting = conn->waiting_tail = NULL;
@@ -392,14 +393,14 @@ static void move_waiting(dlock_client *c, int from) {
     dlock__req *next = req->next;
     int to = req->slot >= 0 ? k->slots[req->slot] : -1;
     if (to < 0) {
-      to = any_node(c);
+      to = any_node(net);
       if (to == from)
         to = (to + 1) % k->nnodes;
     }
     if (to != from && req->slot >= 0) /* its slot's new owner: redirected */
-      dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
+      dlock__stat_add(net->stats, DLOCK__ST_REDIRECTS, 1);
     if (to != from)
-      dlock__conn_send(node_cmd(c, to), req);
+      dlock__conn_send(node_cmd(net, to), req);
     else
       dlock__req_push(&keep, &keep_tail, req);
     req = next;
@@ -410,24 +411,24 @@ static void move_waiting(dlock_client *c, int from) {
 
 /* After a new map: what waits for a node that is down (a failed master)
  * goes where it can be served, within its budget. */
-static void reroute_waiting(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
+static void reroute_waiting(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
   for (int i = 0; i < k->nnodes; i++)
     if (k->nodes[i]->cmd.state != CONN_READY && k->nodes[i]->cmd.waiting)
-      move_waiting(c, i);
+      move_waiting(net, i);
 }
 
 typedef struct map_req {
   dlock__req req;
-  dlock_client *client;
+  dlock__net *net;
   int asked;
   int shards;
 } map_req;
 
 static void map_done(dlock__req *req, redisReply *reply, int status) {
   map_req *m = (map_req *)req;
-  dlock_client *c = m->client;
-  dlock__cluster *k = CLUSTER(c);
+  dlock__net *net = m->net;
+  dlock__cluster *k = CLUSTER(net);
   k->refreshing = 0;
   int ok = 0;
   if (status == DLOCK_OK && reply->type == REDIS_REPLY_ERROR) {
@@ -445,14 +446,14 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
     if (slots) {
       for (int i = 0; i < DLOCK__SLOTS; i++)
         slots[i] = -1;
-      ok = m->shards ? read_shards(c, reply, m->asked, slots, replicas)
-                     : read_slots(c, reply, m->asked, slots, replicas);
+      ok = m->shards ? read_shards(net, reply, m->asked, slots, replicas)
+                     : read_slots(net, reply, m->asked, slots, replicas);
       if (ok) {
         k->bare_master = 0;
         for (int i = 0; i < k->nnodes; i++) /* the replica guard's counts */
           if (replicas[i] >= 0) {
-            atomic_store(&k->nodes[i]->cmd.pool->replicas, replicas[i]);
-            k->bare_master |= replicas[i] == 0 && c->opts.replica_sync_ms > 0;
+            atomic_store(&k->nodes[i]->cmd.link->replicas, replicas[i]);
+            k->bare_master |= replicas[i] == 0 && net->opts->replica_sync_ms > 0;
           }
         /* a slot the reply left without a master keeps its old owner:
          * requests there get MOVED or fail over as the cluster decides */
@@ -461,9 +462,9 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
             atomic_store_explicit(&k->slots[i], slots[i], memory_order_relaxed);
         k->map_known = 1;
         k->last_error[0] = '\0';
-        reroute_waiting(c);
-        if (atomic_load(&c->sharded))
-          dlock__pubsub_rehome(c);
+        reroute_waiting(net);
+        if (atomic_load(&net->sharded))
+          net->hooks->rehome(net);
       }
       free(slots);
     }
@@ -475,17 +476,17 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
   if (!ok)
     k->next_ask++; /* the next map request asks another node */
   free(m);
-  if (!c->stopping && k->refresh_again) {
+  if (!net->stopping && k->refresh_again) {
     k->refresh_again = 0;
-    refresh_soon(c);
+    refresh_soon(net);
   }
-  arm(c);
+  arm(net);
 }
 
 /* Ask a node for the slot map (one request at a time). */
-static void refresh(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
-  if (c->stopping)
+static void refresh(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
+  if (net->stopping)
     return;
   if (k->refreshing) {
     k->refresh_again = 1;
@@ -500,9 +501,9 @@ static void refresh(dlock_client *c) {
     free(m);
     return;
   }
-  m->client = c;
+  m->net = net;
   m->shards = !k->no_shards;
-  m->asked = any_node(c);
+  m->asked = any_node(net);
   if (m->asked < 0) {
     dlock__buf_free(&m->req.cmd);
     free(m);
@@ -512,19 +513,19 @@ static void refresh(dlock_client *c) {
   m->req.queued_ms = dlock__now_ms();
   k->refreshing = 1;
   k->last_refresh_ms = m->req.queued_ms;
-  dlock__conn_send(node_cmd(c, m->asked), &m->req);
-  arm(c);
+  dlock__conn_send(node_cmd(net, m->asked), &m->req);
+  arm(net);
 }
 
 /* A refresh soon, but not more than one per REFRESH_MIN_GAP_MS. */
-static void refresh_soon(dlock_client *c) {
-  dlock__cluster *k = CLUSTER(c);
+static void refresh_soon(dlock__net *net) {
+  dlock__cluster *k = CLUSTER(net);
   int64_t now = dlock__now_ms();
   if (now >= k->last_refresh_ms + REFRESH_MIN_GAP_MS)
-    refresh(c);
+    refresh(net);
   else if (k->last_refresh_ms + refresh_period(k) > now + REFRESH_MIN_GAP_MS) {
     k->last_refresh_ms = now + REFRESH_MIN_GAP_MS - refresh_period(k);
-    arm(c);
+    arm(net);
   }
 }
 
@@ -539,7 +540,7 @@ static void asking_done(dlock__req *req, redisReply *reply, int status) {
 
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the slot and
  * the target node's index, or -1. */
-static int target(dlock_client *c, const char *err, int *slot) {
+static int target(dlock__net *net, const char *err, int *slot) {
   const char *p = strchr(err, ' ');
   if (p == NULL)
     return -1;
@@ -564,12 +565,12 @@ static int target(dlock_client *c, const char *err, int *slot) {
   }
   if (port <= 0 || port > 65535)
     return -1;
-  return node_at(c, h, hl, (int)port);
+  return node_at(net, h, hl, (int)port);
 }
 
 static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
-  dlock_client *c = conn->client;
-  dlock__cluster *k = CLUSTER(c);
+  dlock__net *net = conn->net;
+  dlock__cluster *k = CLUSTER(net);
   if (req->task)
     return 0;
   const char *e = reply->str;
@@ -579,7 +580,7 @@ static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   if (!dlock__class_cluster(answer))
     return 0;
   if (++req->redirects > MAX_REDIRECTS ||
-      (again && dlock__now_ms() - req->queued_ms >= c->opts.command_timeout_ms)) {
+      (again && dlock__now_ms() - req->queued_ms >= net->opts->command_timeout_ms)) {
     char why[1024];
     snprintf(why, sizeof why, "cluster: %s%s (after %d tries)",
              again ? "still " : "", e, req->redirects);
@@ -594,24 +595,24 @@ static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
     req->retry_at = dlock__now_ms() + (pause < RETRY_MAX_MS ? pause : RETRY_MAX_MS);
     freeReplyObject(reply);
     dlock__req_push(&k->parked, &k->parked_tail, req);
-    refresh_soon(c);
-    arm(c);
+    refresh_soon(net);
+    arm(net);
     return 1;
   }
   int slot = -1;
-  int to = target(c, e, &slot);
+  int to = target(net, e, &slot);
   freeReplyObject(reply);
-  dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
+  dlock__stat_add(net->stats, DLOCK__ST_REDIRECTS, 1);
   if (to < 0) {
     dlock__req_finish(req, NULL, DLOCK_EIO, "cluster: a redirect to an "
                       "unknown address");
     return 1;
   }
   if (moved) {
-    set_owner(c, slot, to);
+    set_owner(net, slot, to);
     req->slot = slot; /* a request without a route has one now */
-    refresh_soon(c);
-    route(c, req);
+    refresh_soon(net);
+    route(net, req);
     return 1;
   }
   /* ASK: this one request goes to the importing node, right after ASKING */
@@ -625,28 +626,28 @@ static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   }
   asking->done = asking_done;
   asking->linger = 1;
-  dlock__conn *to_conn = node_cmd(c, to);
+  dlock__conn *to_conn = node_cmd(net, to);
   dlock__conn_send(to_conn, asking);
   dlock__conn_send(to_conn, req);
   return 1;
 }
 
 static void conn_down(dlock__conn *conn) {
-  dlock_client *c = conn->client;
-  dlock__cluster *k = CLUSTER(c);
-  if (conn->is_sub || c->stopping) /* the waiters' own: pubsub.c's */
+  dlock__net *net = conn->net;
+  dlock__cluster *k = CLUSTER(net);
+  if (conn->is_sub || net->stopping) /* the waiters' own: pubsub.c's */
     return;
   k->next_ask++;
   for (int i = 0; i < k->nnodes; i++)
     if (&k->nodes[i]->cmd == conn)
-      move_waiting(c, i);
-  refresh_soon(c);
+      move_waiting(net, i);
+  refresh_soon(net);
 }
 
 static void pick(dlock__conn *conn) {
-  dlock_client *c = conn->client;
-  dlock__cluster *k = CLUSTER(c);
-  if (conn != &c->sub || k->nnodes == 0)
+  dlock__net *net = conn->net;
+  dlock__cluster *k = CLUSTER(net);
+  if (conn != &net->sub || k->nnodes == 0)
     return;
   /* after a failure, the next node; a node that answers commands first */
   int i = conn->backoff_ms > 0 ? (k->sub_node + 1) % k->nnodes : k->sub_node;
@@ -662,41 +663,41 @@ static void pick(dlock__conn *conn) {
   conn->port = k->nodes[i]->port;
 }
 
-static dlock__conn *sub_conn(dlock_client *c, const char *channel,
+static dlock__conn *sub_conn(dlock__net *net, const char *channel,
                              size_t len) {
-  dlock__cluster *k = CLUSTER(c);
-  if (!atomic_load(&c->sharded))
-    return dlock__standalone_sub_conn(c, channel, len);
+  dlock__cluster *k = CLUSTER(net);
+  if (!atomic_load(&net->sharded))
+    return dlock__standalone_sub_conn(net, channel, len);
   int i = k->slots[dlock__key_slot(channel, len)];
   if (i < 0)
-    i = any_node(c);
+    i = any_node(net);
   if (i < 0)
-    return dlock__standalone_sub_conn(c, channel, len);
+    return dlock__standalone_sub_conn(net, channel, len);
   dlock__conn *conn = &k->nodes[i]->sub;
   dlock__conn_use(conn);
   return conn;
 }
 
-static dlock__conn *moved_sub(dlock_client *c, const char *err) {
-  dlock__cluster *k = CLUSTER(c);
+static dlock__conn *moved_sub(dlock__net *net, const char *err) {
+  dlock__cluster *k = CLUSTER(net);
   int slot = -1;
-  int to = target(c, err, &slot);
+  int to = target(net, err, &slot);
   if (to < 0)
     return NULL;
-  set_owner(c, slot, to);
-  refresh_soon(c);
+  set_owner(net, slot, to);
+  refresh_soon(net);
   dlock__conn *conn = &k->nodes[to]->sub;
   dlock__conn_use(conn);
   return conn;
 }
 
-static void refresh_when_running(dlock_client *c) {
-  if (!c->stopping)
-    refresh_soon(c);
+static void refresh_when_running(dlock__net *net) {
+  if (!net->stopping)
+    refresh_soon(net);
 }
 
-static int batch_node(dlock_client *c, int slot) {
-  dlock__cluster *k = CLUSTER(c);
+static int batch_node(dlock__net *net, int slot) {
+  dlock__cluster *k = CLUSTER(net);
   if (k->no_shards || slot < 0 || slot >= DLOCK__SLOTS)
     return -1; /* before Redis 7 (no CLUSTER SHARDS): no cross-slot scripts */
   return k->slots[slot];
@@ -706,20 +707,20 @@ static int batch_node(dlock_client *c, int slot) {
 
 /* CLUSTER SHARDS, which a server that is not in cluster mode refuses, and
  * one before Redis 7 does not know. */
-static int contact(dlock_client *c, dlock__req *req) {
-  (void)c;
+static int contact(dlock__net *net, dlock__req *req) {
+  (void)net;
   const char *argv[] = {"CLUSTER", "SHARDS"};
   size_t lens[] = {7, 6};
   return dlock__req_command(req, 2, argv, lens);
 }
 
-static int contact_rc(dlock_client *c, int rc) {
+static int contact_rc(dlock__net *net, int rc) {
   if (rc != DLOCK_EREDIS)
     return rc;
   if (strstr(dlock_errmsg(), "ubcommand")) {
     /* a cluster before Redis 7: no sharded pub/sub */
-    c->uri.pubsub = DLOCK__PUBSUB_CLASSIC;
-    atomic_store(&c->sharded, 0);
+    net->uri->pubsub = DLOCK__PUBSUB_CLASSIC;
+    atomic_store(&net->sharded, 0);
     return DLOCK_OK;
   }
   char said[512];

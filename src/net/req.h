@@ -15,8 +15,8 @@ typedef struct dlock__req dlock__req;
 typedef void dlock__req_done(dlock__req *req, redisReply *reply, int status);
 
 /* A write's acknowledgement: what the replica guard's WAIT and the durable
- * option's WAITAOF asked for and what the server answered (engine.h:
- * dlock__ack_cmds). */
+ * option's WAITAOF asked for and what the server answered (net/conn.h:
+ * dlock__ack_plan). */
 typedef struct dlock__ack {
   int wait_asked;   /* replicas WAIT asked for (0: no WAIT sent) */
   int waited;       /* replicas that acknowledged within the time; -1: the

@@ -42,7 +42,7 @@ typedef struct dlock__sentinel {
   char found_why[900];
 } dlock__sentinel;
 
-#define SENTINEL(c) ((dlock__sentinel *)(c)->topo_state)
+#define SENTINEL(net) ((dlock__sentinel *)(net)->topo_state)
 
 /* Append "; what" to why (just "what" to an empty one). */
 #define note(why, n, ...)                                                     \
@@ -216,13 +216,13 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
   return refused && !answered ? DLOCK_EAUTH : DLOCK_EIO;
 }
 
-static int sentinel_open(dlock_client *c) {
+static int sentinel_open(dlock__net *net) {
   dlock__sentinel *s = calloc(1, sizeof *s);
   if (s == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  c->topo_state = s;
+  net->topo_state = s;
   char why[1536];
-  int rc = search(&c->uri, &c->opts, c->tls, s->host, sizeof s->host, &s->port,
+  int rc = search(net->uri, net->opts, net->tls, s->host, sizeof s->host, &s->port,
                   &s->replicas, why, sizeof why);
   if (rc == DLOCK_ETLS)
     return dlock__fail(rc, "sentinel: no sentinel passed TLS verification: %s",
@@ -233,19 +233,22 @@ static int sentinel_open(dlock_client *c) {
                        why);
   if (rc != DLOCK_OK)
     return dlock__fail(rc, "sentinel: no master \"%s\" found: %s",
-                       c->uri.master_name, why);
+                       net->uri->master_name, why);
   return DLOCK_OK;
 }
 
-static void sentinel_free(dlock_client *c) {
-  free(c->topo_state);
-  c->topo_state = NULL;
+static void sentinel_free(dlock__net *net) {
+  free(net->topo_state);
+  net->topo_state = NULL;
 }
 
-static void on_timer_closed(uv_handle_t *h) { dlock__client_live_done(h->data); }
+static void on_timer_closed(uv_handle_t *h) {
+  dlock__net *net = h->data;
+  net->hooks->live_done(net);
+}
 
-static void start_search(dlock_client *c);
-static void master_is(dlock_client *c, const char *host, int port,
+static void start_search(dlock__net *net);
+static void master_is(dlock__net *net, const char *host, int port,
                       const char *why);
 
 /* The sentinels' events watched: the master switched, and the master's
@@ -266,7 +269,7 @@ static int about_replica_of(const char *text, const char *name) {
 }
 
 static void watch_push(dlock__conn *conn, redisReply *r) {
-  dlock_client *c = conn->client;
+  dlock__net *net = conn->net;
   if (r->type == REDIS_REPLY_ERROR) { /* AUTH or SUBSCRIBE refused */
     char why[1024];
     snprintf(why, sizeof why, "sentinel refused the subscription: %s", r->str);
@@ -281,22 +284,22 @@ static void watch_push(dlock__conn *conn, redisReply *r) {
     return; /* the subscriptions' confirmations */
   const char *text = r->element[2]->str;
   if (strcmp(r->element[1]->str, "+switch-master") != 0) {
-    if (about_replica_of(text, c->uri.master_name))
-      start_search(c);
+    if (about_replica_of(text, net->uri->master_name))
+      start_search(net);
     return;
   }
   /* "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT" */
   char name[256], oh[256], nh[256];
   int op, np;
   if (sscanf(text, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
-      strcmp(name, c->uri.master_name) != 0)
+      strcmp(name, net->uri->master_name) != 0)
     return;
-  master_is(c, nh, np, "the sentinels switched the master");
+  master_is(net, nh, np, "the sentinels switched the master");
 }
 
 static void watch_ready(dlock__conn *conn) {
-  dlock__sentinel *s = SENTINEL(conn->client);
-  const dlock__uri *u = &conn->client->uri;
+  dlock__sentinel *s = SENTINEL(conn->net);
+  const dlock__uri *u = conn->net->uri;
   if (u->sentinel_password) { /* a refusal shows up in watch_push */
     const char *auth[3];
     size_t alens[3];
@@ -311,52 +314,52 @@ static void watch_ready(dlock__conn *conn) {
   }
   dlock__resp_command(&conn->out, 1 + NEVENTS, argv, lens);
   if (s->watch_was_up) /* an announcement may have come meanwhile */
-    start_search(conn->client);
+    start_search(conn->net);
   s->watch_was_up = 1;
 }
 
 static void watch_down(dlock__conn *conn) {
-  dlock_client *c = conn->client;
-  dlock__sentinel *s = SENTINEL(c);
-  s->watch_i = (s->watch_i + 1) % c->uri.nseeds; /* the next one */
-  conn->host = c->uri.seed_hosts[s->watch_i];
-  conn->port = c->uri.seed_ports[s->watch_i];
+  dlock__net *net = conn->net;
+  dlock__sentinel *s = SENTINEL(net);
+  s->watch_i = (s->watch_i + 1) % net->uri->nseeds; /* the next one */
+  conn->host = net->uri->seed_hosts[s->watch_i];
+  conn->port = net->uri->seed_ports[s->watch_i];
 }
 
-static void attach(dlock_client *c) {
-  dlock__sentinel *s = SENTINEL(c);
-  dlock__standalone_attach(c);
-  c->cmd.host = c->sub.host = s->host;
-  c->cmd.port = c->sub.port = s->port;
-  dlock__direct_retarget(c, 0, s->host, s->port);
-  atomic_store(&c->direct.pools[0].replicas, s->replicas);
-  uv_timer_init(c->loop, &s->timer);
-  s->timer.data = c;
-  c->live++;
-  dlock__conn_init(c, &s->watch, 1);
+static void attach(dlock__net *net) {
+  dlock__sentinel *s = SENTINEL(net);
+  dlock__standalone_attach(net);
+  net->cmd.host = net->sub.host = s->host;
+  net->cmd.port = net->sub.port = s->port;
+  net->hooks->retarget(net, 0, s->host, s->port);
+  atomic_store(&net->cmd.link->replicas, s->replicas);
+  uv_timer_init(net->loop, &s->timer);
+  s->timer.data = net;
+  net->live++;
+  dlock__conn_init(net, &s->watch, 1);
   s->watch.role = "sentinel subscription";
   s->watch.bare = 1;
   s->watch.on_push = watch_push;
   s->watch.on_ready = watch_ready;
   s->watch.on_down = watch_down;
-  s->watch.host = c->uri.seed_hosts[0];
-  s->watch.port = c->uri.seed_ports[0];
+  s->watch.host = net->uri->seed_hosts[0];
+  s->watch.port = net->uri->seed_ports[0];
 }
 
-static void start(dlock_client *c) {
-  dlock__standalone_start(c);
-  dlock__conn_start(&SENTINEL(c)->watch);
+static void start(dlock__net *net) {
+  dlock__standalone_start(net);
+  dlock__conn_start(&SENTINEL(net)->watch);
 }
 
-static void flush(dlock_client *c) { dlock__conn_flush(&SENTINEL(c)->watch); }
+static void flush(dlock__net *net) { dlock__conn_flush(&SENTINEL(net)->watch); }
 
 static void search_work(uv_work_t *w) {
-  dlock_client *c = w->data;
-  dlock__sentinel *s = SENTINEL(c);
-  s->found_rc = search(&c->uri, &c->opts, c->tls, s->found_host, sizeof s->found_host,
+  dlock__net *net = w->data;
+  dlock__sentinel *s = SENTINEL(net);
+  s->found_rc = search(net->uri, net->opts, net->tls, s->found_host, sizeof s->found_host,
                        &s->found_port, &s->found_replicas, s->found_why,
                        sizeof s->found_why);
-  if (c->tls) /* libuv's pool threads live on: free OpenSSL's state of this
+  if (net->tls) /* libuv's pool threads live on: free OpenSSL's state of this
                  one now, not never (valgrind saw it lost at exit) */
     dlock__tls_thread_done();
 }
@@ -364,49 +367,49 @@ static void search_work(uv_work_t *w) {
 /* The master is host:port now: the connections go there at once (their
  * requests in flight fail with DLOCK_EIO: whether the old master ran them
  * cannot be known), and after a demotion even when it did not change. */
-static void master_is(dlock_client *c, const char *host, int port,
+static void master_is(dlock__net *net, const char *host, int port,
                       const char *why) {
-  dlock__sentinel *s = SENTINEL(c);
+  dlock__sentinel *s = SENTINEL(net);
   int moved = strcmp(host, s->host) != 0 || port != s->port;
   if (moved) { /* the next connect goes there (conn->host points here) */
     snprintf(s->host, sizeof s->host, "%s", host);
-    s->port = c->cmd.port = c->sub.port = port;
+    s->port = net->cmd.port = net->sub.port = port;
   }
   if (moved || s->demoted) {
     s->demoted = 0;
-    dlock__direct_retarget(c, 0, s->host, s->port);
-    dlock__conn_drop(&c->cmd, why);
-    dlock__conn_drop(&c->sub, why);
+    net->hooks->retarget(net, 0, s->host, s->port);
+    dlock__conn_drop(&net->cmd, why);
+    dlock__conn_drop(&net->sub, why);
   }
 }
 
 static void search_done(uv_work_t *w, int status) {
-  dlock_client *c = w->data;
-  dlock__sentinel *s = SENTINEL(c);
+  dlock__net *net = w->data;
+  dlock__sentinel *s = SENTINEL(net);
   s->searching = 0;
-  if (status == 0 && !c->stopping && s->found_rc == DLOCK_OK) {
+  if (status == 0 && !net->stopping && s->found_rc == DLOCK_OK) {
     s->replicas = s->found_replicas; /* the replica guard's WAIT asks these */
-    atomic_store(&c->direct.pools[0].replicas, s->replicas);
-    master_is(c, s->found_host, s->found_port,
+    atomic_store(&net->cmd.link->replicas, s->replicas);
+    master_is(net, s->found_host, s->found_port,
               "the sentinels name another master");
-  } else if (status == 0 && !c->stopping) {
-    snprintf(c->cmd.last_error, sizeof c->cmd.last_error,
-             "sentinel: no master \"%s\" found: %s", c->uri.master_name,
+  } else if (status == 0 && !net->stopping) {
+    snprintf(net->cmd.last_error, sizeof net->cmd.last_error,
+             "sentinel: no master \"%s\" found: %s", net->uri->master_name,
              s->found_why);
   }
-  if (!c->stopping && (s->again || s->demoted)) {
+  if (!net->stopping && (s->again || s->demoted)) {
     s->again = 0;
-    start_search(c);
+    start_search(net);
   }
-  dlock__client_live_done(c); /* the request has ended */
+  net->hooks->live_done(net); /* the request has ended */
 }
 
 static void on_gap_over(uv_timer_t *t) { start_search(t->data); }
 
 /* Ask the sentinels again (at most one search at a time, one per gap). */
-static void start_search(dlock_client *c) {
-  dlock__sentinel *s = SENTINEL(c);
-  if (c->stopping)
+static void start_search(dlock__net *net) {
+  dlock__sentinel *s = SENTINEL(net);
+  if (net->stopping)
     return;
   if (s->searching) {
     s->again = 1;
@@ -420,17 +423,17 @@ static void start_search(dlock_client *c) {
   }
   s->last_search_ms = now;
   s->searching = 1;
-  s->work.data = c;
-  c->live++;
-  if (uv_queue_work(c->loop, &s->work, search_work, search_done) != 0) {
+  s->work.data = net;
+  net->live++;
+  if (uv_queue_work(net->loop, &s->work, search_work, search_done) != 0) {
     s->searching = 0;
-    c->live--;
+    net->live--;
   }
 }
 
-static void close_all(dlock_client *c, int status) {
+static void close_all(dlock__net *net, int status) {
   (void)status; /* its requests are the master's connections' */
-  dlock__sentinel *s = SENTINEL(c);
+  dlock__sentinel *s = SENTINEL(net);
   if (s->searching) /* not started yet: ends with UV_ECANCELED */
     uv_cancel((uv_req_t *)&s->work);
   uv_close((uv_handle_t *)&s->timer, on_timer_closed);
@@ -438,23 +441,23 @@ static void close_all(dlock_client *c, int status) {
 }
 
 static void conn_down(dlock__conn *conn) {
-  dlock_client *c = conn->client;
-  if (!c->stopping)
-    start_search(c);
+  dlock__net *net = conn->net;
+  if (!net->stopping)
+    start_search(net);
 }
 
 static int follows(dlock__class k) { return k == DLOCK__C_READONLY; }
 
 static int on_error(dlock__conn *conn, dlock__req *req, redisReply *reply) {
-  dlock_client *c = conn->client;
+  dlock__net *net = conn->net;
   if (!follows(dlock__classify(reply)))
     return 0;
   /* the write did not run: it waits for the new master, within its
    * connect timeout, as a call made while the master is down does */
   freeReplyObject(reply);
   dlock__conn_hold(conn, req);
-  SENTINEL(c)->demoted = 1;
-  start_search(c);
+  SENTINEL(net)->demoted = 1;
+  start_search(net);
   return 1;
 }
 

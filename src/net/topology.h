@@ -8,7 +8,7 @@
 #ifndef DLOCK_NET_TOPOLOGY_H
 #define DLOCK_NET_TOPOLOGY_H
 
-#include "core/engine.h"
+#include "net/conn.h"
 #include "base/policy.h"
 
 #define DLOCK__SLOTS 16384   /* a cluster's hash slots */
@@ -26,21 +26,21 @@ struct dlock__topology {
   /* Caller's thread, after the URI and the options are read: the
    * topology's state (a sentinel's first master search blocks here).
    * DLOCK_OK or an error with its message; free is called either way. */
-  int (*open)(dlock_client *c);
-  void (*free)(dlock_client *c);
+  int (*open)(dlock__net *net);
+  void (*free)(dlock__net *net);
   /* Its timers and connections on the engine's loop, before start. */
-  void (*attach)(dlock_client *c);
-  void (*start)(dlock_client *c);
+  void (*attach)(dlock__net *net);
+  void (*start)(dlock__net *net);
   /* Each loop turn: what its connections have queued is written. */
-  void (*flush)(dlock_client *c);
+  void (*flush)(dlock__net *net);
   /* The client closes: its requests end with status, its handles close. */
-  void (*shutdown)(dlock_client *c, int status);
+  void (*shutdown)(dlock__net *net, int status);
 
   /* Route req to a connection (or finish it with an error). */
-  void (*send)(dlock_client *c, dlock__req *req);
+  void (*send)(dlock__net *net, dlock__req *req);
   /* A request made while the client closes: written if it can be now,
    * else finished with DLOCK_ECLOSED. */
-  void (*send_last)(dlock_client *c, dlock__req *req);
+  void (*send_last)(dlock__net *net, dlock__req *req);
   /* An error answer of this class is the topology's to follow (a redirect,
    * a demoted master): the direct path hands such a call to the engine. */
   int (*follows)(dlock__class k);
@@ -54,19 +54,19 @@ struct dlock__topology {
   void (*pick)(dlock__conn *conn);
   /* The pub/sub connection of a channel; after a MOVED answer to a
    * subscription, the node it names (NULL: none known). */
-  dlock__conn *(*sub_conn)(dlock_client *c, const char *channel, size_t len);
-  dlock__conn *(*moved_sub)(dlock_client *c, const char *err);
+  dlock__conn *(*sub_conn)(dlock__net *net, const char *channel, size_t len);
+  dlock__conn *(*moved_sub)(dlock__net *net, const char *err);
   /* The map of who serves what may be stale: read it again soon. */
-  void (*refresh_soon)(dlock_client *c);
+  void (*refresh_soon)(dlock__net *net);
   /* The node a renewal batch of slot goes to; -1: one batch per slot. */
-  int (*batch_node)(dlock_client *c, int slot);
+  int (*batch_node)(dlock__net *net, int slot);
   /* Any thread: the slot map the direct path reads (NULL: none). */
-  const _Atomic int16_t *(*slot_map)(const dlock_client *c);
+  const _Atomic int16_t *(*slot_map)(const dlock__net *net);
 
   /* The first request a new client makes (to see the servers answer), and
    * what its outcome rc means here: the rc to keep (a message set). */
-  int (*contact)(dlock_client *c, dlock__req *req);
-  int (*contact_rc)(dlock_client *c, int rc);
+  int (*contact)(dlock__net *net, dlock__req *req);
+  int (*contact_rc)(dlock__net *net, int rc);
 };
 
 /* The topology a parsed URI names. */
@@ -74,19 +74,19 @@ const dlock__topology *dlock__topology_of(const dlock__uri *u);
 
 /* Standalone's operations (each the table's slot of that name), which
  * Sentinel's table reuses for the master it found. */
-void dlock__standalone_attach(dlock_client *c);
-void dlock__standalone_start(dlock_client *c);
-void dlock__standalone_send(dlock_client *c, dlock__req *req);
-void dlock__standalone_send_last(dlock_client *c, dlock__req *req);
+void dlock__standalone_attach(dlock__net *net);
+void dlock__standalone_start(dlock__net *net);
+void dlock__standalone_send(dlock__net *net, dlock__req *req);
+void dlock__standalone_send_last(dlock__net *net, dlock__req *req);
 void dlock__standalone_pick(dlock__conn *conn);
-dlock__conn *dlock__standalone_sub_conn(dlock_client *c, const char *channel,
+dlock__conn *dlock__standalone_sub_conn(dlock__net *net, const char *channel,
                                         size_t len);
-dlock__conn *dlock__standalone_moved_sub(dlock_client *c, const char *err);
-void dlock__standalone_refresh_soon(dlock_client *c);
-int dlock__standalone_batch_node(dlock_client *c, int slot);
-const _Atomic int16_t *dlock__standalone_slot_map(const dlock_client *c);
-int dlock__standalone_contact(dlock_client *c, dlock__req *req);
-int dlock__standalone_contact_rc(dlock_client *c, int rc);
+dlock__conn *dlock__standalone_moved_sub(dlock__net *net, const char *err);
+void dlock__standalone_refresh_soon(dlock__net *net);
+int dlock__standalone_batch_node(dlock__net *net, int slot);
+const _Atomic int16_t *dlock__standalone_slot_map(const dlock__net *net);
+int dlock__standalone_contact(dlock__net *net, dlock__req *req);
+int dlock__standalone_contact_rc(dlock__net *net, int rc);
 
 /* The slots of a table whose one master is reached as one server is
  * (standalone's and Sentinel's): its routing, pub/sub and first contact. */

@@ -11,13 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
+#include "base/map.h"
+#include "net/conn.h"
 #include "net/sock.h"
 #include "net/tls.h"
-#include "base/scripts.h"
 #include "net/topology.h"
 
 static void on_timer(uv_timer_t *t);
+
+const char *dlock__net_where(const dlock__net *n, char *buf, size_t len) {
+  if (n->uri->path)
+    snprintf(buf, len, "%s", n->uri->path);
+  else
+    snprintf(buf, len, "%s:%d", n->uri->host, n->uri->port);
+  return buf;
+}
 static void conn_fail(dlock__conn *conn, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -43,11 +51,11 @@ static void drop_key(dlock__conn *conn, const dlock__buf *key) {
   dlock__conn_send(conn, req);
 }
 
-int dlock__ack_plan(const dlock_client *c, int replicas, dlock__req *req) {
+int dlock__ack_plan(const dlock_client_opts *o, int replicas, dlock__req *req) {
   req->ack = (dlock__ack){0};
-  if (c->opts.replica_sync_ms > 0 && replicas > 0)
+  if (o->replica_sync_ms > 0 && replicas > 0)
     req->ack.wait_asked = replicas;
-  req->ack.aof_asked = c->opts.durable_ms > 0;
+  req->ack.aof_asked = o->durable_ms > 0;
   return (req->ack.wait_asked > 0) + req->ack.aof_asked;
 }
 
@@ -55,21 +63,21 @@ static int ack_is_aof(const dlock__req *req, int i) {
   return i == 1 || req->ack.wait_asked == 0;
 }
 
-void dlock__ack_cmd_init(const dlock_client *c, const dlock__req *req, int i,
+void dlock__ack_cmd_init(const dlock_client_opts *o, const dlock__req *req, int i,
                          dlock__ack_cmd *cmd) {
   cmd->argc = 0;
   if (ack_is_aof(req, i)) { /* WAITAOF numlocal numreplicas timeout */
     cmd->argv[cmd->argc++] = "WAITAOF";
     cmd->argv[cmd->argc++] = "1";
-    snprintf(cmd->n, sizeof cmd->n, "%d", c->opts.durable_replicas);
+    snprintf(cmd->n, sizeof cmd->n, "%d", o->durable_replicas);
     cmd->argv[cmd->argc++] = cmd->n;
-    snprintf(cmd->ms, sizeof cmd->ms, "%lld", (long long)c->opts.durable_ms);
+    snprintf(cmd->ms, sizeof cmd->ms, "%lld", (long long)o->durable_ms);
   } else { /* WAIT numreplicas timeout */
     cmd->argv[cmd->argc++] = "WAIT";
     snprintf(cmd->n, sizeof cmd->n, "%d", req->ack.wait_asked);
     cmd->argv[cmd->argc++] = cmd->n;
     snprintf(cmd->ms, sizeof cmd->ms, "%lld",
-             (long long)c->opts.replica_sync_ms);
+             (long long)o->replica_sync_ms);
   }
   cmd->argv[cmd->argc++] = cmd->ms;
   for (size_t k = 0; k < cmd->argc; k++)
@@ -122,13 +130,13 @@ static void acked_second(dlock__req *ack, redisReply *reply, int status) {
  * nothing to wait for (no replicas known, no durability asked): finish req
  * now. */
 static int send_ack(dlock__conn *conn, dlock__req *req, redisReply *reply) {
-  dlock_client *c = conn->client;
-  int n = dlock__ack_plan(c, conn->pool ? atomic_load(&conn->pool->replicas) : 0,
+  const dlock_client_opts *o = conn->net->opts;
+  int n = dlock__ack_plan(o, conn->link ? atomic_load(&conn->link->replicas) : 0,
                           req);
   dlock__req *cmds[2] = {NULL, NULL};
   for (int i = 0; i < n; i++) {
     dlock__ack_cmd a;
-    dlock__ack_cmd_init(c, req, i, &a);
+    dlock__ack_cmd_init(o, req, i, &a);
     cmds[i] = calloc(1, sizeof *cmds[i]);
     if (cmds[i] == NULL ||
         dlock__req_command(cmds[i], a.argc, a.argv, a.lens) != DLOCK_OK) {
@@ -166,7 +174,7 @@ static dlock__req *inflight_pop(dlock__conn *conn) {
   dlock__req *req = pop(&conn->inflight, &conn->inflight_tail);
   if (req) {
     conn->depth--;
-    dlock__stat_sub(&conn->client->stats, DLOCK__ST_IN_FLIGHT, 1);
+    dlock__stat_sub(conn->net->stats, DLOCK__ST_IN_FLIGHT, 1);
   }
   return req;
 }
@@ -183,11 +191,11 @@ static const char *where(dlock__conn *conn, char *buf, size_t n) {
     snprintf(buf, n, "%s:%d", conn->host, conn->port);
     return buf;
   }
-  return dlock__client_where(conn->client, buf, n);
+  return dlock__net_where(conn->net, buf, n);
 }
 
 static void conn_arm(dlock__conn *conn) {
-  const dlock_client_opts *o = &conn->client->opts;
+  const dlock_client_opts *o = conn->net->opts;
   int64_t next = INT64_MAX;
   switch (conn->state) {
   case CONN_CONNECTING:
@@ -207,7 +215,7 @@ static void conn_arm(dlock__conn *conn) {
   }
   if (conn->waiting && conn->waiting->queued_ms + o->connect_timeout_ms < next)
     next = conn->waiting->queued_ms + o->connect_timeout_ms;
-  if (next == INT64_MAX || conn->client->stopping)
+  if (next == INT64_MAX || conn->net->stopping)
     return;
   int64_t now = dlock__now_ms();
   if (conn->timer_due != 0 && conn->timer_due <= next && conn->timer_due > now)
@@ -223,7 +231,7 @@ static void conn_put(dlock__conn *conn, dlock__req *req) {
   req->sent_ms = dlock__now_ms();
   req->written = 1;
   dlock__req_push(&conn->inflight, &conn->inflight_tail, req);
-  dlock__stats *st = &conn->client->stats;
+  dlock__stats *st = conn->net->stats;
   dlock__stat_add(st, DLOCK__ST_COMMANDS, 1);
   dlock__stat_add(st, DLOCK__ST_IN_FLIGHT, 1);
   dlock__stat_max(st, DLOCK__ST_PIPELINE_MAX, ++conn->depth);
@@ -262,7 +270,7 @@ static void fail_list(dlock__req **head, dlock__req **tail, int status,
 static void conn_closed(dlock__conn *conn) {
   conn->u.handle.data = NULL;
   conn->state = CONN_DOWN;
-  if (conn->client->stopping)
+  if (conn->net->stopping)
     return;
   conn->reconnect_at_ms = dlock__now_ms() + conn->backoff_ms;
   conn->backoff_ms = dlock__backoff_next(conn->backoff_ms);
@@ -271,14 +279,15 @@ static void conn_closed(dlock__conn *conn) {
 
 static void on_closed(uv_handle_t *h) {
   dlock__conn *conn = DLOCK__CONTAINER(h, dlock__conn, u);
-  dlock_client *c = conn->client;
+  dlock__net *n = conn->net;
   conn_closed(conn);
-  dlock__client_live_done(c);
+  n->hooks->live_done(n);
 }
 
 /* A handle of the client's that lives as long as the client (timer) */
 static void on_timer_closed(uv_handle_t *h) {
-  dlock__client_live_done(((dlock__conn *)h->data)->client);
+  dlock__net *n = ((dlock__conn *)h->data)->net;
+  n->hooks->live_done(n);
 }
 
 /* Drop the connection: every request in flight fails with DLOCK_EIO (a reply
@@ -298,11 +307,11 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
     dlock__append(conn->last_error, sizeof conn->last_error,
                   " (right after the TLS handshake: did the server refuse "
                   "this client's certificate?)");
-  if (conn->state == CONN_READY && !conn->client->stopping)
-    conn->client->conns_lost++; /* the next ready connection replaces it */
+  if (conn->state == CONN_READY && !conn->net->stopping)
+    conn->net->conns_lost++; /* the next ready connection replaces it */
   conn->state = CONN_CLOSING;
-  if (conn->pool)
-    atomic_store(&conn->pool->ready, 0);
+  if (conn->link)
+    atomic_store(&conn->link->ready, 0);
   conn->out.len = 0;
   dlock__tls_free(conn->tls);
   conn->tls = NULL;
@@ -315,8 +324,8 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
     conn->on_down(conn);
   } else {
     if (conn->is_sub)
-      dlock__pubsub_on_down(conn);
-    conn->client->topo->conn_down(conn);
+      conn->net->hooks->sub_down(conn);
+    conn->net->topo->conn_down(conn);
   }
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
@@ -427,13 +436,13 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     if (conn->on_push)
       conn->on_push(conn, reply);
     else
-      dlock__pubsub_on_reply(conn, reply);
+      conn->net->hooks->sub_push(conn, reply);
     freeReplyObject(reply);
     return;
   }
   if (conn->is_sub && !conn->on_push && conn->state == CONN_READY &&
       reply->type == REDIS_REPLY_ERROR &&
-      conn->inflight == NULL && dlock__pubsub_on_error(conn, reply)) {
+      conn->inflight == NULL && conn->net->hooks->sub_error(conn, reply)) {
     freeReplyObject(reply);
     return;
   }
@@ -444,7 +453,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR &&
-      conn->client->topo->on_error(conn, req, reply))
+      conn->net->topo->on_error(conn, req, reply))
     return; /* redirected, parked or failed by the topology */
   if (req->script >= 0 && dlock__classify(reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(reply);
@@ -551,18 +560,17 @@ static void conn_ready(dlock__conn *conn) {
   conn->state = CONN_READY;
   /* a reconnect: a connection lost before is made again, to its server or
    * (a failover, a sentinel's switch) to the one that took its place */
-  if (conn->was_ready || conn->client->conns_lost > 0) {
-    if (conn->client->conns_lost > 0)
-      conn->client->conns_lost--;
-    dlock__stat_add(&conn->client->stats, DLOCK__ST_RECONNECTS, 1);
+  if (conn->was_ready || conn->net->conns_lost > 0) {
+    if (conn->net->conns_lost > 0)
+      conn->net->conns_lost--;
+    dlock__stat_add(conn->net->stats, DLOCK__ST_RECONNECTS, 1);
     char at[300];
     where(conn, at, sizeof at);
-    dlock_event ev = {DLOCK_EVENT_RECONNECTED, at, strlen(at), 0, 0, DLOCK_OK, 0};
-    dlock__event(conn->client, &ev);
+    conn->net->hooks->reconnected(conn->net, at);
   }
   conn->was_ready = 1;
-  if (conn->pool)
-    atomic_store(&conn->pool->ready, 1);
+  if (conn->link)
+    atomic_store(&conn->link->ready, 1);
   conn->backoff_ms = 0;
   conn->last_error[0] = '\0';
   dlock__req *req;
@@ -571,11 +579,11 @@ static void conn_ready(dlock__conn *conn) {
   if (conn->on_ready)
     conn->on_ready(conn);
   else if (conn->is_sub)
-    dlock__pubsub_on_ready(conn);
+    conn->net->hooks->sub_ready(conn);
   conn_arm(conn);
 }
 
-/* engine.h. Refused for good: credentials, ACL, a database that does not
+/* conn.h. Refused for good: credentials, ACL, a database that does not
  * exist; passing: LOADING, BUSY, MASTERDOWN, TRYAGAIN. */
 int dlock__handshake_refusal(const char *err) {
   if (strcasestr(err, "waitaof")) { /* the durable option's probe */
@@ -634,33 +642,34 @@ size_t dlock__auth_args(const char *user, const char *password,
   return n;
 }
 
-int dlock__handshake(const dlock_client *c, dlock__handshake_fn *fn,
+int dlock__handshake(const dlock__net *n, dlock__handshake_fn *fn,
                      void *ctx) {
   char db[24];
   const char *argv[3];
   size_t lens[3];
   int rc = DLOCK_OK;
-  if (c->uri.password) {
-    size_t n = dlock__auth_args(c->uri.user, c->uri.password, argv, lens);
-    rc = fn(ctx, n, argv, lens);
+  const dlock__uri *u = n->uri;
+  if (u->password) {
+    size_t k = dlock__auth_args(u->user, u->password, argv, lens);
+    rc = fn(ctx, k, argv, lens);
   }
-  if (rc == DLOCK_OK && c->uri.db != 0) {
+  if (rc == DLOCK_OK && u->db != 0) {
     argv[0] = "SELECT";
     argv[1] = db;
     lens[0] = 6;
-    lens[1] = (size_t)snprintf(db, sizeof db, "%ld", c->uri.db);
+    lens[1] = (size_t)snprintf(db, sizeof db, "%ld", u->db);
     rc = fn(ctx, 2, argv, lens);
   }
   if (rc == DLOCK_OK) {
     argv[0] = "CLIENT";
     argv[1] = "SETNAME";
-    argv[2] = c->client_name;
+    argv[2] = n->client_name;
     lens[0] = 6;
     lens[1] = 7;
-    lens[2] = strlen(c->client_name);
+    lens[2] = strlen(n->client_name);
     rc = fn(ctx, 3, argv, lens);
   }
-  if (rc == DLOCK_OK && c->opts.durable_ms > 0) {
+  if (rc == DLOCK_OK && n->opts->durable_ms > 0) {
     /* the durable option's probe: a server without WAITAOF or without an
      * append-only file refuses it (dlock__handshake_refusal); answered at
      * once otherwise (this connection has written nothing yet) */
@@ -694,16 +703,16 @@ static void on_connect(uv_connect_t *creq, int status) {
     conn_fail(conn, "connect failed: %s", uv_strerror(status));
     return;
   }
-  if (conn->host || !conn->client->uri.path)
+  if (conn->host || !conn->net->uri->path)
     uv_tcp_nodelay(&conn->u.tcp, 1);
   int rc = uv_read_start(&conn->u.stream, on_alloc, on_read);
   if (rc < 0) {
     conn_fail(conn, "read failed: %s", uv_strerror(rc));
     return;
   }
-  if (conn->client->tls) { /* TLS first: its handshake, then Redis's */
-    conn->tls = dlock__tls_new(conn->client->tls,
-                               conn->host ? conn->host : conn->client->uri.host);
+  if (conn->net->tls) { /* TLS first: its handshake, then Redis's */
+    conn->tls = dlock__tls_new(conn->net->tls,
+                               conn->host ? conn->host : conn->net->uri->host);
     if (conn->tls == NULL) {
       conn_fail(conn, "out of memory for TLS");
       return;
@@ -743,7 +752,7 @@ static void connected(dlock__conn *conn) {
     conn_ready(conn);
     return;
   }
-  if (dlock__handshake(conn->client, handshake_send, conn) != DLOCK_OK)
+  if (dlock__handshake(conn->net, handshake_send, conn) != DLOCK_OK)
     conn_fail(conn, "out of memory in the handshake");
 }
 
@@ -752,7 +761,7 @@ static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
   if (conn->state != CONN_CONNECTING) {
     if (res)
       uv_freeaddrinfo(res);
-    if (conn->state == CONN_CLOSING && !conn->client->stopping)
+    if (conn->state == CONN_CLOSING && !conn->net->stopping)
       conn_closed(conn);
     return;
   }
@@ -766,10 +775,10 @@ static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
       ai = a;
       break;
     }
-  uv_tcp_init(conn->client->loop, &conn->u.tcp);
-  conn->client->live++;
+  uv_tcp_init(conn->net->loop, &conn->u.tcp);
+  conn->net->live++;
   conn->u.handle.data = conn;
-  const char *source = conn->client->opts.source_addr;
+  const char *source = conn->net->opts->source_addr;
   struct sockaddr_storage src;
   socklen_t srclen;
   int rc = 0;
@@ -791,50 +800,50 @@ static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
 
 static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {
   dlock__conn *conn = g->data;
-  dlock_client *c = conn->client;
+  dlock__net *n = conn->net;
   resolved(conn, status, res);
-  dlock__client_live_done(c); /* the request has ended */
+  n->hooks->live_done(n); /* the request has ended */
 }
 
 void dlock__conn_use(dlock__conn *conn) {
-  if (!conn->started && !conn->client->stopping)
+  if (!conn->started && !conn->net->stopping)
     conn->start_wanted = 1; /* started by dlock__conn_start_wanted */
 }
 
 void dlock__conn_start_wanted(dlock__conn *conn) {
-  if (conn->start_wanted && !conn->started && !conn->client->stopping)
+  if (conn->start_wanted && !conn->started && !conn->net->stopping)
     dlock__conn_start(conn);
   conn->start_wanted = 0;
 }
 
 void dlock__conn_start(dlock__conn *conn) {
-  dlock_client *c = conn->client;
+  dlock__net *n = conn->net;
   conn->started = 1;
   conn->state = CONN_CONNECTING;
   conn->connect_started_ms = dlock__now_ms();
   conn->u.handle.data = NULL;
   conn->connect_req.data = conn;
-  c->topo->pick(conn);
-  if (c->uri.path && !conn->host) {
-    uv_pipe_init(c->loop, &conn->u.pipe, 0);
-    c->live++;
+  n->topo->pick(conn);
+  if (n->uri->path && !conn->host) {
+    uv_pipe_init(n->loop, &conn->u.pipe, 0);
+    n->live++;
     conn->u.handle.data = conn;
-    uv_pipe_connect(&conn->connect_req, &conn->u.pipe, c->uri.path, on_connect);
+    uv_pipe_connect(&conn->connect_req, &conn->u.pipe, n->uri->path, on_connect);
   } else {
     char port[16];
-    snprintf(port, sizeof port, "%d", conn->host ? conn->port : c->uri.port);
+    snprintf(port, sizeof port, "%d", conn->host ? conn->port : n->uri->port);
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     conn->gai_req.data = conn;
-    int rc = uv_getaddrinfo(c->loop, &conn->gai_req, on_resolved,
-                            conn->host ? conn->host : c->uri.host, port, &hints);
+    int rc = uv_getaddrinfo(n->loop, &conn->gai_req, on_resolved,
+                            conn->host ? conn->host : n->uri->host, port, &hints);
     if (rc < 0) {
       conn_fail(conn, "cannot resolve host: %s", uv_strerror(rc));
       return;
     }
-    c->live++;
+    n->live++;
     conn->resolving = 1;
   }
   conn_arm(conn);
@@ -842,10 +851,10 @@ void dlock__conn_start(dlock__conn *conn) {
 
 static void on_timer(uv_timer_t *t) {
   dlock__conn *conn = t->data;
-  const dlock_client_opts *o = &conn->client->opts;
+  const dlock_client_opts *o = conn->net->opts;
   int64_t now = dlock__now_ms();
   conn->timer_due = 0;
-  if (conn->client->stopping)
+  if (conn->net->stopping)
     return;
   if ((conn->state == CONN_CONNECTING || conn->state == CONN_TLS ||
        conn->state == CONN_HANDSHAKE) &&
@@ -872,15 +881,15 @@ static void on_timer(uv_timer_t *t) {
   conn_arm(conn);
 }
 
-void dlock__conn_init(dlock_client *c, dlock__conn *conn, int is_sub) {
+void dlock__conn_init(dlock__net *n, dlock__conn *conn, int is_sub) {
   memset(conn, 0, sizeof *conn);
-  conn->client = c;
+  conn->net = n;
   conn->is_sub = is_sub;
   conn->role = is_sub ? "pub/sub connection" : "command connection";
   conn->state = CONN_DOWN;
   conn->reader = redisReaderCreate();
-  uv_timer_init(c->loop, &conn->timer);
-  c->live++;
+  uv_timer_init(n->loop, &conn->timer);
+  n->live++;
   conn->timer.data = conn;
 }
 
