@@ -561,6 +561,12 @@ int th_wait_worker(pid_t pid, int timeout_ms) {
   return -1;
 }
 
+/* The failures of CUnit's last run: asserts, tests and suites. */
+static unsigned run_failures(void) {
+  return CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+         CU_get_number_of_suites_failed();
+}
+
 int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
   signal(SIGPIPE, SIG_IGN);
   ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
@@ -577,6 +583,9 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
   char only[1024] = "";
   const char *env = getenv("DLOCK_TEST_ONLY");
   snprintf(only, sizeof only, "%s", argc > 1 ? argv[argc - 1] : env ? env : "");
+  /* CUnit's counts are of its last run: each named test is one, so they
+   * are added up here (a failure of any but the last was lost before) */
+  unsigned failed = 0, ran = 0;
   if (only[0]) {
     char *save = NULL;
     for (char *name = strtok_r(only, " ", &save); name;
@@ -591,14 +600,14 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
         return 2;
       }
       CU_basic_run_test(suite, test);
+      failed += run_failures();
+      ran += CU_get_number_of_tests_run();
     }
   } else {
     CU_basic_run_tests();
+    failed = run_failures();
+    ran = CU_get_number_of_tests_run();
   }
-  unsigned failed = CU_get_number_of_failures() +
-                    CU_get_number_of_tests_failed() +
-                    CU_get_number_of_suites_failed();
-  unsigned ran = CU_get_number_of_tests_run();
   CU_cleanup_registry();
   return failed || ran == 0 ? 1 : 0;
 }

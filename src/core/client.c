@@ -48,10 +48,13 @@ static void client_free(dlock_client *c) {
   free(c);
 }
 
-int dlock__client_slotted(const dlock_client *c) { return c->net.topo->slotted; }
+int dlock__client_slotted(const dlock_client *c) {
+  return c->net.topo->slotted;
+}
 
 const char *dlock__publish_cmd(const dlock_client *c) {
-  return atomic_load(&((dlock_client *)c)->net.sharded) ? "SPUBLISH" : "PUBLISH";
+  int sharded = atomic_load(&((dlock_client *)c)->net.sharded);
+  return sharded ? "SPUBLISH" : "PUBLISH";
 }
 
 const char *dlock__client_where(const dlock_client *c, char *buf, size_t n) {

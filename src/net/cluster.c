@@ -453,7 +453,8 @@ static void map_done(dlock__req *req, redisReply *reply, int status) {
         for (int i = 0; i < k->nnodes; i++) /* the replica guard's counts */
           if (replicas[i] >= 0) {
             atomic_store(&k->nodes[i]->cmd.link->replicas, replicas[i]);
-            k->bare_master |= replicas[i] == 0 && net->opts->replica_sync_ms > 0;
+            k->bare_master |=
+                replicas[i] == 0 && net->opts->replica_sync_ms > 0;
           }
         /* a slot the reply left without a master keeps its old owner:
          * requests there get MOVED or fail over as the cluster decides */

@@ -63,8 +63,8 @@ static int ack_is_aof(const dlock__req *req, int i) {
   return i == 1 || req->ack.wait_asked == 0;
 }
 
-void dlock__ack_cmd_init(const dlock_client_opts *o, const dlock__req *req, int i,
-                         dlock__ack_cmd *cmd) {
+void dlock__ack_cmd_init(const dlock_client_opts *o, const dlock__req *req,
+                         int i, dlock__ack_cmd *cmd) {
   cmd->argc = 0;
   if (ack_is_aof(req, i)) { /* WAITAOF numlocal numreplicas timeout */
     cmd->argv[cmd->argc++] = "WAITAOF";
@@ -131,8 +131,8 @@ static void acked_second(dlock__req *ack, redisReply *reply, int status) {
  * now. */
 static int send_ack(dlock__conn *conn, dlock__req *req, redisReply *reply) {
   const dlock_client_opts *o = conn->net->opts;
-  int n = dlock__ack_plan(o, conn->link ? atomic_load(&conn->link->replicas) : 0,
-                          req);
+  int replicas = conn->link ? atomic_load(&conn->link->replicas) : 0;
+  int n = dlock__ack_plan(o, replicas, req);
   dlock__req *cmds[2] = {NULL, NULL};
   for (int i = 0; i < n; i++) {
     dlock__ack_cmd a;
@@ -828,7 +828,8 @@ void dlock__conn_start(dlock__conn *conn) {
     uv_pipe_init(n->loop, &conn->u.pipe, 0);
     n->live++;
     conn->u.handle.data = conn;
-    uv_pipe_connect(&conn->connect_req, &conn->u.pipe, n->uri->path, on_connect);
+    uv_pipe_connect(&conn->connect_req, &conn->u.pipe, n->uri->path,
+                    on_connect);
   } else {
     char port[16];
     snprintf(port, sizeof port, "%d", conn->host ? conn->port : n->uri->port);

@@ -184,8 +184,8 @@ typedef struct dlock__ack_cmd {
   size_t argc;
 } dlock__ack_cmd;
 int dlock__ack_plan(const dlock_client_opts *o, int replicas, dlock__req *req);
-void dlock__ack_cmd_init(const dlock_client_opts *o, const dlock__req *req, int i,
-                         dlock__ack_cmd *cmd);
+void dlock__ack_cmd_init(const dlock_client_opts *o, const dlock__req *req,
+                         int i, dlock__ack_cmd *cmd);
 void dlock__ack_answer(dlock__req *req, int i, const redisReply *r);
 /* Keep req until conn is ready again (its connect timeout applies), even
  * while it is ready now: a request its server refused as a replica. */

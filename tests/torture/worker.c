@@ -508,6 +508,23 @@ static const char *source_addr(const tt_opts *o, int proc) {
   return NULL;
 }
 
+/* dlock_client_open, which on a lossy or slow link (--loss, --delay) may
+ * meet a lost SYN or handshake answer (TCP resends after 1 s, then 2 s
+ * more): there it has 7 s to connect (unless the run set its own time)
+ * and tries 3 times, as a service starting on a bad link would, before the
+ * worker gives up. */
+static int open_client(const tt_opts *o, const char *url,
+                       dlock_client_opts *co, dlock_client **out) {
+  int lossy = o->loss_pct || o->delay_ms || o->jitter_ms;
+  dlock_client_opts defaults = DLOCK_CLIENT_OPTS_INIT;
+  if (lossy && co->connect_timeout_ms == defaults.connect_timeout_ms)
+    co->connect_timeout_ms = 7000;
+  int rc = DLOCK_EIO;
+  for (int i = 0; i < (lossy ? 3 : 1) && rc == DLOCK_EIO; i++)
+    rc = dlock_client_open(url, co, out);
+  return rc;
+}
+
 static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   if (o->kind != TT_LOCK && o->kind != TT_FENCED && o->kind != TT_FAIR &&
       o->kind != TT_RW) {
@@ -521,7 +538,7 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   co.completions = DLOCK_COMPLETE_QUEUE;
   co.source_addr = source_addr(o, proc);
   co.replica_sync_ms = o->replica_sync_ms;
-  if (dlock_client_open(a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
+  if (open_client(o, a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
     fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[0], dlock_errmsg());
     return 3;
   }
@@ -597,7 +614,7 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     co.replica_sync_ms = o->replica_sync_ms;
     if (o->kind == TT_REDLOCK)
       co.connect_timeout_ms = 500;
-    int rc = dlock_client_open(a->urls[i], &co, &P.clients[i]);
+    int rc = open_client(o, a->urls[i], &co, &P.clients[i]);
     if (rc != DLOCK_OK) {
       fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[i], dlock_errmsg());
       return 3;
