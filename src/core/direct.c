@@ -156,8 +156,8 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
  * *out the next reply (the dc->discard ones skipped), or NULL when none is
  * complete yet; DLOCK_EIO with why. */
-static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
-                size_t n) {
+static int pump(dlock_client *c, dlock__dconn *dc, int read_socket,
+                redisReply **out, char *why, size_t n) {
   *out = NULL;
   for (;;) {
     void *r = NULL;
@@ -182,6 +182,8 @@ static int pump(dlock_client *c, dlock__dconn *dc, redisReply **out, char *why,
       *out = r;
       return DLOCK_OK;
     }
+    if (!read_socket)
+      return DLOCK_OK;
     char what[300];
     ssize_t k = dlock__sock_take(&dc->s, what, sizeof what);
     if (k > 0)
@@ -211,9 +213,16 @@ static int alone(dlock_client *c) {
  * why. */
 static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
                       int64_t spin_us, redisReply **out, char *why, size_t n) {
-  int64_t spin_until = spin_us > 0 ? dlock__now_us() + spin_us : 0;
+  int64_t spin_until = spin_us > 0 && alone(c) ? dlock__now_us() + spin_us : 0;
+  /* Not polling (other calls under way, or no spin): a reply just asked
+   * for is not in yet, so the socket is not read before it is waited for
+   * (a read first would be one more system call, EAGAIN). A plain
+   * connection sleeps in recv(2) itself (dlock__sock_sleepy: one system
+   * call per reply, as a blocking client's), a TLS one in poll(2) and
+   * reads after (a record read before may hold the reply already). */
+  int wait_first = spin_until == 0 && dc->s.tls == NULL;
   for (;;) {
-    int rc = pump(c, dc, out, why, n);
+    int rc = pump(c, dc, !wait_first, out, why, n);
     if (rc != DLOCK_OK || *out != NULL)
       return rc;
     if (spin_until != 0) {
@@ -221,6 +230,25 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
         continue;
       spin_until = 0;
     }
+    if (dc->s.sleep_ms > 0) {
+      char what[300];
+      ssize_t k = dlock__sock_take_sleeping(&dc->s, deadline_us, what,
+                                            sizeof what);
+      wait_first = 1; /* the pump parses what came; no read of its own */
+      if (k > 0)
+        continue;
+      if (k == 0)
+        say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
+            (long long)c->opts.command_timeout_ms);
+      else if (k == -1)
+        say(c, dc, why, n, "connection closed by the server");
+      else if (k == -3)
+        say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+      else
+        say(c, dc, why, n, "%s", what);
+      return DLOCK_EIO;
+    }
+    wait_first = 0;
     int w = dlock__sock_wait(dc->s.fd, POLLIN, deadline_us);
     if (w == 0) {
       say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
@@ -324,6 +352,8 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   }
   int rc = dlock__sock_connect(&dc->s, &ss, len, c->net.tls, host, deadline, why,
                                sizeof why);
+  if (rc == DLOCK_OK && dc->s.tls == NULL) /* else it keeps to poll(2) */
+    dlock__sock_sleepy(&dc->s, c->opts.command_timeout_ms);
   pthread_mutex_lock(&d->mu);
   *moved = gen != p->gen;
   if (rc != DLOCK_OK)

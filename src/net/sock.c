@@ -1,6 +1,7 @@
 /* A connection the calling thread drives itself (net/sock.h). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -144,6 +146,48 @@ ssize_t dlock__sock_take(dlock__sock *s, char *why, size_t n) {
   }
 }
 
+int dlock__sock_sleepy(dlock__sock *s, int64_t ms) {
+  struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                       .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+  int flags = fcntl(s->fd, F_GETFL);
+  if (s->tls != NULL || flags < 0 ||
+      setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      fcntl(s->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return -1;
+  s->sleep_ms = ms;
+  return 0;
+}
+
+ssize_t dlock__sock_take_sleeping(dlock__sock *s, int64_t deadline_us,
+                                  char *why, size_t n) {
+  char buf[16384];
+  for (;;) {
+    int64_t left = deadline_us - dlock__now_us();
+    if (left <= 0)
+      return 0;
+    int flags = 0;
+    if (left < s->sleep_ms * 1000 - 1000) { /* less than the timeout left */
+      int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
+      if (w <= 0) {
+        snprintf(why, n, "read failed: %s", strerror(errno));
+        return w == 0 ? 0 : -2;
+      }
+      flags = MSG_DONTWAIT;
+    }
+    ssize_t k = recv(s->fd, buf, sizeof buf, flags);
+    if (k > 0)
+      return redisReaderFeed(s->reader, buf, (size_t)k) == REDIS_OK ? k : -3;
+    if (k == 0)
+      return -1;
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return 0; /* the receive timeout */
+    snprintf(why, n, "read failed: %s", strerror(errno));
+    return -2;
+  }
+}
+
 /* A new TLS session's handshake, within deadline_us. */
 static int tls_handshake(dlock__sock *s, int64_t deadline_us, char *why,
                          size_t n) {
@@ -202,6 +246,7 @@ int dlock__sock_source(const char *addr, struct sockaddr_storage *ss,
 int dlock__sock_init(dlock__sock *s, int family, const char *source, char *why,
                      size_t n) {
   s->tls = NULL;
+  s->sleep_ms = 0;
   s->fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   s->reader = redisReaderCreate();
   struct sockaddr_storage src;

@@ -21,6 +21,8 @@ typedef struct dlock__sock {
   int fd;            /* -1 when closed */
   dlock__tls *tls;   /* the TLS session, NULL on a plain connection */
   redisReader *reader;
+  int64_t sleep_ms;  /* dlock__sock_sleepy made it blocking, with this
+                        receive timeout; 0: non-blocking */
 } dlock__sock;
 
 /* A source address (an IP literal) as a sockaddr with port 0: 0, or -1
@@ -63,6 +65,18 @@ int dlock__sock_send(dlock__sock *s, const char *p, size_t len,
  * the TLS session on TLS): > 0 some were taken, 0 none yet, -1 the end of
  * the stream, -2 an error (why set), -3 a reply the reader refused. */
 ssize_t dlock__sock_take(dlock__sock *s, char *why, size_t n);
+
+/* Let a plain (not TLS) socket's reads sleep in recv(2) for up to ms when
+ * nothing is in, as a blocking client's do: the descriptor becomes
+ * blocking with a receive timeout (every other call here passes
+ * MSG_DONTWAIT and stays non-blocking). 0, or -1 (errno). */
+int dlock__sock_sleepy(dlock__sock *s, int64_t ms);
+/* For a socket made sleepy: sleep in recv(2) until bytes come (into the
+ * reply reader), the receive timeout passes or deadline_us has: as
+ * dlock__sock_take, 0 meaning the time passed. One system call where a
+ * poll and a read would be two. */
+ssize_t dlock__sock_take_sleeping(dlock__sock *s, int64_t deadline_us,
+                                  char *why, size_t n);
 
 /* Send one command (printf-like, as redisCommand) and read its reply within
  * deadline_us: the reply (free with freeReplyObject), or NULL with why. */
