@@ -156,6 +156,19 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
  * *out the next reply (the dc->discard ones skipped), or NULL when none is
  * complete yet; DLOCK_EIO with why. */
+/* A socket read that failed (dlock__sock_take's k < 0; what: its words):
+ * why says so, DLOCK_EIO. */
+static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
+                       const char *what, char *why, size_t n) {
+  if (k == -1)
+    say(c, dc, why, n, "connection closed by the server");
+  else if (k == -3)
+    say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+  else
+    say(c, dc, why, n, "%s", what);
+  return DLOCK_EIO;
+}
+
 static int pump(dlock_client *c, dlock__dconn *dc, int read_socket,
                 redisReply **out, char *why, size_t n) {
   *out = NULL;
@@ -190,13 +203,7 @@ static int pump(dlock_client *c, dlock__dconn *dc, int read_socket,
       continue;
     if (k == 0)
       return DLOCK_OK;
-    if (k == -1)
-      say(c, dc, why, n, "connection closed by the server");
-    else if (k == -3)
-      say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
-    else
-      say(c, dc, why, n, "%s", what);
-    return DLOCK_EIO;
+    return take_failed(c, dc, k, what, why, n);
   }
 }
 
@@ -237,15 +244,10 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
       wait_first = 1; /* the pump parses what came; no read of its own */
       if (k > 0)
         continue;
-      if (k == 0)
-        say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
-            (long long)c->opts.command_timeout_ms);
-      else if (k == -1)
-        say(c, dc, why, n, "connection closed by the server");
-      else if (k == -3)
-        say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
-      else
-        say(c, dc, why, n, "%s", what);
+      if (k != 0)
+        return take_failed(c, dc, k, what, why, n);
+      say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
+          (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     wait_first = 0;
