@@ -208,7 +208,8 @@ static void conn_arm(dlock__conn *conn) {
       next = conn->inflight->sent_ms + o->command_timeout_ms;
     break;
   case CONN_DOWN:
-    next = conn->reconnect_at_ms;
+    if (!conn->held)
+      next = conn->reconnect_at_ms;
     break;
   case CONN_CLOSING:
     break;
@@ -877,9 +878,19 @@ static void on_timer(uv_timer_t *t) {
     dlock__req_finish(pop(&conn->waiting, &conn->waiting_tail), NULL,
                       DLOCK_EIO, why);
   }
-  if (conn->state == CONN_DOWN && now >= conn->reconnect_at_ms)
+  if (conn->state == CONN_DOWN && !conn->held && now >= conn->reconnect_at_ms)
     dlock__conn_start(conn);
   conn_arm(conn);
+}
+
+void dlock__conn_unhold(dlock__conn *conn) {
+  if (!conn->held)
+    return;
+  conn->held = 0;
+  if (conn->state == CONN_DOWN && !conn->net->stopping) {
+    conn->reconnect_at_ms = dlock__now_ms(); /* the backoff was served */
+    conn_arm(conn);
+  }
 }
 
 void dlock__conn_init(dlock__net *n, dlock__conn *conn, int is_sub) {

@@ -83,6 +83,8 @@ struct dlock__conn {
   int started;                          /* a cluster's connections start on
                                            first use (dlock__conn_use) */
   int start_wanted;
+  int held; /* DOWN and not to reconnect until its topology says where
+               (dlock__conn_unhold): a sentinel's master after a fall */
   dlock__buf sub_fifo; /* a pub/sub connection: the channels of its
                           unanswered (UN)SUBSCRIBEs, in order (core/pubsub.c) */
   size_t sub_fifo_head;
@@ -161,6 +163,9 @@ void dlock__conn_start(dlock__conn *conn);
  * failure to the pub/sub waiter while it holds the channel mutex. */
 void dlock__conn_use(dlock__conn *conn);
 void dlock__conn_start_wanted(dlock__conn *conn);
+/* A connection whose topology held its reconnect (conn->held, set in its
+ * conn_down) reconnects now, to wherever conn->host points. */
+void dlock__conn_unhold(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
 /* A write's acknowledgement (net/req.h: dlock__ack), which both paths send

@@ -6,8 +6,9 @@
  * that the server it names is a master, when the client opens (on the
  * opening thread) and again, in libuv's thread pool, whenever a connection
  * to the master fails or the master answers READONLY (it was demoted by a
- * failover). The command and pub/sub connections follow the answer at
- * their next connect: the master is reached as a standalone server is. A
+ * failover). The command and pub/sub connections wait for that search's
+ * answer before they reconnect (conn_down), and go where it points: the
+ * master is reached as a standalone server is. A
  * subscription to +switch-master on one sentinel (the next one after a
  * failure) moves them at once when the sentinels announce a new master. */
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include "net/topology.h"
 
 #define SEARCH_MIN_GAP_MS 100 /* a storm of failures: one search per gap */
+#define SEARCH_RETRY_MAX_MS 1000 /* held connections: the longest wait
+                                    between searches that found no master */
 
 typedef struct dlock__sentinel {
   char host[256]; /* the master (engine thread once the client runs) */
@@ -27,6 +30,11 @@ typedef struct dlock__sentinel {
   int again;      /* another was asked for meanwhile */
   int demoted;    /* the master answered READONLY: reconnect after the
                      search, wherever it points */
+  int moving;     /* master_is drops the connections: they follow it */
+  int64_t retry_ms; /* the wait before the next search while none finds
+                       the master (0 after one did) */
+  unsigned falls;        /* the master's connections fell (held) */
+  unsigned search_falls; /* falls when the running search began */
   int64_t last_search_ms;
   uv_work_t work;
   uv_timer_t timer; /* a search asked for inside the gap */
@@ -248,8 +256,9 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 static void start_search(dlock__net *net);
+static void on_gap_over(uv_timer_t *t);
 static void master_is(dlock__net *net, const char *host, int port,
-                      const char *why);
+                      const char *why, int fresh);
 
 /* The sentinels' events watched: the master switched, and the master's
  * replicas came, went or came back (the replica guard's count is read
@@ -294,7 +303,7 @@ static void watch_push(dlock__conn *conn, redisReply *r) {
   if (sscanf(text, "%255s %255s %d %255s %d", name, oh, &op, nh, &np) != 5 ||
       strcmp(name, net->uri->master_name) != 0)
     return;
-  master_is(net, nh, np, "the sentinels switched the master");
+  master_is(net, nh, np, "the sentinels switched the master", 1);
 }
 
 static void watch_ready(dlock__conn *conn) {
@@ -368,7 +377,7 @@ static void search_work(uv_work_t *w) {
  * requests in flight fail with DLOCK_EIO: whether the old master ran them
  * cannot be known), and after a demotion even when it did not change. */
 static void master_is(dlock__net *net, const char *host, int port,
-                      const char *why) {
+                      const char *why, int fresh) {
   dlock__sentinel *s = SENTINEL(net);
   int moved = strcmp(host, s->host) != 0 || port != s->port;
   if (moved) { /* the next connect goes there (conn->host points here) */
@@ -378,8 +387,14 @@ static void master_is(dlock__net *net, const char *host, int port,
   if (moved || s->demoted) {
     s->demoted = 0;
     net->hooks->retarget(net, 0, s->host, s->port);
+    s->moving = 1;
     dlock__conn_drop(&net->cmd, why);
     dlock__conn_drop(&net->sub, why);
+    s->moving = 0;
+  }
+  if (fresh) { /* the sentinels said where after the last fall */
+    dlock__conn_unhold(&net->cmd);
+    dlock__conn_unhold(&net->sub);
   }
 }
 
@@ -391,15 +406,25 @@ static void search_done(uv_work_t *w, int status) {
     s->replicas = s->found_replicas; /* the replica guard's WAIT asks these */
     atomic_store(&net->cmd.link->replicas, s->replicas);
     master_is(net, s->found_host, s->found_port,
-              "the sentinels name another master");
+              "the sentinels name another master",
+              s->search_falls == s->falls);
   } else if (status == 0 && !net->stopping) {
     snprintf(net->cmd.last_error, sizeof net->cmd.last_error,
              "sentinel: no master \"%s\" found: %s", net->uri->master_name,
              s->found_why);
   }
+  int held = net->cmd.held || net->sub.held; /* none found, or a fall
+                                                since this one began */
+  if (status == 0 && s->found_rc == DLOCK_OK)
+    s->retry_ms = 0;
   if (!net->stopping && (s->again || s->demoted)) {
     s->again = 0;
     start_search(net);
+  } else if (!net->stopping && held) { /* again, backing off */
+    s->retry_ms = s->retry_ms ? s->retry_ms * 2 : SEARCH_MIN_GAP_MS;
+    if (s->retry_ms > SEARCH_RETRY_MAX_MS)
+      s->retry_ms = SEARCH_RETRY_MAX_MS;
+    uv_timer_start(&s->timer, on_gap_over, (uint64_t)s->retry_ms, 0);
   }
   net->hooks->live_done(net); /* the request has ended */
 }
@@ -423,6 +448,7 @@ static void start_search(dlock__net *net) {
   }
   s->last_search_ms = now;
   s->searching = 1;
+  s->search_falls = s->falls;
   s->work.data = net;
   net->live++;
   if (uv_queue_work(net->loop, &s->work, search_work, search_done) != 0) {
@@ -440,10 +466,21 @@ static void close_all(dlock__net *net, int status) {
   dlock__conn_shutdown(&s->watch, DLOCK_ECLOSED);
 }
 
+/* The master's connection fell. It reconnects only where a search made
+ * after the fall points, never at once to the same address: a master that
+ * crashed and came back empty is a master until the sentinels make it a
+ * replica, and a lock taken there while another client takes it on the
+ * promoted replica would be held twice (docs/sentinel.md). Unless the fall
+ * is a move (master_is): its address is the sentinels' already. */
 static void conn_down(dlock__conn *conn) {
   dlock__net *net = conn->net;
-  if (!net->stopping)
-    start_search(net);
+  if (net->stopping)
+    return;
+  if (!SENTINEL(net)->moving) {
+    conn->held = 1;
+    SENTINEL(net)->falls++;
+  }
+  start_search(net);
 }
 
 static int follows(dlock__class k) { return k == DLOCK__C_READONLY; }

@@ -57,8 +57,13 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
           res->untold_overlaps++;
         if (told(f))
           res->reported_overlaps++;
-        else
-          res->overlaps++;
+        else if (res->overlaps++ < 3)
+          fprintf(stderr, "torture: overlap: slot %d (flags %#x) in "
+                  "%.3f-%.3f s, released %.3f; slot %d (flags %#x) in "
+                  "%.3f-%.3f s\n", f->slot, (unsigned)atomic_load(&f->flags),
+                  f->enter / 1e9, f->exit / 1e9, f->done / 1e9, r->slot,
+                  (unsigned)atomic_load(&r->flags), r->enter / 1e9,
+                  r->exit / 1e9);
       }
     }
     if (reader && far_reader >= 0 && a->recs[far_reader].exit > r->enter)

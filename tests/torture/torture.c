@@ -649,6 +649,7 @@ static void fault(int f) {
 
 static void *nemesis_main(void *arg) {
   int chosen[TT_F_COUNT], n = 0, next;
+  int trace = getenv("TORTURE_TRACE") != NULL; /* the faults' times */
   for (int f = 0; f < TT_F_COUNT; f++)
     if (O.nemesis & (1u << f))
       chosen[n++] = f;
@@ -670,7 +671,12 @@ static void *nemesis_main(void *arg) {
       }
       next = 0;
     }
-    fault(chosen[next++]);
+    int f = chosen[next++];
+    if (trace)
+      fprintf(stderr, "torture: %.3f s: %s\n", tt_now_ns() / 1e9, faults[f]);
+    fault(f);
+    if (trace)
+      fprintf(stderr, "torture: %.3f s: %s done\n", tt_now_ns() / 1e9, faults[f]);
   }
   /* Everything this thread wrote (fault counts, buried sections) is seen
    * by the main thread once it reads nemesis_idle. A restarted server's
