@@ -720,7 +720,15 @@ static void guard_follows_returning_replica(th_server *old, th_server *now,
   for (int64_t end = synced + 5000; th_now_ms() < end && !waited;
        usleep(50000)) {
     w0 = wait_calls(now);
-    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    int rc = dlock_acquire(l, 0, 30000);
+    if (rc == DLOCK_EIO && strstr(dlock_errmsg(), "replica guard")) {
+      /* its WAIT was sent (the returned replica is counted) and met no
+       * acknowledgement in 300 ms: a replica just synced, on a loaded
+       * machine (seen once in CI, Valkey); the guard did its job */
+      waited = th_now_ms();
+      break;
+    }
+    TH_ASSERT_RC(rc, DLOCK_OK);
     TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
     if (wait_calls(now) > w0)
       waited = th_now_ms();
