@@ -153,9 +153,6 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
   return DLOCK_EIO;
 }
 
-/* Take what the socket has, without blocking, and parse it: DLOCK_OK with
- * *out the next reply (the dc->discard ones skipped), or NULL when none is
- * complete yet; DLOCK_EIO with why. */
 /* A socket read that failed (dlock__sock_take's k < 0; what: its words):
  * why says so, DLOCK_EIO. */
 static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
@@ -169,6 +166,9 @@ static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
   return DLOCK_EIO;
 }
 
+/* Take what the socket has, without blocking, and parse it: DLOCK_OK with
+ * *out the next reply (the dc->discard ones skipped), or NULL when none is
+ * complete yet; DLOCK_EIO with why. */
 static int pump(dlock_client *c, dlock__dconn *dc, int read_socket,
                 redisReply **out, char *why, size_t n) {
   *out = NULL;

@@ -888,7 +888,7 @@ void dlock__conn_unhold(dlock__conn *conn) {
     return;
   conn->held = 0;
   if (conn->state == CONN_DOWN && !conn->net->stopping) {
-    conn->reconnect_at_ms = dlock__now_ms(); /* the backoff was served */
+    conn->reconnect_at_ms = dlock__now_ms(); /* where to is known now */
     conn_arm(conn);
   }
 }
