@@ -562,7 +562,14 @@ int th_wait_worker(pid_t pid, int timeout_ms) {
 }
 
 /* The failures of CUnit's last run: asserts, tests and suites. */
+/* The failures of the last run, also on stderr: a CI log that keeps only
+ * the tail of a failed suite's output still names the failed assert. */
 static unsigned run_failures(void) {
+  for (CU_pFailureRecord f = CU_get_failure_list(); f; f = f->pNext)
+    fprintf(stderr, "FAILED %s: %s:%u: %s\n",
+            f->pTest && f->pTest->pName ? f->pTest->pName : "?",
+            f->strFileName ? f->strFileName : "?", f->uiLineNumber,
+            f->strCondition ? f->strCondition : "?");
   return CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
          CU_get_number_of_suites_failed();
 }
