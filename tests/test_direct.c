@@ -116,24 +116,33 @@ static void *work(void *p) {
   return NULL;
 }
 
+/* n workers (ids 0..n-1) on c, to the end: their errors, added up. */
+static int run_workers(dlock_client *c, int n) {
+  worker w[16];
+  int errors = 0;
+  for (int i = 0; i < n && i < 16; i++) {
+    w[i] = (worker){c, i, 0, 0};
+    pthread_create(&w[i].t, NULL, work, &w[i]);
+  }
+  for (int i = 0; i < n && i < 16; i++) {
+    pthread_join(w[i].t, NULL);
+    errors += w[i].errors;
+  }
+  return errors;
+}
+
 static void test_pool_bounded(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.direct_conns = 2;
   dlock_client *c = th_client(&srv, &o);
-  worker w[8];
-  for (int i = 0; i < 8; i++) {
-    w[i] = (worker){c, i, 0, 0};
-    pthread_create(&w[i].t, NULL, work, &w[i]);
-  }
-  for (int i = 0; i < 8; i++) {
-    pthread_join(w[i].t, NULL);
-    CU_ASSERT_EQUAL(w[i].errors, 0);
-  }
-  /* never more than two direct connections beside the engine's two; the
-   * calls that found both busy went through the engine's pipeline */
-  CU_ASSERT(th_connections_of(&srv, c) <= 4);
+  CU_ASSERT_EQUAL(run_workers(c, 8), 0);
+  /* never more than two direct connections and the shared one beside the
+   * engine's two; the calls that found both busy rode the shared one (or,
+   * while it was being opened, went through the engine's pipeline) */
+  CU_ASSERT(th_connections_of(&srv, c) <= 5);
   CU_ASSERT(c->direct.pools[0].open <= 2);
   CU_ASSERT_EQUAL(direct_calls(c) + fallbacks(c), 8 * 100 * 2);
+  CU_ASSERT(atomic_load(&c->direct.rides) > 0);
   dlock_client_close(c);
 }
 
@@ -245,6 +254,101 @@ static void test_close_during_call(void) {
   TH_ASSERT_RC(a.rc, DLOCK_ECLOSED);
   CU_ASSERT(a.done_ms - t0 < 1000); /* measured 0-1 ms; the timeout is 3 s */
   dlock_lock_free(a.lock);
+}
+
+/* Riders: with one direct connection, twelve threads' calls share one
+ * more connection (written by each, read in order by one of them), not the
+ * engine's pipeline; every call succeeds and every lock is released. */
+static void test_riders_share_a_connection(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 1;
+  dlock_client *c = th_client(&srv, &o);
+  CU_ASSERT_EQUAL(run_workers(c, 12), 0);
+  uint64_t rides = atomic_load(&c->direct.rides);
+  printf("[%llu of %llu calls rode] ", (unsigned long long)rides,
+         (unsigned long long)(direct_calls(c) + fallbacks(c)));
+  CU_ASSERT(rides > 0);
+  CU_ASSERT(th_connections_of(&srv, c) <= 4); /* engine 2, direct, shared */
+  CU_ASSERT_EQUAL(direct_calls(c) + fallbacks(c), 12 * 100 * 2);
+  char name[64];
+  for (int i = 0; i < 12; i++) {
+    snprintf(name, sizeof name, "%s:%d", th_name("pool"), i);
+    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  }
+  dlock_client_close(c);
+}
+
+/* Riders waiting on pool 0's shared connection now (not its first, which
+ * reads). */
+static int riders_waiting(dlock_client *c) {
+  dlock__dpool *p = &c->direct.pools[0];
+  int n = 0;
+  pthread_mutex_lock(&p->ride_mu);
+  for (dlock__rider *r = p->first; r; r = r->next)
+    n += !r->discard;
+  pthread_mutex_unlock(&p->ride_mu);
+  return n;
+}
+
+/* Calls riding a connection that breaks all fail at once with DLOCK_EIO
+ * (not each after the command timeout), and the next calls ride a new one;
+ * dlock_client_close fails riders under way with DLOCK_ECLOSED at once. */
+static void test_riders_fail_together(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 1;
+  for (int closing_client = 0; closing_client < 2; closing_client++) {
+    dlock_client *c = th_client(&srv, &o);
+    /* the direct and the shared connection open (the engine's are up) */
+    CU_ASSERT_EQUAL(run_workers(c, 4), 0);
+    th_server_pause(&srv, 1);
+    closing a[5] = {{0}};
+    pthread_t t[5];
+    for (int i = 0; i < 5; i++) {
+      TH_ASSERT_RC(dlock_reentrant_lock_new(c, th_name("riders"), NULL,
+                                            &a[i].lock), DLOCK_OK);
+      pthread_create(&t[i], NULL, acquire_once, &a[i]);
+    }
+    int n = 0;
+    for (int i = 0; i < 2000 && n < 3; i++) { /* riders under way */
+      n = riders_waiting(c);
+      if (n < 3)
+        usleep(1000);
+    }
+    CU_ASSERT(n >= 3);
+    int64_t t0 = th_now_ms();
+    if (closing_client) {
+      dlock_client_close(c);
+    } else {
+      pthread_mutex_lock(&c->direct.pools[0].ride_mu);
+      if (c->direct.pools[0].shared)
+        shutdown(c->direct.pools[0].shared->s.fd, SHUT_RDWR);
+      pthread_mutex_unlock(&c->direct.pools[0].ride_mu);
+    }
+    int riders_failed = 0;
+    for (int i = 0; i < 5; i++) {
+      pthread_join(t[i], NULL);
+      if (a[i].done_ms - t0 < 1000) /* measured 0-1 ms; the timeout is 3 s */
+        riders_failed += a[i].rc == (closing_client ? DLOCK_ECLOSED : DLOCK_EIO);
+    }
+    th_server_pause(&srv, 0);
+    /* the direct one waits for the server (or the close): the riders are
+     * the rest, all failed at once */
+    CU_ASSERT(riders_failed >= n);
+    if (!closing_client) {
+      /* the next calls go through the engine for the pool's back-off
+       * (100 ms), then ride a new shared connection */
+      uint64_t rides = atomic_load(&c->direct.rides);
+      int64_t end = th_now_ms() + 3000;
+      int errors = 0;
+      while (atomic_load(&c->direct.rides) == rides && th_now_ms() < end)
+        errors += run_workers(c, 6);
+      CU_ASSERT_EQUAL(errors, 0);
+      CU_ASSERT(atomic_load(&c->direct.rides) > rides);
+      dlock_client_close(c);
+    }
+    for (int i = 0; i < 5; i++)
+      dlock_lock_free(a[i].lock);
+  }
 }
 
 /* A dead server: calls get the engine's errors (the direct path backs off),
@@ -454,6 +558,8 @@ static void add_tests(void) {
   CU_add_test(s, "noscript", test_noscript);
   CU_add_test(s, "command_timeout", test_command_timeout);
   CU_add_test(s, "close_during_call", test_close_during_call);
+  CU_add_test(s, "riders_share_a_connection", test_riders_share_a_connection);
+  CU_add_test(s, "riders_fail_together", test_riders_fail_together);
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "auth_and_db", test_auth_and_db);
   CU_add_test(s, "refused_handshake", test_refused_handshake);

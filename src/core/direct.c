@@ -10,11 +10,13 @@
  * arrives before a sleeping thread would be woken).
  *
  * The engine is still the only place for pub/sub, the watchdog and the
- * early tries of a wait, and it takes every call while the client already
- * has direct_conns calls under way (direct or pipelined: many concurrent
- * callers are served better by its pipeline, one write and one read for
- * many calls on both sides, than by as many connections) or a thread of
- * the client waits (contention: see begin()). Grants made here are recorded
+ * early tries of a wait, and it takes every call while a thread of the
+ * client waits (contention: see begin()). While the client already has
+ * direct_conns calls under way, a call rides the pool's shared connection
+ * instead ("Riders" below: many concurrent callers are served better by a
+ * pipeline, one write and one read for many calls on both sides, than by
+ * as many connections), or goes to the engine where it cannot (TLS, a
+ * replica guard's WAIT after the reply). Grants made here are recorded
  * by the backend exactly as before (dlock__hold_add after the reply), so
  * the watchdog and lost reports do not know the difference.
  *
@@ -62,6 +64,7 @@ void dlock__direct_init(dlock_client *c) {
   atomic_init(&d->rtt_us, 0);
   atomic_init(&d->calls, 0);
   atomic_init(&d->fallbacks, 0);
+  atomic_init(&d->rides, 0);
 }
 
 int dlock__direct_pools(dlock_client *c) {
@@ -75,6 +78,7 @@ int dlock__direct_pools(dlock_client *c) {
   for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].link.ready, 0);
     atomic_init(&d->pools[i].link.replicas, 0);
+    pthread_mutex_init(&d->pools[i].ride_mu, NULL);
   }
   return DLOCK_OK;
 }
@@ -673,6 +677,266 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   return DLOCK_OK;
 }
 
+/* ---- riders: calls that share one connection ------------------------------ */
+
+/* While every direct connection of a pool is busy, a call does not go to
+ * the engine (two thread switches: caller to engine, engine to caller) but
+ * rides the pool's shared connection: its thread writes its own command
+ * (under ride_mu, so the order of the writes is the order of the replies)
+ * and waits. One rider at a time reads: the oldest, whose reply comes
+ * first (after the answers of latch DELs, skipped). It sleeps in recv(2)
+ * until its own reply is in, hands every reply parsed by then to its rider
+ * (one wake-up each), and passes the reading to the oldest rider left.
+ * Many riders' commands reach the server in few reads and their
+ * replies come back in few, as on the engine's pipeline, without the
+ * engine's thread in between. Plain connections only (a TLS session is
+ * not to be written and read by two threads at once), and no call that
+ * waits for replicas or the disk after its reply (the engine does those). */
+
+static void rider_push(dlock__dpool *p, dlock__rider *r) {
+  r->next = NULL;
+  if (p->last)
+    p->last->next = r;
+  else
+    p->first = r;
+  p->last = r;
+}
+
+static dlock__rider *rider_pop(dlock__dpool *p) {
+  dlock__rider *r = p->first;
+  if (r) {
+    p->first = r->next;
+    if (p->first == NULL)
+      p->last = NULL;
+  }
+  return r;
+}
+
+/* Hand r its outcome (ride_mu held). */
+static void rider_done(dlock__rider *r, int status, redisReply *reply,
+                       const char *why) {
+  if (r->discard) {
+    if (reply)
+      freeReplyObject(reply);
+    free(r);
+    return;
+  }
+  r->status = status;
+  r->reply = reply;
+  if (status != DLOCK_OK && why)
+    snprintf(r->why, r->n, "%s", why);
+  r->state = RIDE_DONE;
+  pthread_cond_signal(&r->cv);
+}
+
+/* The shared connection broke (ride_mu held): every rider fails with why,
+ * and the connection is let go; it is closed by the caller (*gone). */
+static void shared_fail(dlock__dpool *p, const char *why, dlock__dconn **gone) {
+  dlock__rider *r;
+  while ((r = rider_pop(p)) != NULL)
+    rider_done(r, DLOCK_EIO, NULL, why);
+  p->reading = 0;
+  *gone = p->shared;
+  p->shared = NULL;
+}
+
+static void shared_close(dlock_client *c, dlock__dconn *dc) {
+  if (dc == NULL)
+    return;
+  pthread_mutex_lock(&c->direct.mu);
+  busy_del(dc->pool, dc);
+  pthread_mutex_unlock(&c->direct.mu);
+  dconn_close(dc);
+}
+
+/* The reading rider me (ride_mu held on entry and exit): replies in order
+ * to their riders until its own is in, then the reading passes on. */
+static void ride_read(dlock_client *c, dlock__dpool *p, dlock__rider *me) {
+  dlock__dconn *dc = p->shared, *gone = NULL;
+  char why[1024];
+  while (me->state == RIDE_READ) {
+    redisReply *x = NULL;
+    pthread_mutex_unlock(&p->ride_mu);
+    /* parsed already, or (nothing is) sleep in recv until it comes */
+    int rc = read_reply(c, dc, me->deadline_us, 0, &x, why, sizeof why);
+    pthread_mutex_lock(&p->ride_mu);
+    if (rc == DLOCK_OK && dc->refused) { /* its AUTH, SELECT or SETNAME: the
+                                            server changed since the engine
+                                            connected (the engine says how) */
+      freeReplyObject(x);
+      rc = DLOCK_EIO;
+      say(c, dc, why, sizeof why, "the server refused the handshake");
+    }
+    if (rc != DLOCK_OK) {
+      shared_fail(p, why, &gone);
+      break;
+    }
+    rider_done(rider_pop(p), DLOCK_OK, x, NULL);
+  }
+  if (gone)
+    ; /* failed: every rider was handed its outcome by shared_fail */
+  else if (p->first) { /* its own reply is in: the reading passes on */
+    for (;;) { /* the answers parsed already go out without a read */
+      redisReply *x = NULL;
+      if (p->first == NULL || pump(c, dc, 0, &x, why, sizeof why) != DLOCK_OK ||
+          x == NULL)
+        break;
+      rider_done(rider_pop(p), DLOCK_OK, x, NULL);
+    }
+    dlock__rider *next = p->first;
+    while (next && next->discard)
+      next = next->next;
+    if (next) {
+      next->state = RIDE_READ;
+      pthread_cond_signal(&next->cv);
+    } else {
+      p->reading = 0; /* latch DELs only: the next rider reads past them */
+    }
+  } else {
+    p->reading = 0;
+  }
+  if (gone) {
+    pthread_mutex_unlock(&p->ride_mu);
+    shared_close(c, gone);
+    pthread_mutex_lock(&p->ride_mu);
+  }
+}
+
+/* The pool's shared connection (ride_mu held), opened now when there is
+ * none: NULL when it cannot be (the engine then makes the call). */
+static dlock__dconn *shared_get(dlock_client *c, dlock__dpool *p) {
+  if (p->shared && !p->reading && p->first == NULL && !still_open(p->shared)) {
+    dlock__dconn *gone = p->shared; /* idle, and closed meanwhile (a
+                                       restart, CLIENT KILL, a move) */
+    p->shared = NULL;
+    pthread_mutex_unlock(&p->ride_mu);
+    shared_close(c, gone);
+    pthread_mutex_lock(&p->ride_mu);
+  }
+  if (p->shared || p->opening)
+    return p->shared;
+  p->opening = 1;
+  pthread_mutex_unlock(&p->ride_mu);
+  int moved;
+  dlock__dconn *dc = dconn_open(c, p, &moved); /* on the busy list */
+  pthread_mutex_lock(&p->ride_mu);
+  p->opening = 0;
+  if (dc != NULL)
+    p->shared = dc;
+  else if (!moved)
+    back_off(c, p); /* the engine says what is wrong */
+  return dc;
+}
+
+/* Write rider r's bytes (ride_mu held): the handshake's in front on a new
+ * connection. A failed write shuts the connection down: the reader finds
+ * it broken and fails every rider, r among them. */
+static void ride_send(dlock_client *c, dlock__dconn *dc, const char *b,
+                      size_t len, int64_t deadline_us) {
+  char why[1024];
+  int rc;
+  if (dc->hello.len > 0) {
+    rc = dlock__buf_add(&dc->hello, b, len);
+    if (rc == DLOCK_OK)
+      rc = send_all(c, dc, dc->hello.p, dc->hello.len, deadline_us, why,
+                    sizeof why);
+    hello_wipe(dc);
+  } else {
+    rc = send_all(c, dc, b, len, deadline_us, why, sizeof why);
+  }
+  if (rc != DLOCK_OK)
+    shutdown(dc->s.fd, SHUT_RDWR);
+}
+
+/* The DEL of a release's latch, behind the release, its answer skipped. */
+static void ride_drop(dlock_client *c, dlock__dpool *p, const dlock__buf *key) {
+  dlock__buf b = {0};
+  const char *argv[] = {"DEL", key->p};
+  size_t lens[] = {3, key->len};
+  dlock__rider *r = calloc(1, sizeof *r);
+  if (r == NULL || dlock__resp_command(&b, 2, argv, lens) != DLOCK_OK) {
+    free(r); /* out of memory: the latch expires */
+    dlock__buf_free(&b);
+    return;
+  }
+  r->discard = 1;
+  pthread_mutex_lock(&p->ride_mu);
+  if (p->shared == NULL) {
+    free(r);
+  } else {
+    rider_push(p, r);
+    ride_send(c, p->shared, b.p, b.len,
+              dlock__now_us() + c->opts.command_timeout_ms * 1000);
+  }
+  pthread_mutex_unlock(&p->ride_mu);
+  dlock__buf_free(&b);
+}
+
+/* req's round trip as a rider on slot's pool: as round_trip's outcomes
+ * (DLOCK_OK with *reply, an error with req->errmsg, ROUND_TRIP_UNSENT),
+ * or -1 when it cannot ride (the engine makes the call). */
+static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
+  dlock__direct *d = &c->direct;
+  if (c->net.tls || req->ack_wanted || c->opts.direct_conns == 0 ||
+      atomic_load(&d->waiting) != 0)
+    return -1;
+  pthread_mutex_lock(&d->mu);
+  dlock__dpool *p = pool_for(c, req->slot);
+  int ok = p && !d->closed && atomic_load(&p->link.ready) &&
+           dlock__now_ms() >= p->down_until_ms;
+  pthread_mutex_unlock(&d->mu);
+  if (!ok)
+    return -1;
+  dlock__rider me = {.why = req->errmsg, .n = sizeof req->errmsg};
+  pthread_cond_init(&me.cv, NULL);
+  int rc = -1;
+  pthread_mutex_lock(&p->ride_mu);
+  for (int round = 0; round < 2; round++) { /* a NOSCRIPT: once as EVAL */
+    dlock__dconn *dc = shared_get(c, p);
+    if (dc == NULL)
+      break;
+    me.state = RIDE_WAIT;
+    me.deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;
+    req->written = 1; /* from here on it may have run */
+    rider_push(p, &me);
+    ride_send(c, dc, req->cmd.p, req->cmd.len, me.deadline_us);
+    if (!p->reading) {
+      p->reading = 1;
+      me.state = RIDE_READ;
+    }
+    while (me.state == RIDE_WAIT)
+      pthread_cond_wait(&me.cv, &p->ride_mu);
+    if (me.state == RIDE_READ)
+      ride_read(c, p, &me);
+    rc = me.status;
+    *reply = me.reply;
+    if (rc != DLOCK_OK || round > 0 ||
+        dlock__classify(*reply) != DLOCK__C_NOSCRIPT)
+      break;
+    freeReplyObject(*reply);
+    *reply = NULL;
+    if (dlock__req_to_eval(req) != DLOCK_OK) {
+      snprintf(req->errmsg, sizeof req->errmsg, "out of memory");
+      rc = DLOCK_ENOMEM;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&p->ride_mu);
+  pthread_cond_destroy(&me.cv);
+  if (rc == DLOCK_EIO)
+    back_off(c, p); /* the server is in trouble: the engine knows how to wait */
+  if (rc == DLOCK_OK && c->net.topo->follows(dlock__classify(*reply))) {
+    dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
+    freeReplyObject(*reply); /* not run there: the engine follows it */
+    *reply = NULL;
+    req->errmsg[0] = '\0';
+    return ROUND_TRIP_UNSENT;
+  }
+  if (rc == DLOCK_OK && req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
+    ride_drop(c, p, &req->drop);
+  return rc;
+}
+
 /* A connection for one call when the direct path takes calls now (counted
  * as under way until end()), or NULL. */
 static dlock__dconn *begin(dlock_client *c, int slot) {
@@ -693,10 +957,8 @@ static dlock__dconn *begin(dlock_client *c, int slot) {
   if (atomic_load(&d->piped) + atomic_load(&d->active) < c->opts.direct_conns &&
       atomic_load(&d->waiting) == 0)
     dc = take(c, slot);
-  if (dc == NULL) {
-    atomic_fetch_add(&d->fallbacks, 1);
-    return NULL;
-  }
+  if (dc == NULL)
+    return NULL; /* a rider, or the engine's */
   atomic_fetch_add(&d->active, 1);
   return dc;
 }
@@ -714,13 +976,23 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   if (req->script < 0 || req->task || (c->net.topo->slotted && req->slot < 0))
     return 0; /* a cluster's keyless calls: the engine picks a node */
   dlock__dconn *dc = begin(c, req->slot);
-  if (dc == NULL)
-    return 0;
   *sent_ms = dlock__now_ms();
   *reply = NULL;
-  int broken = 0;
-  int rc = round_trip(c, dc, req, reply, &broken);
-  end(c, dc, broken);
+  int rc;
+  if (dc != NULL) {
+    int broken = 0;
+    rc = round_trip(c, dc, req, reply, &broken);
+    end(c, dc, broken);
+  } else {
+    atomic_fetch_add(&c->direct.piped, 1);
+    rc = ride(c, req, reply);
+    atomic_fetch_sub(&c->direct.piped, 1);
+    if (rc == -1) {
+      atomic_fetch_add(&c->direct.fallbacks, 1);
+      return 0;
+    }
+    atomic_fetch_add(&c->direct.rides, 1);
+  }
   if (rc == ROUND_TRIP_UNSENT) {
     req->written = 0; /* it did not run: the engine makes it */
     atomic_fetch_add(&c->direct.fallbacks, 1);
@@ -788,6 +1060,15 @@ void dlock__direct_close(dlock_client *c) {
 
 void dlock__direct_free(dlock_client *c) {
   dlock__direct_close(c); /* a client that never got as far as closing */
+  for (int i = 0; i < c->direct.npools; i++) { /* no rider is left */
+    dlock__dpool *p = &c->direct.pools[i];
+    dlock__rider *r;
+    while ((r = rider_pop(p)) != NULL)
+      free(r); /* latch DELs whose answers were never read */
+    shared_close(c, p->shared);
+    p->shared = NULL;
+    pthread_mutex_destroy(&p->ride_mu);
+  }
   pthread_mutex_destroy(&c->direct.mu);
   free(c->direct.pools);
 }

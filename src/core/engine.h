@@ -160,6 +160,22 @@ typedef struct dlock__dconn {
   unsigned gen;     /* the pool's gen when it was opened */
 } dlock__dconn;
 
+/* A call riding a pool's shared connection (direct.c, "Riders"). */
+enum { RIDE_WAIT, RIDE_DONE, RIDE_READ };
+
+typedef struct dlock__rider {
+  struct dlock__rider *next;
+  pthread_cond_t cv;
+  int state;          /* RIDE_*, under ride_mu */
+  int status;         /* RIDE_DONE: DLOCK_OK with reply, or the failure */
+  redisReply *reply;
+  char *why;          /* the call's errmsg */
+  size_t n;
+  int64_t deadline_us;
+  int discard;        /* a latch's DEL nobody waits for (heap, freed when
+                         its answer is read) */
+} dlock__rider;
+
 /* The connections to one server: a standalone client's one, or one cluster
  * master (the same index as its node in net/cluster.h). */
 struct dlock__dpool {
@@ -178,6 +194,14 @@ struct dlock__dpool {
   socklen_t addr_len;      /* 0: not resolved yet */
   dlock__link link;        /* what the engine's command connection to this
                               server tells of it (net/conn.h) */
+  /* The shared connection (direct.c, "Riders"): calls made while every
+   * direct connection is busy are written on it by their own threads and
+   * their replies read in order by one of them. Guarded by ride_mu. */
+  pthread_mutex_t ride_mu;
+  dlock__dconn *shared;    /* NULL: none open */
+  int opening;             /* a rider opens it: the others use the engine */
+  int reading;             /* a rider reads its replies now */
+  dlock__rider *first, *last; /* written, replies not read yet */
 };
 
 typedef struct dlock__direct {
@@ -195,8 +219,10 @@ typedef struct dlock__direct {
                               failed first try): while any waits, calls keep
                               to the engine's pipeline (see direct.c) */
   atomic_int_fast64_t rtt_us; /* moving average of direct round trips */
-  atomic_uint_fast64_t calls, fallbacks; /* direct calls; calls the pool
-                                            could not take (busy, down) */
+  atomic_uint_fast64_t calls, fallbacks; /* direct calls (rides among
+                                            them); calls left to the engine
+                                            (contention, a server down) */
+  atomic_uint_fast64_t rides; /* of the calls, those made as riders */
 } dlock__direct;
 
 void dlock__direct_init(dlock_client *c);
