@@ -278,6 +278,22 @@ static void test_riders_share_a_connection(void) {
   dlock_client_close(c);
 }
 
+/* A rider answered NOSCRIPT (the server's scripts flushed) sends its
+ * script again as EVAL on the shared connection: every call succeeds. */
+static void test_riders_noscript(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 1;
+  dlock_client *c = th_client(&srv, &o);
+  CU_ASSERT_EQUAL(run_workers(c, 8), 0); /* the shared connection is up */
+  for (int i = 0; i < 3; i++) {
+    freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
+    uint64_t rides = atomic_load(&c->direct.rides);
+    CU_ASSERT_EQUAL(run_workers(c, 8), 0);
+    CU_ASSERT(atomic_load(&c->direct.rides) > rides);
+  }
+  dlock_client_close(c);
+}
+
 /* Riders waiting on pool 0's shared connection now (not its first, which
  * reads). */
 static int riders_waiting(dlock_client *c) {
@@ -559,6 +575,7 @@ static void add_tests(void) {
   CU_add_test(s, "command_timeout", test_command_timeout);
   CU_add_test(s, "close_during_call", test_close_during_call);
   CU_add_test(s, "riders_share_a_connection", test_riders_share_a_connection);
+  CU_add_test(s, "riders_noscript", test_riders_noscript);
   CU_add_test(s, "riders_fail_together", test_riders_fail_together);
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "auth_and_db", test_auth_and_db);

@@ -889,9 +889,10 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
     return -1;
   dlock__rider me = {.why = req->errmsg, .n = sizeof req->errmsg};
   pthread_cond_init(&me.cv, NULL);
-  int rc = -1;
+  int rc;
   pthread_mutex_lock(&p->ride_mu);
   for (int round = 0; round < 2; round++) { /* a NOSCRIPT: once as EVAL */
+    rc = -1; /* no shared connection: the engine makes the call */
     dlock__dconn *dc = shared_get(c, p);
     if (dc == NULL)
       break;
