@@ -30,9 +30,11 @@ typedef struct dlock__await {
   /* Record a grant that stands (a hold for the watchdog): DLOCK_OK, or an
    * error (the grant is then given back). NULL: nothing to record. */
   int (*granted)(dlock__aop *op);
-  /* Undo a grant nobody will keep (cancelled, not recorded): a request
-   * sent without waiting for it (dlock__aop_fire). NULL: nothing to undo. */
-  void (*give_back)(dlock__aop *op);
+  /* Undo a grant nobody will keep (cancelled, not recorded, not durable):
+   * build the request that undoes it into req (DLOCK_OK), or fail (the
+   * lease ends it). The operation ends when its answer is in: a caller
+   * told "given back" finds it given back. NULL: nothing to undo. */
+  int (*give_back)(dlock__aop *op, dlock__req *req);
   /* Leave what the tries left behind when the wait ends without a grant
    * (a fair queue's entry), the same way. NULL: nothing. */
   void (*give_up)(dlock__aop *op);
@@ -110,6 +112,7 @@ struct dlock__aop {
   void *data;
   dlock_result res;
   char *errmsg;          /* a failure's detail (owned) */
+  int end_rc;            /* its outcome while its grant is given back */
 };
 
 /* Per client (engine.h: dlock_client.async). */
@@ -199,9 +202,12 @@ void dlock__aop_ready(dlock__aop *op, int wake_loop);
 /* Close op's timer, if it has one (wait.c; engine thread). */
 void dlock__aop_timer_drop(dlock__aop *op);
 
-/* Send req without anyone waiting for its answer (engine thread): a grant
- * given back, a queue left. Its outcome is not looked at. */
-void dlock__aop_fire(dlock_client *c, dlock__req *req);
+/* Send an undoing (engine thread): a grant given back, a queue left; no
+ * acknowledgement is wanted. done(req, reply, status) gets its answer
+ * there (at once with DLOCK_ECLOSED when the client is closing); NULL:
+ * nobody looks at it. */
+void dlock__aop_fire(dlock_client *c, dlock__req *req, dlock__req_done *done,
+                     void *data);
 /* How many grants were given back: after a cancel, a replica guard miss
  * or a failure to record them (tests). */
 long dlock__aop_given_back(void);

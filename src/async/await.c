@@ -153,16 +153,34 @@ static void try_ready(dlock__aop *op) {
   run(op, dlock__recipe_woken(&op->recipe, 0, my_turn));
 }
 
-static atomic_long given_back;
+static atomic_long gifts; /* grants given back */
 
-long dlock__aop_given_back(void) { return atomic_load(&given_back); }
+long dlock__aop_given_back(void) { return atomic_load(&gifts); }
 
-/* A grant nobody keeps: undone, and op ends with rc. */
+static void given_back(dlock__req *req, redisReply *reply, int status) {
+  dlock__aop *op = req->data;
+  (void)status; /* failed: the lease ends the grant */
+  if (reply)
+    freeReplyObject(reply);
+  free(req);
+  dlock__aop_finish(op, op->end_rc);
+}
+
+/* A grant nobody keeps: undone, and op ends with rc once the undoing's
+ * answer is in. */
 static void give_back(dlock__aop *op, int rc) {
-  atomic_fetch_add(&given_back, 1);
-  if (op->aw->give_back)
-    op->aw->give_back(op);
-  dlock__aop_finish(op, rc);
+  atomic_fetch_add(&gifts, 1);
+  dlock__req *req = op->aw->give_back ? calloc(1, sizeof *req) : NULL;
+  if (req == NULL || op->aw->give_back(op, req) != DLOCK_OK) {
+    free(req);
+    dlock__aop_finish(op, rc);
+    return;
+  }
+  if (rc < 0 && op->errmsg == NULL) /* the detail, as dlock__aop_finish keeps it */
+    op->errmsg = strdup(dlock_errmsg());
+  op->end_rc = rc;
+  op->stage = DLOCK__AOP_BUSY; /* a cancel waits for the answer */
+  dlock__aop_fire(op->c, req, given_back, op);
 }
 
 /* A try granted: kept (op ends DLOCK_OK), or given back. */

@@ -370,9 +370,10 @@ static void fired(dlock__req *req, redisReply *reply, int status) {
   free(req);
 }
 
-void dlock__aop_fire(dlock_client *c, dlock__req *req) {
-  req->done = fired;
-  req->data = NULL;
+void dlock__aop_fire(dlock_client *c, dlock__req *req, dlock__req_done *done,
+                     void *data) {
+  req->done = done ? done : fired;
+  req->data = data;
   req->queued_ms = dlock__now_ms();
   if (c->net.stopping) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");

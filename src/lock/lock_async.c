@@ -91,15 +91,12 @@ static int lock_granted(dlock__aop *op) {
   return DLOCK_OK;
 }
 
-static void lock_give_back(dlock__aop *op) {
+static int lock_give_back(dlock__aop *op, dlock__req *req) {
   char rid[33];
-  dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
-      lock_of(op)->m->reqs->release_req(lock_of(op), op->owner, rid, req) != DLOCK_OK) {
-    free(req); /* the lease ends it */
-    return;
-  }
-  dlock__aop_fire(op->c, req);
+  int rc = dlock__random_hex(rid, 16);
+  return rc != DLOCK_OK ? rc
+                        : lock_of(op)->m->reqs->release_req(lock_of(op), op->owner,
+                                                            rid, req);
 }
 
 static void lock_give_up(dlock__aop *op) {
@@ -109,7 +106,7 @@ static void lock_give_up(dlock__aop *op) {
     free(req); /* the entry's liveness runs out */
     return;
   }
-  dlock__aop_fire(op->c, req);
+  dlock__aop_fire(op->c, req, NULL, NULL);
 }
 
 static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {

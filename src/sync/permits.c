@@ -467,16 +467,11 @@ static int async_granted(dlock__aop *op) {
   return DLOCK_OK;
 }
 
-static void async_give_back(dlock__aop *op) {
+static int async_give_back(dlock__aop *op, dlock__req *req) {
   attempt *a = op->ctx;
   char rid[33];
-  dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
-      release_req(a->p, a->raw, a->n, rid, req) != DLOCK_OK) {
-    free(req); /* their lease ends them */
-    return;
-  }
-  dlock__aop_fire(op->c, req);
+  int rc = dlock__random_hex(rid, 16);
+  return rc != DLOCK_OK ? rc : release_req(a->p, a->raw, a->n, rid, req);
 }
 
 static int async_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {

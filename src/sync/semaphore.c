@@ -188,15 +188,10 @@ static int acquire_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
 }
 
 /* Permits taken for a cancelled acquire go back, announced. */
-static void acquire_give_back(dlock__aop *op) {
+static int acquire_give_back(dlock__aop *op, dlock__req *req) {
   dlock_semaphore *s = (void *)op->h;
-  dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL || dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE,
-                                             1, &op->num, 1, req) != DLOCK_OK) {
-    free(req);
-    return;
-  }
-  dlock__aop_fire(op->c, req);
+  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE, 1,
+                                 &op->num, 1, req);
 }
 
 static int acquire_channel(dlock__aop *op, dlock__buf *ch,
