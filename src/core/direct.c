@@ -453,9 +453,9 @@ static dlock__dpool *pool_for(dlock_client *c, int slot) {
 }
 
 /* A connection for one call on slot's server, or NULL: all busy and the
- * pool full, the engine's connection there not up, a connection failed
- * lately (the backoff), or the client closed. */
-static dlock__dconn *take(dlock_client *c, int slot) {
+ * pool full (*full set), the engine's connection there not up, a
+ * connection failed lately (the backoff), or the client closed. */
+static dlock__dconn *take(dlock_client *c, int slot, int *full) {
   dlock__direct *d = &c->direct;
   for (int i = 0; i <= DLOCK__DIRECT_MAX; i++) {
     pthread_mutex_lock(&d->mu);
@@ -464,6 +464,7 @@ static dlock__dconn *take(dlock_client *c, int slot) {
     if (p == NULL || d->closed || !atomic_load(&p->link.ready) ||
         dlock__now_ms() < p->down_until_ms ||
         (dc == NULL && p->open >= c->opts.direct_conns)) {
+      *full = p && dc == NULL && p->open >= c->opts.direct_conns;
       pthread_mutex_unlock(&d->mu);
       return NULL;
     }
@@ -939,14 +940,16 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
 }
 
 /* A connection for one call when the direct path takes calls now (counted
- * as under way until end()), or NULL. */
-static dlock__dconn *begin(dlock_client *c, int slot) {
+ * as under way until end()), or NULL: *full set when that is because
+ * direct_conns calls are under way (the call may ride). */
+static dlock__dconn *begin(dlock_client *c, int slot, int *full) {
   dlock__direct *d = &c->direct;
+  *full = 0;
   if (c->opts.direct_conns == 0)
     return NULL;
-  /* Many calls under way at once: the engine's pipeline serves them with
-   * fewer writes and reads on both sides than as many connections would
-   * (measured in docs/performance.md). A thread of the client waiting: the
+  /* Many calls under way at once: they ride a shared connection (ride()),
+   * pipelined with fewer writes and reads on both sides than as many
+   * connections would make (measured in docs/performance.md). A thread of the client waiting: the
    * object is contended, and its waiters' tries (sent early by the engine
    * on a wake-up) must not be overtaken by new tries on faster connections
    * (a waiting writer would starve behind new readers; measured). The
@@ -955,11 +958,14 @@ static dlock__dconn *begin(dlock_client *c, int slot) {
    * connected yet: the first call to each master goes through the engine,
    * which connects. */
   dlock__dconn *dc = NULL;
-  if (atomic_load(&d->piped) + atomic_load(&d->active) < c->opts.direct_conns &&
-      atomic_load(&d->waiting) == 0)
-    dc = take(c, slot);
+  if (atomic_load(&d->waiting) != 0)
+    return NULL;
+  if (atomic_load(&d->piped) + atomic_load(&d->active) >= c->opts.direct_conns)
+    *full = 1;
+  else
+    dc = take(c, slot, full);
   if (dc == NULL)
-    return NULL; /* a rider, or the engine's */
+    return NULL; /* a rider when full, else the engine's */
   atomic_fetch_add(&d->active, 1);
   return dc;
 }
@@ -976,7 +982,8 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
                        int *status, int64_t *sent_ms) {
   if (req->script < 0 || req->task || (c->net.topo->slotted && req->slot < 0))
     return 0; /* a cluster's keyless calls: the engine picks a node */
-  dlock__dconn *dc = begin(c, req->slot);
+  int full;
+  dlock__dconn *dc = begin(c, req->slot, &full);
   *sent_ms = dlock__now_ms();
   *reply = NULL;
   int rc;
@@ -985,9 +992,12 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
     rc = round_trip(c, dc, req, reply, &broken);
     end(c, dc, broken);
   } else {
-    atomic_fetch_add(&c->direct.piped, 1);
-    rc = ride(c, req, reply);
-    atomic_fetch_sub(&c->direct.piped, 1);
+    rc = -1; /* not full: the engine makes it (it knows how to wait) */
+    if (full) {
+      atomic_fetch_add(&c->direct.piped, 1);
+      rc = ride(c, req, reply);
+      atomic_fetch_sub(&c->direct.piped, 1);
+    }
     if (rc == -1) {
       atomic_fetch_add(&c->direct.fallbacks, 1);
       return 0;
