@@ -579,6 +579,8 @@ static void test_t08_server_stopped(void) {
   }
   printf("\n    stopped: worst call %" PRId64 " ms (bound %" PRId64
          "); recovered %" PRId64 " ms after SIGCONT\n", worst, 300 + slack, back);
+  /* measured 301-302 ms beside two CPU hogs (307-335 before the socket's
+   * receive timeout was set early: net/sock.c, dlock__sock_sleepy) */
   CU_ASSERT(worst <= 300 + slack);
   CU_ASSERT(back >= 0 && back <= 1000);
   if (back >= 0)
