@@ -520,9 +520,16 @@ static void *await_latch(void *p) {
   return NULL;
 }
 
+static void *acquire_permit(void *p) {
+  dlock_semaphore *s = p;
+  return (void *)(intptr_t)dlock_semaphore_acquire(s, 1, 10000);
+}
+
 /* A thread waiting for a latch waits for an event, not for a contended
- * object: the client's other calls keep the direct path. */
-static void test_latch_waiter_keeps_direct_path(void) {
+ * object, and a semaphore's waiters keep a line no new call overtakes
+ * (no try of theirs is sent early): the client's other calls keep the
+ * direct path, the semaphore's release among them. */
+static void test_latch_and_semaphore_waiters_keep_direct_path(void) {
   dlock_client *c = th_client(&srv, NULL);
   const char *name = th_name("event");
   latch_arg a = {NULL, -1};
@@ -541,6 +548,21 @@ static void test_latch_waiter_keeps_direct_path(void) {
   pthread_join(t, NULL);
   TH_ASSERT_RC(a.rc, DLOCK_OK);
   dlock_latch_free(a.latch);
+
+  dlock_semaphore *s;
+  TH_ASSERT_RC(dlock_semaphore_new(c, name, NULL, &s), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 0, 0, &th_flag), 1);
+  pthread_create(&t, NULL, acquire_permit, s);
+  snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
+  direct = direct_calls(c);
+  TH_ASSERT_RC(lock_unlock(c, th_name("meanwhile")), DLOCK_OK);
+  TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
+  CU_ASSERT(direct_calls(c) >= direct + 3); /* and the waiter's try */
+  void *rc;
+  pthread_join(t, &rc);
+  TH_ASSERT_RC((int)(intptr_t)rc, DLOCK_OK);
+  dlock_semaphore_free(s);
   dlock_client_close(c);
 }
 
@@ -591,8 +613,8 @@ static void add_tests(void) {
   CU_add_test(s, "refused_handshake", test_refused_handshake);
   CU_add_test(s, "waiters_keep_to_the_pipeline",
               test_waiters_keep_to_the_pipeline);
-  CU_add_test(s, "latch_waiter_keeps_direct_path",
-              test_latch_waiter_keeps_direct_path);
+  CU_add_test(s, "latch_and_semaphore_waiters_keep_direct_path",
+              test_latch_and_semaphore_waiters_keep_direct_path);
   CU_add_test(s, "watchdog_renews_direct_grant",
               test_watchdog_renews_direct_grant);
 }

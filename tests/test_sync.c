@@ -391,6 +391,42 @@ static void test_semaphore_release_serves_oldest(void) {
   dlock_semaphore_free(s);
 }
 
+/* A release made by a thread of the client gives the client's own waiters
+ * their turn at once, not when the engine reads the release's message
+ * (dlock__fifo_released, called by dlock_semaphore_release): here a permit
+ * put in without a message stays untaken until the client is told of it
+ * that way, well before the waiter's own re-check (1 s after its last try:
+ * core/recipe.c). */
+static void test_semaphore_release_wakes_own_waiters(void) {
+  const char *name = th_name("own");
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_semaphore *s2 = new_sem(c2, name);
+  TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s2, 0, 0, &th_flag), 1);
+  sem_op w = {.sem = s2, .n = 1, .wait_ms = 10000};
+  start(&w);
+  CU_ASSERT_FATAL(wait_in_line(c2, 1));
+  int64_t joined = th_now_ms(); /* it tried once in line */
+  CU_ASSERT_EQUAL(th_int(&srv, "INCRBY %s 1", name), 1); /* no message */
+  CU_ASSERT_FALSE(finished_within(&w, 200));
+  char channel[300];
+  int len = snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+  dlock__fifo_released(c2, channel, (size_t)len, 1);
+  CU_ASSERT(finished_within(&w, 300)); /* measured 0-1 ms */
+  CU_ASSERT(th_now_ms() - joined < 900); /* so not by its re-check */
+  pthread_join(w.t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(available(s2), 0);
+  /* a release by the client: its waiter goes in (told both ways) */
+  start(&w);
+  CU_ASSERT_FATAL(wait_in_line(c2, 1));
+  TH_ASSERT_RC(dlock_semaphore_release(s2, 1), DLOCK_OK);
+  pthread_join(w.t, NULL);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock__fifo_waiters(c2), 0);
+  dlock_semaphore_free(s2);
+  dlock_client_close(c2);
+}
+
 /* Threads of one client churning on 2 permits: waiters keep joining and
  * leaving the client's live subscription (each by itself, docs/threading.md
  * "Waiting"); the line's bookkeeping must come out even: never more than 2
@@ -863,6 +899,8 @@ static void add_tests(void) {
   CU_add_test(s, "semaphore_waits_for_enough", test_semaphore_waits_for_enough);
   CU_add_test(s, "set_permits", test_set_permits);
   CU_add_test(s, "semaphore_fifo_policy", test_semaphore_fifo_policy);
+  CU_add_test(s, "semaphore_release_wakes_own_waiters",
+              test_semaphore_release_wakes_own_waiters);
   CU_add_test(s, "semaphore_release_serves_oldest",
               test_semaphore_release_serves_oldest);
   CU_add_test(s, "semaphore_churn_one_client", test_semaphore_churn_one_client);

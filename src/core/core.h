@@ -310,6 +310,13 @@ int dlock__busy(const char *what, int64_t hint);
  * attempt succeeded, or an error (DLOCK_ETIMEDOUT, DLOCK_ECLOSED, ...). */
 int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx);
+/* This thread just released n of what a FIFO channel announces (a
+ * semaphore's permits): the client's waiters there get their turns now, as
+ * the release's message will give them (pubsub.c). They hear of it when
+ * the other subscribers hear the message, not after the engine has read
+ * it; the message then finds them trying. */
+void dlock__fifo_released(dlock_client *c, const char *channel, size_t len,
+                          int64_t n);
 
 /* ---- holds and the watchdog (watchdog.c) ---------------------------------- */
 

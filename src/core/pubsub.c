@@ -191,6 +191,18 @@ static void wake_some(dlock_client *c, chan *ch, uint32_t n) {
     wake(c, ch->head, 0);
 }
 
+void dlock__fifo_released(dlock_client *c, const char *channel, size_t len,
+                          int64_t n) {
+  if (n <= 0 || atomic_load(&c->fifo_waiters) == 0)
+    return;
+  pthread_mutex_lock(&c->cmu);
+  dlock__map_node *node = dlock__map_get(&c->channels, channel, len);
+  chan *ch = node ? DLOCK__CONTAINER(node, chan, node) : NULL;
+  if (ch && ch->fifo && ch->confirmed) /* a FIFO wake only signals */
+    wake_some(c, ch, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX - 1);
+  pthread_mutex_unlock(&c->cmu);
+}
+
 /* On a channel with lease hints, "-MS" (a negative number: Redisson's
  * waiters read it as neither of their messages 0 and 1 and ignore it) says
  * the object was just taken with a lease of MS ms. No message announces the

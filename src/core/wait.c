@@ -145,7 +145,11 @@ typedef struct waiting {
 
 static int join(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
                 waiting *j, int64_t deadline) {
-  j->contended = !spec->event;
+  /* A FIFO wait (a semaphore's) counts not: no try of its is sent early,
+   * and a new call of the client joins its line instead of overtaking it
+   * (dlock__recipe_start), so the client's calls, its releases and its
+   * waiters' turns among them, keep the direct path and its riders. */
+  j->contended = !spec->event && !spec->fifo;
   if (j->contended)
     atomic_fetch_add(&c->direct.waiting, 1);
   dlock__stats_wait_mark(); /* the acquire waits (client statistics) */

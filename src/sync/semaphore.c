@@ -140,6 +140,8 @@ int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
   if (n == 0)
     return DLOCK_OK;
   rc = dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  if (rc == DLOCK_OK)
+    dlock__fifo_released(s->o.h.client, s->o.channel.p, s->o.channel.len, n);
   dlock__stats_release(dlock__client_stats(s->o.h.client), rc);
   return rc;
 }
