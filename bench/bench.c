@@ -307,8 +307,9 @@ static void *pair_thread(void *p) {
                a->cluster ? "SPUBLISH" : "PUBLISH", &lat);
     } else {
       int64_t t0 = now_us();
-      if (dlock_acquire(locks[k % 32], 0, 30000) != DLOCK_OK)
-        die("acquire", -1);
+      int rc = dlock_acquire(locks[k % 32], 0, 30000);
+      if (rc != DLOCK_OK) /* held: a bench killed before left it (30 s) */
+        die("acquire", rc);
       lat = now_us() - t0;
       dlock_release(locks[k % 32]);
     }
@@ -798,8 +799,9 @@ static void w5_run(dlock_client **c, int n, double *rate, double *p50) {
       snprintf(name, sizeof name, "bench:w5:%d:%d", i, k);
       for (int s = 0; s < 5; s++)
         dlock_reentrant_lock_new(c[s], name, NULL, &m[s]);
-      if (dlock_redlock_new(m, 5, NULL, &args[i].rl[k]) != DLOCK_OK)
-        die("redlock", -1);
+      int rc = dlock_redlock_new(m, 5, NULL, &args[i].rl[k]);
+      if (rc != DLOCK_OK)
+        die("redlock", rc);
     }
   }
   reset();
