@@ -215,9 +215,10 @@ typedef struct dlock__direct {
   atomic_int active;       /* direct calls under way (a poll for a reply
                               stops when a second one starts) */
   atomic_int piped;        /* blocking calls in the engine's pipeline now */
-  atomic_int waiting;      /* threads in a wait loop of this client (after a
-                              failed first try): while any waits, calls keep
-                              to the engine's pipeline (see direct.c) */
+  atomic_int waiting;      /* threads of this client waiting for a lock
+                              (not a latch, not a semaphore's line: wait.c,
+                              join): while any waits, calls keep to the
+                              engine's pipeline (see direct.c) */
   atomic_int_fast64_t rtt_us; /* moving average of direct round trips */
   atomic_uint_fast64_t calls, fallbacks; /* direct calls (rides among
                                             them); calls left to the engine
