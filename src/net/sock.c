@@ -149,7 +149,7 @@ ssize_t dlock__sock_take(dlock__sock *s, char *why, size_t n) {
 /* A receive timeout runs on the kernel's timer wheel, which fires a long
  * timeout late by up to an eighth of it (300 ms: up to 32 ms at HZ 250;
  * the test t08 saw calls end 319-335 ms into a 300 ms timeout). So the
- * socket's timeout is seven eighths of ms less a tick: it ends before the
+ * socket's timeout is seven eighths of ms less 10 ms: it ends before the
  * call's deadline, and a poll(2) (a precise timer) waits out the rest. */
 int dlock__sock_sleepy(dlock__sock *s, int64_t ms) {
   int64_t early = ms - ms / 8 - 10;

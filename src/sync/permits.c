@@ -322,6 +322,7 @@ static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
   if (rc != DLOCK_OK)
     return rc;
   if (released > 0) {
+    dlock__fifo_released(c, p->o.channel.p, p->o.channel.len, released);
     size_t lost = n; /* the first one reported lost */
     for (size_t i = 0; i < n; i++) {
       dlock__hold_id id = permit_hold(p, raw[i]);
