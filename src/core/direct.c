@@ -11,7 +11,7 @@
  *
  * The engine is still the only place for pub/sub, the watchdog and the
  * early tries of a wait, and it takes every call while a thread of the
- * client waits (contention: see begin()). While the client already has
+ * client waits for a lock (contention: see begin()). While the client already has
  * direct_conns calls under way, a call rides the pool's shared connection
  * instead ("Riders" below: many concurrent callers are served better by a
  * pipeline, one write and one read for many calls on both sides, than by
