@@ -11,14 +11,15 @@
  *
  * The engine is still the only place for pub/sub, the watchdog and the
  * early tries of a wait, and it takes every call while a thread of the
- * client waits for a lock (contention: see begin()). While the client already has
- * direct_conns calls under way, a call rides the pool's shared connection
- * instead ("Riders" below: many concurrent callers are served better by a
- * pipeline, one write and one read for many calls on both sides, than by
- * as many connections), or goes to the engine where it cannot (TLS, a
- * replica guard's WAIT after the reply). Grants made here are recorded
- * by the backend exactly as before (dlock__hold_add after the reply), so
- * the watchdog and lost reports do not know the difference.
+ * client waits for a lock (contention: see begin()). While the client
+ * already has direct_conns calls under way, a call rides the pool's shared
+ * connection instead ("Riders" below: many concurrent callers are served
+ * better by a pipeline, one write and one read for many calls on both
+ * sides, than by as many connections), or goes to the engine where it
+ * cannot (TLS, a replica guard's WAIT after the reply). Grants made here
+ * are recorded by the backend exactly as before (dlock__hold_add after
+ * the reply), so the watchdog and lost reports do not know the
+ * difference.
  *
  * Failures keep the engine's meaning: a connection that breaks or stays
  * silent past the command timeout fails the call with DLOCK_EIO (a release
@@ -878,9 +879,8 @@ static void ride_drop(dlock_client *c, dlock__dpool *p, const dlock__buf *key) {
  * or -1 when it cannot ride (the engine makes the call). */
 static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
   dlock__direct *d = &c->direct;
-  if (c->net.tls || req->ack_wanted || c->opts.direct_conns == 0 ||
-      atomic_load(&d->waiting) != 0)
-    return -1;
+  if (c->net.tls || req->ack_wanted || atomic_load(&d->waiting) != 0)
+    return -1; /* (a lock's waiter may have come since begin() looked) */
   pthread_mutex_lock(&d->mu);
   dlock__dpool *p = pool_for(c, req->slot);
   int ok = p && !d->closed && atomic_load(&p->link.ready) &&
@@ -949,10 +949,11 @@ static dlock__dconn *begin(dlock_client *c, int slot, int *full) {
     return NULL;
   /* Many calls under way at once: they ride a shared connection (ride()),
    * pipelined with fewer writes and reads on both sides than as many
-   * connections would make (measured in docs/performance.md). A thread of the client waiting: the
-   * object is contended, and its waiters' tries (sent early by the engine
-   * on a wake-up) must not be overtaken by new tries on faster connections
-   * (a waiting writer would starve behind new readers; measured). The
+   * connections would make (measured in docs/performance.md). A thread of
+   * the client waiting for a lock: the object is contended, and its
+   * waiters' tries (sent early by the engine on a wake-up) must not be
+   * overtaken by new tries on faster connections (a waiting writer would
+   * starve behind new readers; measured). The
    * engine's connection to the server down (take): the server is in
    * trouble, and the engine knows how to wait for it; or, on a cluster, not
    * connected yet: the first call to each master goes through the engine,
