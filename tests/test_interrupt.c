@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/engine.h"
 #include "harness.h"
 
 static th_server srv;
@@ -263,6 +264,67 @@ static void test_synchronizers(void) {
   TH_ASSERT_RC(dlock_permits_interrupt(NULL, &n), DLOCK_EINVAL);
 }
 
+/* The engine sends a waiting thread's try early when a release wakes it
+ * (fair and read-write locks); an interrupt can land while that try is in
+ * flight, and its answer can be a grant. The hook interrupts the waiter at
+ * the moment the early try is made, so the race happens every time: the
+ * acquire returns DLOCK_EINTR and the grant is given back before it does
+ * (the lock is free at once, nobody queued). */
+static atomic_int early_hooked;
+static int interrupt_at_early_try(void) {
+  atomic_fetch_add(&early_hooked, 1);
+  return 1;
+}
+
+/* holder (bound to owner 1: not the waiter's thread) holds name; l's waiter
+ * is woken by its release while the hook interrupts it. A fair waiter
+ * listens on a channel of its own (named by its thread), a writer on the
+ * lock's. */
+static void early_race(dlock_lock *holder, dlock_lock *l, const char *name,
+                       int fair) {
+  dlock_lock_bind_owner(holder, 1);
+  TH_ASSERT_RC(dlock_acquire(holder, 0, 30000), DLOCK_OK);
+  waiter w = {.call = call_acquire, .lock = l};
+  start(&w);
+  char channel[200];
+  if (fair) {
+    for (int64_t end = th_now_ms() + 10000;
+         th_now_ms() < end && th_int(&srv, "LLEN redisson_lock_queue:{%s}", name) < 1;)
+      usleep(1000);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s:%llu", name,
+             dlock_client_id(cl), (unsigned long long)atomic_load(&w.tid));
+  } else {
+    snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
+  }
+  wait_subscribed(channel);
+  atomic_store(&early_hooked, 0);
+  dlock__early_hook = interrupt_at_early_try;
+  int64_t t = th_now_ms();
+  TH_ASSERT_RC(dlock_release(holder), DLOCK_OK); /* wakes the waiter */
+  pthread_join(w.thread, NULL);
+  dlock__early_hook = NULL;
+  CU_ASSERT_EQUAL(atomic_load(&early_hooked), 1);
+  TH_ASSERT_RC(w.rc, DLOCK_EINTR);
+  CU_ASSERT(w.done_ms - t < 2000); /* as interrupted() */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0); /* no hold left */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS redisson_lock_queue:{%s}", name), 0);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 0, 5000));
+  dlock_lock_free(l);
+  dlock_lock_free(holder);
+}
+
+static void test_early_grant_given_back(void) {
+  const char *name = th_name("early-fair");
+  dlock_lock *holder, *l;
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, name, NULL, &holder), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fair_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  early_race(holder, l, name, 1);
+  name = th_name("early-rw");
+  TH_ASSERT_RC(dlock_write_lock_new(cl, name, NULL, &holder), DLOCK_OK);
+  TH_ASSERT_RC(dlock_write_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  early_race(holder, l, name, 0);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("interrupt", suite_init, suite_clean);
   CU_add_test(s, "lock_by_handle", test_lock_by_handle);
@@ -270,6 +332,7 @@ static void add_tests(void) {
   CU_add_test(s, "read_write_multi", test_read_write_multi);
   CU_add_test(s, "redlock", test_redlock);
   CU_add_test(s, "synchronizers", test_synchronizers);
+  CU_add_test(s, "early_grant_given_back", test_early_grant_given_back);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -208,6 +208,12 @@ typedef struct dlock__wait_spec {
   /* Called once when the loop ends in an error after subscribing (timeout,
    * close): undo what the tries left behind (queue entries). May be NULL. */
   void (*give_up)(void *ctx);
+  /* Called when the loop ends in an error while a try the engine sent
+   * early (spec->early) was in flight, and that try turned out to grant
+   * (read by attempt, or asked by recheck when its answer was lost): hand
+   * the grant back, so a failed acquire leaves no hold. Needed by every
+   * kind with early tries; before give_up. */
+  void (*give_back)(void *ctx);
   /* 1: every try after the first sends the same bytes (one dlock__call),
    * so the engine may send it early on a wake-up (see dlock__waiter). Not
    * for locks whose waiters in many processes race for each release: the

@@ -85,6 +85,12 @@ typedef struct dlock__early {
   char err[1536];
 } dlock__early;
 
+/* Tests only: called on the engine thread when it sends a waiter's early
+ * try (the waiter's parker->mu held); answering 1 interrupts the waiter at
+ * that moment, so an interrupt racing a granting early try is made at will.
+ * NULL in every program. */
+extern int (*dlock__early_hook)(void);
+
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
  * spec): the oldest local waiter of the channel is "head" and may always
  * try; a message announcing a count (a semaphore's available permits) wakes

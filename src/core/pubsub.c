@@ -92,6 +92,8 @@ static void chan_free(dlock_client *c, chan *ch) {
 
 /* Tell w's thread (or, for an async waiter, its notify) to look again;
  * w->parker->mu held. */
+int (*dlock__early_hook)(void);
+
 static void signal_waiter(dlock__waiter *w) {
   pthread_cond_signal(&w->parker->cv);
   if (w->notify)
@@ -140,8 +142,11 @@ static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
   w->wakes++;
   if (confirm)
     w->confirmed = 1;
-  else if (w->armed && w->early_state == 0 && !c->net.stopping)
+  else if (w->armed && w->early_state == 0 && !c->net.stopping) {
     early = early_req(w);
+    if (early && dlock__early_hook && dlock__early_hook())
+      w->interrupted = 1; /* a test's interrupt, racing this try */
+  }
   signal_waiter(w);
   pthread_mutex_unlock(&w->parker->mu);
   if (early)

@@ -26,9 +26,30 @@ static void set_armed(dlock__waiter *w, int on) {
 }
 
 /* The loop only leaves after a try of its own (which takes an early try's
- * answer) or when the client closes: then an early try still in flight is
- * failed by the close. Wait for it, so w outlives its request. */
-static void settle_early(dlock__waiter *w) {
+ * answer) or when it fails (an interrupt, the deadline, a close). Then an
+ * early try may still be in flight, and its answer may be a grant: the
+ * caller's acquire fails, so that grant must not stay behind. Take the
+ * answer through the kind's own try (it reads it; nothing is sent), ask
+ * when it was lost, and give a grant back (spec->give_back). Without a
+ * give_back, or when the client closes (the answer failed by the close),
+ * the answer is dropped; w outlives its request either way. */
+static void settle_early(const dlock__wait_spec *spec, void *ctx,
+                         dlock__waiter *w, int rc) {
+  pthread_mutex_lock(&w->parker->mu);
+  int pending = w->early_state != 0;
+  pthread_mutex_unlock(&w->parker->mu);
+  if (pending && rc < 0 && spec->give_back) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* the wait's */
+    dlock__try t = {w, 0};
+    int64_t hint = 0;
+    int got = spec->attempt(ctx, &t, &hint); /* takes the early answer */
+    if (got == DLOCK_EIO && spec->recheck && !dlock__last_call_unsent())
+      got = spec->recheck(ctx);
+    if (got == 1)
+      spec->give_back(ctx);
+    dlock__fail(0, "%s", saved);
+  }
   pthread_mutex_lock(&w->parker->mu);
   while (w->early_state == 1)
     dlock__park(w->parker, -1);
@@ -167,7 +188,7 @@ static void leave(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
                   waiting *j, int rc) {
   reg_del(&j->reg);
   if (j->subscribed) {
-    settle_early(&j->w);
+    settle_early(spec, ctx, &j->w, rc);
     if (rc < 0 && spec->give_up)
       spec->give_up(ctx);
     dlock__unsubscribe(c, &j->w);

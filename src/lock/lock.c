@@ -270,6 +270,16 @@ int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
+typedef struct lock_release {
+  dlock_lock *l;
+  uint64_t owner;
+} lock_release;
+
+static int build_release(void *ctx, const char *rid, dlock__req *req) {
+  lock_release *x = ctx;
+  return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
+}
+
 /* ---- the acquire of a kind that is its requests ------------------------------ */
 
 typedef struct attempt {
@@ -338,6 +348,21 @@ static void give_up(void *ctx) {
   dlock__fail(0, "%s", saved);
 }
 
+/* A grant that raced the wait's end (an early try answered after an
+ * interrupt, wait.c): release it without touching the owner's recorded
+ * holds (it was never one of them); the wait's error stays the caller's. */
+static void give_back(void *ctx) {
+  attempt *a = ctx;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
+  lock_release x = {a->l, a->owner};
+  redisReply *r = NULL;
+  dlock__release_retry(a->l->h.client, build_release, &x, &r);
+  if (r)
+    freeReplyObject(r);
+  dlock__fail(0, "%s", saved);
+}
+
 /* A try whose answer was lost: did it run (wait.c)? A try that only
  * queued counts as not run: the next one keeps the place. */
 static int recheck(void *ctx) {
@@ -366,6 +391,7 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       .handle = l, .owner = owner, .early = m->early,
       /* a queue's leaving, and its "-MS" lease hints */
       .give_up = m->give_up_req ? give_up : NULL,
+      .give_back = give_back,
       .lease_hints = m->give_up_req != NULL,
       /* without the owner's count (a fenced grant's token cannot be asked
        * later) a lost answer ends the wait with DLOCK_EIO */
@@ -398,16 +424,6 @@ int dlock__lock_run_release(dlock_lock *l, uint64_t owner) {
   if (l->m->release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks cannot be released", l->m->kind);
   return l->m->release(l, owner);
-}
-
-typedef struct lock_release {
-  dlock_lock *l;
-  uint64_t owner;
-} lock_release;
-
-static int build_release(void *ctx, const char *rid, dlock__req *req) {
-  lock_release *x = ctx;
-  return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
 }
 
 int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
