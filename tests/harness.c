@@ -59,13 +59,18 @@ static void kill_all(void) {
     }
 }
 
+/* th_server_restart_loading: a LOADING answer counts as answering */
+static int loading_answers;
+
 static int wait_ping(th_server *s, int timeout_ms) {
   int64_t end = th_now_ms() + timeout_ms;
   while (th_now_ms() < end) {
     redisReply *r = th_cmd(s, "PING");
     if (r) {
       int ok = r->type == REDIS_REPLY_STATUS ||
-               (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0);
+               (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0) ||
+               (r->type == REDIS_REPLY_ERROR && loading_answers &&
+                strncmp(r->str, "LOADING", 7) == 0);
       freeReplyObject(r);
       if (ok)
         return 0;
@@ -315,6 +320,44 @@ int th_waitaof_server_start(th_server *s, const char *extra) {
 int th_server_restart(th_server *s) {
   track(s, 1);
   return spawn(s);
+}
+
+void th_outcome_done(void *data, const dlock_result *r) {
+  th_outcome *o = data;
+  pthread_mutex_lock(&o->mu);
+  o->rc = r->rc;
+  snprintf(o->msg, sizeof o->msg, "%s", r->errmsg ? r->errmsg : "");
+  o->done = 1;
+  pthread_cond_signal(&o->cv);
+  pthread_mutex_unlock(&o->mu);
+}
+
+int th_outcome_wait(th_outcome *o, int64_t ms) {
+  int64_t end = th_now_ms() + ms;
+  pthread_mutex_lock(&o->mu);
+  while (!o->done && th_now_ms() < end) {
+    pthread_mutex_unlock(&o->mu);
+    usleep(1000);
+    pthread_mutex_lock(&o->mu);
+  }
+  int rc = o->done ? o->rc : -1000;
+  pthread_mutex_unlock(&o->mu);
+  return rc;
+}
+
+uint64_t th_commands(dlock_client *c) {
+  dlock_stats st;
+  memset(&st, 0, sizeof st);
+  st.version = DLOCK_STATS_VERSION;
+  dlock_client_stats(c, &st);
+  return st.commands;
+}
+
+int th_server_restart_loading(th_server *s) {
+  loading_answers = 1;
+  int rc = th_server_restart(s);
+  loading_answers = 0;
+  return rc;
 }
 
 void th_server_kill(th_server *s) {

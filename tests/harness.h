@@ -137,6 +137,9 @@ int th_server_start_bin(th_server *s, const char *bin, const char *extra);
 int th_waitaof_server_start(th_server *s, const char *extra);
 /* Start again on the same port (after th_server_kill). */
 int th_server_restart(th_server *s);
+/* The same, returning once it answers at all: LOADING (its data file still
+ * being read) counts. */
+int th_server_restart_loading(th_server *s);
 /* SIGKILL and reap; the directory is kept for a restart. */
 void th_server_kill(th_server *s);
 /* Kill and remove the directory. */
@@ -256,6 +259,23 @@ typedef struct th_acquirer {
 } th_acquirer;
 void th_acquirer_start(th_acquirer *a);
 void th_acquirer_join(th_acquirer *a);
+
+/* One async call's outcome (dlock_done_fn th_outcome_done, data the
+ * th_outcome), awaited by a test's thread. Initialise with
+ * TH_OUTCOME_INIT. */
+typedef struct th_outcome {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+  char msg[512]; /* the result's errmsg */
+} th_outcome;
+#define TH_OUTCOME_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""}
+void th_outcome_done(void *data, const dlock_result *r);
+/* Its rc once done, waited for ms at most (-1000: not done by then). */
+int th_outcome_wait(th_outcome *o, int64_t ms);
+
+/* The commands c has sent (its statistics). */
+uint64_t th_commands(dlock_client *c);
 
 /* A call with an OUT flag: give it &th_flag; it must return DLOCK_OK and
  * set the flag to want (e.g. 1 "set", 0 "already set"). */

@@ -353,14 +353,6 @@ static void test_cancel_wait(void) {
   dlock_client_close(holder);
 }
 
-static uint64_t commands_of(dlock_client *c) {
-  dlock_stats st;
-  memset(&st, 0, sizeof st);
-  st.version = DLOCK_STATS_VERSION;
-  dlock_client_stats(c, &st);
-  return st.commands;
-}
-
 /* Cancels racing grants, many times: the holder releases and the waiter's
  * cancel follows at once. Whichever wins, nobody is left holding the lock
  * without knowing: a cancelled acquire's grant is given back, and a grant
@@ -381,11 +373,11 @@ static void test_cancel_races_grant(void) {
                                      tag_of(&b, i), &op), DLOCK_OK);
     if (i % 3 != 0) /* most of them race the try the release wakes */
       CU_ASSERT(th_wait_numsub(&srv, channel_of(name), 1, 5000));
-    uint64_t sent = commands_of(c);
+    uint64_t sent = th_commands(c);
     TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
     if (i % 3 == 1) { /* cancel the moment the try is on its way */
       int64_t until = th_now_us() + 2000000;
-      while (commands_of(c) == sent && th_now_us() < until) {
+      while (th_commands(c) == sent && th_now_us() < until) {
       }
     } else if (i % 3 == 2) {
       usleep((useconds_t)(i % 7) * 20); /* or a little later */
@@ -701,7 +693,7 @@ static void test_lost_answer(void) {
   for (int i = 0; i < 5; i++) {
     dlock_lock *l = locks[kind[i]];
     int ran = ran_of[i];
-    uint64_t me = dlock_owner_id_new(), sent = commands_of(c);
+    uint64_t me = dlock_owner_id_new(), sent = th_commands(c);
     if (ran) {
       th_server_pause(&s, 1);
     } else {
@@ -714,7 +706,7 @@ static void test_lost_answer(void) {
     TH_ASSERT_RC(dlock_acquire_async(l, me, 10000, 30000, on_done,
                                      tag_of(&b, i), NULL), DLOCK_OK);
     /* the try, then the question (sent once the try timed out) */
-    while (commands_of(c) < sent + 2 && th_now_ms() - t0 < 3000)
+    while (th_commands(c) < sent + 2 && th_now_ms() - t0 < 3000)
       usleep(1000);
     CU_ASSERT(th_now_ms() - t0 >= o.command_timeout_ms); /* the answer lost */
     if (ran)

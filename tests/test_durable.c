@@ -81,23 +81,6 @@ static void test_grant_survives_restart(void) {
   dlock_client_close(c);
 }
 
-typedef struct done_box {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, rc;
-  char msg[512];
-} done_box;
-
-static void on_done(void *data, const dlock_result *r) {
-  done_box *b = data;
-  pthread_mutex_lock(&b->mu);
-  b->done = 1;
-  b->rc = r->rc;
-  snprintf(b->msg, sizeof b->msg, "%s", r->rc ? dlock_errmsg() : "");
-  pthread_cond_signal(&b->cv);
-  pthread_mutex_unlock(&b->mu);
-}
-
 /* durable_replicas 1 on a server without replicas: no grant is durable in
  * time, so each acquire (direct, engine, async) waits durable_ms, gives
  * the grant back and fails with DLOCK_EIO saying so; the lock is free. */
@@ -117,14 +100,10 @@ static void test_not_durable_in_time(void) {
       rc = dlock_acquire(l, 0, 10000);
       snprintf(msg, sizeof msg, "%s", dlock_errmsg());
     } else {
-      done_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
-      TH_ASSERT_RC(dlock_acquire_async(l, dlock_thread_id(), 0, 10000, on_done,
-                                       &b, NULL), DLOCK_OK);
-      pthread_mutex_lock(&b.mu);
-      while (!b.done) /* bounded: the command timeout answers it */
-        pthread_cond_wait(&b.cv, &b.mu);
-      pthread_mutex_unlock(&b.mu);
-      rc = b.rc;
+      th_outcome b = TH_OUTCOME_INIT;
+      TH_ASSERT_RC(dlock_acquire_async(l, dlock_thread_id(), 0, 10000,
+                                       th_outcome_done, &b, NULL), DLOCK_OK);
+      rc = th_outcome_wait(&b, 10000); /* the command timeout answers it */
       snprintf(msg, sizeof msg, "%s", b.msg);
     }
     int64_t took = th_now_ms() - t0;

@@ -18,7 +18,7 @@
 
 typedef struct dlock__aop dlock__aop;
 
-/* What a kind gives the waiting recipe without a thread (wait.c): one try
+/* What a kind gives the waiting recipe without a thread (await.c): one try
  * as a request and how to read it, and what to do with a grant. */
 typedef struct dlock__await {
   const char *noun; /* for messages: "lock", "semaphore", ... */
@@ -80,13 +80,13 @@ struct dlock__aop {
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
   uint8_t askable;       /* aw->recheck can ask about a lost answer */
-  uint8_t unsent;        /* the last ask reached no server */
+  uint8_t fate;          /* the last ask's request: DLOCK__UNSENT... */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
   dlock_client *c;           /* referenced */
   dlock__handle *h;          /* the lock's or synchronizer's handle */
-  const dlock__await *aw;    /* a wait's recipe (wait.c) */
+  const dlock__await *aw;    /* a wait's recipe (await.c) */
   uint64_t owner;
   int64_t demand;            /* a FIFO wait's (permits) */
   void *ctx;                 /* the kind's, freed with op (free()) */
@@ -100,7 +100,7 @@ struct dlock__aop {
   void (*on_cancel)(dlock__aop *op); /* a combinator's, on dlock_cancel */
   void (*on_end)(dlock__aop *op);    /* a combinator's, when it finishes:
                                         let go of what it still refers to */
-  uv_timer_t *ctimer;    /* a combinator's timer (composite.c) */
+  uv_timer_t *ctimer;    /* a combinator's timer (dlock__aop_ctimer) */
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__recipe recipe;  /* a wait's (await.c) */
   dlock__waiter *w;      /* from its first wait on */
@@ -199,7 +199,7 @@ int dlock__aop_woken(dlock__aop *op);
 /* Put op on its client's ready list (op.c): its on_ready runs before the
  * engine next polls; wake_loop when called off the engine thread. */
 void dlock__aop_ready(dlock__aop *op, int wake_loop);
-/* Close op's timer, if it has one (wait.c; engine thread). */
+/* Close op's timer, if it has one (await.c; engine thread). */
 void dlock__aop_timer_drop(dlock__aop *op);
 
 /* Send an undoing (engine thread): a grant given back, a queue left; no
@@ -212,7 +212,7 @@ void dlock__aop_fire(dlock_client *c, dlock__req *req, dlock__req_done *done,
  * or a failure to record them (tests). */
 long dlock__aop_given_back(void);
 
-/* The waiting recipe without a thread (wait.c): op->aw, wait_ms,
+/* The waiting recipe without a thread (await.c): op->aw, wait_ms,
  * deadline_ms (and demand for a FIFO wait) set; the start function of an
  * acquire-type op (dlock__aop_start). */
 void dlock__await_start(dlock__aop *op);

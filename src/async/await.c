@@ -199,7 +199,7 @@ static void grant(dlock__aop *op) {
 
 static int ask_job(dlock__aop *op) {
   int rc = op->aw->recheck(op);
-  op->unsent = rc == DLOCK_EIO && dlock__last_call_unsent();
+  op->fate = (uint8_t)dlock__last_call_fate();
   return rc;
 }
 
@@ -221,7 +221,7 @@ static void asked(dlock__aop *op, int rc) {
     free(op->errmsg); /* the lost answer's: no longer the outcome */
     op->errmsg = NULL;
   }
-  dlock__step step = dlock__recipe_asked(&op->recipe, rc, !op->unsent);
+  dlock__step step = dlock__recipe_asked(&op->recipe, rc, op->fate);
   if (step == DLOCK__STEP_TRY && dlock__aop_cancelled(op))
     dlock__aop_finish(op, DLOCK_ECANCELED); /* it did not run: no new try */
   else
@@ -234,7 +234,9 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
   int missed = req->ack_wanted ? dlock__guard_missed(op->h->client, req, why,
                                                sizeof why)
                         : 0;
-  int written = req->written;
+  int fate = req->refused  ? DLOCK__REFUSED
+             : req->written ? DLOCK__SENT
+                            : DLOCK__UNSENT;
   int rc = status;
   if (status != DLOCK_OK)
     rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
@@ -252,7 +254,7 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
     give_back(op, missed);
     return;
   }
-  run(op, dlock__recipe_tried(&op->recipe, rc, hint, written));
+  run(op, dlock__recipe_tried(&op->recipe, rc, hint, fate));
 }
 
 static void try_send(dlock__aop *op) {

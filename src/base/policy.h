@@ -19,13 +19,22 @@ typedef enum dlock__class {
   DLOCK__C_ASK,         /* cluster: this key is being moved: ask there once */
   DLOCK__C_TRYAGAIN,    /* cluster: keys of a slot in migration: soon */
   DLOCK__C_CLUSTERDOWN, /* cluster: the slot has no master right now */
-  DLOCK__C_READONLY     /* a replica: the master this was sent to is one now */
+  DLOCK__C_READONLY,    /* a replica: the master this was sent to is one now */
+  DLOCK__C_PASSING      /* a passing state of the server (LOADING, BUSY,
+                           NOREPLICAS, MASTERDOWN): the call did not run;
+                           the same call succeeds once it has passed */
 } dlock__class;
 
 dlock__class dlock__classify(const redisReply *r);
 /* MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the cluster did not run the call on
  * that node. */
 int dlock__class_cluster(dlock__class k);
+
+/* A passing refusal (DLOCK__C_PASSING) as a caller reads it, once its
+ * call's budget ran out: the server's words, how long and how often it was
+ * refused, and what to check, into buf. */
+void dlock__passing_why(const redisReply *r, int refusals, int64_t ms,
+                        char *buf, size_t n);
 
 /* The pause before the next attempt to reach a server after a failed one,
  * given the last pause (0 after a success): 25 ms, doubling, at most 1 s. */

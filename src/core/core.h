@@ -242,6 +242,13 @@ int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
  * before its request was written (no connection within the connect
  * timeout): it did not run. */
 int dlock__last_call_unsent(void);
+/* What became of a request that failed, as the waiting recipe reads it:
+ * not sent (it did not run), sent (it may have run: its answer was lost),
+ * or refused by a passing state of the server (LOADING, BUSY, NOREPLICAS,
+ * MASTERDOWN: it did not run, and the same call may succeed soon). */
+enum { DLOCK__UNSENT = 0, DLOCK__SENT = 1, DLOCK__REFUSED = 2 };
+/* The calling thread's last dlock__call / dlock__try_call's: DLOCK__*. */
+int dlock__last_call_fate(void);
 
 /* Interrupts (wait.c). The top-level handle of the calling thread's
  * acquire (set by lock.c around a lock's acquire, so a multi-lock's or
@@ -290,6 +297,7 @@ typedef struct dlock__recipe {
   /* the recipe's own */
   int64_t wait_ms, deadline; /* the budget; -1: none */
   int subscribed, asks;
+  int64_t pause_ms;       /* the last pause after a passing refusal */
   char what_buf[160];
 } dlock__recipe;
 
@@ -298,10 +306,12 @@ typedef struct dlock__recipe {
 dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
                                 int64_t deadline, int queued);
 /* A try's outcome: rc 1 granted, 0 busy (hint: ms to wait at most, -1
- * unknown, -2 retry now), or an error; sent: its request was written. */
+ * unknown, -2 retry now), or an error; sent: what became of its request
+ * when it failed (DLOCK__UNSENT, _SENT, _REFUSED). */
 dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
                                 int sent);
-/* An ask's outcome: 1 the lost try ran, 0 it did not, or an error. */
+/* An ask's outcome: 1 the lost try ran, 0 it did not, or an error (sent
+ * as for a try: a refused ask is asked again). */
 dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent);
 /* A wait's end: status 0 (woken, confirmed or timed), DLOCK_ECLOSED,
  * DLOCK_EINTR or another error with its message set; my_turn: a FIFO

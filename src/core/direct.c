@@ -601,6 +601,19 @@ static int send_behind_later(dlock_client *c, dlock__dconn *dc,
   return send_later(c, dc, deadline, why, n);
 }
 
+/* An answer saying the call did not run there, which the engine follows:
+ * a redirect of the topology's (counted), or a passing refusal that it
+ * sends again after a pause (net/conn.c). */
+static int engine_follows(dlock_client *c, const redisReply *r) {
+  dlock__class k = dlock__classify(r);
+  if (k == DLOCK__C_PASSING)
+    return 1;
+  if (!c->net.topo->follows(k))
+    return 0;
+  dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
+  return 1;
+}
+
 static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
                       int64_t deadline, char *why, size_t n) {
   int rc = dlock__buf_add(&dc->hello, req->cmd.p, req->cmd.len);
@@ -645,15 +658,6 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     why[0] = '\0';
     return ROUND_TRIP_UNSENT;
   }
-  /* an answer that the call did not run there, which the topology follows
-   * (a slot that moved, a demoted master): the engine makes the call */
-  if (rc == DLOCK_OK && c->net.topo->follows(dlock__classify(*reply))) {
-    dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
-    freeReplyObject(*reply); /* not run there: the engine follows it */
-    *reply = NULL;
-    why[0] = '\0';
-    return ROUND_TRIP_UNSENT;
-  }
   if (rc == DLOCK_OK && dlock__classify(*reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(*reply);
     *reply = NULL;
@@ -664,6 +668,15 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
     if (rc == DLOCK_OK)
       rc = read_reply(c, dc, deadline, spin, reply, why, n);
+  }
+  /* an answer (to the EVALSHA or its EVAL) that the call did not run there, which the engine follows
+   * (a slot that moved, a demoted master, a passing refusal): it makes
+   * the call */
+  if (rc == DLOCK_OK && engine_follows(c, *reply)) {
+    freeReplyObject(*reply); /* not run there: the engine follows it */
+    *reply = NULL;
+    why[0] = '\0';
+    return ROUND_TRIP_UNSENT;
   }
   if (rc != DLOCK_OK) {
     *broken = 1;
@@ -927,8 +940,7 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
   pthread_cond_destroy(&me.cv);
   if (rc == DLOCK_EIO)
     back_off(c, p); /* the server is in trouble: the engine knows how to wait */
-  if (rc == DLOCK_OK && c->net.topo->follows(dlock__classify(*reply))) {
-    dlock__stat_add(&c->stats, DLOCK__ST_REDIRECTS, 1);
+  if (rc == DLOCK_OK && engine_follows(c, *reply)) {
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     req->errmsg[0] = '\0';

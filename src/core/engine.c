@@ -76,9 +76,11 @@ int dlock__guard_end(char *why, size_t n) {
 
 int dlock__on_engine_thread(void) { return tls_on_engine; }
 
-static _Thread_local int tls_unsent; /* dlock__last_call_unsent */
+static _Thread_local int tls_fate; /* dlock__last_call_fate */
 
-int dlock__last_call_unsent(void) { return tls_unsent; }
+int dlock__last_call_unsent(void) { return tls_fate == DLOCK__UNSENT; }
+
+int dlock__last_call_fate(void) { return tls_fate; }
 
 dlock__parker *dlock__parker_self(void) {
   dlock__parker *s = &tls_parker;
@@ -199,7 +201,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
   if (tls_guard.on && req->script >= 0 &&
       (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
     req->ack_wanted = 1;
-  tls_unsent = 0;
+  tls_fate = DLOCK__SENT;
   if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
   } else
@@ -233,7 +235,10 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     atomic_fetch_sub(&c->direct.piped, 1);
   }
   if (cs.status != DLOCK_OK) {
-    tls_unsent = cs.status == DLOCK_EIO && !req->written;
+    if (cs.status == DLOCK_EIO)
+      tls_fate = req->refused  ? DLOCK__REFUSED
+                 : req->written ? DLOCK__SENT
+                                : DLOCK__UNSENT;
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
                                                         : dlock_strerror(cs.status));
   }

@@ -340,7 +340,12 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
     return 1;
   }
   snprintf(c->sub_error, sizeof c->sub_error, "%.*s", (int)r->len, r->str);
-  if (ch->last_sub && !ch->confirmed) {
+  if (ch->last_sub && !ch->confirmed && dlock__classify(r) == DLOCK__C_PASSING) {
+    /* refused for now (a busy script, a replica without its master): its
+     * waiters go on without messages, on hints, as when a confirmation is
+     * late, and the next waiter to join asks again */
+    ch->denied = 1;
+  } else if (ch->last_sub && !ch->confirmed) {
     ch->denied = 1;
     for (dlock__waiter *w = ch->head; w; w = w->next) {
       pthread_mutex_lock(&w->parker->mu);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "base/policy.h"
 #include "core/core.h"
 
 /* How long to wait between tries when the reply gives no bound (the holder's
@@ -71,14 +72,33 @@ static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
 }
 
 /* rc, an error of a try or of an ask: a lost answer (DLOCK_EIO after the
- * request was written) may have run, so ask while the budget lasts. */
+ * request was written) may have run, so ask while the budget lasts (a
+ * refused ask did not run: it is asked again). */
 static dlock__step lost(dlock__recipe *r, int rc, int sent) {
-  if (rc == DLOCK_EIO && sent && r->askable && r->asks < MAX_ASKS &&
+  if (rc == DLOCK_EIO && sent != DLOCK__UNSENT && r->askable && r->asks < MAX_ASKS &&
       (r->deadline < 0 || dlock__now_ms() < r->deadline)) {
     r->asks++;
     return DLOCK__STEP_ASK;
   }
   return failed(r, rc);
+}
+
+/* A try the server refused for now (DLOCK__REFUSED: loading, a busy
+ * script, too few replicas, a replica without its master), after the
+ * engine sent it again for a command timeout: it did not run. A waiting
+ * call tries again after the reply policy's pause (a release may wake it
+ * sooner) while its budget lasts; then, or for a single try, the refusal
+ * (DLOCK_EIO, the server's words and what to check) is the outcome. */
+static dlock__step refused(dlock__recipe *r, int rc) {
+  int64_t now = dlock__now_ms();
+  if (r->wait_ms == 0 || (r->deadline >= 0 && now >= r->deadline))
+    return failed(r, rc);
+  r->pause_ms = dlock__backoff_next(r->pause_ms);
+  r->until = next_try(r->pause_ms, now, r->deadline);
+  if (r->subscribed)
+    return DLOCK__STEP_WAIT;
+  r->subscribed = 1;
+  return DLOCK__STEP_SUBSCRIBE;
 }
 
 dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
@@ -89,6 +109,7 @@ dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
   r->rc = 0;
   r->subscribed = 0;
   r->asks = 0;
+  r->pause_ms = 0;
   /* A FIFO waiter does not overtake this client's waiting ones: with any
    * in line, it joins the line without a first try (a single try still
    * tries: it cannot wait its turn). */
@@ -101,6 +122,8 @@ dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
                                 int sent) {
   if (rc > 0)
     return DLOCK__STEP_GRANTED;
+  if (rc == DLOCK_EIO && sent == DLOCK__REFUSED)
+    return refused(r, rc);
   return rc == 0 ? not_yet(r, hint) : lost(r, rc, sent);
 }
 

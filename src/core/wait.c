@@ -44,7 +44,8 @@ static void settle_early(const dlock__wait_spec *spec, void *ctx,
     dlock__try t = {w, 0};
     int64_t hint = 0;
     int got = spec->attempt(ctx, &t, &hint); /* takes the early answer */
-    if (got == DLOCK_EIO && spec->recheck && !dlock__last_call_unsent())
+    if (got == DLOCK_EIO && spec->recheck &&
+        dlock__last_call_fate() == DLOCK__SENT)
       got = spec->recheck(ctx);
     if (got == 1)
       spec->give_back(ctx);
@@ -219,12 +220,12 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
       t.early = early && j.joined && !fresh ? &j.w : NULL;
       fresh = 0;
       rc = spec->attempt(ctx, &t, &hint);
-      step = dlock__recipe_tried(&r, rc, hint, !dlock__last_call_unsent());
+      step = dlock__recipe_tried(&r, rc, hint, dlock__last_call_fate());
       break;
     case DLOCK__STEP_ASK:
       rc = spec->recheck(ctx);
       fresh = 1;
-      step = dlock__recipe_asked(&r, rc, !dlock__last_call_unsent());
+      step = dlock__recipe_asked(&r, rc, dlock__last_call_fate());
       break;
     case DLOCK__STEP_SUBSCRIBE:
       rc = join(c, spec, ctx, &j, deadline);

@@ -216,6 +216,9 @@ static void conn_arm(dlock__conn *conn) {
   }
   if (conn->waiting && conn->waiting->queued_ms + o->connect_timeout_ms < next)
     next = conn->waiting->queued_ms + o->connect_timeout_ms;
+  for (dlock__req *r = conn->parked; r; r = r->next)
+    if (r->retry_at < next)
+      next = r->retry_at;
   if (next == INT64_MAX || conn->net->stopping)
     return;
   int64_t now = dlock__now_ms();
@@ -423,6 +426,44 @@ void dlock__conn_flush(dlock__conn *conn) {
     out_written(conn);
 }
 
+/* A passing refusal (base/policy.h: LOADING, BUSY, NOREPLICAS,
+ * MASTERDOWN) of req, which did not run: sent again after the reply
+ * policy's pause while the command timeout from when it was queued lasts;
+ * then it fails with DLOCK_EIO, the server's words and what to check, as
+ * not run (refused: a wait's recipe tries again within its own budget). */
+static void refused_for_now(dlock__conn *conn, dlock__req *req,
+                            redisReply *reply) {
+  int64_t now = dlock__now_ms();
+  req->refusals++;
+  req->pause_ms = dlock__backoff_next(req->pause_ms);
+  req->written = 0;
+  if (now + req->pause_ms < req->queued_ms + conn->net->opts->command_timeout_ms) {
+    freeReplyObject(reply);
+    req->retry_at = now + req->pause_ms;
+    dlock__req_push(&conn->parked, &conn->parked_tail, req);
+    conn_arm(conn);
+    return;
+  }
+  char why[1400];
+  dlock__passing_why(reply, req->refusals, now - req->queued_ms, why, sizeof why);
+  freeReplyObject(reply);
+  req->refused = 1;
+  dlock__req_finish(req, NULL, DLOCK_EIO, why);
+}
+
+/* The parked requests whose pause is over go out again. */
+static void resend_parked(dlock__conn *conn, int64_t now) {
+  dlock__req *keep = NULL, *keep_tail = NULL, *req;
+  while ((req = pop(&conn->parked, &conn->parked_tail)) != NULL) {
+    if (req->retry_at <= now)
+      dlock__conn_send(conn, req);
+    else
+      dlock__req_push(&keep, &keep_tail, req);
+  }
+  conn->parked = keep;
+  conn->parked_tail = keep_tail;
+}
+
 static int is_push(const redisReply *r) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
       r->element[0]->type != REDIS_REPLY_STRING)
@@ -451,6 +492,11 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
   if (req == NULL) {
     freeReplyObject(reply);
     conn_fail(conn, "reply without a request (protocol out of step)");
+    return;
+  }
+  if (!conn->is_sub && req->task == NULL &&
+      dlock__classify(reply) == DLOCK__C_PASSING) {
+    refused_for_now(conn, req, reply);
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR &&
@@ -880,6 +926,7 @@ static void on_timer(uv_timer_t *t) {
   }
   if (conn->state == CONN_DOWN && !conn->held && now >= conn->reconnect_at_ms)
     dlock__conn_start(conn);
+  resend_parked(conn, now);
   conn_arm(conn);
 }
 
@@ -908,6 +955,7 @@ void dlock__conn_init(dlock__net *n, dlock__conn *conn, int is_sub) {
 void dlock__conn_shutdown(dlock__conn *conn, int status) {
   fail_inflight(conn, status, "client closed");
   fail_list(&conn->waiting, &conn->waiting_tail, status, "client closed");
+  fail_list(&conn->parked, &conn->parked_tail, status, "client closed");
   if (conn->resolving)
     uv_cancel((uv_req_t *)&conn->gai_req);
   if (conn->u.handle.data != NULL && !uv_is_closing(&conn->u.handle))

@@ -74,6 +74,8 @@ struct dlock__conn {
   redisReader *reader;
   dlock__req *inflight, *inflight_tail; /* sent, waiting for replies */
   dlock__req *waiting, *waiting_tail;   /* not sent yet (not ready) */
+  dlock__req *parked, *parked_tail;     /* refused for now: resent at their
+                                           retry_at (conn.c) */
   dlock__buf out;                       /* bytes for the next write */
   int64_t connect_started_ms;
   int64_t reconnect_at_ms;              /* when DOWN: next attempt */

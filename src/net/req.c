@@ -19,6 +19,9 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->slot = DLOCK__SLOT_ANY;
   req->redirects = 0;
   req->retry_at = 0;
+  req->refusals = 0;
+  req->pause_ms = 0;
+  req->refused = 0;
   req->ack_wanted = 0;
   req->ack = (dlock__ack){0};
   req->written = 0;

@@ -46,7 +46,15 @@ struct dlock__req {
    * DLOCK__SLOT_ANY (no key) or DLOCK__SLOT_CROSS (keys in two slots). */
   int slot;
   int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
-  int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN: resent then */
+  int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN, or a passing
+                       refusal: resent then */
+  /* A passing refusal (LOADING, BUSY, NOREPLICAS, MASTERDOWN: base/policy.h)
+   * is sent again after a pause (net/conn.c) within the command timeout
+   * from queued_ms; then the request fails with DLOCK_EIO and refused set:
+   * it did not run. */
+  int refusals;
+  int64_t pause_ms;
+  int refused;
   /* The write's acknowledgement (dlock__guard_begin): the replica guard's
    * WAIT and the durable option's WAITAOF follow the script's reply on the
    * same connection. */

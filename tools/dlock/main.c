@@ -2,11 +2,15 @@
  *
  *   dlock [--redis URL]... run [options] NAME -- COMMAND [ARG]...
  *   dlock latch set|count-down|wait|get|delete NAME [COUNT]
- *   dlock sem init|acquire|release|available NAME [N]
+ *   dlock sem init|set|acquire|release|available NAME [N]
  *   dlock status [--json] NAME
+ *   dlock list [--json] [PATTERN]
+ *   dlock watch [--json] NAME
  *   dlock unlock --force NAME
+ *   dlock check
+ *   dlock write [--token T] NAME CMD...
  *
- * See docs/dlock.1 (man dlock). Exit statuses are in usage() below. */
+ * See docs/dlock.1 (man dlock). Exit statuses are in usage_main() below. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -118,13 +122,13 @@ static void usage_main(FILE *f) {
           "  Messages never show a password.\n"
           "Durations: 500ms, 30s, 5m, 1h (a bare number is seconds).\n"
           "Exit status: the command's own for `run`; 64 usage, 65 the name\n"
-          "holds another kind of object, 69 Redis unreachable, 70 unexpected\n"
-          "error, 75 not acquired (or not reached) in time, 76 the lease was\n"
-          "lost while the command ran (`write`: refused), 77 refused by the\n"
-          "server's ACL, 78 a\n"
-          "configuration to fix: the server refused the password, ACL user or\n"
-          "database, TLS verification failed, or the URL does not fit the\n"
-          "server.\n"
+          "holds another kind of object, 69 Redis unreachable or refusing\n"
+          "calls for now (loading, a busy script, too few replicas), 70\n"
+          "unexpected error, 75 not acquired (or not reached) in time, 76 the\n"
+          "lease was lost while the command ran (`write`: refused), 77 refused\n"
+          "by the server's ACL, 78 a configuration to fix: the server refused\n"
+          "the password, ACL user or database, TLS verification failed, or\n"
+          "the URL does not fit the server.\n"
           "`dlock COMMAND --help` describes one command.\n");
 }
 
@@ -175,8 +179,13 @@ static void print_in_cli_words(FILE *f, const char *msg) {
 }
 
 static int fail(int rc, const char *what) {
-  /* the fact once: a message that states it already goes alone */
-  if (strncmp(dlock_errmsg(), "the name holds ", 15) == 0)
+  /* the fact once: a message that names its subject goes alone, one that
+   * states what failed goes after the subject, else the code's words first */
+  const char *m = dlock_errmsg();
+  if (strncmp(m, "guarded write on ", 17) == 0)
+    fprintf(stderr, "%s: ", prog);
+  else if (strncmp(m, "the name holds ", 15) == 0 ||
+           strncmp(m, "the server refused the call", 27) == 0)
     fprintf(stderr, "%s: %s: ", prog, what);
   else
     fprintf(stderr, "%s: %s: %s%s", prog, what, dlock_strerror(rc),
@@ -638,11 +647,11 @@ static void run_help(void) {
          "they end the wait (a fair queue place is given up) and dlock with it.\n"
          "Several --redis: a RedLock over all of them (plain locks only).\n"
          "Exit: COMMAND's status (128+N when killed by signal N); 64 usage,\n"
-         "65 NAME holds another kind of object, 69 Redis unreachable, 70\n"
-         "unexpected error, 75 not acquired in time, 76 the lease was lost\n"
-         "while COMMAND ran, 77 refused by the server's ACL, 78 the server\n"
-         "refused the password, ACL user or database, or TLS verification\n"
-         "failed.\n");
+         "65 NAME holds another kind of object, 69 Redis unreachable or\n"
+         "refusing calls for now, 70 unexpected error, 75 not acquired in\n"
+         "time, 76 the lease was lost while COMMAND ran, 77 refused by the\n"
+         "server's ACL, 78 the server refused the password, ACL user or\n"
+         "database, or TLS verification failed.\n");
 }
 
 typedef struct run_opts {
