@@ -1423,6 +1423,17 @@ static void test_docs_agree_with_code(void) {
   CU_ASSERT(strstr(out, "65 NAME holds") && strstr(out, "77 refused") &&
             strstr(out, "78 the server"));
   CU_ASSERT(strstr(out, "on a cluster or with Sentinel") != NULL);
+  /* the main help's exit paragraph: whole lines, no word left alone at a
+   * line's end ("78 a" then a break) */
+  char *main_help[] = {"--help", NULL};
+  CU_ASSERT_EQUAL(run_output(main_help, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "78 a configuration to fix") != NULL);
+  CU_ASSERT(strstr(out, "69 Redis unreachable or refusing") != NULL);
+  for (char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    CU_ASSERT(len < 2 || line[len - 2] != ' ' || line[len - 1] != 'a');
+  }
   /* the README's build against the tree (the plain build: a sanitizer's
    * library wants its runtime linked too) */
   CU_ASSERT(strstr(readme, "PKG_CONFIG_PATH=build/meson-uninstalled") != NULL);

@@ -429,7 +429,15 @@ static void test_cli(void) {
   snprintf(line, sizeof line, "'%s' --redis '%s' write --token 1 %s SET '{%s}:v' late 2>&1",
            bin, srv.url, name, name);
   CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 76);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused"));
+  /* the fact once, in words: one line, the refusal said once */
+  snprintf(want, sizeof want, "dlock: guarded write on \"%s\" refused, nothing "
+           "written: the caller no longer holds the lock", name);
+  CU_ASSERT(strncmp(out, want, strlen(want)) == 0);
+  const char *refused = strstr(out, "refused");
+  CU_ASSERT(refused && strstr(refused + 1, "refused") == NULL);
+  CU_ASSERT_PTR_NULL(strchr(out, '\n') ? strchr(strchr(out, '\n') + 1, '\n') : NULL);
+  if (strncmp(out, want, strlen(want)) != 0)
+    fprintf(stderr, "\n  write refused: %s", out);
   char *v = get_str(data_key(name, "v"));
   CU_ASSERT_STRING_EQUAL(v ? v : "", "one");
   free(v);
