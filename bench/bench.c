@@ -1668,9 +1668,17 @@ int main(int argc, char **argv) {
       fprintf(stderr, "dlock-bench: --url takes plain redis:// servers; T1 "
               "measures TLS on a server of its own\n");
       return 2;
-    } else if (!strcmp(argv[i], "--url"))
-      snprintf(urls[nurls++ % 5], sizeof urls[0], "%s", argv[++i]);
-    else if (!strcmp(argv[i], "--json"))
+    } else if (!strcmp(argv[i], "--url") && nurls == 5) {
+      fprintf(stderr, "dlock-bench: at most 5 --url (W5's RedLock has 5 "
+              "masters); a sixth would replace one\n");
+      return 2;
+    } else if (!strcmp(argv[i], "--url") && strlen(argv[i + 1]) >= sizeof urls[0]) {
+      fprintf(stderr, "dlock-bench: --url longer than %zu bytes\n",
+              sizeof urls[0] - 1);
+      return 2;
+    } else if (!strcmp(argv[i], "--url")) {
+      snprintf(urls[nurls++], sizeof urls[0], "%s", argv[++i]);
+    } else if (!strcmp(argv[i], "--json"))
       json_path = argv[++i];
     else if (!strcmp(argv[i], "--threads"))
       threads_opt = atoi(argv[++i]);

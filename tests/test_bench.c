@@ -168,12 +168,34 @@ static void test_peers(void) {
   }
 }
 
+/* Bad options end the tool with exit 2 and a message, never a run on
+ * other servers than those named: a sixth --url (W5 uses five) and a URL
+ * too long to keep. */
+static void test_bad_urls(void) {
+  const char *bench = getenv("DLOCK_BENCH");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bench);
+  char line[1024], out[2048], url[300];
+  snprintf(line, sizeof line, "'%s' --duration 0.1 --url redis://127.0.0.1:1 "
+           "--url redis://127.0.0.1:2 --url redis://127.0.0.1:3 --url "
+           "redis://127.0.0.1:4 --url redis://127.0.0.1:5 --url "
+           "redis://127.0.0.1:6 2>&1", bench);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 2);
+  CU_ASSERT(strstr(out, "at most 5 --url") != NULL);
+  memset(url, 'a', sizeof url - 1);
+  url[sizeof url - 1] = '\0';
+  memcpy(url, "redis://", 8);
+  snprintf(line, sizeof line, "'%s' --duration 0.1 --url %s 2>&1", bench, url);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 2);
+  CU_ASSERT(strstr(out, "--url longer than") != NULL);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
   CU_add_test(s, "every_workload_runs", test_every_workload_runs);
   CU_add_test(s, "server_binary", test_server_binary);
   CU_add_test(s, "failover_workload", test_failover_workload);
   CU_add_test(s, "peers", test_peers);
+  CU_add_test(s, "bad_urls", test_bad_urls);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
