@@ -183,7 +183,7 @@ typedef struct dlock__rider {
 } dlock__rider;
 
 /* The connections to one server: a standalone client's one, or one cluster
- * master (the same index as its node in net/cluster.h). */
+ * master (the same index as its node in net/cluster.c). */
 struct dlock__dpool {
   dlock__dconn *idle;      /* ready for a call */
   dlock__dconn *busy;      /* taken by a call (the close shuts them down) */

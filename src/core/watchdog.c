@@ -370,9 +370,6 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   tell_lost(c, &lost);
 }
 
-/* Build one renewal call for the n holds in hs (hmu held). It is sent after
- * hmu is released: a send that fails completes the batch at once, and its
- * completion takes hmu. */
 /* The variant of a renewal script for a cluster node's keys of several
  * slots (tools/embed_lua.py), or -1. */
 static int node_script(int script) {
@@ -390,7 +387,8 @@ static int node_script(int script) {
 
 /* Build one renewal call for the n holds in hs (hmu held); node: as one
  * cluster node's batch, its keys passed as arguments (they may lie in
- * several slots of that node). */
+ * several slots of that node). It is sent after hmu is released: a send
+ * that fails completes the batch at once, and its completion takes hmu. */
 static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
                          int64_t now, int node) {
   batch *b = calloc(1, sizeof *b);

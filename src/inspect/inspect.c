@@ -1,6 +1,6 @@
 /* dlock_inspect: what is stored under a name (kind, holders, TTL, queue),
  * read by lua/inspect.lua in one snapshot, with the key names of
- * src/core/keys.c. One allocation holds the result and every string it
+ * src/base/keys.c. One allocation holds the result and every string it
  * points at. */
 #include <stdlib.h>
 #include <string.h>
