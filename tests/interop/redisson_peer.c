@@ -207,6 +207,8 @@ static int wait_loop(rp_client *p, const char *channel, const char *const *wake,
     if (rc != 0 || left <= 0)
       break;
     int64_t ms = ttl >= 0 && ttl < left ? ttl : left;
+    if (p->waits)
+      atomic_fetch_add(p->waits, 1);
     int got = wait_message(&s, p->port, channel, wake, ms > 0 ? ms : 1);
     if (got < 0) {
       rc = -1;

@@ -12,6 +12,7 @@
 #ifndef DLOCK_REDISSON_PEER_H
 #define DLOCK_REDISSON_PEER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <hiredis/hiredis.h>
@@ -20,6 +21,10 @@ typedef struct rp_client {
   redisContext *c;
   int port;
   char id[37]; /* the instance's UUID */
+  /* A test's event, when set (after rp_open): counted each time a waiting
+   * call begins to wait for a message, after its try that followed the
+   * subscription; a release made after it must wake the call by message. */
+  atomic_int *waits;
 } rp_client;
 
 /* 0 on success. */

@@ -156,12 +156,24 @@ typedef struct java_waiter {
   int64_t budget_ms;
   long tid;
   int rc, woken;
+  atomic_int waits; /* the peer waits for a message (rp_client.waits) */
   int64_t got_ms;
   int order; /* grant order, filled from a shared counter */
   atomic_int *counter;
   int release; /* unlock once granted */
   pthread_t thread;
 } java_waiter;
+
+/* The event a message-wake assertion needs: the peer has subscribed, made
+ * its try after that, and waits for a message (rp_client.waits). A release
+ * any earlier may be found by that try instead (Redisson's own waiters do
+ * the same: released, but not by the message). CU fails after 15 s. */
+static void peer_waits(atomic_int *waits) {
+  for (int64_t end = th_now_ms() + 15000;
+       atomic_load(waits) < 1 && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT_FATAL(atomic_load(waits) >= 1);
+}
 
 static void *java_fair_run(void *arg) {
   java_waiter *w = arg;
@@ -170,6 +182,7 @@ static void *java_fair_run(void *arg) {
     w->rc = -1;
     return NULL;
   }
+  p.waits = &w->waits;
   w->rc = rp_fair_lock(&p, w->name, w->tid, 30000, 0, w->budget_ms, &w->woken);
   w->got_ms = th_now_ms();
   if (w->rc == 1) {
@@ -203,6 +216,7 @@ static void test_fair_java_keeps_place_when_c_leaves(void) {
   freeReplyObject(head);
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}:%s", name, owner);
   CU_ASSERT(th_wait_numsub(&srv, channel, 1, 10000));
+  peer_waits(&j.waits);
   int64_t t_release = th_now_ms();
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   pthread_join(j.thread, NULL);
@@ -338,6 +352,7 @@ typedef struct java_call {
   int kind; /* 0 read lock, 1 write lock, 2 latch await, 3 semaphore acquire */
   const char *name;
   int rc, woken;
+  atomic_int waits; /* the peer waits for a message (rp_client.waits) */
   int64_t got_ms;
   pthread_t thread;
 } java_call;
@@ -349,6 +364,7 @@ static void *java_call_run(void *arg) {
     j->rc = -1;
     return NULL;
   }
+  p.waits = &j->waits;
   switch (j->kind) {
   case 0:
     j->rc = rp_read_lock(&p, j->name, 5, 30000, 20000, &j->woken);
@@ -412,7 +428,7 @@ static void test_rwlock_wakeups_both_ways(void) {
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 30000), DLOCK_OK);
   java_call j = {.kind = 0, .name = name};
   pthread_create(&j.thread, NULL, java_call_run, &j);
-  wait_subscribed(channel, 1);
+  peer_waits(&j.waits);
   int64_t t = th_now_ms();
   TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_OK);
   pthread_join(j.thread, NULL);
@@ -422,7 +438,7 @@ static void test_rwlock_wakeups_both_ways(void) {
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_OK);
   j = (java_call){.kind = 1, .name = name};
   pthread_create(&j.thread, NULL, java_call_run, &j);
-  wait_subscribed(channel, 1);
+  peer_waits(&j.waits);
   t = th_now_ms();
   TH_ASSERT_RC(dlock_release(dlock_rwlock_read(rw)), DLOCK_OK);
   pthread_join(j.thread, NULL);
@@ -512,7 +528,7 @@ static void test_latch_both_ways(void) {
   CU_ASSERT_EQUAL(rp_latch_try_set_count(&p, name, 3), 0);
   java_call j = {.kind = 2, .name = name};
   pthread_create(&j.thread, NULL, java_call_run, &j);
-  wait_subscribed(channel, 1);
+  peer_waits(&j.waits);
   int64_t t = th_now_ms();
   TH_ASSERT_RC(dlock_latch_count_down(l, NULL), DLOCK_OK);
   pthread_join(j.thread, NULL);
@@ -537,7 +553,7 @@ static void test_semaphore_both_ways(void) {
   CU_ASSERT_EQUAL(rp_sem_try_acquire(&p, name, 1), 0);
   java_call j = {.kind = 3, .name = name};
   pthread_create(&j.thread, NULL, java_call_run, &j);
-  wait_subscribed(channel, 1);
+  peer_waits(&j.waits);
   int64_t t = th_now_ms();
   TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
   pthread_join(j.thread, NULL);
