@@ -651,6 +651,53 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(run_dlock(help, NULL, 0), 0);
 }
 
+/* Refusals say the fact once, in words: a busy or late acquire names the
+ * kind and the name once (not "job was not acquired ...: lock "job": not
+ * available"), a key of another type says so once, a dead server's
+ * message does not add "connection failed or was lost" to "cannot
+ * connect". */
+static void test_messages_say_it_once(void) {
+  char err[2048], want[512];
+  const char *name = th_name("once");
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  char *busy[] = {"run", "--wait", "0", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(busy, err, sizeof err), 75);
+  snprintf(want, sizeof want, "dlock: lock \"%s\": not available: held by "
+           "another owner", name);
+  CU_ASSERT(strncmp(err, want, strlen(want)) == 0);
+  CU_ASSERT(strchr(err, '\n') == strrchr(err, '\n')); /* one line */
+  char *late[] = {"run", "--wait", "200ms", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(late, err, sizeof err), 75);
+  snprintf(want, sizeof want, "dlock: lock \"%s\": still not available "
+           "after 200 ms", name);
+  CU_ASSERT(strncmp(err, want, strlen(want)) == 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  redisReply *r = th_cmd(&srv, "SET %s x", name);
+  if (r)
+    freeReplyObject(r);
+  CU_ASSERT_EQUAL(run_dlock(busy, err, sizeof err), 65);
+  const char *said = strstr(err, "its key holds data of another type");
+  CU_ASSERT(said != NULL && strstr(err, "another kind of object") == NULL);
+  r = th_cmd(&srv, "DEL %s", name);
+  if (r)
+    freeReplyObject(r);
+  char url[256];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port + 1 > 65535 ? 1 : srv.port + 1);
+  char *dead[] = {"--redis", url, "run", "x", "--", "true", NULL};
+  CU_ASSERT_EQUAL(run_dlock(dead, err, sizeof err), 69);
+  snprintf(want, sizeof want, "dlock: cannot connect to %s: not connected "
+           "within", url);
+  CU_ASSERT(strncmp(err, want, strlen(want)) == 0);
+  CU_ASSERT_PTR_NULL(strstr(err, "failed or was lost"));
+  if (strncmp(err, want, strlen(want)) != 0)
+    fprintf(stderr, "\n  dead server: %s", err);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* Run argv (a program's path first) to the end (bounded): its stdout (and
  * stderr when err_too) in out, NUL-terminated, *len bytes (may be NULL:
  * binary-safe); the exit status. */
@@ -1509,6 +1556,7 @@ static void add_tests(void) {
   CU_add_test(s, "run_killed_takes_command_along", test_run_killed_takes_command_along);
   CU_add_test(s, "fair_waiter_leaves_on_signal", test_fair_waiter_leaves_on_signal);
   CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "messages_say_it_once", test_messages_say_it_once);
   CU_add_test(s, "demo_tells_the_order", test_demo_tells_the_order);
   CU_add_test(s, "docs_agree_with_code", test_docs_agree_with_code);
 }

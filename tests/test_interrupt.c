@@ -270,8 +270,12 @@ static void test_synchronizers(void) {
  * the moment the early try is made, so the race happens every time: the
  * acquire returns DLOCK_EINTR and the grant is given back before it does
  * (the lock is free at once, nobody queued). */
-static atomic_int early_hooked;
-static int interrupt_at_early_try(void) {
+static atomic_int early_hooked, armed;
+static int interrupt_at_early_try(int event) {
+  if (event == DLOCK__HOOK_ARMED) {
+    atomic_store(&armed, 1);
+    return 0;
+  }
   atomic_fetch_add(&early_hooked, 1);
   return 1;
 }
@@ -284,6 +288,9 @@ static void early_race(dlock_lock *holder, dlock_lock *l, const char *name,
                        int fair) {
   dlock_lock_bind_owner(holder, 1);
   TH_ASSERT_RC(dlock_acquire(holder, 0, 30000), DLOCK_OK);
+  atomic_store(&early_hooked, 0);
+  atomic_store(&armed, 0);
+  atomic_store(&dlock__early_hook, interrupt_at_early_try);
   waiter w = {.call = call_acquire, .lock = l};
   start(&w);
   char channel[200];
@@ -297,12 +304,16 @@ static void early_race(dlock_lock *holder, dlock_lock *l, const char *name,
     snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
   }
   wait_subscribed(channel);
-  atomic_store(&early_hooked, 0);
-  dlock__early_hook = interrupt_at_early_try;
+  /* the event: the waiter made its try after subscribing and is armed (a
+   * release before that is found by that try, with nothing sent early) */
+  for (int64_t end = th_now_ms() + 10000;
+       !atomic_load(&armed) && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT_FATAL(atomic_load(&armed));
   int64_t t = th_now_ms();
   TH_ASSERT_RC(dlock_release(holder), DLOCK_OK); /* wakes the waiter */
   pthread_join(w.thread, NULL);
-  dlock__early_hook = NULL;
+  atomic_store(&dlock__early_hook, NULL);
   CU_ASSERT_EQUAL(atomic_load(&early_hooked), 1);
   TH_ASSERT_RC(w.rc, DLOCK_EINTR);
   CU_ASSERT(w.done_ms - t < 2000); /* as interrupted() */

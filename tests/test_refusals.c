@@ -86,12 +86,15 @@ static void start_waiter(th_acquirer *a, dlock_client *c, const char *name) {
 }
 
 /* The waiter succeeds once the state passed (at passed_ms): within the
- * longest pause (1 s) and a few command timeouts. Measured: 0-1,100 ms on
- * this 2-core machine, also with two `yes > /dev/null` hogs; bound 4 s. */
+ * longest pause (1 s) and a command timeout. Measured on this 2-core
+ * machine, 5 runs, idle and beside two `yes > /dev/null` hogs alike: 0-104
+ * ms; bound 4 s (38x headroom). */
 static void waiter_gets_it(th_acquirer *a, int64_t passed_ms) {
   th_acquirer_join(a);
   TH_ASSERT_RC(a->rc, DLOCK_OK);
   CU_ASSERT(a->got_ms - passed_ms < 4000);
+  fprintf(stderr, "\n  acquired %lld ms after the state passed",
+          (long long)(a->got_ms - passed_ms));
   dlock_lock_free(a->lock);
 }
 

@@ -85,11 +85,15 @@ typedef struct dlock__early {
   char err[1536];
 } dlock__early;
 
-/* Tests only: called on the engine thread when it sends a waiter's early
- * try (the waiter's parker->mu held); answering 1 interrupts the waiter at
- * that moment, so an interrupt racing a granting early try is made at will.
- * NULL in every program. */
-extern int (*dlock__early_hook)(void);
+/* Tests only (NULL in every program): told when a waiting thread is armed
+ * (DLOCK__HOOK_ARMED, on that thread: from now on a wake-up sends its try
+ * early) and when the engine sends a waiter's early try
+ * (DLOCK__HOOK_EARLY_SENT, on the engine thread, the waiter's parker->mu
+ * held: answering 1 interrupts the waiter at that moment), so an interrupt
+ * racing a granting early try is made at will. */
+enum { DLOCK__HOOK_ARMED, DLOCK__HOOK_EARLY_SENT };
+typedef int dlock__early_hook_fn(int event);
+extern dlock__early_hook_fn *_Atomic dlock__early_hook;
 
 /* FIFO channels (w->fifo set by dlock__subscribe's caller through the wait
  * spec): the oldest local waiter of the channel is "head" and may always

@@ -92,7 +92,7 @@ static void chan_free(dlock_client *c, chan *ch) {
 
 /* Tell w's thread (or, for an async waiter, its notify) to look again;
  * w->parker->mu held. */
-int (*dlock__early_hook)(void);
+dlock__early_hook_fn *_Atomic dlock__early_hook;
 
 static void signal_waiter(dlock__waiter *w) {
   pthread_cond_signal(&w->parker->cv);
@@ -144,7 +144,8 @@ static void wake(dlock_client *c, dlock__waiter *w, int confirm) {
     w->confirmed = 1;
   else if (w->armed && w->early_state == 0 && !c->net.stopping) {
     early = early_req(w);
-    if (early && dlock__early_hook && dlock__early_hook())
+    dlock__early_hook_fn *hook = atomic_load(&dlock__early_hook);
+    if (early && hook && hook(DLOCK__HOOK_EARLY_SENT))
       w->interrupted = 1; /* a test's interrupt, racing this try */
   }
   signal_waiter(w);

@@ -23,6 +23,9 @@ static void set_armed(dlock__waiter *w, int on) {
   pthread_mutex_lock(&w->parker->mu);
   w->armed = on;
   pthread_mutex_unlock(&w->parker->mu);
+  dlock__early_hook_fn *hook = atomic_load(&dlock__early_hook);
+  if (on && hook)
+    hook(DLOCK__HOOK_ARMED);
 }
 
 /* The loop only leaves after a try of its own (which takes an early try's

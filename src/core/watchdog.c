@@ -440,6 +440,7 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   b->req.done = batch_done;
   b->req.data = b;
   b->req.queued_ms = now;
+  b->req.refusal_final = 1; /* refused for now: the next tick renews afresh */
   b->req.ack_wanted = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
   for (size_t i = 0; i < n; i++)
     hs[i]->renewing = 1;

@@ -437,7 +437,8 @@ static void refused_for_now(dlock__conn *conn, dlock__req *req,
   req->refusals++;
   req->pause_ms = dlock__backoff_next(req->pause_ms);
   req->written = 0;
-  if (now + req->pause_ms < req->queued_ms + conn->net->opts->command_timeout_ms) {
+  if (!req->refusal_final &&
+      now + req->pause_ms < req->queued_ms + conn->net->opts->command_timeout_ms) {
     freeReplyObject(reply);
     req->retry_at = now + req->pause_ms;
     dlock__req_push(&conn->parked, &conn->parked_tail, req);
@@ -918,9 +919,12 @@ static void on_timer(uv_timer_t *t) {
   while (conn->waiting &&
          now >= conn->waiting->queued_ms + o->connect_timeout_ms) {
     char why[1400], addr[300];
-    snprintf(why, sizeof why, "not connected to %s within %lld ms%s%s",
-             where(conn, addr, sizeof addr), (long long)o->connect_timeout_ms,
-             conn->last_error[0] ? ": " : "", conn->last_error);
+    if (conn->last_error[0]) /* it names the address */
+      snprintf(why, sizeof why, "not connected within %lld ms: %s",
+               (long long)o->connect_timeout_ms, conn->last_error);
+    else
+      snprintf(why, sizeof why, "not connected to %s within %lld ms",
+               where(conn, addr, sizeof addr), (long long)o->connect_timeout_ms);
     dlock__req_finish(pop(&conn->waiting, &conn->waiting_tail), NULL,
                       DLOCK_EIO, why);
   }

@@ -22,6 +22,7 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->refusals = 0;
   req->pause_ms = 0;
   req->refused = 0;
+  req->refusal_final = 0;
   req->ack_wanted = 0;
   req->ack = (dlock__ack){0};
   req->written = 0;

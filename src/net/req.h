@@ -51,10 +51,13 @@ struct dlock__req {
   /* A passing refusal (LOADING, BUSY, NOREPLICAS, MASTERDOWN: base/policy.h)
    * is sent again after a pause (net/conn.c) within the command timeout
    * from queued_ms; then the request fails with DLOCK_EIO and refused set:
-   * it did not run. */
+   * it did not run. refusal_final: not sent again (the watchdog's
+   * renewals: a renewal's worth fades as it waits, and the next tick sends
+   * a fresh one). */
   int refusals;
   int64_t pause_ms;
   int refused;
+  int refusal_final;
   /* The write's acknowledgement (dlock__guard_begin): the replica guard's
    * WAIT and the durable option's WAITAOF follow the script's reply on the
    * same connection. */

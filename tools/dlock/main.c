@@ -180,12 +180,19 @@ static void print_in_cli_words(FILE *f, const char *msg) {
 
 static int fail(int rc, const char *what) {
   /* the fact once: a message that names its subject goes alone, one that
-   * states what failed goes after the subject, else the code's words first */
+   * states what failed goes after the subject (so does every failure to
+   * connect: "cannot connect to URL" says the code's words already), else
+   * the code's words first */
   const char *m = dlock_errmsg();
+  static const char *const says_it[] = {
+      "the name holds ", "its key holds data of another type",
+      "the server refused the call", "the ACL user may not do this"};
+  int said = strncmp(what, "cannot connect to ", 18) == 0;
+  for (size_t i = 0; i < sizeof says_it / sizeof says_it[0]; i++)
+    said |= strncmp(m, says_it[i], strlen(says_it[i])) == 0;
   if (strncmp(m, "guarded write on ", 17) == 0)
     fprintf(stderr, "%s: ", prog);
-  else if (strncmp(m, "the name holds ", 15) == 0 ||
-           strncmp(m, "the server refused the call", 27) == 0)
+  else if (said && m[0])
     fprintf(stderr, "%s: %s: ", prog, what);
   else
     fprintf(stderr, "%s: %s: %s%s", prog, what, dlock_strerror(rc),
@@ -883,8 +890,13 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
       status = 128 + sig;
     } else if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
                (rc == DLOCK_EQUORUM && ro->wait_ms >= 0)) {
-      fprintf(stderr, "%s: %s was not acquired within %s: %s\n", prog, ro->name,
-              ro->wait_ms == 0 ? "a single try" : "the wait", dlock_errmsg());
+      /* the fact once: a busy or late acquire's message names the kind
+       * and the name ('lock "job": not available: ...'); a RedLock's
+       * says what the quorum was */
+      if (rc == DLOCK_EQUORUM)
+        fprintf(stderr, "%s: %s: %s\n", prog, ro->name, dlock_errmsg());
+      else
+        fprintf(stderr, "%s: %s\n", prog, dlock_errmsg());
       status = EXIT_TIMEOUT;
     } else if (rc != DLOCK_OK) {
       status = fail(rc, ro->name);
