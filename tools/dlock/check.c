@@ -5,14 +5,16 @@
  * guard is on: one line each, and for a refusal the permission that is
  * missing. Every key it makes is deleted, or expires within a second.
  * Public API only. */
-#include "check.h"
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <dlock/dlock.h>
+
+#include "cli.h"
 
 /* The first failure's code is kept; every check still runs. */
 typedef struct run {
@@ -293,8 +295,14 @@ static void check_list(run *r, dlock_client *c, const char *base) {
   report(r, "dlock list: SCAN", rc, msg);
 }
 
-int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard,
-                    int durable) {
+/* Use every primitive through c on throw-away names, uncontended and
+ * contended, and SCAN as `dlock list` does; one line each on out, and for
+ * an ACL refusal the permission missing. replica_guard: c was opened with
+ * replica_sync_ms (its lock writes send WAIT); durable: with durable_ms
+ * (they send WAITAOF). DLOCK_OK when all passed, else the first failure's
+ * code. */
+static int check_all(dlock_client *c, FILE *out, int replica_guard,
+                     int durable) {
   char base[96], name[128];
   snprintf(base, sizeof base, "dlock-check:%ld:%ld", (long)getpid(),
            (long)time(NULL));
@@ -324,4 +332,48 @@ int dlock_cli_check(dlock_client *c, FILE *out, int replica_guard,
   else
     fprintf(out, "dlock check: all %d passed\n", r.passed);
   return r.first_rc;
+}
+
+static void check_help(void) {
+  printf("usage: dlock check [--replica-sync D] [--durable D "
+         "[--durable-replicas N]]\n"
+         "Use every kind of lock, latch and semaphore on throw-away names with\n"
+         "the configured URL and credentials, uncontended and contended (a\n"
+         "second owner waits, so it subscribes, and is handed the object, so\n"
+         "the release publishes to it), and SCAN as `dlock list` does; print\n"
+         "what worked. A missing ACL permission shows as a failure naming it\n"
+         "(exit 77). --replica-sync D: with the replica guard on, as `run\n"
+         "--replica-sync D` uses it (every lock write also sends WAIT).\n"
+         "--durable D: with durable grants, as `run --durable D` (every lock\n"
+         "write also sends WAITAOF; a server that cannot is refused, exit\n"
+         "78). Keys it makes are deleted or expire within a second.\n");
+}
+
+int cmd_check(int argc, char **argv) {
+  const char *sync = NULL, *durable = NULL, *replicas = NULL;
+  int i, status;
+  const cli_opt opts[] = {{"--replica-sync", CLI_TEXT, &sync, 0},
+                          {"--durable", CLI_TEXT, &durable, 0},
+                          {"--durable-replicas", CLI_TEXT, &replicas, 0},
+                          {NULL, 0, NULL, 0}};
+  if ((status = cli_options("check", argc, argv, opts, check_help, 1, &i)) != 0)
+    return status < 0 ? 0 : status;
+  if (i < argc)
+    return usage_error("check: takes no arguments");
+  if ((sync && (status = ack_option("--replica-sync", sync)) != 0) ||
+      (durable && (status = ack_option("--durable", durable)) != 0) ||
+      (replicas && (status = ack_option("--durable-replicas", replicas)) != 0) ||
+      (status = ack_opts_check()) != 0)
+    return status;
+  dlock_client *c = NULL;
+  if ((status = open_first(&c)) != 0)
+    return status;
+  int rc = check_all(c, stdout, cli.replica_sync_ms > 0, cli.durable_ms > 0);
+  dlock_client_close(c);
+  if (rc == DLOCK_OK)
+    return 0;
+  return rc == DLOCK_EPERM ? EXIT_NOPERM
+         : rc == DLOCK_EAUTH || rc == DLOCK_ETLS || rc == DLOCK_ECONFIG
+             ? EXIT_CONFIG
+             : EXIT_SOFTWARE;
 }

@@ -1,0 +1,462 @@
+/* `dlock run`: COMMAND while a lock is held (a distributed flock(1)),
+ * with the signals passed on, a lost lease told to COMMAND's process
+ * group, and nothing left behind on the way out. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <dlock/dlock.h>
+
+#include "cli.h"
+#include "command.h"
+
+static int lost_signal = SIGTERM;
+static int orphan_signal = SIGKILL;
+
+/* The signals `run` passes on to COMMAND's process group; while it waits
+ * for the lock, they make it give up the wait (a fair lock's queue place
+ * included) and then end it as they would have. */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+/* What `run` is doing, for the signal thread and the lost callbacks. */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int acquiring; /* the main thread is in the acquire */
+  pid_t group;   /* COMMAND's process group while it runs */
+  int signal;    /* the first signal that came while there was no group */
+  int lost;      /* the lease was lost */
+  uint64_t owner; /* the acquiring thread */
+} run_state = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0};
+
+static void tell_child_lost(void) {
+  pthread_mutex_lock(&run_state.mu);
+  if (!run_state.lost && run_state.group > 0)
+    kill(-run_state.group, lost_signal);
+  run_state.lost = 1;
+  pthread_mutex_unlock(&run_state.mu);
+}
+
+static void on_client_lost(void *data, const char *name, size_t len,
+                           uint64_t owner, dlock_lost_reason reason) {
+  tell_child_lost();
+}
+
+static void on_redlock_lost(void *data, dlock_lock *rl, uint64_t owner) {
+  tell_child_lost();
+}
+
+/* COMMAND's group exists: a loss or a signal that came first reaches it at
+ * its exec. */
+static void on_group(pid_t group, void *data) {
+  pthread_mutex_lock(&run_state.mu);
+  run_state.group = group;
+  if (run_state.lost)
+    kill(-group, lost_signal);
+  pthread_mutex_unlock(&run_state.mu);
+}
+
+/* The forwarded signals, blocked in every thread, arrive here: to COMMAND's
+ * group while it runs; before, the first one interrupts the acquire (again
+ * until it ends: an acquire between two waits is not interruptible yet). */
+static void *signal_thread(void *arg) {
+  const sigset_t *set = arg;
+  for (;;) {
+    int sig = 0;
+    if (sigwait(set, &sig) != 0)
+      continue;
+    if (sig == SIGRTMIN) /* run's end (pthread_kill from cmd_run) */
+      return NULL;
+    pthread_mutex_lock(&run_state.mu);
+    if (run_state.group > 0)
+      kill(-run_state.group, sig);
+    else if (run_state.signal == 0)
+      run_state.signal = sig;
+    while (run_state.acquiring && run_state.signal) {
+      int n = 0;
+      dlock_interrupt_owner(run_state.owner, &n);
+      if (n > 0)
+        break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 10 * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait(&run_state.cv, &run_state.mu, &ts);
+    }
+    pthread_mutex_unlock(&run_state.mu);
+  }
+  return NULL;
+}
+
+/* With a fixed lease, nobody renews it: when it runs out while the command
+ * still runs, the lock is no longer ours. */
+typedef struct lease_timer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  int64_t validity_ms;
+} lease_timer;
+
+static void *lease_watch(void *arg) {
+  lease_timer *t = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += t->validity_ms / 1000;
+  ts.tv_nsec += (t->validity_ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&t->mu);
+  int rc = 0;
+  while (!t->done && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+  int expired = !t->done;
+  pthread_mutex_unlock(&t->mu);
+  if (expired)
+    tell_child_lost();
+  return NULL;
+}
+
+static void run_help(void) {
+  printf("usage: dlock [--redis URL]... run [options] NAME [--] COMMAND [ARG]...\n"
+         "Options go before NAME; everything after NAME is COMMAND's, byte for\n"
+         "byte (an optional `--` right after NAME is dropped).\n"
+         "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
+         "  --fair            a fair lock (FIFO among waiters)\n"
+         "  --fenced          a fenced lock: COMMAND gets its token and name in\n"
+         "                    DLOCK_FENCE_TOKEN and DLOCK_LOCK_NAME, for\n"
+         "                    `dlock write` or its own check (docs/fencing.md)\n"
+         "  --read, --write   the read or write half of a read-write lock\n"
+         "  --semaphore --permits P\n"
+         "                    at most P commands at once (a crash-safe\n"
+         "                    expirable-permit semaphore; P sets it if unset,\n"
+         "                    and a different existing total is reported)\n"
+         "  --wait D          give up after D (default: wait forever); 0 = try\n"
+         "  --lease D         fixed lease; default: the watchdog renews it\n"
+         "  --watchdog D      watchdog lease, renewed every third (default 10s)\n"
+         "  --replica-sync D  on a cluster or with Sentinel, wait up to D (below\n"
+         "                    3s) for the master's replicas to have each lock\n"
+         "                    write; a grant none of them got is given back\n"
+         "                    (exit 69)\n"
+         "  --durable D       wait up to D for the server to fsync each lock\n"
+         "                    write to its append-only file (WAITAOF: Redis\n"
+         "                    7.2+ or Valkey, appendonly yes), so a restart\n"
+         "                    keeps the grant; one not fsynced in time is\n"
+         "                    given back (exit 69); a server that cannot is\n"
+         "                    refused at once (exit 78)\n"
+         "  --durable-replicas N\n"
+         "                    with --durable: N replicas fsynced it too\n"
+         "  --lost-signal S   signal sent to COMMAND's process group when the\n"
+         "                    lease is lost (default TERM)\n"
+         "  --orphan-signal S signal COMMAND's process group gets if dlock\n"
+         "                    itself dies (even by kill -9), so nothing it\n"
+         "                    started runs on without the lock (default KILL)\n"
+         "COMMAND runs in a process group of its own: INT, TERM, HUP, QUIT, USR1\n"
+         "and USR2 sent to dlock go to that group; before the lock is acquired\n"
+         "they end the wait (a fair queue place is given up) and dlock with it.\n"
+         "Several --redis: a RedLock over all of them (plain locks only).\n"
+         "Exit: COMMAND's status (128+N when killed by signal N); 64 usage,\n"
+         "65 NAME holds another kind of object, 69 Redis unreachable or\n"
+         "refusing calls for now, 70 unexpected error, 75 not acquired in\n"
+         "time, 76 the lease was lost while COMMAND ran, 77 refused by the\n"
+         "server's ACL, 78 the server refused the password, ACL user or\n"
+         "database, or TLS verification failed.\n");
+}
+
+typedef struct run_opts {
+  int fair, read, write, sem, fenced;
+  int64_t permits, wait_ms, lease_ms, watchdog_ms;
+  const char *name;
+  char **command;
+} run_opts;
+
+/* One option of `run` that takes a value (val: argv[*i + 1]). */
+static int run_option_value(const char *o, const char *val, run_opts *ro) {
+  if (val == NULL)
+    return usage_error("%s needs a value", o);
+  if (!strcmp(o, "--permits")) {
+    if (parse_count(val, 1, &ro->permits) != 0)
+      return usage_error("bad --permits \"%s\" (a number >= 1)", val);
+    return 0;
+  }
+  if (!strcmp(o, "--replica-sync") || !strcmp(o, "--durable") ||
+      !strcmp(o, "--durable-replicas"))
+    return ack_option(o, val);
+  if (!strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
+    int sig = parse_signal(val);
+    if (sig < 0)
+      return usage_error("bad %s \"%s\" (TERM, INT, KILL, ...)", o, val);
+    *(!strcmp(o, "--lost-signal") ? &lost_signal : &orphan_signal) = sig;
+    return 0;
+  }
+  int64_t d = parse_duration(val);
+  int is_wait = !strcmp(o, "--wait");
+  if (d == -2 || (d == -1 && !is_wait) || (d == 0 && !is_wait))
+    return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
+  if (is_wait)
+    ro->wait_ms = d;
+  else if (!strcmp(o, "--lease"))
+    ro->lease_ms = d;
+  else if (d < 30)
+    return usage_error("--watchdog must be at least 30ms");
+  else
+    ro->watchdog_ms = d;
+  return 0;
+}
+
+/* Parse `run [options] NAME [--] COMMAND...`: options (run's and the
+ * global ones) before NAME, everything after it COMMAND's, byte for byte;
+ * an optional `--` right after NAME is dropped, as flock(1) has none.
+ * Returns 0, -1 after --help, or an exit status. */
+static int parse_run(int argc, char **argv, run_opts *ro) {
+  *ro = (run_opts){.wait_ms = -1, .lease_ms = DLOCK_LEASE_WATCHDOG,
+                   .watchdog_ms = 10000};
+  int i = 1;
+  for (; i < argc && is_option(argv[i]); i++) {
+    const char *o = argv[i];
+    int status = 0;
+    if (!strcmp(o, "--")) {
+      i++;
+      break;
+    } else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+      run_help();
+      return -1;
+    } else if (!strcmp(o, "--fair")) {
+      ro->fair = 1;
+    } else if (!strcmp(o, "--fenced")) {
+      ro->fenced = 1;
+    } else if (!strcmp(o, "--read")) {
+      ro->read = 1;
+    } else if (!strcmp(o, "--write")) {
+      ro->write = 1;
+    } else if (!strcmp(o, "--semaphore")) {
+      ro->sem = 1;
+    } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
+               !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
+               !strcmp(o, "--replica-sync") || !strcmp(o, "--durable") ||
+               !strcmp(o, "--durable-replicas") || !strcmp(o, "--lost-signal") ||
+               !strcmp(o, "--orphan-signal")) {
+      status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
+    } else {
+      status = other_option("run", argc, argv, &i);
+    }
+    if (status)
+      return status;
+  }
+  int ack = ack_opts_check();
+  if (ack)
+    return ack;
+  if (ro->fair + ro->read + ro->write + ro->sem + ro->fenced > 1)
+    return usage_error("run: --fair, --fenced, --read, --write and --semaphore "
+                       "exclude each other");
+  if (ro->sem != (ro->permits > 0))
+    return usage_error("run: --semaphore and --permits go together");
+  if (i >= argc)
+    return usage_error("run: missing NAME");
+  ro->name = argv[i++];
+  if (i < argc && !strcmp(argv[i], "--"))
+    i++; /* optional: NAME COMMAND... is unambiguous */
+  else if (i < argc && is_option(argv[i]))
+    return usage_error("run: options go before NAME: dlock run [OPTIONS] NAME "
+                       "[--] COMMAND... (%s came after %s; everything after "
+                       "NAME is COMMAND's)", argv[i], ro->name);
+  if (i >= argc)
+    return usage_error("run: missing the command (NAME -- COMMAND...)");
+  ro->command = argv + i;
+  if (cli.nurls > 1 && (ro->fair || ro->read || ro->write || ro->sem || ro->fenced))
+    return usage_error("run: several --redis (RedLock) work with plain locks only");
+  return 0;
+}
+
+/* The lock `run` takes: a RedLock over n clients' members, or one of the
+ * kinds on clients[0]. */
+static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
+                         dlock_lock **members, dlock_lock **lock) {
+  const char *name = ro->name;
+  int rc = DLOCK_OK;
+  if (n > 1) {
+    for (int k = 0; k < n && rc == DLOCK_OK; k++)
+      rc = dlock_reentrant_lock_new(clients[k], name, NULL, &members[k]);
+    dlock_redlock_opts opts = DLOCK_REDLOCK_OPTS_INIT;
+    opts.on_lost = on_redlock_lost;
+    return rc == DLOCK_OK ? dlock_redlock_new(members, (size_t)n, &opts, lock) : rc;
+  }
+  if (ro->fair)
+    return dlock_fair_lock_new(clients[0], name, NULL, lock);
+  if (ro->fenced)
+    return dlock_fenced_lock_new(clients[0], name, NULL, lock);
+  if (ro->read)
+    return dlock_read_lock_new(clients[0], name, NULL, lock);
+  if (ro->write)
+    return dlock_write_lock_new(clients[0], name, NULL, lock);
+  if (ro->sem) {
+    dlock_permits *p = NULL;
+    int set = 0;
+    int64_t available = 0, taken = 0;
+    rc = dlock_permits_new(clients[0], name, NULL, &p);
+    if (rc == DLOCK_OK)
+      rc = dlock_permits_try_set_permits(p, ro->permits, 0, &set);
+    if (rc == DLOCK_OK && !set)
+      rc = dlock_permits_counts(p, &available, &taken);
+    if (rc == DLOCK_OK && !set && available + taken != ro->permits)
+      fprintf(stderr, "%s: semaphore %s has a total of %" PRId64 " permits "
+              "(%" PRId64 " available now, %" PRId64 " held), not the %" PRId64
+              " of --permits: --permits sets the total only the first time; "
+              "`dlock sem set %s %" PRId64 "` changes it\n", prog, name,
+              available + taken, available, taken, ro->permits, name,
+              ro->permits);
+    dlock_permits_free(p);
+    return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
+                          : rc;
+  }
+  return dlock_reentrant_lock_new(clients[0], name, NULL, lock);
+}
+
+/* Run the command while the lock is held: in a process group of its own
+ * that gets the forwarded signals, the lost signal (with a fixed lease, a
+ * watcher sends it when the lease runs out) and, if dlock dies, the orphan
+ * signal. Returns its exit status (128+N for signal N). */
+static int run_command(char **command, int64_t lease_ms, int64_t validity_ms,
+                       const sigset_t *mask) {
+  lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+                    validity_ms};
+  pthread_t watcher;
+  int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
+                 pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
+  command_job job;
+  int status;
+  if (command_start(&job, command, orphan_signal, mask, on_group, NULL) != 0) {
+    fprintf(stderr, "%s: cannot start the command: %s\n", prog, strerror(errno));
+    status = EXIT_SOFTWARE;
+  } else {
+    status = command_wait(&job);
+    pthread_mutex_lock(&run_state.mu);
+    run_state.group = 0;
+    pthread_mutex_unlock(&run_state.mu);
+  }
+  if (watching) {
+    pthread_mutex_lock(&lt.mu);
+    lt.done = 1;
+    pthread_cond_signal(&lt.cv);
+    pthread_mutex_unlock(&lt.mu);
+    pthread_join(watcher, NULL);
+  }
+  return status;
+}
+
+/* Take the lock, run COMMAND, let go. Signals: see signal_thread. */
+static int run_locked(const run_opts *ro, const sigset_t *mask) {
+  int n = cli.nurls ? cli.nurls : 1, status = 0;
+  dlock_client *clients[CLI_MAX_REDIS] = {0};
+  dlock_lock *members[CLI_MAX_REDIS] = {0}, *lock = NULL;
+  for (int k = 0; k < n && status == 0; k++)
+    status = connect_to(cli.nurls ? cli.urls[k] : default_url(), ro->watchdog_ms,
+                        cli.nurls > 1 ? NULL : on_client_lost,
+                        k > 0 ? clients[0] : NULL, &clients[k]);
+  int rc = DLOCK_OK;
+  if (status == 0 && (rc = make_run_lock(ro, n, clients, members, &lock)) != DLOCK_OK)
+    status = fail(rc, ro->name);
+  dlock_grant grant = {0, 0};
+  if (status == 0) {
+    rc = dlock_acquire_grant(lock, ro->wait_ms, ro->lease_ms, &grant);
+    pthread_mutex_lock(&run_state.mu);
+    run_state.acquiring = 0;
+    int sig = run_state.signal;
+    pthread_cond_broadcast(&run_state.cv);
+    pthread_mutex_unlock(&run_state.mu);
+    if (sig) { /* asked to stop while waiting: leave nothing behind */
+      if (rc == DLOCK_OK)
+        dlock_release(lock);
+      fprintf(stderr, "%s: %s: gave up %s on signal %d (%s)\n", prog, ro->name,
+              rc == DLOCK_OK ? "the lock just acquired" : "waiting",
+              sig, strsignal(sig));
+      status = 128 + sig;
+    } else if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
+               (rc == DLOCK_EQUORUM && ro->wait_ms >= 0)) {
+      /* the fact once: a busy or late acquire's message names the kind
+       * and the name ('lock "job": not available: ...'); a RedLock's
+       * says what the quorum was */
+      if (rc == DLOCK_EQUORUM)
+        fprintf(stderr, "%s: %s: %s\n", prog, ro->name, dlock_errmsg());
+      else
+        fprintf(stderr, "%s: %s\n", prog, dlock_errmsg());
+      status = EXIT_TIMEOUT;
+    } else if (rc != DLOCK_OK) {
+      status = fail(rc, ro->name);
+    }
+  }
+  if (status == 0 && ro->fenced) {
+    /* the token and name for COMMAND's guarded writes (`dlock write`, or
+     * the resource's own check: docs/fencing.md). Set here, before the
+     * fork: no other thread of dlock reads the environment now. */
+    char token[32];
+    snprintf(token, sizeof token, "%lld", (long long)grant.token);
+    if (setenv("DLOCK_FENCE_TOKEN", token, 1) != 0 ||
+        setenv("DLOCK_LOCK_NAME", ro->name, 1) != 0) {
+      dlock_release(lock);
+      status = fail(DLOCK_ENOMEM, ro->name);
+    }
+  }
+  if (status == 0) {
+    status = run_command(ro->command, ro->lease_ms, grant.validity_ms, mask);
+    rc = dlock_release(lock);
+    pthread_mutex_lock(&run_state.mu);
+    int lost = run_state.lost;
+    pthread_mutex_unlock(&run_state.mu);
+    if (lost || rc == DLOCK_ELOST) {
+      fprintf(stderr, "%s: the lease of %s was lost while the command ran%s\n",
+              prog, ro->name, lost ? " (the command was signalled)" : "");
+      status = EXIT_LOST;
+    } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
+      fail(rc, "release");
+    }
+  }
+  dlock_lock_free(lock);
+  for (int k = 0; k < n; k++) {
+    dlock_lock_free(members[k]);
+    dlock_client_close(clients[k]);
+  }
+  return status;
+}
+
+int cmd_run(int argc, char **argv) {
+  run_opts ro;
+  int status = parse_run(argc, argv, &ro);
+  if (status)
+    return status < 0 ? 0 : status;
+  /* the forwarded signals go to signal_thread alone: blocked before any
+   * other thread (the engine's) exists */
+  sigset_t set, mask;
+  sigemptyset(&set);
+  for (size_t k = 0; k < NFORWARDED; k++)
+    sigaddset(&set, forwarded[k]);
+  sigaddset(&set, SIGRTMIN); /* ends the signal thread (no cancellation) */
+  pthread_sigmask(SIG_BLOCK, &set, &mask);
+  run_state.owner = dlock_thread_id();
+  run_state.acquiring = 1;
+  pthread_t signals;
+  if (pthread_create(&signals, NULL, signal_thread, &set) != 0) {
+    fprintf(stderr, "%s: cannot start a thread\n", prog);
+    return EXIT_SOFTWARE;
+  }
+  status = run_locked(&ro, &mask);
+  pthread_kill(signals, SIGRTMIN);
+  pthread_join(signals, NULL);
+  if (status > 128 && status - 128 == run_state.signal) {
+    /* end as the signal would have ended us, so a shell sees it */
+    signal(status - 128, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    raise(status - 128);
+  }
+  return status;
+}
