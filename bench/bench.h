@@ -1,0 +1,158 @@
+/* What dlock-bench's workloads share (common.c): the options, the output,
+ * the counters and samples (shared across fork), the clients, the raw
+ * bound over plain hiredis, and the figures one workload hands another
+ * (bench_bounds). One file per workload family: locks.c (W1, W2, W3, W3p,
+ * W4, W6, W7), redlock.c (W5), sync.c (W8, M1), async.c (W9, W10),
+ * topology.c (C1, C2, V1, D1, G1, F1, T1); main.c runs them in order. */
+#ifndef DLOCK_BENCH_H
+#define DLOCK_BENCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlock/dlock.h>
+#include <hiredis/hiredis.h>
+
+#include "redis_server.h"
+
+#define MAX_SAMPLES 200000
+#define MAX_THREADS 64
+
+/* The command line (main.c). */
+typedef struct bench_opts {
+  double duration;       /* seconds per workload */
+  const char *only;      /* --workload ID, or NULL: all */
+  const char *json_path; /* --json FILE (default: in the build tree) */
+  int threads;           /* --threads N (W2 and the like) */
+  int direct;            /* --direct N: client option direct_conns (-1: its default) */
+  int spin;              /* --spin US: client option spin_us (-2: its default) */
+  double w4_secs;        /* W4 holds this long */
+  char urls[5][128];     /* --url, or the servers it started */
+  int nurls;
+  int peers;             /* --peers: W1, W2 beside the Node.js peers */
+  long down_after_ms;    /* --down-after (F1); 0: the servers' defaults */
+  char tls_ca[96];       /* T1: the test CA, for rediss:// URLs */
+} bench_opts;
+
+extern bench_opts opt;
+
+/* The figures one workload measures and later ones compare with, all from
+ * the same run: 0 until measured (a later workload that needs one measures
+ * it itself when its maker was not selected). */
+typedef struct bench_bounds {
+  double raw_rtt;          /* raw p50 of one script round trip (W1) */
+  double w1_p50;           /* dlock's single-server lock p50 (W1): W5's bound */
+  double w1_rate, w2_rate; /* dlock's W1 and W2 pairs/s: the peers', W9's */
+  double w3_p50;           /* W3's hand-off p50: W10's bound */
+} bench_bounds;
+
+/* ---- output -------------------------------------------------------------- */
+
+int64_t now_us(void);
+/* One figure: a line, and a JSON record when a file is open (json). */
+void emit(const char *w, const char *metric, double value, const char *unit,
+          double bound);
+void na(const char *w, const char *why);
+/* Is workload w selected (--workload)? */
+int selected(const char *w);
+/* The JSON file of the figures: opened by main.c (1, or 0 when it cannot
+ * be: figures on stdout only), closed at the end. */
+int bench_json_open(const char *path);
+void bench_json_close(void);
+int cmp64(const void *a, const void *b);
+/* The p-th percentile of v[0..n) (sorted here). */
+double pct(int64_t *v, long n, double p);
+void die(const char *what, int rc) __attribute__((noreturn));
+/* url without its password. */
+const char *shown(const char *url);
+
+/* ---- clients ------------------------------------------------------------- */
+
+/* The client options every workload's clients start from. */
+dlock_client_opts client_opts(void);
+dlock_client *open_client(const char *url, int64_t watchdog_ms);
+int port_of(const char *url);
+
+/* ---- shared state (also across fork) ------------------------------------- */
+
+typedef struct shared {
+  atomic_int stop;
+  atomic_llong released_us;
+  atomic_int inside, max_inside;
+  atomic_long nsamples;
+  atomic_long pairs;
+  atomic_long counts[MAX_THREADS];
+  atomic_long nrec;
+  int64_t samples[MAX_SAMPLES];
+  int64_t rec_call[MAX_SAMPLES], rec_got[MAX_SAMPLES];
+} shared;
+
+extern shared *sh;
+
+void reset(void);
+void sample(int64_t v);
+long nsamples(void);
+typedef void *(*thread_fn)(void *);
+/* CPU time per pair of the last run_threads (microseconds; sh->pairs). */
+double cpu_per_pair(void);
+/* Run n threads of fn(arg i) for secs seconds (they watch sh->stop). */
+double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
+                   double secs);
+
+/* ---- the raw bound: plain hiredis, the same scripts ----------------------- */
+
+redisContext *raw_connect(const char *url);
+redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
+                     int argc);
+void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
+              const char *publish, int64_t *lock_us);
+/* n threads of lock/unlock pairs, dlock's (client c) or raw: pairs/s and
+ * the lock call's p50 and p99 (us). On a cluster (raw): routed by hand
+ * over its masters; on one server: url (NULL: the first). */
+void pairs_on(int n, int raw, const dlock_tool_cluster *cluster,
+              const char *url, dlock_client *c, double *rate, double *p50,
+              double *p99);
+void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
+              dlock_client *c, double *rate, double *p50, double *p99);
+void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
+           double *p99);
+/* pairs() and the run's CPU time per pair (*cpu, microseconds) */
+void pairs_cpu(int n, int raw, dlock_client *c, double *rate, double *p50,
+               double *p99, double *cpu);
+
+/* ---- the workloads (main.c's table) --------------------------------------- */
+
+void w1_w2(bench_bounds *b);
+void w3(bench_bounds *b);
+void w3p(bench_bounds *b);
+void w3p_report(bench_bounds *b);
+void w4(bench_bounds *b);
+void w5(bench_bounds *b);
+void w6(bench_bounds *b);
+void w7(bench_bounds *b);
+void w8(bench_bounds *b);
+void m1(bench_bounds *b);
+void w9(bench_bounds *b);
+void w10(bench_bounds *b);
+void c1(bench_bounds *b);
+void c2(bench_bounds *b);
+void v1(bench_bounds *b);
+void d1(bench_bounds *b);
+void g1(bench_bounds *b);
+void f1(bench_bounds *b);
+void t1(bench_bounds *b);
+/* One Node.js peer (bench/peers) on workload w: 1 with its pairs/s and
+ * p50, 0 with *why set (locks.c). */
+int run_peer(const char *peer, const char *w, double *rate, double *p50,
+             char *why, size_t whylen);
+/* Busy for us microseconds (locks.c). */
+void spin_us(int64_t us);
+/* The heap in use, bytes (sync.c). */
+size_t heap_used(void);
+/* W3's run (locks.c), for T1 and W10: hand-off p50 (us) on url; w: the
+ * figures' workload, or NULL: measured only. */
+double handoff_run(bench_bounds *b, const char *url, const char *name,
+                   const char *w);
+
+#endif

@@ -1,0 +1,326 @@
+/* What dlock-bench's workloads share (bench.h): the options, the output
+ * (a line per figure, and JSON), the shared counters and samples, the
+ * clients, and the raw bound: the same scripts over plain hiredis. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock/dlock.h>
+#include <hiredis/hiredis.h>
+
+#include "base/scripts.h"
+#include "bench.h"
+
+bench_opts opt = {.duration = 2.0, .json_path = DLOCK_BENCH_JSON, .threads = 16,
+                  .direct = -1, .spin = -2, .w4_secs = 10.0};
+shared *sh;
+static FILE *json;
+static int first_json = 1;
+
+int bench_json_open(const char *path) {
+  json = fopen(path, "w");
+  if (json)
+    fprintf(json, "[");
+  return json != NULL;
+}
+
+void bench_json_close(void) {
+  if (json == NULL)
+    return;
+  fprintf(json, "\n]\n");
+  fclose(json);
+  json = NULL;
+}
+
+int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void emit(const char *w, const char *metric, double value, const char *unit,
+          double bound) {
+  double ratio = bound > 0 ? value / bound : NAN;
+  printf("%-4s %-26s %12.1f %-8s %12.1f %7.2f\n", w, metric, value, unit, bound,
+         ratio);
+  fflush(stdout);
+  if (json) {
+    char b[32] = "null", r[32] = "null";
+    if (!isnan(bound))
+      snprintf(b, sizeof b, "%.3f", bound);
+    if (!isnan(ratio))
+      snprintf(r, sizeof r, "%.4f", ratio);
+    fprintf(json, "%s\n  {\"workload\": \"%s\", \"metric\": \"%s\", "
+            "\"value\": %.3f, \"unit\": \"%s\", \"bound\": %s, \"ratio\": %s}",
+            first_json ? "" : ",", w, metric, value, unit, b, r);
+    first_json = 0;
+  }
+}
+
+void na(const char *w, const char *why) {
+  printf("%-4s %-26s %12s %-8s %12s %7s   (%s)\n", w, "-", "n/a", "-", "-", "-", why);
+}
+
+int selected(const char *w) { return opt.only == NULL || strcmp(opt.only, w) == 0; }
+
+int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+double pct(int64_t *v, long n, double p) {
+  if (n <= 0)
+    return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp64);
+  long i = (long)(p / 100.0 * (double)(n - 1) + 0.5);
+  return (double)v[i];
+}
+
+void die(const char *what, int rc) {
+  fprintf(stderr, "dlock-bench: %s: %s: %s\n", what, dlock_strerror(rc), dlock_errmsg());
+  exit(1);
+}
+
+/* url as it may be printed: without its password. */
+const char *shown(const char *url) {
+  static _Thread_local char buf[160];
+  dlock_uri_redact(url, buf, sizeof buf);
+  return buf;
+}
+
+/* The client options every workload's clients start from. */
+dlock_client_opts client_opts(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  if (opt.direct >= 0)
+    o.direct_conns = opt.direct;
+  if (opt.spin >= -1)
+    o.spin_us = opt.spin;
+  return o;
+}
+
+dlock_client *open_client(const char *url, int64_t watchdog_ms) {
+  dlock_client_opts o = client_opts();
+  if (strncmp(url, "rediss", 6) == 0 && opt.tls_ca[0]) /* else the system's */
+    o.tls_ca_file = opt.tls_ca;
+  if (watchdog_ms)
+    o.watchdog_timeout_ms = watchdog_ms;
+  dlock_client *c = NULL;
+  int rc = dlock_client_open(url, &o, &c);
+  if (rc != DLOCK_OK)
+    die(shown(url), rc);
+  return c;
+}
+
+int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
+
+void reset(void) {
+  memset(sh, 0, sizeof *sh);
+}
+
+void sample(int64_t v) {
+  long i = atomic_fetch_add(&sh->nsamples, 1);
+  if (i < MAX_SAMPLES)
+    sh->samples[i] = v;
+}
+
+long nsamples(void) {
+  long n = atomic_load(&sh->nsamples);
+  return n < MAX_SAMPLES ? n : MAX_SAMPLES;
+}
+
+/* This process's CPU time (user + system, every thread: the callers', the
+ * engine's), microseconds. */
+static int64_t cpu_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t last_cpu_us; /* the CPU time of the last run_threads */
+
+/* CPU time per pair of the last run (microseconds; sh->pairs pairs). */
+double cpu_per_pair(void) {
+  long n = atomic_load(&sh->pairs);
+  return n > 0 ? (double)last_cpu_us / (double)n : 0;
+}
+
+/* Run n threads of fn(arg i) for duration seconds (they watch sh->stop). */
+double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
+                   double secs) {
+  pthread_t t[MAX_THREADS];
+  int64_t t0 = now_us(), c0 = cpu_us();
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * arg_size);
+  struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+  nanosleep(&ts, NULL);
+  atomic_store(&sh->stop, 1);
+  for (int i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
+  last_cpu_us = cpu_us() - c0;
+  return (double)(now_us() - t0) / 1e6;
+}
+
+
+/* ---- raw bound: plain hiredis, the same scripts ---------------------------- */
+
+redisContext *raw_connect(const char *url) {
+  redisContext *c = redisConnect("127.0.0.1", port_of(url));
+  if (c == NULL || c->err) {
+    fprintf(stderr, "dlock-bench: cannot connect to %s\n", shown(url));
+    exit(1);
+  }
+  for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++)
+    freeReplyObject(redisCommand(c, "SCRIPT LOAD %b", dlock__scripts[i].body,
+                                 dlock__scripts[i].len));
+  return c;
+}
+
+redisReply *raw_eval(redisContext *c, int script, int nkeys,
+                     const char **argv, int argc) {
+  const char *a[16];
+  size_t l[16];
+  char nk[8];
+  snprintf(nk, sizeof nk, "%d", nkeys);
+  a[0] = "EVALSHA";
+  a[1] = dlock__scripts[script].sha1;
+  a[2] = nk;
+  for (int i = 0; i < argc; i++)
+    a[3 + i] = argv[i];
+  for (int i = 0; i < 3 + argc; i++)
+    l[i] = strlen(a[i]);
+  return redisCommandArgv(c, 3 + argc, a, l);
+}
+
+/* One lock+unlock with the reentrant scripts: two round trips. publish:
+ * PUBLISH, or SPUBLISH on a cluster node (as dlock does there). */
+void raw_pair(redisContext *c, const char *name, const char *owner,
+              long seq, const char *publish, int64_t *lock_us) {
+  char latch[256];
+  static _Thread_local int64_t run; /* latch ids must never repeat */
+  if (seq == 0 || run == 0)
+    run = now_us();
+  snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%lld-%ld", name,
+           (long long)run, seq);
+  char channel[256];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  const char *acq[] = {name, "30000", owner};
+  int64_t t0 = now_us();
+  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_ACQUIRE, 1, acq, 3));
+  if (lock_us)
+    *lock_us = now_us() - t0;
+  const char *rel[] = {name, latch, "30000", owner, "60000", publish, channel, "0"};
+  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
+}
+
+typedef struct pair_arg {
+  int id;
+  int raw;
+  dlock_client *client;
+  const dlock_tool_cluster *cluster; /* raw: routed by hand over its
+                                        masters; NULL: the single server */
+  const char *url;                   /* raw on that single server: this
+                                        one (NULL: urls[0]) */
+} pair_arg;
+
+/* A raw client routed by hand: a connection to every master of k, and for
+ * each name the one that serves it (the one that does not answer MOVED). */
+static void route_by_hand(const dlock_tool_cluster *k, char names[32][96],
+                          redisContext *conns[], redisContext *by_name[32]) {
+  for (int i = 0; i < k->n; i++)
+    conns[i] = raw_connect(k->node[i].url);
+  for (int j = 0; j < 32; j++) {
+    by_name[j] = NULL;
+    for (int i = 0; i < k->n && by_name[j] == NULL; i++) {
+      redisReply *r = redisCommand(conns[i], "EXISTS %s", names[j]);
+      if (r && r->type == REDIS_REPLY_INTEGER)
+        by_name[j] = conns[i];
+      freeReplyObject(r);
+    }
+    if (by_name[j] == NULL)
+      die("a cluster master that serves a name", -1);
+  }
+}
+
+static void *pair_thread(void *p) {
+  pair_arg *a = p;
+  char names[32][96];
+  dlock_lock *locks[32] = {0};
+  redisContext *conns[DLOCK_TOOL_CLUSTER_MAX] = {0}, *by_name[32];
+  int nconns = a->cluster ? a->cluster->n : 1;
+  for (int i = 0; i < 32; i++)
+    snprintf(names[i], sizeof names[i], "bench:pair:%d:%d", a->id, i);
+  if (a->raw && a->cluster) {
+    route_by_hand(a->cluster, names, conns, by_name);
+  } else if (a->raw) {
+    conns[0] = raw_connect(a->url ? a->url : opt.urls[0]);
+    for (int i = 0; i < 32; i++)
+      by_name[i] = conns[0];
+  } else
+    for (int i = 0; i < 32; i++)
+      dlock_reentrant_lock_new(a->client, names[i], NULL, &locks[i]);
+  char owner[64];
+  snprintf(owner, sizeof owner, "raw-%d:1", a->id);
+  for (long k = 0; !atomic_load(&sh->stop); k++) {
+    int64_t lat;
+    if (a->raw) {
+      raw_pair(by_name[k % 32], names[k % 32], owner, k,
+               a->cluster ? "SPUBLISH" : "PUBLISH", &lat);
+    } else {
+      int64_t t0 = now_us();
+      int rc = dlock_acquire(locks[k % 32], 0, 30000);
+      if (rc != DLOCK_OK) /* held: a bench killed before left it (30 s) */
+        die("acquire", rc);
+      lat = now_us() - t0;
+      dlock_release(locks[k % 32]);
+    }
+    if (a->id == 0)
+      sample(lat);
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  for (int i = 0; i < nconns; i++)
+    if (conns[i])
+      redisFree(conns[i]);
+  for (int i = 0; i < 32; i++)
+    dlock_lock_free(locks[i]);
+  return NULL;
+}
+
+/* pairs/s and lock p50/p99 for n threads, raw (on cluster's masters,
+ * NULL: the single server) or dlock */
+void pairs_on(int n, int raw, const dlock_tool_cluster *cluster,
+              const char *url, dlock_client *c, double *rate,
+              double *p50, double *p99) {
+  reset();
+  pair_arg args[MAX_THREADS];
+  for (int i = 0; i < n; i++)
+    args[i] = (pair_arg){i, raw, c, cluster, url};
+  double secs = run_threads(n, pair_thread, args, sizeof args[0], opt.duration);
+  *rate = (double)atomic_load(&sh->pairs) / secs;
+  long ns = nsamples();
+  *p50 = pct(sh->samples, ns, 50);
+  *p99 = pct(sh->samples, ns, 99);
+}
+
+void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
+              dlock_client *c, double *rate, double *p50, double *p99) {
+  pairs_on(n, raw, cluster, NULL, c, rate, p50, p99);
+}
+
+void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
+           double *p99) {
+  pairs_at(n, raw, NULL, c, rate, p50, p99);
+}
+
+/* pairs() and the run's CPU time per pair (*cpu, microseconds) */
+void pairs_cpu(int n, int raw, dlock_client *c, double *rate,
+               double *p50, double *p99, double *cpu) {
+  pairs(n, raw, c, rate, p50, p99);
+  *cpu = cpu_per_pair();
+}
+

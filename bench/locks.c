@@ -1,0 +1,411 @@
+/* The lock workloads: W1 and W2 (pairs, and beside the Node.js peers),
+ * W3, W3p and W6 (hand-off), W4 (10,000 holds under the watchdog), W7
+ * (read-write, 90 % reads). */
+#include <inttypes.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock/dlock.h>
+#include <hiredis/hiredis.h>
+
+#include "bench.h"
+
+/* ---- the Node.js peers (bench/peers/peers.js) -------------------------------- */
+
+/* Run one peer on one workload; 1 with its figures, 0 with *why set. */
+int run_peer(const char *peer, const char *w, double *rate, double *p50,
+             char *why, size_t whylen) {
+  const char *dir = getenv("DLOCK_PEERS_DIR");
+  if (dir == NULL)
+    dir = DLOCK_PEERS_DIR;
+  const char *port = strrchr(opt.urls[0], ':');
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
+           port ? port + 1 : "6379", peer, w, opt.duration);
+  FILE *f = popen(cmd, "r");
+  char line[1024] = "";
+  if (f == NULL || fgets(line, sizeof line, f) == NULL)
+    line[0] = '\0';
+  int status = f ? pclose(f) : -1;
+  const char *r = strstr(line, "\"pairs_per_s\":");
+  const char *l = strstr(line, "\"lock_p50_us\":");
+  if (status != 0 || r == NULL || l == NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(why, whylen, "%s", line[0] ? line : "node did not answer");
+    return 0;
+  }
+  *rate = atof(r + strlen("\"pairs_per_s\":"));
+  *p50 = atof(l + strlen("\"lock_p50_us\":"));
+  return 1;
+}
+
+/* dlock's W1/W2 figures beside node-redlock's, redis-semaphore's and
+ * node-redisson's on the same server: value = dlock's, bound = the peer's,
+ * ratio = dlock / peer (for p50, lower is better). */
+static void peers(bench_bounds *b) {
+  if (system("node --version >/dev/null 2>&1") != 0) {
+    printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
+           "bench/peers to compare)\n");
+    return;
+  }
+  static const char *const names[] = {"node-redlock", "redis-semaphore",
+                                      "node-redisson"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char metric[64], why[256];
+    double rate, p50;
+    if (selected("W1")) {
+      if (run_peer(names[i], "W1", &rate, &p50, why, sizeof why)) {
+        snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
+        emit("W1", metric, b->w1_rate, "1/s", rate);
+        snprintf(metric, sizeof metric, "lock p50 vs %s", names[i]);
+        emit("W1", metric, b->w1_p50, "us", p50);
+      } else {
+        na("W1", why);
+      }
+    }
+    if (selected("W2")) {
+      if (run_peer(names[i], "W2", &rate, &p50, why, sizeof why)) {
+        snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
+        emit("W2", metric, b->w2_rate, "1/s", rate);
+      } else {
+        na("W2", why);
+      }
+    }
+  }
+}
+
+void w1_w2(bench_bounds *b) {
+  dlock_client *c = open_client(opt.urls[0], 0);
+  double rr, rp50, rp99, dr, dp50, dp99, rcpu, dcpu;
+  pairs_cpu(1, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+  pairs_cpu(1, 0, c, &dr, &dp50, &dp99, &dcpu);
+  b->raw_rtt = rp50;
+  b->w1_p50 = dp50;
+  b->w1_rate = dr;
+  if (selected("W1")) {
+    emit("W1", "pairs/s", dr, "1/s", rr);
+    emit("W1", "lock p50", dp50, "us", rp50);
+    emit("W1", "lock p99", dp99, "us", rp99);
+    emit("W1", "CPU per pair", dcpu, "us", rcpu);
+  }
+  if (selected("W2")) {
+    int n = opt.threads;
+    pairs_cpu(n, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+    pairs_cpu(n, 0, c, &dr, &dp50, &dp99, &dcpu);
+    emit("W2", "pairs/s", dr, "1/s", rr);
+    emit("W2", "CPU per pair", dcpu, "us", rcpu);
+    b->w2_rate = dr;
+  }
+  dlock_client_close(c);
+  if (opt.peers)
+    peers(b);
+}
+
+
+/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------ */
+
+typedef struct handoff_arg {
+  int id;
+  dlock_lock *lock;
+  int record; /* keep (call, got) for the FIFO check */
+} handoff_arg;
+
+/* Busy for us microseconds (a hold that keeps its core). */
+void spin_us(int64_t us) {
+  int64_t end = now_us() + us;
+  while (now_us() < end)
+    ;
+}
+
+static void *handoff_thread(void *p) {
+  handoff_arg *a = p;
+  while (!atomic_load(&sh->stop)) {
+    int64_t call = now_us();
+    if (dlock_acquire(a->lock, 10000, 30000) != DLOCK_OK)
+      continue;
+    int64_t got = now_us();
+    long long rel = atomic_load(&sh->released_us);
+    if (rel > call) /* we were waiting when it was released */
+      sample(got > rel ? got - rel : 0);
+    if (a->record) {
+      long i = atomic_fetch_add(&sh->nrec, 1);
+      if (i < MAX_SAMPLES) {
+        sh->rec_call[i] = call;
+        sh->rec_got[i] = got;
+      }
+    }
+    atomic_fetch_add(&sh->counts[a->id], 1);
+    spin_us(1000); /* hold 1 ms */
+    dlock_release(a->lock);
+    atomic_store(&sh->released_us, now_us());
+    usleep(1000); /* 1 ms outside */
+  }
+  return NULL;
+}
+
+static void handoff_report(bench_bounds *b, const char *w, double secs,
+                           int nthreads) {
+  long total = 0;
+  double sum2 = 0;
+  for (int i = 0; i < nthreads; i++) {
+    long x = atomic_load(&sh->counts[i]);
+    total += x;
+    sum2 += (double)x * (double)x;
+  }
+  long ns = nsamples();
+  double p50 = pct(sh->samples, ns, 50), p99 = pct(sh->samples, ns, 99);
+  double max = ns ? (double)sh->samples[ns - 1] : NAN;
+  double ceiling = 1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
+  emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
+  emit(w, "hand-off p50", p50, "us", b->raw_rtt);
+  emit(w, "hand-off p99", p99, "us", b->raw_rtt);
+  emit(w, "hand-off max", max, "us", b->raw_rtt);
+  emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
+       "index", 1.0);
+}
+
+/* 8 threads taking turns on lock name on url (1 ms holds): the hand-off
+ * p50, and W3's whole report when report_as is given. */
+double handoff_run(bench_bounds *b, const char *url, const char *name,
+                   const char *report_as) {
+  dlock_client *c = open_client(url, 0);
+  dlock_lock *l;
+  dlock_reentrant_lock_new(c, name, NULL, &l);
+  reset();
+  handoff_arg args[8];
+  for (int i = 0; i < 8; i++)
+    args[i] = (handoff_arg){i, l, 0};
+  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  if (report_as)
+    handoff_report(b, report_as, secs, 8);
+  double p50 = pct(sh->samples, nsamples(), 50);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  return p50;
+}
+
+void w3(bench_bounds *b) { b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3"); }
+
+/* W3p forks its workers, so it runs before this process starts any thread
+ * (forking a threaded process is fragile, and ThreadSanitizer refuses it);
+ * its figures are kept and printed in order, once the raw bound is known. */
+static shared *w3p_result;
+static double w3p_secs;
+
+void w3p(bench_bounds *b) {
+  reset();
+  pid_t pids[4];
+  int64_t t0 = now_us();
+  for (int p = 0; p < 4; p++) {
+    pids[p] = fork();
+    if (pids[p] == 0) {
+      dlock_client *c = open_client(opt.urls[0], 0);
+      dlock_lock *l;
+      dlock_reentrant_lock_new(c, "bench:w3p", NULL, &l);
+      handoff_arg args[2] = {{2 * p, l, 0}, {2 * p + 1, l, 0}};
+      pthread_t t[2];
+      for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, handoff_thread, &args[i]);
+      for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+      dlock_lock_free(l);
+      dlock_client_close(c);
+      _exit(0);
+    }
+  }
+  usleep((useconds_t)(opt.duration * 1e6));
+  atomic_store(&sh->stop, 1);
+  for (int p = 0; p < 4; p++)
+    waitpid(pids[p], NULL, 0);
+  w3p_secs = (double)(now_us() - t0) / 1e6;
+  w3p_result = malloc(sizeof *sh);
+  if (w3p_result)
+    memcpy(w3p_result, sh, sizeof *sh);
+}
+
+void w3p_report(bench_bounds *b) {
+  if (w3p_result == NULL)
+    return;
+  memcpy(sh, w3p_result, sizeof *sh);
+  free(w3p_result);
+  handoff_report(b, "W3p", w3p_secs, 8);
+}
+
+void w6(bench_bounds *b) {
+  dlock_client *c = open_client(opt.urls[0], 0);
+  dlock_lock *l;
+  dlock_fair_lock_new(c, "bench:w6", NULL, &l);
+  reset();
+  handoff_arg args[16];
+  for (int i = 0; i < 16; i++)
+    args[i] = (handoff_arg){i, l, 1};
+  run_threads(16, handoff_thread, args, sizeof args[0], opt.duration);
+  /* A FIFO violation: X got the lock before Y although Y had asked more than
+   * 5 ms earlier (time enough to join the queue) and was still waiting. The
+   * margin covers the call's way to the server: on two busy cores its tail
+   * passes 2 ms (a 2 ms margin counted 0-24 "violations" per run, 5 ms and
+   * 10 ms none; the torture checker, which reads the queue itself, finds
+   * none either). */
+  long n = atomic_load(&sh->nrec), violations = 0;
+  if (n > MAX_SAMPLES)
+    n = MAX_SAMPLES;
+  for (long x = 0; x < n; x++)
+    for (long y = 0; y < n; y++)
+      if (sh->rec_call[y] + 5000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
+        violations++;
+  long ns = nsamples();
+  emit("W6", "FIFO violations", (double)violations, "count", 0);
+  emit("W6", "hand-off p50", pct(sh->samples, ns, 50), "us", b->raw_rtt);
+  emit("W6", "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
+
+/* ---- W4: 10,000 holds under the watchdog ---------------------------------- */
+
+static long long evalsha_calls(redisContext *c) {
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  const char *p = r && r->type == REDIS_REPLY_STRING
+                      ? strstr(r->str, "cmdstat_evalsha:calls=")
+                      : NULL;
+  long long v = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : -1;
+  freeReplyObject(r);
+  return v;
+}
+
+#define W4_LOCKS 10000
+
+typedef struct w4_arg {
+  dlock_lock **locks;
+  int from, to;
+} w4_arg;
+
+static void *w4_acquire(void *p) {
+  w4_arg *a = p;
+  for (int i = a->from; i < a->to; i++)
+    if (dlock_acquire(a->locks[i], 0, DLOCK_LEASE_WATCHDOG) != DLOCK_OK)
+      die("W4 acquire", -1);
+  return NULL;
+}
+
+static void *w4_release(void *p) {
+  w4_arg *a = p;
+  for (int i = a->from; i < a->to; i++)
+    dlock_release(a->locks[i]);
+  return NULL;
+}
+
+void w4(bench_bounds *b) {
+  double secs = opt.w4_secs;
+  dlock_client *c = open_client(opt.urls[0], 3000);
+  dlock_lock **locks = calloc(W4_LOCKS, sizeof *locks);
+  uint64_t owner = dlock_owner_id_new();
+  for (int i = 0; i < W4_LOCKS; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "bench:w4:%d", i);
+    dlock_reentrant_lock_new(c, name, NULL, &locks[i]);
+    dlock_lock_bind_owner(locks[i], owner); /* taken by 16 threads, one owner */
+  }
+  pthread_t t[16];
+  w4_arg args[16];
+  for (int i = 0; i < 16; i++) {
+    args[i] = (w4_arg){locks, i * W4_LOCKS / 16, (i + 1) * W4_LOCKS / 16};
+    pthread_create(&t[i], NULL, w4_acquire, &args[i]);
+  }
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  redisContext *rc = raw_connect(opt.urls[0]);
+  long long calls0 = evalsha_calls(rc);
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  int64_t t0 = now_us();
+  usleep((useconds_t)(secs * 1e6));
+  double el = (double)(now_us() - t0) / 1e6;
+  long long calls = evalsha_calls(rc) - calls0; /* only renewals ran */
+  getrusage(RUSAGE_SELF, &ru1);
+  double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+                        ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+               (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+  long held = 0;
+  for (int i = 0; i < W4_LOCKS; i++)
+    redisAppendCommand(rc, "EXISTS bench:w4:%d", i);
+  for (int i = 0; i < W4_LOCKS; i++) {
+    redisReply *r = NULL;
+    if (redisGetReply(rc, (void **)&r) == REDIS_OK && r)
+      held += r->integer == 1;
+    freeReplyObject(r);
+  }
+  double ticks = el / 1.0; /* watchdog 3 s: a tick every second */
+  emit("W4", "renewal calls/s", (double)calls / el, "1/s", W4_LOCKS / 100.0);
+  emit("W4", "calls/100 locks/tick", (double)calls / ticks / (W4_LOCKS / 100.0),
+       "calls", 1.0);
+  emit("W4", "client CPU", 100.0 * cpu / el, "%", NAN);
+  emit("W4", "locks still held", (double)held, "locks", W4_LOCKS);
+  for (int i = 0; i < 16; i++)
+    pthread_create(&t[i], NULL, w4_release, &args[i]);
+  for (int i = 0; i < 16; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < W4_LOCKS; i++)
+    dlock_lock_free(locks[i]);
+  free(locks);
+  redisFree(rc);
+  dlock_client_close(c);
+}
+
+
+/* ---- W7: read-write lock, 90 % reads -------------------------------------- */
+
+typedef struct mix_arg {
+  int id;
+  dlock_rwlock *rw;  /* NULL: use lock for both */
+  dlock_lock *lock;
+} mix_arg;
+
+static void *mix_thread(void *p) {
+  mix_arg *a = p;
+  unsigned seed = (unsigned)a->id * 2654435761u;
+  while (!atomic_load(&sh->stop)) {
+    int write = rand_r(&seed) % 10 == 0;
+    dlock_lock *l = a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
+                          : a->lock;
+    if (dlock_acquire(l, 10000, 30000) != DLOCK_OK)
+      continue;
+    usleep(1000); /* 1 ms inside: a sleep, so 16 threads do not need 16 cores */
+    dlock_release(l);
+    atomic_fetch_add(&sh->pairs, 1);
+  }
+  return NULL;
+}
+
+void w7(bench_bounds *b) {
+  dlock_client *c = open_client(opt.urls[0], 0);
+  dlock_rwlock *rw;
+  dlock_lock *plain;
+  dlock_rwlock_new(c, "bench:w7:rw", NULL, &rw);
+  dlock_reentrant_lock_new(c, "bench:w7:plain", NULL, &plain);
+  mix_arg args[16];
+  double rate[2];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 16; i++)
+      args[i] = (mix_arg){i, k == 0 ? rw : NULL, plain};
+    reset();
+    double secs = run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
+    rate[k] = (double)atomic_load(&sh->pairs) / secs;
+  }
+  emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
+  dlock_rwlock_free(rw);
+  dlock_lock_free(plain);
+  dlock_client_close(c);
+}
+
+

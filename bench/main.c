@@ -1,0 +1,150 @@
+/* dlock-bench: the workloads of docs/performance.md, each figure next to
+ * a bound measured in the same run on the same server(s).
+ *
+ *   dlock-bench [--duration S] [--workload ID] [--url URL] [--json FILE]
+ *               [--threads N] [--w4-seconds S] [--peers]
+ *               [--direct N] [--spin US]
+ *
+ * --peers adds W1 and W2 beside node-redlock, redis-semaphore and
+ * node-redisson (bench/peers/peers.js, Node.js) on the same server: value
+ * dlock's figure, bound the peer's. --direct and --spin set the clients'
+ * direct_conns and spin_us (docs/client.md) to compare them.
+ *
+ * Without --url it starts its own loopback redis-server(s) (one, plus four
+ * more for W5). Prints one line per figure:
+ *   workload  metric  value  unit  bound  ratio
+ * and writes the same as JSON (default build/bench/dlock-bench.json). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <dlock/dlock.h>
+
+#include "bench.h"
+
+/* ---- main ------------------------------------------------------------------ */
+
+/* The workloads in the order they run. */
+static const struct {
+  const char *id;  /* what --workload selects */
+  void (*run)(bench_bounds *b);
+  int always;      /* runs whatever is selected; -1: only when named */
+} workloads[] = {
+    {"W3p", w3p, 0},        /* first: it forks */
+    {"W1", w1_w2, 1},       /* W1 and W2; measures the raw round trip the
+                               others compare with */
+    {"W3", w3, 0},
+    {"W3p", w3p_report, 0},
+    {"W4", w4, 0},
+    {"W5", w5, 0},
+    {"W6", w6, 0},
+    {"W7", w7, 0},
+    {"W8", w8, 0},
+    {"M1", m1, 0},
+    {"W9", w9, 0},
+    {"W10", w10, 0},
+    {"C1", c1, 0},
+    {"C2", c2, 0},
+    {"T1", t1, 0},
+    {"V1", v1, 0},
+    {"D1", d1, 0},
+    {"G1", g1, 0},
+    {"F1", f1, -1},
+};
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
+          "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
+          "                   [--direct N] [--spin US] [--down-after MS]\n"
+          "workloads: W1 W2 W3 W3p W4 W5 W6 W7 W8 M1 W9 W10 C1 C2 T1 V1 D1 G1\n"
+          "  (default: all;\n"
+          "  C1: W1 and W3 on a throwaway 3-master cluster beside one server;\n"
+          "  C2: W1 with the replica guard on a cluster with replicas;\n"
+          "  T1: W1 and W3 over TLS beside plain TCP;\n"
+          "  V1: W1 on valkey-server beside the first server;\n"
+          "  D1: W1 with durable grants (WAITAOF) on valkey-server;\n"
+          "  G1: a guarded write beside the same SET from plain hiredis),\n"
+          "  and F1 when named: kill -9 of the master to the first acquire on\n"
+          "  a sentinel setup and on a cluster, with the servers' default\n"
+          "  detection times unless --down-after MS)\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
+      opt.peers = 1;
+      continue;
+    }
+    if (i + 1 >= argc)
+      usage();
+    if (!strcmp(argv[i], "--duration"))
+      opt.duration = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--workload"))
+      opt.only = argv[++i];
+    else if (!strcmp(argv[i], "--url") && !strncmp(argv[i + 1], "rediss", 6)) {
+      /* the raw bounds are plain hiredis */
+      fprintf(stderr, "dlock-bench: --url takes plain redis:// servers; T1 "
+              "measures TLS on a server of its own\n");
+      return 2;
+    } else if (!strcmp(argv[i], "--url") && opt.nurls == 5) {
+      fprintf(stderr, "dlock-bench: at most 5 --url (W5's RedLock has 5 "
+              "masters); a sixth would replace one\n");
+      return 2;
+    } else if (!strcmp(argv[i], "--url") && strlen(argv[i + 1]) >= sizeof opt.urls[0]) {
+      fprintf(stderr, "dlock-bench: --url longer than %zu bytes\n",
+              sizeof opt.urls[0] - 1);
+      return 2;
+    } else if (!strcmp(argv[i], "--url")) {
+      snprintf(opt.urls[opt.nurls++], sizeof opt.urls[0], "%s", argv[++i]);
+    } else if (!strcmp(argv[i], "--json"))
+      opt.json_path = argv[++i];
+    else if (!strcmp(argv[i], "--threads"))
+      opt.threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--direct"))
+      opt.direct = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--spin"))
+      opt.spin = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--w4-seconds"))
+      opt.w4_secs = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--down-after"))
+      opt.down_after_ms = atol(argv[++i]);
+    else
+      usage();
+  }
+  if (opt.duration <= 0 || opt.w4_secs <= 0 || opt.threads < 1 || opt.down_after_ms < 0 ||
+      opt.threads > MAX_THREADS)
+    usage();
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+            -1, 0);
+  dlock_tool_server servers[5];
+  int own = opt.nurls == 0;
+  if (own) {
+    for (int i = 0; i < 5; i++) {
+      if (dlock_tool_server_start(&servers[i]) != 0)
+        return 1;
+      snprintf(opt.urls[i], sizeof opt.urls[i], "%s", servers[i].url);
+    }
+    opt.nurls = 5;
+  }
+  int json = bench_json_open(opt.json_path);
+  bench_bounds bounds = {0};
+  printf("dlock-bench %s, %.1f s per workload, server %s\n", DLOCK_VERSION_STRING,
+         opt.duration, shown(opt.urls[0]));
+  printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
+         "bound", "ratio");
+  for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+    if (workloads[i].always > 0 ||
+        (workloads[i].always == 0 && selected(workloads[i].id)) ||
+        (workloads[i].always < 0 && opt.only && !strcmp(opt.only, workloads[i].id)))
+      workloads[i].run(&bounds);
+  bench_json_close();
+  if (json)
+    printf("figures written to %s\n", opt.json_path);
+  if (own)
+    for (int i = 0; i < 5; i++)
+      dlock_tool_server_stop(&servers[i]);
+  return 0;
+}
