@@ -389,7 +389,7 @@ static void test_dead_server(void) {
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(lock_unlock(c, th_name("dead")), DLOCK_EIO);
   CU_ASSERT(th_now_ms() - t0 < 300 + th_scaled_us(&srv, 1000000) / 1000);
-  /* the engine's words ("not connected to ... within ..."), not a broken
+  /* the engine's words ("not connected within ..."), not a broken
    * direct connection's */
   CU_ASSERT_PTR_NULL(strstr(dlock_errmsg(), "direct connection"));
   CU_ASSERT_FATAL(th_server_restart(&s2) == 0);
