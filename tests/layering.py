@@ -18,6 +18,13 @@ tolerated ones: the last, net -> core, was paid when the connection moved
 into net/), and on any topology branch (`->cluster`, `->sentinel`, the
 URI's topology constants) outside net/ but in the URI parser.
 
+Public headers (include/dlock, beside SRC_DIR) count as part of the lowest
+layer that implements a function they declare (dlock/client.h: base, for
+dlock_uri_redact; dlock/async.h: async; dlock/lock.h: lock), and the
+umbrella dlock/dlock.h as the top: a folder may include those of its own
+layer or below. And the client's own fields (struct dlock_client, core's)
+are read in core alone: elsewhere a client is used through core's calls.
+
 Usage: layering.py SRC_DIR [--self-test]
 """
 import os
@@ -40,6 +47,15 @@ BRANCHES = {}
 BRANCH_FREE = {"base/uri.c", "base/uri.h"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
+PUBLIC = re.compile(r'^\s*#\s*include\s+["<]dlock/(\w+\.h)[">]', re.M)
+DECL = re.compile(r'\b(dlock_[a-z]\w*)\s*\(')
+# The structs whose fields only their folder reads, and that folder.
+PRIVATE = {"dlock_client": "core"}
+STRUCT = r'^struct %s \{(.*?)^\};'
+TYPED = r'\b%s\s*\*\s*(?:const\s+)?(\w+)'
+# in a header, a struct's member (a prototype's parameter names nothing)
+MEMBER = r'^\s+(?:const\s+)?%s\s*\*\s*(?:const\s+)?(\w+)\s*;'
+ACCESS = re.compile(r'\b(\w+)\s*->\s*(\w+)')
 DEFINE = re.compile(r'^(?!static\b)[A-Za-z_][\w \t\*]*?\b(dlock_{1,2}\w+)\s*\([^;]*$',
                     re.M)
 CALL = re.compile(r'\b(dlock_{1,2}\w+)\s*\(')
@@ -77,7 +93,64 @@ def edges(src):
                 found.setdefault((folder, to, "call"), "%s: %s" % (where, fn))
         if folder != "net" and where not in BRANCH_FREE:
             branches[folder] = branches.get(folder, 0) + len(BRANCH.findall(text))
-    return found, branches
+    return found, branches, files, defined
+
+
+def header_layers(src, defined):
+    """Each public header's layer: the lowest of the folders defining the
+    functions it declares (dlock.h, which declares none and includes them
+    all: the top)."""
+    inc = os.path.join(os.path.dirname(os.path.abspath(src)), "include", "dlock")
+    layers = {}
+    for name in sorted(os.listdir(inc)) if os.path.isdir(inc) else []:
+        if not name.endswith(".h"):
+            continue
+        with open(os.path.join(inc, name), encoding="utf-8") as f:
+            text = COMMENT.sub(" ", f.read())
+        folders = {defined[fn] for fn in DECL.findall(text) if fn in defined}
+        ranks = [ORDER.index(LAYER[d]) for d in folders if d in LAYER]
+        layers[name] = ORDER[max(ranks)] if ranks else ORDER[0]
+    return layers
+
+
+def header_edges(files, layers):
+    """(folder, header, layer) -> where, for each public header a folder
+    includes."""
+    found = {}
+    for folder, name, text in files:
+        for h in PUBLIC.findall(text):
+            if h in layers:
+                found.setdefault((folder, h, layers[h]), "%s/%s" % (folder, name))
+    return found
+
+
+def private_reads(files):
+    """(folder, struct, field) -> where: a private struct's field read
+    outside its folder, through a name declared of its pointer type in that
+    file, or a struct member of that type declared in any header."""
+    fields, names = {}, {}
+    for folder, name, text in files:
+        for struct, owner in PRIVATE.items():
+            if folder == owner and name.endswith(".h"):
+                m = re.search(STRUCT % struct, text, re.M | re.S)
+                if m:
+                    body = re.sub(r"\([^()]*\)", "", m.group(1))
+                    fields[struct] = set(
+                        re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*[;,]", body))
+            if name.endswith(".h"):
+                names.setdefault(struct, set()).update(
+                    re.findall(MEMBER % struct, text, re.M))
+    found = {}
+    for folder, name, text in files:
+        for struct, owner in PRIVATE.items():
+            if folder == owner:
+                continue
+            mine = names.get(struct, set()) | set(re.findall(TYPED % struct, text))
+            for var, field in ACCESS.findall(text):
+                if var in mine and field in fields.get(struct, ()):
+                    found.setdefault((folder, struct, field),
+                                     "%s/%s: %s->%s" % (folder, name, var, field))
+    return found
 
 
 def allowed(frm, to):
@@ -85,8 +158,16 @@ def allowed(frm, to):
     return a is not None and b is not None and ORDER.index(b) > ORDER.index(a)
 
 
-def judge(found, branches):
+def judge(found, branches, headers=None, private=None):
     errors = []
+    for (frm, h, layer), where in sorted((headers or {}).items()):
+        if frm in LAYER and ORDER.index(layer) < ORDER.index(LAYER[frm]):
+            errors.append("%s -> dlock/%s (a %s header) points up: %s" %
+                          (frm, h, layer, where))
+    for (frm, struct, field), where in sorted((private or {}).items()):
+        errors.append("%s reads struct %s's field %s, %s's own: %s (use a "
+                      "call of %s)" % (frm, struct, field, PRIVATE[struct],
+                                       where, PRIVATE[struct]))
     for (frm, to, how), where in sorted(found.items()):
         if not allowed(frm, to):
             errors.append("%s -> %s (%s) points up: %s" % (frm, to, how, where))
@@ -110,8 +191,11 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
-    found, branches = edges(sys.argv[1])
-    errors = judge(found, branches)
+    found, branches, files, defined = edges(sys.argv[1])
+    layers = header_layers(sys.argv[1], defined)
+    headers = header_edges(files, layers)
+    private = private_reads(files)
+    errors = judge(found, branches, headers, private)
     if "--self-test" in sys.argv:
         # an include and a call against the direction must be caught
         planted = dict(found)
@@ -126,15 +210,30 @@ def main():
         more["core"] = more.get("core", 0) + len(BRANCH.findall(text))
         branched = any("core has 2 topology branches" in e
                        for e in judge(found, more))
+        # a kind's public header in core, and the engine's lock read in async
+        planted_files = files + [
+            ("core", "planted.c", '#include "dlock/async.h"\n'),
+            ("async", "planted.c", "void f(dlock_client *c) { "
+             "pthread_mutex_lock(&c->qmu); }\n")]
+        errs = judge(found, branches, header_edges(planted_files, layers),
+                     private_reads(planted_files))
+        header = any("core -> dlock/async.h" in e for e in errs)
+        field = any("async reads struct dlock_client's field qmu" in e
+                    for e in errs)
         print("planted include caught: %s; planted call caught: %s; planted "
-              "branches caught: %s" % (caught, called, branched))
-        return 0 if caught and called and branched and not errors else 1
+              "branches caught: %s; planted public header caught: %s; "
+              "planted private field caught: %s" %
+              (caught, called, branched, header, field))
+        return 0 if caught and called and branched and header and field \
+            and not errors else 1
     for e in errors:
         print("layering: " + e)
     up = [edge for edge in found if not allowed(edge[0], edge[1])]
     print("layering: %d dependencies between folders, %d against the direction, "
-          "%d topology branches outside net/" %
-          (len(found), len(up), sum(branches.values())))
+          "%d topology branches outside net/; %d public headers included by "
+          "a folder, %d private fields read outside their folder" %
+          (len(found), len(up), sum(branches.values()), len(headers),
+           len(private)))
     return 1 if errors else 0
 
 

@@ -64,7 +64,7 @@ typedef struct dlock_result {
   int set;                /* latch try_set_count: 1 set, 0 it was set */
   const dlock_permit_id *ids; /* permits acquire: the n permits' ids */
   size_t n;
-  struct dlock_reply *reply;  /* guarded write (dlock/fence.h): the
+  struct dlock_reply *reply;  /* guarded write (dlock/reply.h): the
                                  command's reply, NULL on failure; freed
                                  after the callback */
 } dlock_result;
@@ -72,9 +72,8 @@ typedef struct dlock_result {
 /* data: the caller's pointer given with the call. */
 typedef void dlock_done_fn(void *data, const dlock_result *result);
 
-/* dlock_client_opts.completions */
-#define DLOCK_COMPLETE_ENGINE 0
-#define DLOCK_COMPLETE_QUEUE 1
+/* dlock_client_opts.completions: DLOCK_COMPLETE_ENGINE, DLOCK_COMPLETE_QUEUE
+ * (dlock/client.h) */
 
 /* The completion queue's file descriptor (DLOCK_COMPLETE_QUEUE clients): it
  * polls readable while completions wait. Owned by the client: do not read

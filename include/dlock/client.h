@@ -30,6 +30,20 @@ extern "C" {
 
 typedef struct dlock_client dlock_client;
 
+/* The values every call's arguments share (dlock/lock.h, dlock/sync.h,
+ * dlock/async.h take them). wait_ms: 0 = try once, > 0 = budget in ms,
+ * DLOCK_WAIT_FOREVER. */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+/* lease_ms: > 0 = fixed lease, no renewal; DLOCK_LEASE_WATCHDOG = lease of the
+ * client's watchdog timeout, renewed until released. */
+#define DLOCK_LEASE_WATCHDOG ((int64_t)-1)
+/* Longest lock name accepted, in bytes. */
+#define DLOCK_NAME_MAX 65536
+
+/* dlock_client_opts.completions: where async callbacks run (dlock/async.h) */
+#define DLOCK_COMPLETE_ENGINE 0
+#define DLOCK_COMPLETE_QUEUE 1
+
 /* Why a hold was lost (argument of the lost-lock callback). */
 typedef enum dlock_lost_reason {
   DLOCK_LOST_EXPIRED = 1,  /* the server no longer has the hold (lease ran

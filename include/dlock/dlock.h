@@ -13,6 +13,7 @@
 #include "dlock/inspect.h"
 #include "dlock/stats.h"
 #include "dlock/async.h"
+#include "dlock/reply.h"
 #include "dlock/fence.h"
 
 #endif /* DLOCK_H */

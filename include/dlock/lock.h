@@ -32,14 +32,7 @@ extern "C" {
 
 typedef struct dlock_lock dlock_lock;
 
-/* wait_ms: 0 = try once, > 0 = budget in ms, DLOCK_WAIT_FOREVER. */
-#define DLOCK_WAIT_FOREVER ((int64_t)-1)
-/* lease_ms: > 0 = fixed lease, no renewal; DLOCK_LEASE_WATCHDOG = lease of the
- * client's watchdog timeout, renewed until released. */
-#define DLOCK_LEASE_WATCHDOG ((int64_t)-1)
-
-/* Longest lock name accepted, in bytes. */
-#define DLOCK_NAME_MAX 65536
+/* DLOCK_WAIT_FOREVER, DLOCK_LEASE_WATCHDOG and DLOCK_NAME_MAX: dlock/client.h */
 
 /* Capability bits (dlock_lock_caps). */
 #define DLOCK_CAP_REENTRANT 0x01u  /* the same owner may acquire again */

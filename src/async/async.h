@@ -159,8 +159,6 @@ int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
 /* Arm (ms >= 0) or stop (-1) a combinator op's timer: fn runs on the
  * engine thread then. */
 void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));
-/* The client's engine has begun to stop (engine thread). */
-int dlock__client_stopping(const dlock_client *c);
 /* Close a combinator op's timer (finish does). */
 void dlock__aop_ctimer_drop(dlock__aop *op);
 /* Free an op that never started (its start failed). */

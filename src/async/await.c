@@ -56,7 +56,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
       dlock__buf_free(&channel);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    w->parker = &c->async->parker;
+    w->parker = &dlock__client_async(c)->parker;
     w->notify = notify;
     w->data = op;
     w->fifo = op->aw->fifo;
@@ -69,10 +69,10 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
       free(t);
       return rc;
     }
-    uv_timer_init(c->net.loop, &t->t);
+    uv_timer_init(dlock__client_loop(c), &t->t);
     t->c = c;
     t->op = op;
-    c->net.live++; /* until the timer is closed */
+    dlock__client_live(c, 1); /* until the timer is closed */
     op->w = w;
     op->timer = &t->t;
     pthread_mutex_lock(&w->parker->mu);
@@ -81,7 +81,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     pthread_mutex_unlock(&w->parker->mu);
     op->stage = w->confirmed ? DLOCK__AOP_WAITING : DLOCK__AOP_SUBSCRIBING;
     /* a confirmation that is late: go on without it, on hints */
-    int64_t limit = now + c->opts.command_timeout_ms;
+    int64_t limit = now + dlock__client_opts(c)->command_timeout_ms;
     if (!w->confirmed && (until_ms < 0 || until_ms > limit))
       until_ms = limit;
   } else {

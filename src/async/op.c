@@ -28,7 +28,7 @@ static int async_new(dlock_client *c) {
   if (a == NULL)
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   a->efd = -1;
-  if (c->opts.completions == DLOCK_COMPLETE_QUEUE) {
+  if (dlock__client_opts(c)->completions == DLOCK_COMPLETE_QUEUE) {
     a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (a->efd < 0) {
       free(a);
@@ -44,12 +44,12 @@ static int async_new(dlock_client *c) {
   pthread_cond_init(&a->parker.cv, &attr);
   pthread_condattr_destroy(&attr);
   a->parker.init = 1;
-  c->async = a;
+  dlock__client_set_async(c, a);
   return DLOCK_OK;
 }
 
 static void async_free(dlock_client *c) {
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   if (a == NULL)
     return;
   if (a->efd >= 0)
@@ -58,7 +58,7 @@ static void async_free(dlock_client *c) {
   pthread_mutex_destroy(&a->parker.mu);
   pthread_cond_destroy(&a->parker.cv);
   free(a);
-  c->async = NULL;
+  dlock__client_set_async(c, NULL);
 }
 
 /* ---- the ready list: ops to look at again on the engine thread ------------ */
@@ -80,7 +80,7 @@ static void ready_unlink(dlock__async *a, dlock__aop *op) {
  * next polls (woken when this is another thread). */
 void dlock__aop_ready(dlock__aop *op, int wake_loop) {
   dlock_client *c = op->c;
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   pthread_mutex_lock(&a->mu);
   if (!op->ready) {
     op->ready = 1;
@@ -94,18 +94,14 @@ void dlock__aop_ready(dlock__aop *op, int wake_loop) {
   }
   pthread_mutex_unlock(&a->mu);
   if (wake_loop) {
-    /* under qmu: a closing client's wake handle may be going away; the
-     * shutdown then ends op anyway */
-    pthread_mutex_lock(&c->qmu);
-    if (!c->closing)
-      uv_async_send(&c->wake);
-    pthread_mutex_unlock(&c->qmu);
+    /* none once the client closes: its shutdown ends op anyway */
+    dlock__client_wake(c);
   }
 }
 
 
 static void async_prepare(dlock_client *c) {
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   for (;;) {
     pthread_mutex_lock(&a->mu);
     dlock__aop *op = a->ready_head;
@@ -234,17 +230,16 @@ void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
     ct = calloc(1, sizeof *ct);
     if (ct == NULL)
       return; /* no timer: the wait ends with the next answer */
-    uv_timer_init(op->c->net.loop, &ct->t);
+    uv_timer_init(dlock__client_loop(op->c), &ct->t);
     ct->op = op;
     ct->c = op->c;
-    op->c->net.live++;
+    dlock__client_live(op->c, 1);
     op->ctimer = &ct->t;
   }
   ct->fn = fn;
   uv_timer_start(&ct->t, ctimer_fired, (uint64_t)ms, 0);
 }
 
-int dlock__client_stopping(const dlock_client *c) { return c->net.stopping; }
 
 void dlock__aop_ctimer_drop(dlock__aop *op) {
   comp_timer *ct = (comp_timer *)op->ctimer;
@@ -263,7 +258,7 @@ void dlock__aop_discard(dlock__aop *op) {
 }
 
 static void live_link(dlock__aop *op) {
-  dlock__async *a = op->c->async;
+  dlock__async *a = dlock__client_async(op->c);
   op->prev = NULL;
   op->next = a->live;
   if (a->live)
@@ -272,7 +267,7 @@ static void live_link(dlock__aop *op) {
 }
 
 static void live_unlink(dlock__aop *op) {
-  dlock__async *a = op->c->async;
+  dlock__async *a = dlock__client_async(op->c);
   if (op->prev)
     op->prev->next = op->next;
   else
@@ -302,7 +297,7 @@ static void start_task(dlock_client *c, dlock__req *req) {
   live_link(op);
   if (op->on_cancel) { /* a combinator's: the close waits for it */
     op->stage = DLOCK__AOP_COMPOSITE;
-    c->net.live++;
+    dlock__client_live(c, 1);
   } else {
     op->stage = DLOCK__AOP_BUSY;
   }
@@ -355,9 +350,9 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   req->data = op;
   req->queued_ms = dlock__now_ms();
   if (req->script >= 0 &&
-      (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
+      (dlock__client_opts(c)->replica_sync_ms > 0 || dlock__client_opts(c)->durable_ms > 0))
     req->ack_wanted = 1; /* the replica guard, durable grants (core.h) */
-  if (c->net.stopping) {
+  if (dlock__client_stopping(c)) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;
   }
@@ -375,7 +370,7 @@ void dlock__aop_fire(dlock_client *c, dlock__req *req, dlock__req_done *done,
   req->done = done ? done : fired;
   req->data = data;
   req->queued_ms = dlock__now_ms();
-  if (c->net.stopping) {
+  if (dlock__client_stopping(c)) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
     return;
   }
@@ -438,9 +433,9 @@ void dlock__aop_blocking_then(dlock__aop *op, int (*fn)(dlock__aop *op),
   j->then = then;
   j->work.data = j;
   op->stage = DLOCK__AOP_BUSY;
-  c->net.live++; /* the client's close waits for the job */
-  if (uv_queue_work(c->net.loop, &j->work, job_run, job_done) != 0) {
-    c->net.live--;
+  dlock__client_live(c, 1); /* the client's close waits for the job */
+  if (uv_queue_work(dlock__client_loop(c), &j->work, job_run, job_done) != 0) {
+    dlock__client_live(c, -1);
     free(j);
     dlock__fail(DLOCK_ENOMEM, "cannot queue a thread-pool job");
     dlock__aop_finish(op, DLOCK_ENOMEM);
@@ -517,7 +512,7 @@ static void deliver(dlock__aop *op) {
 
 void dlock__aop_finish(dlock__aop *op, int rc) {
   dlock_client *c = op->c;
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   if (op->stage == DLOCK__AOP_DONE)
     return;
   if (rc < 0 && op->errmsg == NULL)
@@ -552,14 +547,14 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
                         op->t0_us);
     dlock__stats_wait_reset();
   } else if (counted && op->type == DLOCK__AOP_RELEASE) {
-    dlock__stats_release(&c->stats, rc);
+    dlock__stats_release(dlock__client_stats(c), rc);
   }
   op->res.rc = rc;
   if (op->on_end)
     op->on_end(op);
   int composite = op->ctimer != NULL || op->on_cancel != NULL;
   dlock__aop_ctimer_drop(op);
-  if (op->internal || c->opts.completions != DLOCK_COMPLETE_QUEUE) {
+  if (op->internal || dlock__client_opts(c)->completions != DLOCK_COMPLETE_QUEUE) {
     deliver(op);
     op_free(op);
     if (composite)
@@ -585,7 +580,7 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
 }
 
 static void async_shutdown(dlock_client *c) {
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   /* combinators first stop their inner operations (on this engine: they
    * end soon, and their answers end the combinators) */
   for (dlock__aop *op = a->live; op; op = op->next)
@@ -611,19 +606,19 @@ static _Thread_local dlock_client *tls_running; /* running its completions */
 
 int dlock_client_completion_fd(dlock_client *c) {
   dlock__clear_error();
-  if (c == NULL || c->async->efd < 0) {
+  if (c == NULL || dlock__client_async(c)->efd < 0) {
     dlock__fail(DLOCK_EINVAL, c ? "the client completes on its engine thread "
                 "(opts.completions)" : "client is NULL");
     return -1;
   }
-  return c->async->efd;
+  return dlock__client_async(c)->efd;
 }
 
 int dlock_client_run_completions(dlock_client *c, int max) {
   dlock__clear_error();
   if (c == NULL)
     return dlock__fail(DLOCK_EINVAL, "client is NULL");
-  dlock__async *a = c->async;
+  dlock__async *a = dlock__client_async(c);
   if (a->efd < 0)
     return dlock__fail(DLOCK_EINVAL, "the client completes on its engine "
                        "thread (opts.completions)");
@@ -660,7 +655,7 @@ int dlock_client_run_completions(dlock_client *c, int max) {
 
 static void async_closed(dlock_client *c) {
   /* the engine is gone: completions still queued run here */
-  if (c->async && c->async->efd >= 0)
+  if (dlock__client_async(c) && dlock__client_async(c)->efd >= 0)
     dlock_client_run_completions(c, 0);
 }
 

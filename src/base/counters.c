@@ -13,7 +13,7 @@ void dlock__hist_add(dlock__hist *h, int64_t us) {
   if (us < 0)
     us = 0;
   int i = 0;
-  while (i < DLOCK_STATS_BUCKETS - 1 && (uint64_t)us > (1ull << i))
+  while (i < DLOCK__HIST_BUCKETS - 1 && (uint64_t)us > (1ull << i))
     i++;
   atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->sum_us, (uint64_t)us, memory_order_relaxed);

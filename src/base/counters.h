@@ -8,7 +8,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "dlock/stats.h"
+/* Durations in power-of-two buckets of microseconds, as dlock/stats.h
+ * hands them over (its DLOCK_STATS_BUCKETS: core/stats.c checks they
+ * agree); the last bucket takes the longer ones. */
+#define DLOCK__HIST_BUCKETS 25
 
 typedef enum dlock__stat {
   DLOCK__ST_ACQ_ONCE,
@@ -40,7 +43,7 @@ typedef enum dlock__stat {
 } dlock__stat;
 
 typedef struct dlock__hist {
-  atomic_uint_fast64_t count, sum_us, bucket[DLOCK_STATS_BUCKETS];
+  atomic_uint_fast64_t count, sum_us, bucket[DLOCK__HIST_BUCKETS];
 } dlock__hist;
 
 typedef struct dlock__stats {

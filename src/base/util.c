@@ -10,7 +10,7 @@
 #include <openssl/rand.h>
 
 #include "base/base.h"
-#include "dlock/lock.h"
+#include "dlock/client.h"
 
 int64_t dlock__now_ms(void) {
   struct timespec ts;

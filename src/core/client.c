@@ -9,7 +9,6 @@
 #include <uuid/uuid.h>
 
 #include "core/engine.h"
-#include "dlock/async.h"
 #include "net/sock.h"
 #include "net/tls.h"
 #include "net/topology.h"

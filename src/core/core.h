@@ -18,7 +18,6 @@
 
 #include "dlock/client.h"
 #include "dlock/error.h"
-#include "dlock/lock.h"
 #include "base/base.h"
 #include "net/req.h"
 
@@ -35,10 +34,11 @@ typedef struct dlock__handle {
 } dlock__handle;
 
 /* Allocate size bytes (zeroed) whose first member is a dlock__handle: check
- * out (set to NULL first), client, opts->version and the name (opts->name_len
- * for names with NUL bytes), copy the name and take a reference on client. */
+ * out (set to NULL first), client and the name (name_len bytes, for names
+ * with NUL bytes; 0: up to its NUL), copy the name and take a reference on
+ * client. The handle options are the kinds' (dlock__handle_open, src/lock). */
 int dlock__handle_new(size_t size, dlock_client *client, const char *name,
-                      const dlock_lock_opts *opts, void **out);
+                      size_t name_len, void **out);
 /* Drop the handle's client reference and name (not the block itself). */
 void dlock__handle_free(dlock__handle *h);
 

@@ -538,6 +538,32 @@ int dlock__engine_start(dlock_client *c, dlock_client *share_with) {
   return share_with ? engine_share(c, share_with) : engine_new(c);
 }
 
+struct dlock__async *dlock__client_async(const dlock_client *c) {
+  return c->async;
+}
+
+void dlock__client_set_async(dlock_client *c, struct dlock__async *a) {
+  c->async = a;
+}
+
+void dlock__client_wake(dlock_client *c) {
+  /* under qmu: a closing client's wake handle may be going away */
+  pthread_mutex_lock(&c->qmu);
+  if (!c->closing)
+    uv_async_send(&c->wake);
+  pthread_mutex_unlock(&c->qmu);
+}
+
+uv_loop_t *dlock__client_loop(const dlock_client *c) { return c->net.loop; }
+
+void dlock__client_live(dlock_client *c, int delta) { c->net.live += delta; }
+
+int dlock__client_stopping(const dlock_client *c) { return c->net.stopping; }
+
+int dlock__client_same_engine(const dlock_client *a, const dlock_client *b) {
+  return a->engine == b->engine;
+}
+
 void dlock__engine_stop(dlock_client *c) {
   /* wait until the loop is done with c (every handle closed, every
    * request ended): set before closing, which the engine reads under qmu */

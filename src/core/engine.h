@@ -333,6 +333,20 @@ typedef struct dlock__attachment {
   void (*free)(dlock_client *c);
 } dlock__attachment;
 void dlock__engine_attach(const dlock__attachment *a);
+/* What the attached layer uses of a client, through calls (its fields are
+ * core's): its own state (set once at open, cleared at free); a wake-up of
+ * the engine's loop (any thread; none once the client closes); the loop
+ * (engine thread); one more (+1) or one fewer (-1) handle or job the
+ * client's close waits for (engine thread; dlock__client_live_done ends
+ * one that finished); whether the engine began to stop (engine thread);
+ * whether two clients share one engine thread. */
+struct dlock__async *dlock__client_async(const dlock_client *c);
+void dlock__client_set_async(dlock_client *c, struct dlock__async *a);
+void dlock__client_wake(dlock_client *c);
+uv_loop_t *dlock__client_loop(const dlock_client *c);
+void dlock__client_live(dlock_client *c, int delta);
+int dlock__client_stopping(const dlock_client *c);
+int dlock__client_same_engine(const dlock_client *a, const dlock_client *b);
 /* The attachment, or NULL. */
 const dlock__attachment *dlock__engine_attached(void);
 

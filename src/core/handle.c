@@ -15,20 +15,16 @@ static int has_tag(const char *name, size_t len) {
 }
 
 int dlock__handle_new(size_t size, dlock_client *client, const char *name,
-                      const dlock_lock_opts *opts, void **out) {
+                      size_t name_len, void **out) {
   dlock__clear_error();
   if (out == NULL)
     return dlock__fail(DLOCK_EINVAL, "out is NULL");
   *out = NULL;
   if (client == NULL)
     return dlock__fail(DLOCK_EINVAL, "client is NULL");
-  if (opts && (opts->version < 1 || opts->version > DLOCK_LOCK_OPTS_VERSION))
-    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want 1..%u",
-                       opts->version, DLOCK_LOCK_OPTS_VERSION);
-  size_t len = opts && opts->name_len
-                   ? opts->name_len
-                   : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
-  if (len > DLOCK_NAME_MAX && !(opts && opts->name_len))
+  size_t len = name_len ? name_len
+                        : (name ? strnlen(name, DLOCK_NAME_MAX + 1) : 0);
+  if (len > DLOCK_NAME_MAX && !name_len)
     len = strlen(name); /* too long: its real length, for the message */
   int rc = dlock__check_name(name, len);
   if (rc != DLOCK_OK)

@@ -1,10 +1,10 @@
-/* Server replies handed to the application (dlock_reply, dlock/fence.h):
+/* Server replies handed to the application (dlock_reply, dlock/reply.h):
  * copies of hiredis's, so the public API has no hiredis type. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "dlock/fence.h"
+#include "dlock/reply.h"
 
 void dlock_reply_free(dlock_reply *r) {
   if (r == NULL)

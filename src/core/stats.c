@@ -7,6 +7,10 @@
 
 #include "core/engine.h"
 #include "core/stats.h"
+#include "dlock/stats.h"
+
+_Static_assert(DLOCK__HIST_BUCKETS == DLOCK_STATS_BUCKETS,
+               "the client's histograms and dlock_histogram disagree");
 
 static _Thread_local int tls_waited;
 

@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "base/scripts.h"
 #include "dlock/inspect.h"
+#include "lock/lock_impl.h"
 
 static const char *kind_of(const redisReply *type, int64_t queued,
                            const redisReply *timeouts, const redisReply *c,
@@ -153,7 +154,7 @@ int dlock_inspect(dlock_client *client, const char *name,
     return dlock__fail(DLOCK_EINVAL, "out is NULL");
   *out = NULL;
   dlock__handle *h;
-  int rc = dlock__handle_new(sizeof *h, client, name, opts, (void **)&h);
+  int rc = dlock__handle_open(sizeof *h, client, name, opts, (void **)&h);
   if (rc != DLOCK_OK)
     return rc;
   if (dlock__on_engine_thread()) {

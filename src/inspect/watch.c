@@ -6,6 +6,7 @@
 
 #include "core/engine.h"
 #include "dlock/inspect.h"
+#include "lock/lock_impl.h"
 
 #define NCHANNELS 4
 
@@ -36,7 +37,7 @@ int dlock_watcher_new(dlock_client *client, const char *name,
   if (dlock__on_engine_thread())
     return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
   dlock_watcher *w;
-  int rc = dlock__handle_new(sizeof *w, client, name, opts, (void **)&w);
+  int rc = dlock__handle_open(sizeof *w, client, name, opts, (void **)&w);
   if (rc != DLOCK_OK)
     return rc;
   static const dlock__key_kind kinds[NCHANNELS] = {

@@ -12,11 +12,22 @@ uint64_t dlock__lock_owner_id(const dlock_lock *lock) {
   return lock->bound_owner ? lock->bound_owner : dlock_thread_id();
 }
 
+int dlock__handle_open(size_t size, dlock_client *client, const char *name,
+                       const dlock_lock_opts *opts, void **out) {
+  if (out && opts &&
+      (opts->version < 1 || opts->version > DLOCK_LOCK_OPTS_VERSION)) {
+    *out = NULL;
+    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want 1..%u",
+                       opts->version, DLOCK_LOCK_OPTS_VERSION);
+  }
+  return dlock__handle_new(size, client, name, opts ? opts->name_len : 0, out);
+}
+
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out) {
   void *block = NULL;
-  int rc = dlock__handle_new(m->size, client, name, opts, &block);
+  int rc = dlock__handle_open(m->size, client, name, opts, &block);
   *out = block;
   if (rc != DLOCK_OK)
     return rc;

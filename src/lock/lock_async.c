@@ -308,7 +308,7 @@ dlock_client *dlock__lock_members_engine(dlock_lock *const *members, size_t n) {
   dlock_client *c = members[0]->h.client;
   for (size_t i = 0; i < n; i++) {
     dlock_client *mc = members[i]->h.client;
-    if (mc == NULL || c == NULL || mc->engine != c->engine) {
+    if (mc == NULL || c == NULL || !dlock__client_same_engine(mc, c)) {
       dlock__fail(DLOCK_ENOTSUP, "async calls of a multi-lock or RedLock need "
                   "members whose clients run on one engine thread (one client, "
                   "or share_engine); member %zu's does not", i);

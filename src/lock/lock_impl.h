@@ -128,7 +128,12 @@ dlock_client *dlock__lock_members_engine(dlock_lock *const *members, size_t n);
 /* Whether the kind waits without a thread (lock_async.c). */
 int dlock__lock_can_wait(const dlock_lock *l);
 
-/* Allocate a backend's struct (m->size bytes) with dlock__handle_new (out
+/* A handle of size bytes (a lock's, a synchronizer's, an inspection's):
+ * opts checked (its version) and unpacked for core's dlock__handle_new. */
+int dlock__handle_open(size_t size, dlock_client *client, const char *name,
+                       const dlock_lock_opts *opts, void **out);
+
+/* Allocate a backend's struct (m->size bytes) with dlock__handle_open (out
  * must not be NULL: constructors pass their own local). */
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,

@@ -6,11 +6,12 @@
 #include <string.h>
 
 #include "base/scripts.h"
+#include "lock/lock_impl.h"
 #include "sync/synchronizer.h"
 
 int dlock__synchronizer_new(size_t size, dlock_client *client, const char *name,
                             const dlock_lock_opts *opts, void **out) {
-  return dlock__handle_new(size, client, name, opts, out);
+  return dlock__handle_open(size, client, name, opts, out);
 }
 
 void dlock__synchronizer_free(dlock__synchronizer *o) {

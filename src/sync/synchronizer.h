@@ -13,7 +13,7 @@ typedef struct dlock__synchronizer {
 } dlock__synchronizer;
 
 /* Allocate size bytes whose first member is a dlock__synchronizer
- * (dlock__handle_new: checks, the name's copy, the client's reference). */
+ * (dlock__handle_open: checks, the name's copy, the client's reference). */
 int dlock__synchronizer_new(size_t size, dlock_client *client, const char *name,
                             const dlock_lock_opts *opts, void **out);
 void dlock__synchronizer_free(dlock__synchronizer *o);

@@ -282,7 +282,7 @@ int is_option(const char *a) { return a[0] == '-' && a[1] != '\0'; }
  * without `--` (dashdash 0): one that looks like an option is refused, not
  * taken as a name or a count. */
 int operands_only(const char *cmd, int argc, char **argv, int i,
-                         int dashdash) {
+                  int dashdash) {
   for (; !dashdash && i < argc; i++) {
     char *end;
     if (is_option(argv[i]) && (strtod(argv[i], &end), *end != '\0'))
@@ -341,7 +341,7 @@ static int globals_ready(void) {
 
 /* engine: NULL, or a client whose engine thread this one shares */
 int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
-                      dlock_client *engine, dlock_client **out) {
+               dlock_client *engine, dlock_client **out) {
   int status = globals_ready();
   if (status)
     return status;
