@@ -350,10 +350,14 @@ typedef struct dlock__hold_id {
   size_t label_len;
 } dlock__hold_id;
 
-/* How the watchdog renews a hold: script gets KEYS = the holds' names and
- * ARGV = lease, then per hold its field and extra ("" when none). */
+/* How the watchdog renews a hold, as its kind says: script gets KEYS = the
+ * holds' names and ARGV = lease, then per hold its field and extra (""
+ * when none); node_script, its variant for one cluster node's holds of
+ * several slots (ARGV = n, the n names, then script's own arguments), or
+ * -1: one batch per slot. */
 typedef struct dlock__renewal {
   int script;
+  int node_script;
   const char *extra;
   size_t extra_len;
 } dlock__renewal;

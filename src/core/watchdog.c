@@ -35,7 +35,7 @@ typedef struct hold {
   int64_t valid_until_ms;
   int64_t releasing_ms; /* when a release of it was last sent */
   uint64_t epoch;
-  int script;
+  int script, node_script; /* its renewal (dlock__renewal) */
   unsigned watchdog : 1, lost : 1, renewing : 1;
   unsigned verify : 1; /* a cluster node's batch found it gone: ask again in
                           a call of its own slot before calling it lost */
@@ -124,6 +124,7 @@ int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
     h->label_len = label_len;
     h->owner_id = owner_id;
     h->script = r->script;
+    h->node_script = r->node_script;
     if (r->extra_len)
       memcpy(h->extra, r->extra, r->extra_len);
     h->extra_len = r->extra_len;
@@ -370,21 +371,6 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   tell_lost(c, &lost);
 }
 
-/* The variant of a renewal script for a cluster node's keys of several
- * slots (tools/embed_lua.py), or -1. */
-static int node_script(int script) {
-  switch (script) {
-  case DLOCK__SCRIPT_LOCK_RENEW:
-    return DLOCK__SCRIPT_LOCK_RENEW_NODE;
-  case DLOCK__SCRIPT_RWLOCK_READ_RENEW:
-    return DLOCK__SCRIPT_RWLOCK_READ_RENEW_NODE;
-  case DLOCK__SCRIPT_PERMITS_RENEW:
-    return DLOCK__SCRIPT_PERMITS_RENEW_NODE;
-  default:
-    return -1;
-  }
-}
-
 /* Build one renewal call for the n holds in hs (hmu held); node: as one
  * cluster node's batch, its keys passed as arguments (they may lie in
  * several slots of that node). It is sent after hmu is released: a send
@@ -429,8 +415,9 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
       goto fail;
   }
   b->offs[n] = b->keys.len;
-  int rc = node ? dlock__req_script(&b->req, node_script(script), 0, NULL, NULL,
-                                    a0 + 1 + 2 * n, args, alens)
+  /* a node batch: its holds share script, and so its node variant */
+  int rc = node ? dlock__req_script(&b->req, hs[0]->node_script, 0, NULL,
+                                    NULL, a0 + 1 + 2 * n, args, alens)
                 : dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n,
                                     args, alens);
   if (rc != DLOCK_OK)
@@ -487,7 +474,7 @@ static int by_script_group(const void *a, const void *b) {
 
 static slotted group_of(dlock_client *c, hold *h) {
   int slot = dlock__key_slot(hold_name(h), h->name_len);
-  int node = h->verify || node_script(h->script) < 0
+  int node = h->verify || h->node_script < 0
                  ? -1
                  : c->net.topo->batch_node(&c->net, slot);
   return (slotted){h->script, node >= 0 ? node : DLOCK__SLOTS + slot, h};

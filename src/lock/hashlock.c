@@ -43,7 +43,8 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
-  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  static const dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW,
+                                        DLOCK__SCRIPT_LOCK_RENEW_NODE, NULL, 0};
   return dlock__hold_add(l->h.client, &id, owner, &renew, watchdog, lease_ms,
                          t0_ms, ln);
 }

@@ -178,9 +178,11 @@ static int hold(dlock_lock *l, uint64_t owner_id, int watchdog,
   if (rc != DLOCK_OK)
     return rc;
   dlock__hold_id id = hold_id(h, &w);
-  dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW, NULL, 0};
+  dlock__renewal renew = {DLOCK__SCRIPT_LOCK_RENEW,
+                          DLOCK__SCRIPT_LOCK_RENEW_NODE, NULL, 0};
   if (!h->is_write) {
     renew.script = DLOCK__SCRIPT_RWLOCK_READ_RENEW;
+    renew.node_script = DLOCK__SCRIPT_RWLOCK_READ_RENEW_NODE;
     renew.extra = w.timeout_prefix.p;
     renew.extra_len = w.timeout_prefix.len;
   }

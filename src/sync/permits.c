@@ -168,7 +168,8 @@ static int acquire_reply(const redisReply *r, int64_t *hint) {
 /* The permits taken are held by owner: the watchdog renews them when
  * asked, and tells of their loss. */
 static int record(attempt *a, uint64_t owner) {
-  static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
+  static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW,
+                                        DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
   int rc = DLOCK_OK;
   for (size_t i = 0; i < a->n && rc == DLOCK_OK; i++) {
     dlock__hold_id id = permit_hold(a->p, a->raw[i]);
@@ -382,7 +383,8 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
     return rc;
   if (updated == 1) { /* the watchdog renews it from now on, or no longer */
     dlock__hold_id id = permit_hold(p, raw);
-    static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW, NULL, 0};
+    static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW,
+                                        DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
     dlock__hold_released(c, &id, 1);
     dlock__hold_add(c, &id, dlock_thread_id(), &renew, watchdog,
                     ms, t0, NULL);
