@@ -39,12 +39,12 @@ typedef struct dlock__await {
    * (a fair queue's entry), the same way. NULL: nothing. */
   void (*give_up)(dlock__aop *op);
   /* The channel to wait on, appended to *ch, and its wake rule. */
-  int (*channel)(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake);
+  int (*wait_channel)(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake);
   /* A try whose answer was lost (its connection dropped or timed out after
    * it was written): did it run? A blocking call, on the thread pool: 1 it
    * did (op->sent_ms: its lease started no earlier), 0 it did not, or an
    * error. Asked only when op->askable. NULL: never asked (DLOCK_EIO). */
-  int (*recheck)(dlock__aop *op);
+  int (*ask)(dlock__aop *op);
   int fifo;        /* the waiters of a client are served in order (demand) */
   int lease_hints; /* "-MS" messages (a fair lock's) */
 } dlock__await;
@@ -79,7 +79,7 @@ struct dlock__aop {
   uint8_t internal;      /* an inner operation of a combinator's: its
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
-  uint8_t askable;       /* aw->recheck can ask about a lost answer */
+  uint8_t askable;       /* a lost answer may be asked about (aw->ask) */
   uint8_t fate;          /* the last ask's request: DLOCK__UNSENT... */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue

@@ -49,7 +49,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     op_timer *t = calloc(1, sizeof *t);
     dlock__buf channel = {0};
     dlock__wake_fn *wake = dlock__wake_one;
-    int rc = w && t ? op->aw->channel(op, &channel, &wake) : DLOCK_ENOMEM;
+    int rc = w && t ? op->aw->wait_channel(op, &channel, &wake) : DLOCK_ENOMEM;
     if (rc != DLOCK_OK) {
       free(w);
       free(t);
@@ -198,7 +198,7 @@ static void grant(dlock__aop *op) {
 }
 
 static int ask_job(dlock__aop *op) {
-  int rc = op->aw->recheck(op);
+  int rc = op->aw->ask(op);
   op->fate = (uint8_t)dlock__last_call_fate();
   return rc;
 }
@@ -231,7 +231,7 @@ static void asked(dlock__aop *op, int rc) {
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   char why[1700];
-  int missed = req->ack_wanted ? dlock__guard_missed(op->h->client, req, why,
+  int missed = req->ack_wanted ? dlock__ack_missed(op->h->client, req, why,
                                                sizeof why)
                         : 0;
   int fate = req->refused  ? DLOCK__REFUSED
@@ -306,7 +306,7 @@ void dlock__await_start(dlock__aop *op) {
   op->on_ready = try_ready;
   op->recipe = (dlock__recipe){.noun = op->aw->noun, .name = op->h->name,
                                .fifo = op->aw->fifo,
-                               .askable = op->aw->recheck && op->askable};
+                               .askable = op->aw->ask && op->askable};
   run(op, dlock__recipe_start(&op->recipe, op->wait_ms, op->deadline_ms,
                               op->aw->fifo ? dlock__fifo_waiters(op->c) : 0));
 }

@@ -602,7 +602,7 @@ static void async_shutdown(dlock_client *c) {
 
 /* ---- the completion queue --------------------------------------------------- */
 
-static _Thread_local dlock_client *tls_running; /* running its completions */
+static _Thread_local dlock_client *tl_running; /* running its completions */
 
 int dlock_client_completion_fd(dlock_client *c) {
   dlock__clear_error();
@@ -622,7 +622,7 @@ int dlock_client_run_completions(dlock_client *c, int max) {
   if (a->efd < 0)
     return dlock__fail(DLOCK_EINVAL, "the client completes on its engine "
                        "thread (opts.completions)");
-  if (tls_running == c)
+  if (tl_running == c)
     return dlock__fail(DLOCK_EINVAL, "called from one of its completions");
   int ran = 0;
   while (max <= 0 || ran < max) {
@@ -643,10 +643,10 @@ int dlock_client_run_completions(dlock_client *c, int max) {
     pthread_mutex_unlock(&a->mu);
     if (op == NULL)
       break;
-    dlock_client *prev = tls_running;
-    tls_running = c;
+    dlock_client *prev = tl_running;
+    tl_running = c;
     deliver(op);
-    tls_running = prev;
+    tl_running = prev;
     op_free(op);
     ran++;
   }

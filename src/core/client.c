@@ -15,13 +15,13 @@
 
 /* ---- owner ids -------------------------------------------------------------- */
 
-static _Thread_local uint64_t tls_thread_id;
+static _Thread_local uint64_t tl_thread_id;
 static atomic_uint_fast64_t next_owner_id = 1;
 
 uint64_t dlock_thread_id(void) {
-  if (tls_thread_id == 0)
-    tls_thread_id = atomic_fetch_add(&next_owner_id, 1);
-  return tls_thread_id;
+  if (tl_thread_id == 0)
+    tl_thread_id = atomic_fetch_add(&next_owner_id, 1);
+  return tl_thread_id;
 }
 
 uint64_t dlock_owner_id_new(void) { return atomic_fetch_add(&next_owner_id, 1); }

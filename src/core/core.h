@@ -71,15 +71,15 @@ extern int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
  * followed by a WAIT until the master's replicas have the write (a
  * cluster's or sentinel's master; none on a standalone server) and by a
  * WAITAOF until the server fsynced it. end returns the code of the first
- * one that fell short (dlock__guard_missed), with why; 0 when none did. */
-void dlock__guard_begin(void);
-int dlock__guard_end(char *why, size_t n);
+ * one that fell short (dlock__ack_missed), with why; 0 when none did. */
+void dlock__ack_begin(void);
+int dlock__ack_end(char *why, size_t n);
 /* req's acknowledgement fell short (its WAIT reached no replica, its
  * WAITAOF did not fsync in time): why, and the code to report (0 when it
  * did not fall short): DLOCK_EPERM when the server refused the command,
  * DLOCK_ECONFIG when the server cannot (no AOF, a replica), else
  * DLOCK_EIO. */
-int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
+int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n);
 
 /* dlock__req_command (routed by route on a cluster, NULL: any node) +
@@ -143,21 +143,21 @@ uint32_t dlock__wake_all(const char *msg, size_t len);
 /* ---- releases safe to retry (release.c) ------------------------------------ */
 
 /* Call a release script whose second key (KEYS[2]) is the unlock latch:
- * latch_prefix plus one random request id per call. A call whose reply is lost
+ * unlock_prefix plus one random request id per call. A call whose reply is lost
  * (DLOCK_EIO) is retried with the same id (dlock__release_again), so the
  * script replays its first outcome instead of releasing twice. keys[1] is
  * filled in. */
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *unlock_prefix,
                         size_t nkeys, const char **keys, size_t *klens,
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply);
 
 /* Build one try of a release into req: script with KEYS[2] (keys[1],
- * filled in) the unlock latch latch_prefix + rid, the latch DELed once the
+ * filled in) the unlock latch unlock_prefix + rid, the latch DELed once the
  * reply is in (dlock__req_drop_after), sent even when the client closes.
  * A call and its retries after a lost reply share rid. */
 int dlock__release_req(dlock__req *req, int script,
-                       const dlock__buf *latch_prefix, const char *rid,
+                       const dlock__buf *unlock_prefix, const char *rid,
                        size_t nkeys, const char **keys, size_t *klens,
                        size_t nargs, const char *const *args,
                        const size_t *alens);
@@ -168,7 +168,7 @@ int dlock__release_retry(dlock_client *c,
                          int (*build)(void *ctx, const char *rid, dlock__req *req),
                          void *ctx, redisReply **reply);
 /* How long an unlock latch must live: the whole retry window. */
-int64_t dlock__latch_ms(dlock_client *c);
+int64_t dlock__unlock_latch_ms(dlock_client *c);
 /* Whether a release that failed with DLOCK_EIO makes attempt number
  * `attempt` (0 = the first) after starting at start_ms. */
 int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
@@ -193,7 +193,7 @@ typedef struct dlock__wait_spec {
   /* Or, when channel is NULL: make the channel (appended to *channel) and
    * say its wake rule when the wait begins, not before the first try (an
    * uncontended call never waits). DLOCK_OK or DLOCK_ENOMEM. */
-  int (*make_channel)(void *ctx, dlock__buf *channel, dlock__wake_fn **wake);
+  int (*wait_channel)(void *ctx, dlock__buf *channel, dlock__wake_fn **wake);
   int fifo; /* serve this client's waiters in arrival order (semaphores) */
   int64_t demand; /* fifo: what this waiter needs (permits); 0 counts as 1.
                      A message "N" lets the oldest waiters whose demands
@@ -210,7 +210,7 @@ typedef struct dlock__wait_spec {
   void (*give_up)(void *ctx);
   /* Called when the loop ends in an error while a try the engine sent
    * early (spec->early) was in flight, and that try turned out to grant
-   * (read by attempt, or asked by recheck when its answer was lost): hand
+   * (read by attempt, or asked about when its answer was lost): hand
    * the grant back, so a failed acquire leaves no hold. Needed by every
    * kind with early tries; before give_up. */
   void (*give_back)(void *ctx);
@@ -230,7 +230,7 @@ typedef struct dlock__wait_spec {
    * master moved) may have run. While the budget lasts, ask: 1 it did
    * (acquired), 0 it did not (the loop tries again, on the server the
    * client reaches now), or an error. NULL: DLOCK_EIO ends the wait. */
-  int (*recheck)(void *ctx);
+  int (*ask)(void *ctx);
 } dlock__wait_spec;
 
 /* dlock__call for a wait loop's try: when the engine already sent this

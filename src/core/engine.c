@@ -17,24 +17,24 @@
 #include "net/topology.h"
 #include "base/scripts.h"
 
-static _Thread_local dlock__parker tls_parker;
+static _Thread_local dlock__parker tl_parker;
 static const dlock__attachment *attachment; /* set at load, read after */
 
 void dlock__engine_attach(const dlock__attachment *a) { attachment = a; }
 
 const dlock__attachment *dlock__engine_attached(void) { return attachment; }
-static _Thread_local int tls_on_engine;
+static _Thread_local int tl_on_engine;
 static _Thread_local struct {
   int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
   char why[1700];
-} tls_guard;
+} tl_ack;
 
-void dlock__guard_begin(void) {
-  tls_guard.on = 1;
-  tls_guard.missed = 0;
+void dlock__ack_begin(void) {
+  tl_ack.on = 1;
+  tl_ack.missed = 0;
 }
 
-int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
+int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n) {
   const dlock__ack *a = &req->ack;
   if (a->wait_asked > 0 && a->waited < 0) {
@@ -67,23 +67,23 @@ int dlock__guard_missed(dlock_client *c, const dlock__req *req, char *why,
   return 0;
 }
 
-int dlock__guard_end(char *why, size_t n) {
-  tls_guard.on = 0;
-  if (tls_guard.missed)
-    snprintf(why, n, "%s", tls_guard.why);
-  return tls_guard.missed;
+int dlock__ack_end(char *why, size_t n) {
+  tl_ack.on = 0;
+  if (tl_ack.missed)
+    snprintf(why, n, "%s", tl_ack.why);
+  return tl_ack.missed;
 }
 
-int dlock__on_engine_thread(void) { return tls_on_engine; }
+int dlock__on_engine_thread(void) { return tl_on_engine; }
 
-static _Thread_local int tls_fate; /* dlock__last_call_fate */
+static _Thread_local int tl_fate; /* dlock__last_call_fate */
 
-int dlock__last_call_unsent(void) { return tls_fate == DLOCK__UNSENT; }
+int dlock__last_call_unsent(void) { return tl_fate == DLOCK__UNSENT; }
 
-int dlock__last_call_fate(void) { return tls_fate; }
+int dlock__last_call_fate(void) { return tl_fate; }
 
 dlock__parker *dlock__parker_self(void) {
-  dlock__parker *s = &tls_parker;
+  dlock__parker *s = &tl_parker;
   if (!s->init) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -190,7 +190,7 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
 static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
                      redisReply **reply, int64_t *sent_ms) {
   *reply = NULL;
-  if (tls_on_engine) {
+  if (tl_on_engine) {
     dlock__buf_free(&req->cmd);
     dlock__buf_free(&req->drop);
     return dlock__fail(DLOCK_EINVAL,
@@ -198,10 +198,10 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
                        "lost-lock callback?)");
   }
   call_state cs = {.parker = dlock__parker_self()};
-  if (tls_guard.on && req->script >= 0 &&
+  if (tl_ack.on && req->script >= 0 &&
       (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
     req->ack_wanted = 1;
-  tls_fate = DLOCK__SENT;
+  tl_fate = DLOCK__SENT;
   if (w && take_early(w, req, &cs, sent_ms)) {
     /* answered already */
   } else
@@ -236,7 +236,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
   }
   if (cs.status != DLOCK_OK) {
     if (cs.status == DLOCK_EIO)
-      tls_fate = req->refused  ? DLOCK__REFUSED
+      tl_fate = req->refused  ? DLOCK__REFUSED
                  : req->written ? DLOCK__SENT
                                 : DLOCK__UNSENT;
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
@@ -247,9 +247,9 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     freeReplyObject(cs.reply);
     return rc;
   }
-  if (req->ack_wanted && !tls_guard.missed)
-    tls_guard.missed = dlock__guard_missed(c, req, tls_guard.why,
-                                           sizeof tls_guard.why);
+  if (req->ack_wanted && !tl_ack.missed)
+    tl_ack.missed = dlock__ack_missed(c, req, tl_ack.why,
+                                           sizeof tl_ack.why);
   *reply = cs.reply;
   return DLOCK_OK;
 }
@@ -458,7 +458,7 @@ void dlock__send(dlock_client *c, dlock__req *req) { c->net.topo->send(&c->net, 
 static void engine_main(void *arg) {
   dlock_client *c = arg;
   uv_loop_t *loop = c->net.loop; /* c may be closed and freed before the end */
-  tls_on_engine = 1;
+  tl_on_engine = 1;
   client_start(c);
   uv_run(loop, UV_RUN_DEFAULT);
 }

@@ -700,7 +700,7 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   return rc;
 }
 
-int dlock__waiters_wait(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
+int dlock__waiter_wait_any(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
   dlock__parker *s = ws[0]->parker;
   int rc = 0;
   pthread_mutex_lock(&s->mu);

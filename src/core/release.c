@@ -1,12 +1,12 @@
 /* Releases that are safe to retry: each release call carries a random
- * request id in a latch key (KEYS[2]) that its script writes with the
+ * request id in an unlock latch key (KEYS[2]) that its script writes with the
  * outcome, so a retry after a lost reply replays the first outcome instead
  * of releasing twice (docs/wire.md, "idempotent release"). */
 #include <string.h>
 
 #include "core/core.h"
 
-int64_t dlock__latch_ms(dlock_client *c) {
+int64_t dlock__unlock_latch_ms(dlock_client *c) {
   const dlock_client_opts *o = dlock__client_opts(c);
   return 2 * o->command_timeout_ms + o->connect_timeout_ms;
 }
@@ -32,7 +32,7 @@ int dlock__release_retry(dlock_client *c,
 
 typedef struct script_release {
   int script;
-  const dlock__buf *latch_prefix;
+  const dlock__buf *unlock_prefix;
   size_t nkeys;
   const char **keys;
   size_t *klens;
@@ -43,37 +43,37 @@ typedef struct script_release {
 
 static int build_script(void *ctx, const char *rid, dlock__req *req) {
   script_release *s = ctx;
-  return dlock__release_req(req, s->script, s->latch_prefix, rid, s->nkeys,
+  return dlock__release_req(req, s->script, s->unlock_prefix, rid, s->nkeys,
                             s->keys, s->klens, s->nargs, s->args, s->alens);
 }
 
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *latch_prefix,
+int dlock__release_call(dlock_client *c, int script, const dlock__buf *unlock_prefix,
                         size_t nkeys, const char **keys, size_t *klens,
                         size_t nargs, const char *const *args,
                         const size_t *alens, redisReply **reply) {
-  script_release s = {script, latch_prefix, nkeys, keys, klens, nargs, args,
+  script_release s = {script, unlock_prefix, nkeys, keys, klens, nargs, args,
                       alens};
   return dlock__release_retry(c, build_script, &s, reply);
 }
 
 int dlock__release_req(dlock__req *req, int script,
-                       const dlock__buf *latch_prefix, const char *rid,
+                       const dlock__buf *unlock_prefix, const char *rid,
                        size_t nkeys, const char **keys, size_t *klens,
                        size_t nargs, const char *const *args,
                        const size_t *alens) {
-  dlock__buf latch = {0};
-  if (dlock__buf_add(&latch, latch_prefix->p, latch_prefix->len) ||
-      dlock__buf_add(&latch, rid, strlen(rid))) {
-    dlock__buf_free(&latch);
+  dlock__buf unlock_latch = {0};
+  if (dlock__buf_add(&unlock_latch, unlock_prefix->p, unlock_prefix->len) ||
+      dlock__buf_add(&unlock_latch, rid, strlen(rid))) {
+    dlock__buf_free(&unlock_latch);
     return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  keys[1] = latch.p;
-  klens[1] = latch.len;
+  keys[1] = unlock_latch.p;
+  klens[1] = unlock_latch.len;
   int rc = dlock__req_script(req, script, nkeys, keys, klens, nargs, args, alens);
   if (rc == DLOCK_OK)
-    rc = dlock__req_drop_after(req, latch.p, latch.len);
+    rc = dlock__req_drop_after(req, unlock_latch.p, unlock_latch.len);
   req->linger = 1; /* harmless when the client closes, and it frees the lock */
-  dlock__buf_free(&latch);
+  dlock__buf_free(&unlock_latch);
   return rc;
 }
 

@@ -12,11 +12,11 @@
 _Static_assert(DLOCK__HIST_BUCKETS == DLOCK_STATS_BUCKETS,
                "the client's histograms and dlock_histogram disagree");
 
-static _Thread_local int tls_waited;
+static _Thread_local int tl_waited;
 
-void dlock__stats_wait_mark(void) { tls_waited = 1; }
-void dlock__stats_wait_reset(void) { tls_waited = 0; }
-int dlock__stats_waited(void) { return tls_waited; }
+void dlock__stats_wait_mark(void) { tl_waited = 1; }
+void dlock__stats_wait_reset(void) { tl_waited = 0; }
+int dlock__stats_waited(void) { return tl_waited; }
 
 struct dlock__stats *dlock__client_stats(dlock_client *c) { return &c->stats; }
 

@@ -47,9 +47,9 @@ static void settle_early(const dlock__wait_spec *spec, void *ctx,
     dlock__try t = {w, 0};
     int64_t hint = 0;
     int got = spec->attempt(ctx, &t, &hint); /* takes the early answer */
-    if (got == DLOCK_EIO && spec->recheck &&
+    if (got == DLOCK_EIO && spec->ask &&
         dlock__last_call_fate() == DLOCK__SENT)
-      got = spec->recheck(ctx);
+      got = spec->ask(ctx);
     if (got == 1)
       spec->give_back(ctx);
     dlock__fail(0, "%s", saved);
@@ -78,13 +78,13 @@ typedef struct wait_reg {
 
 static pthread_mutex_t regs_mu = PTHREAD_MUTEX_INITIALIZER;
 static wait_reg *regs;
-static _Thread_local const void *tls_top;
+static _Thread_local const void *tl_top;
 
-void dlock__wait_top(const void *top) { tls_top = top; }
+void dlock__wait_top(const void *top) { tl_top = top; }
 
 static void reg_add(wait_reg *r, const void *handle, uint64_t owner,
                     dlock__waiter *w) {
-  *r = (wait_reg){NULL, tls_top, handle, owner, w};
+  *r = (wait_reg){NULL, tl_top, handle, owner, w};
   pthread_mutex_lock(&regs_mu);
   r->next = regs;
   regs = r;
@@ -144,7 +144,7 @@ static int subscribe(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
   size_t channel_len = spec->channel_len;
   dlock__wake_fn *wake = spec->wake;
   if (channel == NULL) {
-    if (spec->make_channel(ctx, &made, &wake) != DLOCK_OK) {
+    if (spec->wait_channel(ctx, &made, &wake) != DLOCK_OK) {
       dlock__buf_free(&made);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -206,7 +206,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
                      int64_t wait_ms, void *ctx) {
   dlock__recipe r = {.what = spec->what, .noun = spec->noun,
                      .name = spec->name, .fifo = spec->fifo,
-                     .askable = spec->recheck != NULL};
+                     .askable = spec->ask != NULL};
   int64_t deadline = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
   dlock__step step = dlock__recipe_start(&r, wait_ms, deadline,
                                          spec->fifo ? dlock__fifo_waiters(c) : 0);
@@ -226,7 +226,7 @@ int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
       step = dlock__recipe_tried(&r, rc, hint, dlock__last_call_fate());
       break;
     case DLOCK__STEP_ASK:
-      rc = spec->recheck(ctx);
+      rc = spec->ask(ctx);
       fresh = 1;
       step = dlock__recipe_asked(&r, rc, dlock__last_call_fate());
       break;

@@ -28,7 +28,7 @@ typedef struct fair {
   dlock__buf timeouts;     /* redisson_lock_timeout:{N} */
   dlock__buf alive;        /* dlock_fair_alive:{N} */
   dlock__buf channel;      /* redisson_lock__channel:{N}; waiters add :U:T */
-  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+  dlock__buf unlock_prefix; /* redisson_unlock_latch:{N}: */
 } fair;
 
 /* ---- tries, releases and leaving as requests (method table 2 and 3) ------- */
@@ -101,9 +101,9 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   const char *args[] = {lease, owner, px, pub, f->channel.p};
   size_t alens[] = {
       (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c)),
+      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c)),
       strlen(pub), f->channel.len};
-  return dlock__release_req(req, DLOCK__SCRIPT_FAIR_RELEASE, &f->latch_prefix,
+  return dlock__release_req(req, DLOCK__SCRIPT_FAIR_RELEASE, &f->unlock_prefix,
                             rid, 5, keys, klens, 5, args, alens);
 }
 
@@ -136,7 +136,7 @@ static void destroy(dlock_lock *l) {
   dlock__buf_free(&f->timeouts);
   dlock__buf_free(&f->alive);
   dlock__buf_free(&f->channel);
-  dlock__buf_free(&f->latch_prefix);
+  dlock__buf_free(&f->unlock_prefix);
 }
 
 static const dlock__lock_reqs fair_reqs = {
@@ -189,7 +189,7 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
       dlock__key(&f->timeouts, DLOCK__KEY_FAIR_TIMEOUT, n, len) ||
       dlock__key(&f->alive, DLOCK__KEY_FAIR_ALIVE, n, len) ||
       dlock__key(&f->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
-      dlock__key(&f->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
+      dlock__key(&f->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
     return DLOCK_ENOMEM;
   }

@@ -72,6 +72,6 @@ int dlock_watcher_wait(dlock_watcher *w, int64_t timeout_ms) {
   for (int i = 0; i < w->n; i++)
     ws[i] = &w->w[i];
   int64_t deadline = timeout_ms < 0 ? -1 : dlock__now_ms() + timeout_ms;
-  int rc = dlock__waiters_wait(ws, w->n, deadline);
+  int rc = dlock__waiter_wait_any(ws, w->n, deadline);
   return rc == DLOCK_ECLOSED ? dlock__fail(DLOCK_ECLOSED, "client is closed") : rc;
 }

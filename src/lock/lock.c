@@ -98,10 +98,10 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
   dlock__stats_wait_reset();
   if (wait_ms != 0) /* the waits below answer to this handle's interrupts */
     dlock__wait_top(lock);
-  dlock__guard_begin();
+  dlock__ack_begin();
   rc = dlock__lock_run_acquire(lock, owner, wait_ms, lease_ms, &g);
   char why[1700];
-  int missed = dlock__guard_end(why, sizeof why);
+  int missed = dlock__ack_end(why, sizeof why);
   if (wait_ms != 0)
     dlock__wait_top(NULL);
   if (rc == DLOCK_OK && missed) {
@@ -157,9 +157,9 @@ int dlock_release(dlock_lock *lock) {
    * it would show the hold again until its lease ended); its outcome
    * stands whatever they acknowledged */
   char why[1700];
-  dlock__guard_begin();
+  dlock__ack_begin();
   rc = dlock__lock_run_release(lock, dlock__lock_owner_id(lock));
-  dlock__guard_end(why, sizeof why);
+  dlock__ack_end(why, sizeof why);
   if (lock->h.client)
     dlock__stats_release(dlock__client_stats(lock->h.client), rc);
   return rc;
@@ -260,7 +260,7 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
     lock->m->reqs->forget(lock, owner);
 }
 
-int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
+int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                         int64_t try_ms, int64_t *sent_ms) {
   char lost[512];
   snprintf(lost, sizeof lost, "%s", dlock_errmsg()); /* the try's */
@@ -376,13 +376,13 @@ static void give_back(void *ctx) {
 
 /* A try whose answer was lost: did it run (wait.c)? A try that only
  * queued counts as not run: the next one keeps the place. */
-static int recheck(void *ctx) {
+static int ask(void *ctx) {
   attempt *a = ctx;
-  return dlock__lock_recheck(a->l, a->owner, a->prior, a->try_ms, &a->sent_ms);
+  return dlock__lock_ask(a->l, a->owner, a->prior, a->try_ms, &a->sent_ms);
 }
 
 /* The channel of the wait, made once the first try found the lock taken. */
-static int make_channel(void *ctx, dlock__buf *channel, dlock__wake_fn **wake) {
+static int wait_channel(void *ctx, dlock__buf *channel, dlock__wake_fn **wake) {
   attempt *a = ctx;
   return a->l->m->reqs->wait_channel(a->l, a->owner, channel, wake);
 }
@@ -398,7 +398,7 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                .prior = m->hold_count ? m->hold_count(l, owner) : 0,
                .try_ms = dlock__now_ms()};
   dlock__wait_spec spec = {
-      .noun = l->m->noun, .name = l->h.name, .make_channel = make_channel, .attempt = try_once,
+      .noun = l->m->noun, .name = l->h.name, .wait_channel = wait_channel, .attempt = try_once,
       .handle = l, .owner = owner, .early = m->early,
       /* a queue's leaving, and its "-MS" lease hints */
       .give_up = m->give_up_req ? give_up : NULL,
@@ -406,7 +406,7 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       .lease_hints = m->give_up_req != NULL,
       /* without the owner's count (a fenced grant's token cannot be asked
        * later) a lost answer ends the wait with DLOCK_EIO */
-      .recheck = m->hold_count ? recheck : NULL};
+      .ask = m->hold_count ? ask : NULL};
   int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
   if (rc != 1)
     return rc;

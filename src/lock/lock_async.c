@@ -117,11 +117,11 @@ static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
  * count of the owner's holds against this client's, read now: holds the
  * same owner took or let go meanwhile (an event loop's owner may have
  * several operations under way) are in both. */
-static int lock_recheck(dlock__aop *op) {
+static int lock_ask(dlock__aop *op) {
   dlock_lock *l = lock_of(op);
   int64_t known = l->m->reqs->hold_count(l, op->owner);
   dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
-  return dlock__lock_recheck(l, op->owner, known, op->sent_ms, &op->sent_ms);
+  return dlock__lock_ask(l, op->owner, known, op->sent_ms, &op->sent_ms);
 }
 
 static const dlock__await lock_await = {
@@ -130,8 +130,8 @@ static const dlock__await lock_await = {
     .try_reply = lock_try_reply,
     .granted = lock_granted,
     .give_back = lock_give_back,
-    .channel = lock_channel,
-    .recheck = lock_recheck,
+    .wait_channel = lock_channel,
+    .ask = lock_ask,
 };
 
 static const dlock__await lock_await_queued = { /* a kind that queues */
@@ -141,8 +141,8 @@ static const dlock__await lock_await_queued = { /* a kind that queues */
     .granted = lock_granted,
     .give_back = lock_give_back,
     .give_up = lock_give_up,
-    .channel = lock_channel,
-    .recheck = lock_recheck,
+    .wait_channel = lock_channel,
+    .ask = lock_ask,
     .lease_hints = 1,
 };
 

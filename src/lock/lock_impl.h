@@ -57,7 +57,7 @@ typedef struct dlock__lock_reqs {
   int (*give_up_req)(dlock_lock *lock, uint64_t owner, dlock__req *req);
   /* Optional: the owner's hold count as the client's hold registry has it
    * (-1: reported lost). When a try's answer is lost, the server's count
-   * (state) against it says whether the try ran (dlock__lock_recheck).
+   * (state) against it says whether the try ran (dlock__lock_ask).
    * NULL: not asked, the acquire fails with DLOCK_EIO (a fenced grant's
    * token cannot be asked later). */
   int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
@@ -195,13 +195,13 @@ int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);
 
 
-/* A try whose answer was lost (a wait spec's recheck): the owner's hold
+/* A try whose answer was lost (a wait spec's ask): the owner's hold
  * count on the server (the state method) against prior, the count this
  * client had before the acquire: 1 one more (the try ran: *sent_ms =
  * try_ms, no later than it was sent), 0 the same (it did not), else an
  * error (DLOCK_EIO when the server cannot be asked or the count is
  * neither). */
-int dlock__lock_recheck(dlock_lock *l, uint64_t owner, int64_t prior,
+int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                         int64_t try_ms, int64_t *sent_ms);
 
 /* The blocking release of a kind with release_req and released: one

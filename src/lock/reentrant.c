@@ -15,7 +15,7 @@ typedef struct reentrant {
   int fenced;
   dlock__buf channel;      /* redisson_lock__channel:{N} */
   dlock__buf token_key;    /* redisson_lock_token:{N} */
-  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+  dlock__buf unlock_prefix; /* redisson_unlock_latch:{N}: */
 } reentrant;
 
 /* ---- single tries and releases as requests -------------------------------- */
@@ -65,9 +65,9 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   const char *args[] = {lease, owner, px, pub, rl->channel.p, "0"};
   size_t alens[] = {
       dlock__fmt_i64(lease, dlock__hold_releasing(c, &id)), olen,
-      dlock__fmt_i64(px, dlock__latch_ms(c)),
+      dlock__fmt_i64(px, dlock__unlock_latch_ms(c)),
       strlen(pub), rl->channel.len, 1};
-  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &rl->latch_prefix,
+  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &rl->unlock_prefix,
                             rid, 2, keys, klens, 6, args, alens);
 }
 
@@ -92,7 +92,7 @@ static void destroy(dlock_lock *l) {
   reentrant *rl = (reentrant *)l;
   dlock__buf_free(&rl->channel);
   dlock__buf_free(&rl->token_key);
-  dlock__buf_free(&rl->latch_prefix);
+  dlock__buf_free(&rl->unlock_prefix);
 }
 
 static const dlock__lock_reqs reentrant_reqs = {
@@ -157,7 +157,7 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
   size_t len = l->h.name_len;
   if (dlock__key(&rl->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
       (rl->fenced && dlock__key(&rl->token_key, DLOCK__KEY_LOCK_TOKEN, n, len)) ||
-      dlock__key(&rl->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
+      dlock__key(&rl->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
     return DLOCK_ENOMEM;
   }

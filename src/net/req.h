@@ -58,7 +58,7 @@ struct dlock__req {
   int64_t pause_ms;
   int refused;
   int refusal_final;
-  /* The write's acknowledgement (dlock__guard_begin): the replica guard's
+  /* The write's acknowledgement (dlock__ack_begin): the replica guard's
    * WAIT and the durable option's WAITAOF follow the script's reply on the
    * same connection. */
   int ack_wanted;   /* wanted (set by dlock__call inside a guard) */

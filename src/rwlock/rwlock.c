@@ -15,7 +15,7 @@ typedef struct rw_half {
   dlock_lock base;
   int is_write;
   dlock__buf channel;      /* redisson_rwlock:{N} */
-  dlock__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+  dlock__buf unlock_prefix; /* redisson_unlock_latch:{N}: */
   dlock__buf tag;          /* {N}, or N when N contains a "{" */
 } rw_half;
 
@@ -145,7 +145,7 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   dlock__hold_id id = hold_id(h, &w);
   const char *pub = dlock__publish_cmd(c);
   char px[24], lease[24];
-  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__latch_ms(c));
+  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c));
   if (h->is_write) {
     const char *keys[] = {l->h.name, NULL};
     size_t klens[] = {l->h.name_len, 0};
@@ -154,7 +154,7 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
         (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
         w.writer_len, px_len, strlen(pub), h->channel.len};
     rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
-                            &h->latch_prefix, rid, 2, keys, klens, 5, args, alens);
+                            &h->unlock_prefix, rid, 2, keys, klens, 5, args, alens);
   } else {
     dlock__hold_releasing(c, &id);
     const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
@@ -162,7 +162,7 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
     const char *args[] = {w.reader, px, pub, h->channel.p};
     size_t alens[] = {w.reader_len, px_len, strlen(pub), h->channel.len};
     rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
-                            &h->latch_prefix, rid, 4, keys, klens, 4, args, alens);
+                            &h->unlock_prefix, rid, 4, keys, klens, 4, args, alens);
   }
   dlock__buf_free(&w.timeout_prefix);
   return rc;
@@ -288,7 +288,7 @@ static size_t guard_field(dlock_lock *l, uint64_t owner_id, char out[96]) {
 static void destroy(dlock_lock *l) {
   rw_half *h = (rw_half *)l;
   dlock__buf_free(&h->channel);
-  dlock__buf_free(&h->latch_prefix);
+  dlock__buf_free(&h->unlock_prefix);
   dlock__buf_free(&h->tag);
 }
 
@@ -343,7 +343,7 @@ static int half_new(const dlock__lock_methods *m, dlock_client *client,
   const char *n = l->h.name;
   size_t len = l->h.name_len;
   if (dlock__key(&h->channel, DLOCK__KEY_RWLOCK_CHANNEL, n, len) ||
-      dlock__key(&h->latch_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
+      dlock__key(&h->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
       dlock__key(&h->tag, DLOCK__KEY_TAG, n, len)) {
     dlock_lock_free(l);
     return DLOCK_ENOMEM;

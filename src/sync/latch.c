@@ -168,7 +168,7 @@ static const dlock__await latch_await = {
     .noun = "latch",
     .try_req = await_req,
     .try_reply = await_reply,
-    .channel = await_channel,
+    .wait_channel = await_channel,
 };
 
 int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms,

@@ -21,7 +21,7 @@
 struct dlock_permits {
   dlock__synchronizer o;
   dlock__buf timeouts; /* {N}:timeout */
-  dlock__buf latch_prefix; /* dlock_permits_release_latch:{N}: */
+  dlock__buf unlock_prefix; /* dlock_permits_release_latch:{N}: */
 };
 
 int dlock_permits_new(dlock_client *client, const char *name,
@@ -35,7 +35,7 @@ int dlock_permits_new(dlock_client *client, const char *name,
   size_t len = p->o.h.name_len;
   if (dlock__key(&p->o.channel, DLOCK__KEY_SEM_CHANNEL, n, len) ||
       dlock__key(&p->timeouts, DLOCK__KEY_PERMITS_TIMEOUT, n, len) ||
-      dlock__key(&p->latch_prefix, DLOCK__KEY_PERMITS_LATCH, n, len)) {
+      dlock__key(&p->unlock_prefix, DLOCK__KEY_PERMITS_LATCH, n, len)) {
     dlock_permits_free(p);
     *out = NULL;
     return DLOCK_ENOMEM;
@@ -57,7 +57,7 @@ void dlock_permits_free(dlock_permits *p) {
   if (p == NULL)
     return;
   dlock__buf_free(&p->timeouts);
-  dlock__buf_free(&p->latch_prefix);
+  dlock__buf_free(&p->unlock_prefix);
   dlock__synchronizer_free(&p->o);
   free(p);
 }
@@ -269,12 +269,12 @@ static int release_req(dlock_permits *p, char (*raw)[16], size_t n,
                                        latch_ms};
   size_t alens[3 + MAX_PERMITS] = {
       strlen(dlock__publish_cmd(c)), p->o.channel.len,
-      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__latch_ms(c))};
+      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__unlock_latch_ms(c))};
   for (size_t i = 0; i < n; i++) {
     args[3 + i] = raw[i];
     alens[3 + i] = 16;
   }
-  return dlock__release_req(req, DLOCK__SCRIPT_PERMITS_RELEASE, &p->latch_prefix,
+  return dlock__release_req(req, DLOCK__SCRIPT_PERMITS_RELEASE, &p->unlock_prefix,
                             rid, 3, keys, klens, 3 + n, args, alens);
 }
 
@@ -489,7 +489,7 @@ static const dlock__await permits_await = {
     .try_reply = async_reply,
     .granted = async_granted,
     .give_back = async_give_back,
-    .channel = async_channel,
+    .wait_channel = async_channel,
     .fifo = 1,
 };
 

@@ -208,7 +208,7 @@ static const dlock__await sem_await = {
     .try_req = acquire_req,
     .try_reply = acquire_reply,
     .give_back = acquire_give_back,
-    .channel = acquire_channel,
+    .wait_channel = acquire_channel,
     .fifo = 1,
 };
 
