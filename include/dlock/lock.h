@@ -32,7 +32,8 @@ extern "C" {
 
 typedef struct dlock_lock dlock_lock;
 
-/* DLOCK_WAIT_FOREVER, DLOCK_LEASE_WATCHDOG and DLOCK_NAME_MAX: dlock/client.h */
+/* DLOCK_WAIT_FOREVER, DLOCK_LEASE_WATCHDOG and DLOCK_NAME_MAX are in
+ * dlock/client.h (included above). */
 
 /* Capability bits (dlock_lock_caps). */
 #define DLOCK_CAP_REENTRANT 0x01u  /* the same owner may acquire again */

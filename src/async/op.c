@@ -349,8 +349,8 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done) {
   req->done = done;
   req->data = op;
   req->queued_ms = dlock__now_ms();
-  if (req->script >= 0 &&
-      (dlock__client_opts(c)->replica_sync_ms > 0 || dlock__client_opts(c)->durable_ms > 0))
+  if (req->script >= 0 && (dlock__client_opts(c)->replica_sync_ms > 0 ||
+                           dlock__client_opts(c)->durable_ms > 0))
     req->ack_wanted = 1; /* the replica guard, durable grants (core.h) */
   if (dlock__client_stopping(c)) {
     dlock__req_finish(req, NULL, DLOCK_ECLOSED, "client closed");
@@ -554,7 +554,8 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     op->on_end(op);
   int composite = op->ctimer != NULL || op->on_cancel != NULL;
   dlock__aop_ctimer_drop(op);
-  if (op->internal || dlock__client_opts(c)->completions != DLOCK_COMPLETE_QUEUE) {
+  if (op->internal ||
+      dlock__client_opts(c)->completions != DLOCK_COMPLETE_QUEUE) {
     deliver(op);
     op_free(op);
     if (composite)

@@ -147,10 +147,11 @@ uint32_t dlock__wake_all(const char *msg, size_t len);
  * (DLOCK_EIO) is retried with the same id (dlock__release_again), so the
  * script replays its first outcome instead of releasing twice. keys[1] is
  * filled in. */
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *unlock_prefix,
-                        size_t nkeys, const char **keys, size_t *klens,
-                        size_t nargs, const char *const *args,
-                        const size_t *alens, redisReply **reply);
+int dlock__release_call(dlock_client *c, int script,
+                        const dlock__buf *unlock_prefix, size_t nkeys,
+                        const char **keys, size_t *klens, size_t nargs,
+                        const char *const *args, const size_t *alens,
+                        redisReply **reply);
 
 /* Build one try of a release into req: script with KEYS[2] (keys[1],
  * filled in) the unlock latch unlock_prefix + rid, the latch DELed once the

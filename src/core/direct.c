@@ -669,9 +669,9 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     if (rc == DLOCK_OK)
       rc = read_reply(c, dc, deadline, spin, reply, why, n);
   }
-  /* an answer (to the EVALSHA or its EVAL) that the call did not run there, which the engine follows
-   * (a slot that moved, a demoted master, a passing refusal): it makes
-   * the call */
+  /* an answer (to the EVALSHA or its EVAL) that the call did not run there,
+   * which the engine follows (a slot that moved, a demoted master, a passing
+   * refusal): it makes the call */
   if (rc == DLOCK_OK && engine_follows(c, *reply)) {
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;

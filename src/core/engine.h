@@ -122,7 +122,8 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
 /* Wait on n waiters of one thread (one parker) at once: 1 when any was woken
  * (all their wake-ups taken), 0 timed out at deadline_ms (-1 never),
  * DLOCK_ECLOSED. */
-int dlock__waiter_wait_any(dlock__waiter *const *ws, int n, int64_t deadline_ms);
+int dlock__waiter_wait_any(dlock__waiter *const *ws, int n,
+                           int64_t deadline_ms);
 /* A FIFO waiter's turn (wait.c): it is the oldest, or a message gave it
  * one try (taken here). */
 int dlock__waiter_my_turn(dlock__waiter *w);

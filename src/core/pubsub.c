@@ -341,7 +341,8 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
     return 1;
   }
   snprintf(c->sub_error, sizeof c->sub_error, "%.*s", (int)r->len, r->str);
-  if (ch->last_sub && !ch->confirmed && dlock__classify(r) == DLOCK__C_PASSING) {
+  if (ch->last_sub && !ch->confirmed &&
+      dlock__classify(r) == DLOCK__C_PASSING) {
     /* refused for now (a busy script, a replica without its master): its
      * waiters go on without messages, on hints, as when a confirmation is
      * late, and the next waiter to join asks again */
@@ -700,7 +701,8 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
   return rc;
 }
 
-int dlock__waiter_wait_any(dlock__waiter *const *ws, int n, int64_t deadline_ms) {
+int dlock__waiter_wait_any(dlock__waiter *const *ws, int n,
+                           int64_t deadline_ms) {
   dlock__parker *s = ws[0]->parker;
   int rc = 0;
   pthread_mutex_lock(&s->mu);

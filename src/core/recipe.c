@@ -75,7 +75,8 @@ static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
  * request was written) may have run, so ask while the budget lasts (a
  * refused ask did not run: it is asked again). */
 static dlock__step lost(dlock__recipe *r, int rc, int sent) {
-  if (rc == DLOCK_EIO && sent != DLOCK__UNSENT && r->askable && r->asks < MAX_ASKS &&
+  if (rc == DLOCK_EIO && sent != DLOCK__UNSENT && r->askable &&
+      r->asks < MAX_ASKS &&
       (r->deadline < 0 || dlock__now_ms() < r->deadline)) {
     r->asks++;
     return DLOCK__STEP_ASK;

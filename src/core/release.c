@@ -47,10 +47,11 @@ static int build_script(void *ctx, const char *rid, dlock__req *req) {
                             s->keys, s->klens, s->nargs, s->args, s->alens);
 }
 
-int dlock__release_call(dlock_client *c, int script, const dlock__buf *unlock_prefix,
-                        size_t nkeys, const char **keys, size_t *klens,
-                        size_t nargs, const char *const *args,
-                        const size_t *alens, redisReply **reply) {
+int dlock__release_call(dlock_client *c, int script,
+                        const dlock__buf *unlock_prefix, size_t nkeys,
+                        const char **keys, size_t *klens, size_t nargs,
+                        const char *const *args, const size_t *alens,
+                        redisReply **reply) {
   script_release s = {script, unlock_prefix, nkeys, keys, klens, nargs, args,
                       alens};
   return dlock__release_retry(c, build_script, &s, reply);

@@ -332,7 +332,8 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
    * only when acknowledged like a grant: one the replicas never saw would
    * outlive the copy a promoted replica expires (a partitioned master) */
   char why[512];
-  int unacked = ok && req->ack_wanted && dlock__ack_missed(c, req, why, sizeof why);
+  int unacked =
+      ok && req->ack_wanted && dlock__ack_missed(c, req, why, sizeof why);
   dlock__stat_add(&c->stats, DLOCK__ST_RENEW_CALLS, 1);
   if (ok && !unacked)
     dlock__stat_max(&c->stats, DLOCK__ST_RENEW_BATCH_MAX, b->n);

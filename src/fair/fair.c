@@ -100,8 +100,10 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
                     f->alive.len};
   const char *args[] = {lease, owner, px, pub, f->channel.p};
   size_t alens[] = {
-      (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
-      olen, (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c)),
+      (size_t)snprintf(lease, sizeof lease, "%" PRId64,
+                       dlock__hold_releasing(c, &id)),
+      olen,
+      (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c)),
       strlen(pub), f->channel.len};
   return dlock__release_req(req, DLOCK__SCRIPT_FAIR_RELEASE, &f->unlock_prefix,
                             rid, 5, keys, klens, 5, args, alens);

@@ -17,7 +17,8 @@ int dlock__handle_open(size_t size, dlock_client *client, const char *name,
   if (out && opts &&
       (opts->version < 1 || opts->version > DLOCK_LOCK_OPTS_VERSION)) {
     *out = NULL;
-    return dlock__fail(DLOCK_EINVAL, "dlock_lock_opts.version is %u, want 1..%u",
+    return dlock__fail(DLOCK_EINVAL,
+                       "dlock_lock_opts.version is %u, want 1..%u",
                        opts->version, DLOCK_LOCK_OPTS_VERSION);
   }
   return dlock__handle_new(size, client, name, opts ? opts->name_len : 0, out);
@@ -398,8 +399,13 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                .prior = m->hold_count ? m->hold_count(l, owner) : 0,
                .try_ms = dlock__now_ms()};
   dlock__wait_spec spec = {
-      .noun = l->m->noun, .name = l->h.name, .wait_channel = wait_channel, .attempt = try_once,
-      .handle = l, .owner = owner, .early = m->early,
+      .noun = l->m->noun,
+      .name = l->h.name,
+      .wait_channel = wait_channel,
+      .attempt = try_once,
+      .handle = l,
+      .owner = owner,
+      .early = m->early,
       /* a queue's leaving, and its "-MS" lease hints */
       .give_up = m->give_up_req ? give_up : NULL,
       .give_back = give_back,

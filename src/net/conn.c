@@ -438,7 +438,8 @@ static void refused_for_now(dlock__conn *conn, dlock__req *req,
   req->pause_ms = dlock__backoff_next(req->pause_ms);
   req->written = 0;
   if (!req->refusal_final &&
-      now + req->pause_ms < req->queued_ms + conn->net->opts->command_timeout_ms) {
+      now + req->pause_ms <
+          req->queued_ms + conn->net->opts->command_timeout_ms) {
     freeReplyObject(reply);
     req->retry_at = now + req->pause_ms;
     dlock__req_push(&conn->parked, &conn->parked_tail, req);
@@ -446,7 +447,8 @@ static void refused_for_now(dlock__conn *conn, dlock__req *req,
     return;
   }
   char why[1400];
-  dlock__passing_why(reply, req->refusals, now - req->queued_ms, why, sizeof why);
+  dlock__passing_why(reply, req->refusals, now - req->queued_ms, why,
+                     sizeof why);
   freeReplyObject(reply);
   req->refused = 1;
   dlock__req_finish(req, NULL, DLOCK_EIO, why);
@@ -924,7 +926,8 @@ static void on_timer(uv_timer_t *t) {
                (long long)o->connect_timeout_ms, conn->last_error);
     else
       snprintf(why, sizeof why, "not connected to %s within %lld ms",
-               where(conn, addr, sizeof addr), (long long)o->connect_timeout_ms);
+               where(conn, addr, sizeof addr),
+               (long long)o->connect_timeout_ms);
     dlock__req_finish(pop(&conn->waiting, &conn->waiting_tail), NULL,
                       DLOCK_EIO, why);
   }

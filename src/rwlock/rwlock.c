@@ -145,7 +145,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
   dlock__hold_id id = hold_id(h, &w);
   const char *pub = dlock__publish_cmd(c);
   char px[24], lease[24];
-  size_t px_len = (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c));
+  size_t px_len =
+      (size_t)snprintf(px, sizeof px, "%" PRId64, dlock__unlock_latch_ms(c));
   if (h->is_write) {
     const char *keys[] = {l->h.name, NULL};
     size_t klens[] = {l->h.name_len, 0};
@@ -154,7 +155,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
         (size_t)snprintf(lease, sizeof lease, "%" PRId64, dlock__hold_releasing(c, &id)),
         w.writer_len, px_len, strlen(pub), h->channel.len};
     rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_WRITE_RELEASE,
-                            &h->unlock_prefix, rid, 2, keys, klens, 5, args, alens);
+                            &h->unlock_prefix, rid, 2, keys, klens, 5, args,
+                            alens);
   } else {
     dlock__hold_releasing(c, &id);
     const char *keys[] = {l->h.name, NULL, w.timeout_prefix.p, h->tag.p};
@@ -162,7 +164,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
     const char *args[] = {w.reader, px, pub, h->channel.p};
     size_t alens[] = {w.reader_len, px_len, strlen(pub), h->channel.len};
     rc = dlock__release_req(req, DLOCK__SCRIPT_RWLOCK_READ_RELEASE,
-                            &h->unlock_prefix, rid, 4, keys, klens, 4, args, alens);
+                            &h->unlock_prefix, rid, 4, keys, klens, 4, args,
+                            alens);
   }
   dlock__buf_free(&w.timeout_prefix);
   return rc;

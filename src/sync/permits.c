@@ -168,8 +168,8 @@ static int acquire_reply(const redisReply *r, int64_t *hint) {
 /* The permits taken are held by owner: the watchdog renews them when
  * asked, and tells of their loss. */
 static int record(attempt *a, uint64_t owner) {
-  static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW,
-                                        DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
+  static const dlock__renewal renew = {
+      DLOCK__SCRIPT_PERMITS_RENEW, DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
   int rc = DLOCK_OK;
   for (size_t i = 0; i < a->n && rc == DLOCK_OK; i++) {
     dlock__hold_id id = permit_hold(a->p, a->raw[i]);
@@ -269,13 +269,15 @@ static int release_req(dlock_permits *p, char (*raw)[16], size_t n,
                                        latch_ms};
   size_t alens[3 + MAX_PERMITS] = {
       strlen(dlock__publish_cmd(c)), p->o.channel.len,
-      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64, dlock__unlock_latch_ms(c))};
+      (size_t)snprintf(latch_ms, sizeof latch_ms, "%" PRId64,
+                       dlock__unlock_latch_ms(c))};
   for (size_t i = 0; i < n; i++) {
     args[3 + i] = raw[i];
     alens[3 + i] = 16;
   }
-  return dlock__release_req(req, DLOCK__SCRIPT_PERMITS_RELEASE, &p->unlock_prefix,
-                            rid, 3, keys, klens, 3 + n, args, alens);
+  return dlock__release_req(req, DLOCK__SCRIPT_PERMITS_RELEASE,
+                            &p->unlock_prefix, rid, 3, keys, klens, 3 + n, args,
+                            alens);
 }
 
 typedef struct release_of {
@@ -383,8 +385,8 @@ int dlock_permits_update_lease(dlock_permits *p, const dlock_permit_id *pid,
     return rc;
   if (updated == 1) { /* the watchdog renews it from now on, or no longer */
     dlock__hold_id id = permit_hold(p, raw);
-    static const dlock__renewal renew = {DLOCK__SCRIPT_PERMITS_RENEW,
-                                        DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
+    static const dlock__renewal renew = {
+        DLOCK__SCRIPT_PERMITS_RENEW, DLOCK__SCRIPT_PERMITS_RENEW_NODE, NULL, 0};
     dlock__hold_released(c, &id, 1);
     dlock__hold_add(c, &id, dlock_thread_id(), &renew, watchdog,
                     ms, t0, NULL);
