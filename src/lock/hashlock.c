@@ -1,6 +1,8 @@
 /* What the locks kept in a hash of owner -> hold count share (the
  * reentrant, fenced and fair locks; docs/wire.md): the state query, the
  * hold record and its renewal, and what a release's reply means. */
+#include <string.h>
+
 #include "base/scripts.h"
 #include "lock/lock_impl.h"
 
@@ -10,20 +12,23 @@ static dlock__hold_id hold_id(dlock_lock *l, uint64_t owner, char buf[64]) {
   return id;
 }
 
-int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
-  char buf[64];
-  dlock__hold_id id = hold_id(l, owner, buf);
+int dlock__lock_state_query(dlock_lock *l, int script,
+                            const dlock__hold_id *id, const char *mode,
+                            dlock_lock_state *st) {
   const char *keys[] = {l->h.name};
   size_t klens[] = {l->h.name_len};
-  const char *args[] = {id.field};
-  size_t alens[] = {id.field_len};
+  const char *args[] = {id->field};
+  size_t alens[] = {id->field_len};
   redisReply *r;
-  int rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_LOCK_STATE, 1, keys,
-                              klens, 1, args, alens, &r);
+  int rc = dlock__script_call(l->h.client, script, 1, keys, klens, 1, args,
+                              alens, &r);
   if (rc != DLOCK_OK)
     return rc;
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
-    st->locked = r->element[0]->integer == 1;
+  int want = mode ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+      r->element[0]->type == want) {
+    st->locked = mode ? strcmp(r->element[0]->str, mode) == 0
+                      : r->element[0]->integer == 1;
     st->hold_count = r->element[1]->integer;
     st->held_by_me = st->hold_count > 0;
     st->ttl_ms = r->element[2]->integer;
@@ -32,6 +37,12 @@ int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   }
   freeReplyObject(r);
   return rc;
+}
+
+int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
+  char buf[64];
+  dlock__hold_id id = hold_id(l, owner, buf);
+  return dlock__lock_state_query(l, DLOCK__SCRIPT_LOCK_STATE, &id, NULL, st);
 }
 
 size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner,

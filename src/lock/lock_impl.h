@@ -172,6 +172,13 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner);
 /* The reentrant, fenced and fair locks share the hash N, its renewal, its
  * state query and the meaning of a release's reply. */
 
+/* The state query of a lock kept in a hash (lua/lock_state.lua,
+ * lua/rwlock_state.lua): KEYS = its name, ARGV = id's field; the reply
+ * [held, id's hold count, PTTL], held 1 (mode NULL) or the lock's mode
+ * equal to mode (a read-write lock's "read" or "write"). */
+int dlock__lock_state_query(dlock_lock *l, int script,
+                            const dlock__hold_id *id, const char *mode,
+                            dlock_lock_state *st);
 /* The state method: lua/lock_state.lua. */
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
 /* Record the owner's hold of N (renewed by lua/lock_renew.lua). */

@@ -257,26 +257,8 @@ static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {
   int rc = who_id(h, owner_id, &w, &id);
   if (rc != DLOCK_OK)
     return rc;
-  const char *keys[] = {l->h.name};
-  size_t klens[] = {l->h.name_len};
-  const char *args[] = {id.field};
-  size_t alens[] = {id.field_len};
-  redisReply *r;
-  rc = dlock__script_call(l->h.client, DLOCK__SCRIPT_RWLOCK_STATE, 1, keys, klens,
-                          1, args, alens, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-      r->element[0]->type == REDIS_REPLY_STRING) {
-    st->locked = strcmp(r->element[0]->str, h->is_write ? "write" : "read") == 0;
-    st->hold_count = r->element[1]->integer;
-    st->held_by_me = st->hold_count > 0;
-    st->ttl_ms = r->element[2]->integer;
-  } else {
-    rc = dlock__fail_reply(r, "state");
-  }
-  freeReplyObject(r);
-  return rc;
+  return dlock__lock_state_query(l, DLOCK__SCRIPT_RWLOCK_STATE, &id,
+                                 h->is_write ? "write" : "read", st);
 }
 
 /* A guarded write's field: the reader's "U:T" or the writer's "U:T:write". */
