@@ -145,16 +145,13 @@ static const dlock__lock_reqs fair_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = dlock__hashlock_read_reply,
-    .hold = dlock__hashlock_hold,
-    .released = dlock__hashlock_released,
-    .forget = dlock__hashlock_forget,
+    DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
     .early = 1,
     .wait_req = wait_req,
     .wait_reply = wait_reply,
     .give_up_req = give_up_req,
     .hold_count = dlock__hashlock_count,
-    .guard_field = dlock__hashlock_guard_field,
 };
 
 static const dlock__lock_methods fair_methods = {

@@ -184,6 +184,14 @@ int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
 /* Record the owner's hold of N (renewed by lua/lock_renew.lua). */
 int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
                          int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
+/* The entries of dlock__lock_reqs that every lock kept in a hash of owner
+ * -> hold count shares (its hold record, the meaning of a release's reply,
+ * the guarded write's field): a kind's table starts with them. */
+#define DLOCK__HASHLOCK_REQS                                                   \
+  .hold = dlock__hashlock_hold, .released = dlock__hashlock_released,          \
+  .forget = dlock__hashlock_forget,                                            \
+  .guard_field = dlock__hashlock_guard_field
+
 /* A release's reply (nil: no hold; 0: a hold remains; 1: released) applied
  * to the owner's hold: DLOCK_OK, DLOCK_ELOST, DLOCK_ENOTOWNER or an error. */
 int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r);

@@ -99,12 +99,9 @@ static const dlock__lock_reqs reentrant_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = dlock__hashlock_read_reply,
-    .hold = dlock__hashlock_hold,
-    .released = dlock__hashlock_released,
-    .forget = dlock__hashlock_forget,
+    DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count,
-    .guard_field = dlock__hashlock_guard_field,
 };
 
 /* The same requests, each grant with its token: a lost answer cannot be
@@ -113,11 +110,8 @@ static const dlock__lock_reqs fenced_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = fenced_read_reply,
-    .hold = dlock__hashlock_hold,
-    .released = dlock__hashlock_released,
-    .forget = dlock__hashlock_forget,
+    DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
-    .guard_field = dlock__hashlock_guard_field,
 };
 
 static const dlock__lock_methods reentrant_methods = {
