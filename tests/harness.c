@@ -333,12 +333,16 @@ void th_outcome_done(void *data, const dlock_result *r) {
 }
 
 int th_outcome_wait(th_outcome *o, int64_t ms) {
-  int64_t end = th_now_ms() + ms;
+  struct timespec until; /* the condition's clock: CLOCK_REALTIME */
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000;
+  if (until.tv_nsec >= 1000000000) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000;
+  }
   pthread_mutex_lock(&o->mu);
-  while (!o->done && th_now_ms() < end) {
-    pthread_mutex_unlock(&o->mu);
-    usleep(1000);
-    pthread_mutex_lock(&o->mu);
+  while (!o->done && pthread_cond_timedwait(&o->cv, &o->mu, &until) == 0) {
   }
   int rc = o->done ? o->rc : -1000;
   pthread_mutex_unlock(&o->mu);

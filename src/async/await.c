@@ -231,12 +231,10 @@ static void asked(dlock__aop *op, int rc) {
 static void try_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   char why[1700];
-  int missed = req->ack_wanted ? dlock__ack_missed(op->h->client, req, why,
-                                               sizeof why)
-                        : 0;
-  int fate = req->refused  ? DLOCK__REFUSED
-             : req->written ? DLOCK__SENT
-                            : DLOCK__UNSENT;
+  int missed = req->ack_wanted
+                   ? dlock__ack_missed(op->h->client, req, why, sizeof why)
+                   : 0;
+  int fate = dlock__req_fate(req);
   int rc = status;
   if (status != DLOCK_OK)
     rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg

@@ -239,16 +239,9 @@ typedef struct dlock__wait_spec {
  * sends req and keeps its bytes for the next early send. Sets t->sent_ms. */
 int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
                     redisReply **reply);
-/* 1 when the calling thread's last dlock__call / dlock__try_call failed
- * before its request was written (no connection within the connect
- * timeout): it did not run. */
-int dlock__last_call_unsent(void);
-/* What became of a request that failed, as the waiting recipe reads it:
- * not sent (it did not run), sent (it may have run: its answer was lost),
- * or refused by a passing state of the server (LOADING, BUSY, NOREPLICAS,
- * MASTERDOWN: it did not run, and the same call may succeed soon). */
-enum { DLOCK__UNSENT = 0, DLOCK__SENT = 1, DLOCK__REFUSED = 2 };
-/* The calling thread's last dlock__call / dlock__try_call's: DLOCK__*. */
+/* The fate (dlock__req_fate, net/req.h) of the calling thread's last
+ * dlock__call / dlock__try_call that failed with DLOCK_EIO; DLOCK__SENT
+ * after any other outcome. */
 int dlock__last_call_fate(void);
 
 /* Interrupts (wait.c). The top-level handle of the calling thread's

@@ -78,8 +78,6 @@ int dlock__on_engine_thread(void) { return tl_on_engine; }
 
 static _Thread_local int tl_fate; /* dlock__last_call_fate */
 
-int dlock__last_call_unsent(void) { return tl_fate == DLOCK__UNSENT; }
-
 int dlock__last_call_fate(void) { return tl_fate; }
 
 dlock__parker *dlock__parker_self(void) {
@@ -236,9 +234,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
   }
   if (cs.status != DLOCK_OK) {
     if (cs.status == DLOCK_EIO)
-      tl_fate = req->refused  ? DLOCK__REFUSED
-                 : req->written ? DLOCK__SENT
-                                : DLOCK__UNSENT;
+      tl_fate = dlock__req_fate(req);
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
                                                         : dlock_strerror(cs.status));
   }

@@ -55,8 +55,17 @@ static dlock__step failed(dlock__recipe *r, int rc) {
   return DLOCK__STEP_FAILED;
 }
 
+/* Wait (the first wait subscribes) until the next try's time. */
+static dlock__step wait_until(dlock__recipe *r, int64_t until) {
+  r->until = until;
+  if (r->subscribed)
+    return DLOCK__STEP_WAIT;
+  r->subscribed = 1;
+  return DLOCK__STEP_SUBSCRIBE;
+}
+
 /* Busy (hint), or for a FIFO waiter not its turn yet (hint -1): a single
- * try ends, a spent budget ends, else wait; the first wait subscribes. */
+ * try ends, a spent budget ends, else wait. */
 static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
   if (r->wait_ms == 0)
     return failed(r, dlock__busy(what(r), hint));
@@ -64,11 +73,7 @@ static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
   if (r->deadline >= 0 && now >= r->deadline)
     return failed(r, dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available "
                                  "after %" PRId64 " ms", what(r), r->wait_ms));
-  r->until = next_try(hint, now, r->deadline);
-  if (r->subscribed)
-    return DLOCK__STEP_WAIT;
-  r->subscribed = 1;
-  return DLOCK__STEP_SUBSCRIBE;
+  return wait_until(r, next_try(hint, now, r->deadline));
 }
 
 /* rc, an error of a try or of an ask: a lost answer (DLOCK_EIO after the
@@ -95,11 +100,7 @@ static dlock__step refused(dlock__recipe *r, int rc) {
   if (r->wait_ms == 0 || (r->deadline >= 0 && now >= r->deadline))
     return failed(r, rc);
   r->pause_ms = dlock__backoff_next(r->pause_ms);
-  r->until = next_try(r->pause_ms, now, r->deadline);
-  if (r->subscribed)
-    return DLOCK__STEP_WAIT;
-  r->subscribed = 1;
-  return DLOCK__STEP_SUBSCRIBE;
+  return wait_until(r, next_try(r->pause_ms, now, r->deadline));
 }
 
 dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,

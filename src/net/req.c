@@ -28,6 +28,11 @@ static void req_reset(dlock__req *req, size_t argc) {
   req->written = 0;
 }
 
+int dlock__req_fate(const dlock__req *req) {
+  return req->refused ? DLOCK__REFUSED : req->written ? DLOCK__SENT
+                                                     : DLOCK__UNSENT;
+}
+
 void dlock__req_route(dlock__req *req, const char *key, size_t len) {
   req->slot = dlock__key_slot(key, len);
 }

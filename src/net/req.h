@@ -68,6 +68,13 @@ struct dlock__req {
   char errmsg[1536]; /* failure detail, copied to the caller's thread */
 };
 
+/* What became of a request that failed, as the waiting recipe reads it:
+ * not sent (it did not run), sent (it may have run: its answer was lost),
+ * or refused by a passing state of the server (LOADING, BUSY, NOREPLICAS,
+ * MASTERDOWN: it did not run, and the same call may succeed soon). */
+enum { DLOCK__UNSENT = 0, DLOCK__SENT = 1, DLOCK__REFUSED = 2 };
+int dlock__req_fate(const dlock__req *req);
+
 /* Build an EVALSHA for script id into req->cmd (keys then args). */
 int dlock__req_script(dlock__req *req, int script, size_t nkeys,
                       const char *const *keys, const size_t *klens,
