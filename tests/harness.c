@@ -914,6 +914,16 @@ static int sentinel_start(th_server *n, const char *master_addr,
  * and every replica has the master's data. */
 static int sentinels_settled(th_server *s, int replicas) {
   int first = s->nnodes - s->sentinels;
+  /* the master lists every replica as online (ROLE leaves out one still in
+   * its first synchronisation) */
+  redisReply *role = th_cmd(&s->node[0], "ROLE");
+  int online = role && role->type == REDIS_REPLY_ARRAY && role->elements >= 3 &&
+               role->element[2]->type == REDIS_REPLY_ARRAY &&
+               (int)role->element[2]->elements == replicas;
+  if (role)
+    freeReplyObject(role);
+  if (!online)
+    return 0;
   for (int i = 1; i < first; i++) {
     redisReply *r = th_cmd(&s->node[i], "INFO replication");
     int ok = r && r->type == REDIS_REPLY_STRING &&

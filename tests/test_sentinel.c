@@ -238,6 +238,71 @@ static void test_replica_guard(void) {
   dlock_client_close(engine);
 }
 
+static int settled(void);
+
+/* Every sentinel lists both of m's replicas, flagged as plain replicas
+ * (not down, not disconnected; bounded, 20 s). */
+static int replicas_listed_up(void) {
+  for (int64_t end = th_now_ms() + 20000; th_now_ms() < end; usleep(50000)) {
+    int up = 0;
+    for (int i = srv.nnodes - srv.sentinels; i < srv.nnodes; i++) {
+      redisReply *r = th_cmd(&srv.node[i], "SENTINEL REPLICAS dlock-test");
+      for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements;
+           k++)
+        for (size_t j = 0; j + 1 < r->element[k]->elements; j += 2)
+          up += strcmp(r->element[k]->element[j]->str, "flags") == 0 &&
+                strcmp(r->element[k]->element[j + 1]->str, "slave") == 0;
+      if (r)
+        freeReplyObject(r);
+    }
+    if (up == 2 * srv.sentinels)
+      return 1;
+  }
+  return 0;
+}
+
+/* A client opened while the replicas are in their first synchronisation
+ * (restarted empty, the master's diskless sync held back a minute) counts
+ * them all the same: the master's ROLE leaves them out until they are
+ * online, the sentinels list them. Its grants wait for them, so with the
+ * synchronisation held back the guard refuses (before, the client counted
+ * 0 replicas, sent no WAIT, and a master cut from its replicas later kept
+ * renewing holds unguarded: t26 caught it once). */
+static void test_replica_guard_first_sync(void) {
+  th_server *m = th_sentinel_master(&srv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  th_server *replicas[2];
+  CU_ASSERT_EQUAL_FATAL(replicas_of(m, replicas), 2);
+  th_int(m, "CONFIG SET repl-diskless-sync yes");
+  th_int(m, "CONFIG SET repl-diskless-sync-delay 60");
+  for (int i = 0; i < 2; i++) { /* without the RDB its first sync left it
+                                    (with the master's id and offset) */
+    char rdb[600];
+    snprintf(rdb, sizeof rdb, "%s/dump.rdb", replicas[i]->dir);
+    th_server_kill(replicas[i]);
+    unlink(rdb);
+    CU_ASSERT_EQUAL_FATAL(th_server_restart(replicas[i]), 0);
+  }
+  CU_ASSERT_FATAL(replicas_listed_up());
+  redisReply *role = th_cmd(m, "ROLE");
+  CU_ASSERT(role && role->elements >= 3 && role->element[2]->elements == 0);
+  if (role)
+    freeReplyObject(role);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 300;
+  dlock_client *c = th_client(&srv, &o);
+  const char *name = th_name("guard-first-sync");
+  dlock_lock *l = new_lock(c, name);
+  th_guard_refuses(&l, 1, m, name, 300);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "none of the 2 replicas"));
+  th_int(m, "CONFIG SET repl-diskless-sync-delay 0");
+  CU_ASSERT(settled());
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+}
+
 /* The replica guard covers renewals too: a watchdog renewal the replicas
  * do not acknowledge does not extend the hold (a master cut from its
  * replicas would otherwise keep a hold alive that the replica promoted in
@@ -500,6 +565,7 @@ static void add(void) {
   CU_add_test(s, "inspecting_commands", test_inspecting_commands);
   CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "replica_guard_renewals", test_replica_guard_renewals);
+  CU_add_test(s, "replica_guard_first_sync", test_replica_guard_first_sync);
   CU_add_test(s, "calls_in_flight", test_calls_in_flight);
   CU_add_test(s, "graceful_failover", test_graceful_failover);
   CU_add_test(s, "fall_waits_for_sentinels", test_fall_waits_for_sentinels);

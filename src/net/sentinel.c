@@ -25,7 +25,8 @@
 typedef struct dlock__sentinel {
   char host[256]; /* the master (engine thread once the client runs) */
   int port;
-  int replicas;   /* its replicas, as its ROLE listed them */
+  int replicas;   /* its replicas: its ROLE's or, when more, the healthy
+                     ones the sentinel listed (healthy_replicas) */
   int searching;  /* a search runs in the thread pool */
   int again;      /* another was asked for meanwhile */
   int demoted;    /* the master answered READONLY: reconnect after the
@@ -103,11 +104,40 @@ static int auth(dlock__sock *s, const dlock_client_opts *o, const char *user,
   return ok;
 }
 
+/* The replicas of u's master that sentinel s takes for healthy: SENTINEL
+ * REPLICAS lists them with their flags, and one flagged s_down, o_down or
+ * disconnected is not counted. A replica still in its first
+ * synchronisation is counted (the master's ROLE leaves it out until it is
+ * online, yet a write must wait for it: it will serve as a master after a
+ * failover). -1 when the sentinel did not answer (an ACL refusal, say). */
+static int healthy_replicas(dlock__sock *s, const dlock__uri *u,
+                            const dlock_client_opts *o) {
+  char err[256];
+  redisReply *r = ask(s, o, err, sizeof err, "SENTINEL REPLICAS %s",
+                      u->master_name);
+  int n = r && r->type == REDIS_REPLY_ARRAY ? 0 : -1;
+  for (size_t i = 0; n >= 0 && i < r->elements; i++) {
+    redisReply *e = r->element[i];
+    const char *flags = NULL;
+    for (size_t j = 0; e->type == REDIS_REPLY_ARRAY && j + 1 < e->elements;
+         j += 2)
+      if (e->element[j]->type == REDIS_REPLY_STRING &&
+          e->element[j + 1]->type == REDIS_REPLY_STRING &&
+          strcmp(e->element[j]->str, "flags") == 0)
+        flags = e->element[j + 1]->str;
+    n += flags && !strstr(flags, "s_down") && !strstr(flags, "o_down") &&
+         !strstr(flags, "disconnected");
+  }
+  freeReplyObject(r);
+  return n;
+}
+
 /* Is host:port the master? 1 yes, with *replicas the replicas its ROLE
- * lists (connected to it); 0 no (why says what it is). */
+ * lists (online) or healthy, the sentinel's count, when more; 0 no (why
+ * says what it is). */
 static int is_master(const dlock__uri *u, const dlock_client_opts *o,
                      dlock__tls_ctx *tls, const char *host, int port,
-                     int *replicas, char *why, size_t n) {
+                     int healthy, int *replicas, char *why, size_t n) {
   dlock__sock s;
   char err[1024];
   if (connect_to(&s, host, port, tls, o, err, sizeof err) != DLOCK_OK) {
@@ -127,6 +157,8 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
   *replicas = yes && r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
                   ? (int)r->element[2]->elements
                   : 0;
+  if (healthy > *replicas)
+    *replicas = healthy;
   if (!yes)
     note(why, n, "%s:%d, which it names, is not a master (%s): a failover "
          "is under way", host, port,
@@ -201,10 +233,12 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
                                              : err);
     }
     freeReplyObject(r);
+    int healthy = ok ? healthy_replicas(&s, u, o) : -1;
     dlock__sock_close(&s);
     if (ok) {
       char said[200] = "";
-      if (is_master(u, o, tls_ctx, host, *port, replicas, said, sizeof said))
+      if (is_master(u, o, tls_ctx, host, *port, healthy, replicas, said,
+                    sizeof said))
         return DLOCK_OK;
       note(why, n, "sentinel %s:%d: %s", sh, sp, said);
     }
