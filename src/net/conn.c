@@ -343,12 +343,34 @@ void dlock__conn_drop(dlock__conn *conn, const char *why) {
   conn_fail(conn, "%s", why);
 }
 
+/* A connection that fell right after a TLS handshake in which the server
+ * asked for a client certificate this client has none of: the server
+ * refused it (TLS 1.3 tells so after the handshake, and may reset the
+ * connection before its alert is read, failing the next read or write).
+ * Failed as such, its waiting requests with DLOCK_ETLS (a setting to fix,
+ * not an outage): 1; else 0. */
+static int cert_refused(dlock__conn *conn) {
+  char refused[256];
+  if (conn->state != CONN_HANDSHAKE ||
+      !dlock__tls_cert_refused(conn->tls, refused, sizeof refused))
+    return 0;
+  conn_fail(conn, "%s", refused);
+  fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_ETLS, conn->last_error);
+  return 1;
+}
+
+/* A write failed with status (a libuv error). */
+static void write_failed(dlock__conn *conn, int status) {
+  if (!cert_refused(conn))
+    conn_fail(conn, "write failed: %s", uv_strerror(status));
+}
+
 static void on_write(uv_write_t *w, int status) {
   dlock__conn *conn = w->data;
   conn->writes_pending--;
   free(w);
   if (status < 0 && status != UV_ECANCELED)
-    conn_fail(conn, "write failed: %s", uv_strerror(status));
+    write_failed(conn, status);
 }
 
 /* Write p to the socket: at once as far as the kernel takes it, the rest
@@ -359,7 +381,7 @@ static int raw_write(dlock__conn *conn, const char *p, size_t len) {
   if (conn->writes_pending == 0) {
     int n = uv_try_write(&conn->u.stream, &buf, 1);
     if (n < 0 && n != UV_EAGAIN) {
-      conn_fail(conn, "write failed: %s", uv_strerror(n));
+      write_failed(conn, n);
       return -1;
     }
     done = n > 0 ? (size_t)n : 0;
@@ -536,14 +558,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dlock__conn *conn = s->data;
-  char refused[256];
-  if (nread < 0 && conn->state == CONN_HANDSHAKE &&
-      dlock__tls_cert_refused(conn->tls, refused, sizeof refused)) {
-    conn_fail(conn, "%s", refused); /* our missing certificate, not an outage */
-    fail_list(&conn->waiting, &conn->waiting_tail, DLOCK_ETLS,
-              conn->last_error);
+  if (nread < 0 && cert_refused(conn))
     return;
-  }
   if (nread < 0) {
     conn_fail(conn, "%s", nread == UV_EOF && conn->state == CONN_TLS
                               ? "connection closed during the TLS handshake "
