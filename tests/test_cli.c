@@ -944,6 +944,9 @@ static void test_check_acl(void) {
     for (size_t i = 0; page && i < page->n; i++) {
       long long pttl = th_int(&srv, "PTTL %b", page->names[i], page->lens[i]);
       CU_ASSERT(pttl == -2 || (pttl > 0 && pttl <= 1000));
+      if (!(pttl == -2 || (pttl > 0 && pttl <= 1000)))
+        fprintf(stderr, "\n  left behind: %.*s (PTTL %lld)\n",
+                (int)page->lens[i], page->names[i], pttl);
     }
     dlock_listing_free(page);
   } while (cursor != 0 && ++scans < 1000);

@@ -18,37 +18,6 @@
 
 typedef struct dlock__aop dlock__aop;
 
-/* What a kind gives the waiting recipe without a thread (await.c): one try
- * as a request and how to read it, and what to do with a grant. */
-typedef struct dlock__await {
-  const char *noun; /* for messages: "lock", "semaphore", ... */
-  /* Build one try into req (engine thread). */
-  int (*try_req)(dlock__aop *op, dlock__req *req);
-  /* Its reply: 1 granted (op->res filled), 0 not yet (*hint: the longest
-   * useful wait in ms, -1 unknown, -2 retry now), or an error. */
-  int (*try_reply)(dlock__aop *op, const redisReply *r, int64_t *hint);
-  /* Record a grant that stands (a hold for the watchdog): DLOCK_OK, or an
-   * error (the grant is then given back). NULL: nothing to record. */
-  int (*granted)(dlock__aop *op);
-  /* Undo a grant nobody will keep (cancelled, not recorded, not durable):
-   * build the request that undoes it into req (DLOCK_OK), or fail (the
-   * lease ends it). The operation ends when its answer is in: a caller
-   * told "given back" finds it given back. NULL: nothing to undo. */
-  int (*give_back)(dlock__aop *op, dlock__req *req);
-  /* Leave what the tries left behind when the wait ends without a grant
-   * (a fair queue's entry), the same way. NULL: nothing. */
-  void (*give_up)(dlock__aop *op);
-  /* The channel to wait on, appended to *ch, and its wake rule. */
-  int (*wait_channel)(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake);
-  /* A try whose answer was lost (its connection dropped or timed out after
-   * it was written): did it run? A blocking call, on the thread pool: 1 it
-   * did (op->sent_ms: its lease started no earlier), 0 it did not, or an
-   * error. Asked only when op->askable. NULL: never asked (DLOCK_EIO). */
-  int (*ask)(dlock__aop *op);
-  int fifo;        /* the waiters of a client are served in order (demand) */
-  int lease_hints; /* "-MS" messages (a fair lock's) */
-} dlock__await;
-
 enum dlock__aop_type {
   DLOCK__AOP_ACQUIRE = 1, /* waits (may be cancelled), counted as an acquire */
   DLOCK__AOP_AWAIT,       /* waits (may be cancelled): a latch's await */
@@ -74,25 +43,23 @@ struct dlock__aop {
   uint8_t cancel;        /* dlock_cancel asked (under the registry's mutex) */
   uint8_t stage;         /* engine thread */
   uint8_t ready;         /* on the ready list (the client's async mu) */
-  uint8_t watchdog;
   uint8_t granted;       /* a try was granted (given back or kept) */
   uint8_t internal;      /* an inner operation of a combinator's: its
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
-  uint8_t askable;       /* a lost answer may be asked about (aw->ask) */
   uint8_t fate;          /* the last ask's request: DLOCK__UNSENT... */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
   dlock_client *c;           /* referenced */
   dlock__handle *h;          /* the lock's or synchronizer's handle */
-  const dlock__await *aw;    /* a wait's recipe (await.c) */
+  dlock__wait wt;            /* a wait's: its kind's table, the call's
+                                arguments, what a grant tells (await.c) */
   uint64_t owner;
-  int64_t demand;            /* a FIFO wait's (permits) */
   void *ctx;                 /* the kind's, freed with op (free()) */
   /* what the kind's steps (src/lock/lock_async.c) keep */
   int64_t deadline_ms;   /* -1: none */
-  int64_t wait_ms, lease_ms, sent_ms, t0_us;
+  int64_t wait_ms, sent_ms, t0_us;
   int tries;
   dlock_op inner;        /* a combinator's inner operation under way (to
                             cancel), 0 */
@@ -144,10 +111,12 @@ int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
                    int type, int (*fn)(dlock__aop *op), int64_t num, void *ctx,
                    uint64_t owner, dlock_done_fn *done, void *data,
                    dlock_op *out);
-/* A waiting operation of type on h with recipe aw and budget wait_ms
- * (checked here) into *op, for the caller to fill in and dlock__aop_start
- * with dlock__await_start. DLOCK_OK, DLOCK_EINVAL or DLOCK_ENOMEM. */
-int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
+/* A waiting operation of type on h, waiting as kind k says, with budget
+ * wait_ms (checked here) into *op (op->wt filled with them and the
+ * calling thread as owner), for the caller to fill in further and
+ * dlock__aop_start with dlock__await_start. DLOCK_OK, DLOCK_EINVAL or
+ * DLOCK_ENOMEM. */
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **op);
 /* An operation on client c for handle h (a combinator's, whose handle has
@@ -187,7 +156,7 @@ void dlock__aop_finish(dlock__aop *op, int rc);
 int dlock__aop_grant_cancelled(dlock__aop *op);
 /* 1 when dlock_cancel asked for op (engine thread). */
 int dlock__aop_cancelled(dlock__aop *op);
-/* Wait on op->aw's channel (engine thread): subscribes op's waiter on
+/* Wait on op->wt's channel (engine thread): subscribes op's waiter on
  * first use; on_ready runs on a wake-up, the confirmation, or the timer at
  * until_ms (monotonic; -1 none). DLOCK_OK or an error. */
 int dlock__aop_wait(dlock__aop *op, int64_t until_ms);
@@ -210,9 +179,8 @@ void dlock__aop_fire(dlock_client *c, dlock__req *req, dlock__req_done *done,
  * or a failure to record them (tests). */
 long dlock__aop_given_back(void);
 
-/* The waiting recipe without a thread (await.c): op->aw, wait_ms,
- * deadline_ms (and demand for a FIFO wait) set; the start function of an
- * acquire-type op (dlock__aop_start). */
+/* The waiting recipe without a thread (await.c): op->wt and deadline_ms
+ * set; the start function of an acquire-type op (dlock__aop_start). */
 void dlock__await_start(dlock__aop *op);
 
 #endif /* DLOCK_ASYNC_INTERNAL_H */

@@ -49,7 +49,8 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     op_timer *t = calloc(1, sizeof *t);
     dlock__buf channel = {0};
     dlock__wake_fn *wake = dlock__wake_one;
-    int rc = w && t ? op->aw->wait_channel(op, &channel, &wake) : DLOCK_ENOMEM;
+    int rc = w && t ? op->wt.k->wait_channel(&op->wt, &channel, &wake)
+                    : DLOCK_ENOMEM;
     if (rc != DLOCK_OK) {
       free(w);
       free(t);
@@ -59,9 +60,9 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     w->parker = &dlock__client_async(c)->parker;
     w->notify = notify;
     w->data = op;
-    w->fifo = op->aw->fifo;
-    w->lease_hints = op->aw->lease_hints;
-    w->demand = op->demand > 0 ? op->demand : 1;
+    w->fifo = op->wt.k->fifo;
+    w->lease_hints = op->wt.k->lease_hints;
+    w->demand = op->wt.demand > 0 ? op->wt.demand : 1;
     rc = dlock__subscribe_async(c, channel.p, channel.len, wake, w);
     dlock__buf_free(&channel);
     if (rc != DLOCK_OK) {
@@ -74,6 +75,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     t->op = op;
     dlock__client_live(c, 1); /* until the timer is closed */
     op->w = w;
+    op->wt.subscribed = 1;
     op->timer = &t->t;
     pthread_mutex_lock(&w->parker->mu);
     if (w->confirmed) /* subscribed already: the next try is due now */
@@ -149,7 +151,7 @@ static void try_ready(dlock__aop *op) {
     run(op, dlock__recipe_woken(&op->recipe, woke, 0));
     return;
   }
-  int my_turn = !op->aw->fifo || dlock__waiter_my_turn(op->w);
+  int my_turn = !op->wt.k->fifo || dlock__waiter_my_turn(op->w);
   run(op, dlock__recipe_woken(&op->recipe, 0, my_turn));
 }
 
@@ -170,8 +172,10 @@ static void given_back(dlock__req *req, redisReply *reply, int status) {
  * answer is in. */
 static void give_back(dlock__aop *op, int rc) {
   atomic_fetch_add(&gifts, 1);
-  dlock__req *req = op->aw->give_back ? calloc(1, sizeof *req) : NULL;
-  if (req == NULL || op->aw->give_back(op, req) != DLOCK_OK) {
+  char rid[33];
+  dlock__req *req = op->wt.k->give_back ? calloc(1, sizeof *req) : NULL;
+  if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
+      op->wt.k->give_back(&op->wt, rid, req) != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);
     return;
@@ -183,22 +187,29 @@ static void give_back(dlock__aop *op, int rc) {
   dlock__aop_fire(op->c, req, given_back, op);
 }
 
-/* A try granted: kept (op ends DLOCK_OK), or given back. */
+/* A try granted: kept (op ends DLOCK_OK, the result says what the grant
+ * told), or given back. */
 static void grant(dlock__aop *op) {
   op->granted = 1;
   if (dlock__aop_grant_cancelled(op)) {
     give_back(op, DLOCK_ECANCELED);
     return;
   }
-  int rc = op->aw->granted ? op->aw->granted(op) : DLOCK_OK;
-  if (rc != DLOCK_OK)
+  dlock__wait *w = &op->wt;
+  int rc = w->k->granted ? w->k->granted(w) : DLOCK_OK;
+  if (rc != DLOCK_OK) {
     give_back(op, rc);
-  else
-    dlock__aop_finish(op, DLOCK_OK);
+    return;
+  }
+  op->res.grant.token = w->token;
+  op->res.grant.validity_ms = w->validity_ms;
+  op->res.count = w->count;
+  dlock__aop_finish(op, DLOCK_OK);
 }
 
 static int ask_job(dlock__aop *op) {
-  int rc = op->aw->ask(op);
+  dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
+  int rc = op->wt.k->ask(&op->wt);
   op->fate = (uint8_t)dlock__last_call_fate();
   return rc;
 }
@@ -242,8 +253,9 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
   free(req);
   int64_t hint = -1;
   if (rc == DLOCK_OK) {
-    rc = reply->type == REDIS_REPLY_ERROR ? dlock__fail_reply(reply, "acquire")
-                                          : op->aw->try_reply(op, reply, &hint);
+    rc = reply->type == REDIS_REPLY_ERROR
+             ? dlock__fail_reply(reply, "acquire")
+             : op->wt.k->try_reply(&op->wt, reply, &hint);
     freeReplyObject(reply);
   }
   if (rc > 0 && missed) {
@@ -262,14 +274,14 @@ static void try_send(dlock__aop *op) {
     dlock__aop_finish(op, DLOCK_ENOMEM);
     return;
   }
-  int rc = op->aw->try_req(op, req);
+  int rc = op->wt.k->try_req(&op->wt, req);
   if (rc != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);
     return;
   }
   op->tries++;
-  op->sent_ms = dlock__now_ms(); /* a lease starts no earlier */
+  op->wt.sent_ms = dlock__now_ms(); /* a lease starts no earlier */
   dlock__aop_send(op, req, try_reply);
 }
 
@@ -301,10 +313,12 @@ static void run(dlock__aop *op, dlock__step step) {
 }
 
 void dlock__await_start(dlock__aop *op) {
+  const dlock__wait *w = &op->wt;
   op->on_ready = try_ready;
-  op->recipe = (dlock__recipe){.noun = op->aw->noun, .name = op->h->name,
-                               .fifo = op->aw->fifo,
-                               .askable = op->aw->ask && op->askable};
-  run(op, dlock__recipe_start(&op->recipe, op->wait_ms, op->deadline_ms,
-                              op->aw->fifo ? dlock__fifo_waiters(op->c) : 0));
+  op->recipe = (dlock__recipe){.what = w->what,
+                               .noun = w->noun ? w->noun : w->k->noun,
+                               .name = op->h->name, .fifo = w->k->fifo,
+                               .askable = w->k->ask && !w->no_ask};
+  run(op, dlock__recipe_start(&op->recipe, w->wait_ms, op->deadline_ms,
+                              w->k->fifo ? dlock__fifo_waiters(op->c) : 0));
 }

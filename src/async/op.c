@@ -165,7 +165,7 @@ int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
 
-int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **out) {
   *out = NULL;
@@ -174,9 +174,10 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__await *aw,
   dlock__aop *op = dlock__aop_new(h, type, done, data);
   if (op == NULL)
     return DLOCK_ENOMEM;
-  op->aw = aw;
   op->owner = dlock_thread_id();
   op->wait_ms = wait_ms;
+  op->wt = (dlock__wait){.k = k, .h = h, .owner = op->owner,
+                         .wait_ms = wait_ms, .res = &op->res};
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
   *out = op;
   return DLOCK_OK;
@@ -510,6 +511,17 @@ static void deliver(dlock__aop *op) {
   op->done(op->data, &op->res);
 }
 
+/* Leave what a wait's tries left behind (a queue entry): sent, its answer
+ * unread; when it fails, the entry's liveness runs out. */
+static void give_up(dlock__aop *op) {
+  dlock__req *req = calloc(1, sizeof *req);
+  if (req == NULL || op->wt.k->give_up(&op->wt, req) != DLOCK_OK) {
+    free(req);
+    return;
+  }
+  dlock__aop_fire(op->c, req, NULL, NULL);
+}
+
 void dlock__aop_finish(dlock__aop *op, int rc) {
   dlock_client *c = op->c;
   dlock__async *a = dlock__client_async(c);
@@ -523,8 +535,8 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     op->errmsg = strdup("cancelled");
   }
   op->stage = DLOCK__AOP_DONE;
-  if (rc != DLOCK_OK && !op->granted && op->w && op->aw && op->aw->give_up)
-    op->aw->give_up(op); /* a queue entry its tries made */
+  if (rc != DLOCK_OK && !op->granted && op->w && op->wt.k && op->wt.k->give_up)
+    give_up(op); /* a queue entry its tries made */
   if (op->w) { /* no more wake-ups for it */
     dlock__unsubscribe_async(c, op->w);
     free(op->w);

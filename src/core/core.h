@@ -174,65 +174,101 @@ int64_t dlock__unlock_latch_ms(dlock_client *c);
  * `attempt` (0 = the first) after starting at start_ms. */
 int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
 
-/* ---- the waiting recipe (wait.c) ----------------------------------------- */
+/* ---- a kind's wait (wait.c, async/await.c) --------------------------------
+ * A kind that waits (a lock kind, the latch, the semaphores) describes its
+ * wait once, in a dlock__wait_kind; both drivers of the waiting recipe read
+ * it: the blocking one (dlock__wait_run: a parked thread) and the async one
+ * (async/await.c: a timer and the engine's ready list). A try is a request
+ * the driver sends; the kind builds it and reads its answer. */
+typedef struct dlock__wait dlock__wait;
 
-/* One try of a wait loop, handed to the attempt function. */
+typedef struct dlock__wait_kind {
+  const char *noun; /* for messages ("lock", "semaphore"), unless w->noun */
+  /* Build one try into req (the caller's thread, or the engine thread for
+   * an async wait). */
+  int (*try_req)(dlock__wait *w, dlock__req *req);
+  /* Its answer (never an error reply: the driver reads those): 1 granted
+   * (w->token, w->count as the kind tells them), 0 not yet (*hint: the
+   * longest useful wait in ms, -1 unknown, -2 retry now), or an error. */
+  int (*try_reply)(dlock__wait *w, const redisReply *r, int64_t *hint);
+  /* The channel to wait on, appended to *ch, and its wake rule; made when
+   * the wait begins (an uncontended call never waits). DLOCK_OK or
+   * DLOCK_ENOMEM. */
+  int (*wait_channel)(dlock__wait *w, dlock__buf *ch, dlock__wake_fn **wake);
+  /* Record a grant that stands (a hold for the watchdog; w->validity_ms):
+   * DLOCK_OK, or an error, and the driver gives the grant back. NULL:
+   * nothing to record. */
+  int (*granted)(dlock__wait *w);
+  /* The request that hands back a grant nobody keeps (cancelled, not
+   * recorded, raced by an interrupt), into req; rid: its request id,
+   * shared by its retries. NULL: nothing to undo. */
+  int (*give_back)(dlock__wait *w, const char *rid, dlock__req *req);
+  /* The request that leaves what the tries left behind when the wait ends
+   * without a grant (a fair queue's entry). NULL: nothing. */
+  int (*give_up)(dlock__wait *w, dlock__req *req);
+  /* A try whose answer was lost (its connection dropped after it was
+   * written): did it run? A blocking call (the async driver runs it on the
+   * thread pool): 1 it did (w->sent_ms: its lease started no earlier), 0
+   * it did not, or an error. NULL (or w->no_ask): DLOCK_EIO ends the
+   * wait. */
+  int (*ask)(dlock__wait *w);
+  /* the client's waiters are served in arrival order, each needing
+   * w->demand (a message "N" lets the oldest whose demands add up to at
+   * most N try at once: semaphores) */
+  unsigned fifo : 1;
+  /* every try after the first sends the same bytes, which the engine may
+   * send early on a wake-up (see dlock__waiter). Not for locks whose
+   * waiters in many processes race for each release: the first
+   * subscriber, told first, would win every race. */
+  unsigned early : 1;
+  /* a message "-MS" on the channel says the object was just taken with a
+   * lease of MS ms; waiters re-try by that lease's end (fair lock) */
+  unsigned lease_hints : 1;
+  /* the wait is for an event, not for a contended object (a latch to reach
+   * zero): the client's other calls keep the direct path meanwhile */
+  unsigned event : 1;
+} dlock__wait_kind;
+
+/* One wait under way: what the caller asks, what the driver keeps, what a
+ * grant tells. */
+struct dlock__wait {
+  const dlock__wait_kind *k;
+  dlock__handle *h;     /* whose (interrupts name it; its client waits) */
+  const char *noun;     /* messages: in place of k->noun, or NULL */
+  const char *what;     /* messages: the subject whole, or NULL: noun, name */
+  void *ctx;            /* the kind's own */
+  uint64_t owner;
+  int64_t wait_ms;      /* 0 one try, DLOCK_WAIT_FOREVER */
+  int64_t lease_ms;
+  int64_t demand;       /* a FIFO wait's need (permits); 0 counts as 1 */
+  int watchdog;         /* the grant is renewed until released */
+  int no_ask;           /* lost answers are not asked about (a fenced
+                           grant's token cannot be asked later) */
+  void *res;            /* the async driver's dlock_result, NULL for a
+                           blocking wait: what a grant fills in beyond
+                           token, validity and count */
+  /* the driver's */
+  int subscribed;       /* the wait has its subscription (a queueing
+                           kind's try may join the queue now) */
+  int64_t sent_ms;      /* when the last try was sent: a lease starts there */
+  /* what a grant tells (the kind's try_reply and granted) */
+  int64_t token, count, validity_ms;
+};
+
+/* The blocking driver: try, subscribe, try and wait until granted (and
+ * recorded: k->granted) or the budget (w->wait_ms: 0 one try, giving
+ * DLOCK_EBUSY; DLOCK_WAIT_FOREVER) is spent. 1 granted, or an error
+ * (DLOCK_ETIMEDOUT, DLOCK_EINTR, DLOCK_ECLOSED...). */
+int dlock__wait_run(dlock__wait *w);
+
+/* One try of a wait loop, as the blocking driver sends it. */
 typedef struct dlock__try {
   struct dlock__waiter *early; /* set when the engine may send this try
-                                  early on a wake-up (spec->early), else
+                                  early on a wake-up (k->early), else
                                   NULL: wait.c's business */
   int64_t sent_ms; /* OUT of dlock__try_call: when the try's request was
                       sent (queued, or sent early): a lease starts there */
 } dlock__try;
-
-typedef struct dlock__wait_spec {
-  const char *what;    /* for messages: 'lock "name"'; or NULL: made of */
-  const char *noun, *name; /* these when a message needs it */
-  const char *channel; /* where releases are announced */
-  size_t channel_len;
-  dlock__wake_fn *wake;
-  /* Or, when channel is NULL: make the channel (appended to *channel) and
-   * say its wake rule when the wait begins, not before the first try (an
-   * uncontended call never waits). DLOCK_OK or DLOCK_ENOMEM. */
-  int (*wait_channel)(void *ctx, dlock__buf *channel, dlock__wake_fn **wake);
-  int fifo; /* serve this client's waiters in arrival order (semaphores) */
-  int64_t demand; /* fifo: what this waiter needs (permits); 0 counts as 1.
-                     A message "N" lets the oldest waiters whose demands
-                     add up to at most N try at once */
-  /* 1: a message "-MS" on the channel says the object was just taken with a
-   * lease of MS ms; waiters re-try by that lease's end (fair lock). */
-  int lease_hints;
-  /* One try: 1 acquired, 0 not yet (*hint = longest useful wait in ms, -1
-   * unknown, -2 retry now), or a negative error code. A try that talks to
-   * Redis makes its call with dlock__try_call(.., t, ..). */
-  int (*attempt)(void *ctx, dlock__try *t, int64_t *hint);
-  /* Called once when the loop ends in an error after subscribing (timeout,
-   * close): undo what the tries left behind (queue entries). May be NULL. */
-  void (*give_up)(void *ctx);
-  /* Called when the loop ends in an error while a try the engine sent
-   * early (spec->early) was in flight, and that try turned out to grant
-   * (read by attempt, or asked about when its answer was lost): hand
-   * the grant back, so a failed acquire leaves no hold. Needed by every
-   * kind with early tries; before give_up. */
-  void (*give_back)(void *ctx);
-  /* 1: every try after the first sends the same bytes (one dlock__call),
-   * so the engine may send it early on a wake-up (see dlock__waiter). Not
-   * for locks whose waiters in many processes race for each release: the
-   * first subscriber, told first, would win every race. */
-  int early;
-  /* 1: the wait is for an event, not for a contended object (a latch to
-   * reach zero): the client's other calls keep the direct path meanwhile
-   * (otherwise they keep to the engine's pipeline while anyone waits). */
-  int event;
-  /* Who waits, for interrupts (dlock_interrupt): the handle and owner. */
-  const void *handle;
-  uint64_t owner;
-  /* A try whose answer was lost (DLOCK_EIO: the connection dropped, or the
-   * master moved) may have run. While the budget lasts, ask: 1 it did
-   * (acquired), 0 it did not (the loop tries again, on the server the
-   * client reaches now), or an error. NULL: DLOCK_EIO ends the wait. */
-  int (*ask)(void *ctx);
-} dlock__wait_spec;
 
 /* dlock__call for a wait loop's try: when the engine already sent this
  * try early (t->early), takes that answer instead of sending; otherwise
@@ -315,11 +351,6 @@ dlock__step dlock__recipe_woken(dlock__recipe *r, int status, int my_turn);
  * held, the message saying what hint is (the holder's remaining lease in
  * ms, < 0 unknown). */
 int dlock__busy(const char *what, int64_t hint);
-/* Try, subscribe, try and wait until acquired or the budget is spent.
- * wait_ms 0 = try once (DLOCK_EBUSY), -1 = forever. Returns 1 when the
- * attempt succeeded, or an error (DLOCK_ETIMEDOUT, DLOCK_ECLOSED, ...). */
-int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
-                     int64_t wait_ms, void *ctx);
 /* This thread just released n of what a FIFO channel announces (a
  * semaphore's permits): the client's waiters there get their turns now, as
  * the release's message will give them (pubsub.c). They hear of it when

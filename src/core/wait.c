@@ -28,40 +28,99 @@ static void set_armed(dlock__waiter *w, int on) {
     hook(DLOCK__HOOK_ARMED);
 }
 
+/* One try: the kind's request, sent (or its early answer taken), its
+ * answer read (an error reply is failed by dlock__call). */
+static int try_once(dlock__wait *w, dlock__try *t, int64_t *hint) {
+  dlock__req req;
+  redisReply *r = NULL;
+  int64_t now = dlock__now_ms();
+  int rc = w->k->try_req(w, &req);
+  if (rc == DLOCK_OK)
+    rc = dlock__try_call(w->h->client, t, &req, &r);
+  w->sent_ms = t->sent_ms > 0 ? t->sent_ms : now; /* a lost one's too */
+  if (rc != DLOCK_OK)
+    return rc;
+  rc = w->k->try_reply(w, r, hint);
+  freeReplyObject(r);
+  return rc;
+}
+
+typedef struct back_ctx {
+  dlock__wait *w;
+} back_ctx;
+
+static int build_back(void *ctx, const char *rid, dlock__req *req) {
+  dlock__wait *w = ((back_ctx *)ctx)->w;
+  return w->k->give_back(w, rid, req);
+}
+
+/* Hand back a grant nobody keeps (retried with one request id when its
+ * answer is lost); the wait's error stays the caller's. */
+static void give_back(dlock__wait *w) {
+  if (w->k->give_back == NULL)
+    return;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
+  back_ctx x = {w};
+  redisReply *r = NULL;
+  dlock__release_retry(w->h->client, build_back, &x, &r);
+  if (r)
+    freeReplyObject(r);
+  dlock__fail(0, "%s", saved);
+}
+
+/* Leave what the tries left behind (a queue entry; retried once when the
+ * answer is lost); the wait's error stays the caller's. When both fail,
+ * the kind's scripts skip the entry once its liveness has passed. */
+static void give_up(dlock__wait *w) {
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
+  redisReply *r = NULL;
+  int rc = DLOCK_EIO;
+  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
+    dlock__req req;
+    rc = w->k->give_up(w, &req);
+    if (rc == DLOCK_OK)
+      rc = dlock__call(w->h->client, &req, &r);
+  }
+  if (r)
+    freeReplyObject(r);
+  dlock__fail(0, "%s", saved);
+}
+
 /* The loop only leaves after a try of its own (which takes an early try's
  * answer) or when it fails (an interrupt, the deadline, a close). Then an
  * early try may still be in flight, and its answer may be a grant: the
  * caller's acquire fails, so that grant must not stay behind. Take the
  * answer through the kind's own try (it reads it; nothing is sent), ask
- * when it was lost, and give a grant back (spec->give_back). Without a
+ * when it was lost, and give a grant back (k->give_back). Without a
  * give_back, or when the client closes (the answer failed by the close),
- * the answer is dropped; w outlives its request either way. */
-static void settle_early(const dlock__wait_spec *spec, void *ctx,
-                         dlock__waiter *w, int rc) {
-  pthread_mutex_lock(&w->parker->mu);
-  int pending = w->early_state != 0;
-  pthread_mutex_unlock(&w->parker->mu);
-  if (pending && rc < 0 && spec->give_back) {
+ * the answer is dropped; the waiter outlives its request either way. */
+static void settle_early(dlock__wait *w, dlock__waiter *wr, int rc) {
+  pthread_mutex_lock(&wr->parker->mu);
+  int pending = wr->early_state != 0;
+  pthread_mutex_unlock(&wr->parker->mu);
+  if (pending && rc < 0 && w->k->give_back) {
     char saved[512];
     snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* the wait's */
-    dlock__try t = {w, 0};
+    dlock__try t = {wr, 0};
     int64_t hint = 0;
-    int got = spec->attempt(ctx, &t, &hint); /* takes the early answer */
-    if (got == DLOCK_EIO && spec->ask &&
+    int got = try_once(w, &t, &hint); /* takes the early answer */
+    if (got == DLOCK_EIO && w->k->ask && !w->no_ask &&
         dlock__last_call_fate() == DLOCK__SENT)
-      got = spec->ask(ctx);
+      got = w->k->ask(w);
     if (got == 1)
-      spec->give_back(ctx);
+      give_back(w);
     dlock__fail(0, "%s", saved);
   }
-  pthread_mutex_lock(&w->parker->mu);
-  while (w->early_state == 1)
-    dlock__park(w->parker, -1);
-  if (w->early->reply)
-    freeReplyObject(w->early->reply);
-  w->early->reply = NULL;
-  w->early_state = 0;
-  pthread_mutex_unlock(&w->parker->mu);
+  pthread_mutex_lock(&wr->parker->mu);
+  while (wr->early_state == 1)
+    dlock__park(wr->parker, -1);
+  if (wr->early->reply)
+    freeReplyObject(wr->early->reply);
+  wr->early->reply = NULL;
+  wr->early_state = 0;
+  pthread_mutex_unlock(&wr->parker->mu);
 }
 
 /* ---- interrupts ---------------------------------------------------------------
@@ -135,25 +194,18 @@ int dlock__wait_pause(const void *handle, uint64_t owner, int64_t ms,
                      : DLOCK_OK;
 }
 
-/* w on spec's channel, made now when the spec makes it (a wait is rarer
- * than a call: the uncontended one allocates nothing for it). */
-static int subscribe(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
-                     dlock__waiter *w, int64_t deadline) {
-  dlock__buf made = {0};
-  const char *channel = spec->channel;
-  size_t channel_len = spec->channel_len;
-  dlock__wake_fn *wake = spec->wake;
-  if (channel == NULL) {
-    if (spec->wait_channel(ctx, &made, &wake) != DLOCK_OK) {
-      dlock__buf_free(&made);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    channel = made.p;
-    channel_len = made.len;
+/* The waiter on the kind's channel, made now (a wait is rarer than a
+ * call: the uncontended one allocates nothing for it). */
+static int subscribe(dlock__wait *w, dlock__waiter *wr, int64_t deadline) {
+  dlock__buf ch = {0};
+  dlock__wake_fn *wake = dlock__wake_one;
+  if (w->k->wait_channel(w, &ch, &wake) != DLOCK_OK) {
+    dlock__buf_free(&ch);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
   }
-  int rc = dlock__subscribe(c, channel, channel_len, wake, spec->fifo,
-                            spec->lease_hints, w, deadline);
-  dlock__buf_free(&made); /* the channel keeps its own copy of the name */
+  int rc = dlock__subscribe(w->h->client, ch.p, ch.len, wake, w->k->fifo,
+                            w->k->lease_hints, wr, deadline);
+  dlock__buf_free(&ch); /* the channel keeps its own copy of the name */
   return rc;
 }
 
@@ -165,36 +217,36 @@ typedef struct waiting {
   dlock__waiter w;
   dlock__early early_try;
   wait_reg reg;
-  int joined, subscribed, contended;
+  int joined, contended;
 } waiting;
 
-static int join(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
-                waiting *j, int64_t deadline) {
+static int join(dlock__wait *w, waiting *j, int64_t deadline) {
+  dlock_client *c = w->h->client;
   /* A FIFO wait (a semaphore's) counts not: no try of its is sent early,
    * and a new call of the client joins its line instead of overtaking it
    * (dlock__recipe_start), so the client's calls, its releases and its
    * waiters' turns among them, keep the direct path and its riders. */
-  j->contended = !spec->event && !spec->fifo;
+  j->contended = !w->k->event && !w->k->fifo;
   if (j->contended)
     atomic_fetch_add(&c->direct.waiting, 1);
   dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
   j->w.early = &j->early_try;
   j->w.parker = dlock__parker_self();
-  j->w.demand = spec->demand > 0 ? spec->demand : 1;
-  reg_add(&j->reg, spec->handle, spec->owner, &j->w);
+  j->w.demand = w->demand > 0 ? w->demand : 1;
+  reg_add(&j->reg, w->h, w->owner, &j->w);
   j->joined = 1;
-  int rc = subscribe(c, spec, ctx, &j->w, deadline);
-  j->subscribed = rc == DLOCK_OK;
+  int rc = subscribe(w, &j->w, deadline);
+  w->subscribed = rc == DLOCK_OK;
   return rc;
 }
 
-static void leave(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
-                  waiting *j, int rc) {
+static void leave(dlock__wait *w, waiting *j, int rc) {
+  dlock_client *c = w->h->client;
   reg_del(&j->reg);
-  if (j->subscribed) {
-    settle_early(spec, ctx, &j->w, rc);
-    if (rc < 0 && spec->give_up)
-      spec->give_up(ctx);
+  if (w->subscribed) {
+    settle_early(w, &j->w, rc);
+    if (rc < 0 && w->k->give_up)
+      give_up(w);
     dlock__unsubscribe(c, &j->w);
     dlock__buf_free(&j->early_try.cmd);
   }
@@ -202,56 +254,70 @@ static void leave(dlock_client *c, const dlock__wait_spec *spec, void *ctx,
     atomic_fetch_sub(&c->direct.waiting, 1);
 }
 
-int dlock__wait_loop(dlock_client *c, const dlock__wait_spec *spec,
-                     int64_t wait_ms, void *ctx) {
-  dlock__recipe r = {.what = spec->what, .noun = spec->noun,
-                     .name = spec->name, .fifo = spec->fifo,
-                     .askable = spec->ask != NULL};
-  int64_t deadline = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  dlock__step step = dlock__recipe_start(&r, wait_ms, deadline,
-                                         spec->fifo ? dlock__fifo_waiters(c) : 0);
+/* A grant the kind records (k->granted), or gives back when it cannot. */
+static int keep(dlock__wait *w) {
+  if (w->k->granted == NULL)
+    return 1;
+  int rc = w->k->granted(w);
+  if (rc == DLOCK_OK)
+    return 1;
+  give_back(w);
+  return rc;
+}
+
+int dlock__wait_run(dlock__wait *w) {
+  const dlock__wait_kind *k = w->k;
+  dlock_client *c = w->h->client;
+  dlock__recipe r = {.what = w->what, .noun = w->noun ? w->noun : k->noun,
+                     .name = w->h->name, .fifo = k->fifo,
+                     .askable = k->ask != NULL && !w->no_ask};
+  int64_t deadline = w->wait_ms < 0 ? -1 : dlock__now_ms() + w->wait_ms;
+  dlock__step step = dlock__recipe_start(&r, w->wait_ms, deadline,
+                                         k->fifo ? dlock__fifo_waiters(c) : 0);
   dlock__try t = {NULL, 0};
   int64_t hint = 0;
-  int early = spec->early && !spec->fifo, fresh = 0, rc;
+  int early = k->early && !k->fifo, fresh = 0, rc;
   waiting j;
   memset(&j, 0, sizeof j);
+  w->subscribed = 0;
   for (;;) {
     switch (step) {
     case DLOCK__STEP_TRY:
       /* a try after an ask is sent now; one after a wake-up may have been
        * sent early by the engine */
       t.early = early && j.joined && !fresh ? &j.w : NULL;
+      t.sent_ms = 0;
       fresh = 0;
-      rc = spec->attempt(ctx, &t, &hint);
+      rc = try_once(w, &t, &hint);
       step = dlock__recipe_tried(&r, rc, hint, dlock__last_call_fate());
       break;
     case DLOCK__STEP_ASK:
-      rc = spec->ask(ctx);
+      rc = k->ask(w);
       fresh = 1;
       step = dlock__recipe_asked(&r, rc, dlock__last_call_fate());
       break;
     case DLOCK__STEP_SUBSCRIBE:
-      rc = join(c, spec, ctx, &j, deadline);
+      rc = join(w, &j, deadline);
       if (rc != DLOCK_OK) {
         r.rc = rc;
         step = DLOCK__STEP_FAILED;
         break;
       }
-      step = dlock__recipe_woken(&r, 0, !spec->fifo || dlock__waiter_my_turn(&j.w));
+      step = dlock__recipe_woken(&r, 0, !k->fifo || dlock__waiter_my_turn(&j.w));
       break;
     case DLOCK__STEP_WAIT:
       set_armed(&j.w, early && j.w.early->cmd.len > 0);
       rc = dlock__waiter_wait(&j.w, r.until);
       set_armed(&j.w, 0); /* the engine may have sent the try meanwhile */
       step = dlock__recipe_woken(&r, rc < 0 ? rc : 0,
-                                 !spec->fifo || dlock__waiter_my_turn(&j.w));
+                                 !k->fifo || dlock__waiter_my_turn(&j.w));
       break;
     case DLOCK__STEP_GRANTED:
     case DLOCK__STEP_FAILED:
       rc = step == DLOCK__STEP_GRANTED ? 1 : r.rc;
       if (j.joined)
-        leave(c, spec, ctx, &j, rc);
-      return rc;
+        leave(w, &j, rc);
+      return rc == 1 ? keep(w) : rc;
     }
   }
 }

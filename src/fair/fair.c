@@ -147,11 +147,13 @@ static const dlock__lock_reqs fair_reqs = {
     .read_reply = dlock__hashlock_read_reply,
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
-    .early = 1,
     .wait_req = wait_req,
     .wait_reply = wait_reply,
     .give_up_req = give_up_req,
     .hold_count = dlock__hashlock_count,
+    /* the same try every time (it joined the queue); "-MS" lease hints */
+    .wait = {DLOCK__LOCK_WAIT, .early = 1,
+             .give_up = dlock__lock_wait_give_up, .lease_hints = 1},
 };
 
 static const dlock__lock_methods fair_methods = {

@@ -292,45 +292,33 @@ static int build_release(void *ctx, const char *rid, dlock__req *req) {
   return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
 }
 
-/* ---- the acquire of a kind that is its requests ------------------------------ */
+/* ---- the acquire of a kind that is its requests: its wait ------------------ */
 
-typedef struct attempt {
-  dlock_lock *l;
-  uint64_t owner;
-  int64_t lease_ms;
-  int64_t wait_ms;
-  int tries;       /* tries sent: a queueing kind joins from the second on */
-  int64_t sent_ms; /* when the last try was sent: the lease starts there */
-  int64_t token;   /* a fenced grant's token */
-  int64_t prior;   /* the owner's hold count before this acquire */
-  int64_t try_ms;  /* no try after the last answered one was sent before
-                      this (the lease of one whose answer is lost started
-                      after it) */
-} attempt;
+static dlock_lock *wait_lock(const dlock__wait *w) {
+  return (dlock_lock *)(void *)w->h;
+}
 
-/* One try: 1 acquired, 0 held by another (*hint: how long to wait at
- * most), or an error. A kind that queues waiters (wait_req) joins once its
- * waiter is subscribed, never on a single try; its replies cut the hint so
- * that a queued waiter keeps its place (wait_reply). */
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  dlock_lock *l = a->l;
+/* One try. A kind that queues waiters (wait_req) joins once its waiter is
+ * subscribed, never on a single try. */
+int dlock__lock_wait_try(dlock__wait *w, dlock__req *req) {
+  dlock_lock *l = wait_lock(w);
   const dlock__lock_reqs *m = l->m->reqs;
-  dlock__req req;
-  redisReply *r;
-  int join = a->wait_ms != 0 && a->tries++ > 0;
-  int rc = m->wait_req ? m->wait_req(l, a->owner, a->lease_ms, join, &req)
-                       : m->try_req(l, a->owner, a->lease_ms, &req);
-  if (rc == DLOCK_OK)
-    rc = dlock__try_call(l->h.client, t, &req, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  a->try_ms = dlock__now_ms(); /* the next try (early too) is sent after */
-  a->sent_ms = t->sent_ms;     /* the lease started there */
-  rc = m->wait_reply && a->wait_ms != 0
-           ? m->wait_reply(l, r, hint, &a->token)
-           : m->read_reply(r, 0, hint, &a->token);
-  freeReplyObject(r);
+  if (m->wait_req)
+    return m->wait_req(l, w->owner, w->lease_ms,
+                       w->wait_ms != 0 && w->subscribed, req);
+  return m->try_req(l, w->owner, w->lease_ms, req);
+}
+
+/* Its answer: 1 acquired (w->token), 0 held by another (*hint: how long
+ * to wait at most), or an error. A queueing kind's replies cut the hint so
+ * that a queued waiter keeps its place (wait_reply). */
+int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r,
+                           int64_t *hint) {
+  dlock_lock *l = wait_lock(w);
+  const dlock__lock_reqs *m = l->m->reqs;
+  int rc = m->wait_reply && w->wait_ms != 0
+               ? m->wait_reply(l, r, hint, &w->token)
+               : m->read_reply(r, 0, hint, &w->token);
   if (rc == DLOCK_EDEADLK) { /* name it */
     char head[140];
     snprintf(head, sizeof head, "\"%.100s%s\": ", DLOCK__NAME(l->h.name));
@@ -339,90 +327,67 @@ static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
   return rc;
 }
 
-/* Leave the queue (retried once when the reply is lost); the wait's error
- * stays the caller's. */
-static void give_up(void *ctx) {
-  attempt *a = ctx;
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* keep the cause */
-  redisReply *r = NULL;
-  int rc = DLOCK_EIO;
-  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
-    dlock__req req;
-    rc = a->l->m->reqs->give_up_req(a->l, a->owner, &req);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(a->l->h.client, &req, &r);
-  }
-  if (r)
-    freeReplyObject(r);
-  /* When both fail, dlock's scripts skip the entry once its liveness slot
-   * has passed (nobody refreshes it); Redisson's at its deadline. */
-  dlock__fail(0, "%s", saved);
-}
-
-/* A grant that raced the wait's end (an early try answered after an
- * interrupt, wait.c): release it without touching the owner's recorded
- * holds (it was never one of them); the wait's error stays the caller's. */
-static void give_back(void *ctx) {
-  attempt *a = ctx;
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
-  lock_release x = {a->l, a->owner};
-  redisReply *r = NULL;
-  dlock__release_retry(a->l->h.client, build_release, &x, &r);
-  if (r)
-    freeReplyObject(r);
-  dlock__fail(0, "%s", saved);
-}
-
-/* A try whose answer was lost: did it run (wait.c)? A try that only
- * queued counts as not run: the next one keeps the place. */
-static int ask(void *ctx) {
-  attempt *a = ctx;
-  return dlock__lock_ask(a->l, a->owner, a->prior, a->try_ms, &a->sent_ms);
-}
-
 /* The channel of the wait, made once the first try found the lock taken. */
-static int wait_channel(void *ctx, dlock__buf *channel, dlock__wake_fn **wake) {
-  attempt *a = ctx;
-  return a->l->m->reqs->wait_channel(a->l, a->owner, channel, wake);
+int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
+                             dlock__wake_fn **wake) {
+  dlock_lock *l = wait_lock(w);
+  return l->m->reqs->wait_channel(l, w->owner, ch, wake);
+}
+
+/* The grant as the owner's hold (renewed when w->watchdog). */
+int dlock__lock_wait_granted(dlock__wait *w) {
+  dlock_lock *l = wait_lock(w);
+  if (l->m->reqs->hold(l, w->owner, w->watchdog, w->lease_ms, w->sent_ms,
+                       NULL) != DLOCK_OK)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
+  w->validity_ms = w->lease_ms - (dlock__now_ms() - w->sent_ms);
+  return DLOCK_OK;
+}
+
+/* A grant nobody keeps is released without touching the owner's recorded
+ * holds (it never was one of them). */
+int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
+                               dlock__req *req) {
+  dlock_lock *l = wait_lock(w);
+  return l->m->reqs->release_req(l, w->owner, rid, req);
+}
+
+/* Leave the queue. When that fails, dlock's scripts skip the entry once
+ * its liveness slot has passed (nobody refreshes it); Redisson's at its
+ * deadline. */
+int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req) {
+  dlock_lock *l = wait_lock(w);
+  return l->m->reqs->give_up_req(l, w->owner, req);
+}
+
+/* A try whose answer was lost: did it run? The server's count of the
+ * owner's holds against this client's, read now (holds the same owner
+ * took or let go meanwhile are in both). A try that only queued counts as
+ * not run: the next one keeps the place. */
+int dlock__lock_wait_ask(dlock__wait *w) {
+  dlock_lock *l = wait_lock(w);
+  int64_t known = l->m->reqs->hold_count(l, w->owner);
+  return dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms);
 }
 
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant) {
   const dlock__lock_reqs *m = l->m->reqs;
-  dlock_client *c = l->h.client;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  attempt a = {.l = l, .owner = owner, .wait_ms = wait_ms,
-               .lease_ms = watchdog ? dlock__client_opts(c)->watchdog_timeout_ms
-                                    : lease_ms,
-               .prior = m->hold_count ? m->hold_count(l, owner) : 0,
-               .try_ms = dlock__now_ms()};
-  dlock__wait_spec spec = {
-      .noun = l->m->noun,
-      .name = l->h.name,
-      .wait_channel = wait_channel,
-      .attempt = try_once,
-      .handle = l,
-      .owner = owner,
-      .early = m->early,
-      /* a queue's leaving, and its "-MS" lease hints */
-      .give_up = m->give_up_req ? give_up : NULL,
-      .give_back = give_back,
-      .lease_hints = m->give_up_req != NULL,
+  dlock__wait w = {
+      .k = &m->wait, .h = &l->h, .noun = l->m->noun, .owner = owner,
+      .wait_ms = wait_ms, .watchdog = watchdog,
+      .lease_ms = watchdog
+                      ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
+                      : lease_ms,
       /* without the owner's count (a fenced grant's token cannot be asked
        * later) a lost answer ends the wait with DLOCK_EIO */
-      .ask = m->hold_count ? ask : NULL};
-  int rc = dlock__wait_loop(c, &spec, wait_ms, &a);
+      .no_ask = m->hold_count == NULL};
+  int rc = dlock__wait_run(&w);
   if (rc != 1)
     return rc;
-  rc = m->hold(l, owner, watchdog, a.lease_ms, a.sent_ms, NULL);
-  if (rc != DLOCK_OK) {
-    dlock__lock_release_by_req(l, owner); /* cannot track it: give it back */
-    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-  }
-  grant->token = a.token;
-  grant->validity_ms = a.lease_ms - (dlock__now_ms() - a.sent_ms);
+  grant->token = w.token;
+  grant->validity_ms = w.validity_ms;
   return DLOCK_OK;
 }
 

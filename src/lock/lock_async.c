@@ -24,7 +24,7 @@ static dlock_lock *lock_of(const dlock__aop *op) {
 }
 
 int dlock__lock_can_wait(const dlock_lock *l) {
-  return dlock__lock_has_requests(l) && l->m->reqs->wait_channel != NULL;
+  return dlock__lock_has_requests(l) && l->m->reqs->wait.try_req != NULL;
 }
 
 /* The common checks, and the owner: *owner, or the handle's bound one
@@ -61,90 +61,7 @@ static int release_blocking(dlock__aop *op) {
   return dlock__lock_run_release(lock_of(op), op->owner);
 }
 
-/* ---- acquire: a lock kind's requests as the waiting recipe's ---------------- */
-
-static int lock_try_req(dlock__aop *op, dlock__req *req) {
-  dlock_lock *l = lock_of(op);
-  if (l->m->reqs->wait_req) /* a try that may join a queue once subscribed */
-    return l->m->reqs->wait_req(l, op->owner, op->lease_ms,
-                          op->wait_ms != 0 && op->w != NULL, req);
-  return l->m->reqs->try_req(l, op->owner, op->lease_ms, req);
-}
-
-static int lock_try_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
-  dlock_lock *l = lock_of(op);
-  int64_t token = 0;
-  const dlock__lock_reqs *q = l->m->reqs;
-  int rc = q->wait_reply ? q->wait_reply(l, r, hint, &token)
-                         : q->read_reply(r, 0, hint, &token);
-  if (rc == 1)
-    op->res.grant.token = token;
-  return rc;
-}
-
-static int lock_granted(dlock__aop *op) {
-  dlock_lock *l = lock_of(op);
-  if (l->m->reqs->hold(l, op->owner, op->watchdog, op->lease_ms, op->sent_ms, NULL) !=
-      DLOCK_OK)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
-  op->res.grant.validity_ms = op->lease_ms - (dlock__now_ms() - op->sent_ms);
-  return DLOCK_OK;
-}
-
-static int lock_give_back(dlock__aop *op, dlock__req *req) {
-  char rid[33];
-  int rc = dlock__random_hex(rid, 16);
-  return rc != DLOCK_OK ? rc
-                        : lock_of(op)->m->reqs->release_req(lock_of(op), op->owner,
-                                                            rid, req);
-}
-
-static void lock_give_up(dlock__aop *op) {
-  dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL ||
-      lock_of(op)->m->reqs->give_up_req(lock_of(op), op->owner, req) != DLOCK_OK) {
-    free(req); /* the entry's liveness runs out */
-    return;
-  }
-  dlock__aop_fire(op->c, req, NULL, NULL);
-}
-
-static int lock_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  return lock_of(op)->m->reqs->wait_channel(lock_of(op), op->owner, ch, wake);
-}
-
-/* A try whose answer was lost: did it run? (a pool thread) The server's
- * count of the owner's holds against this client's, read now: holds the
- * same owner took or let go meanwhile (an event loop's owner may have
- * several operations under way) are in both. */
-static int lock_ask(dlock__aop *op) {
-  dlock_lock *l = lock_of(op);
-  int64_t known = l->m->reqs->hold_count(l, op->owner);
-  dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
-  return dlock__lock_ask(l, op->owner, known, op->sent_ms, &op->sent_ms);
-}
-
-static const dlock__await lock_await = {
-    .noun = "lock",
-    .try_req = lock_try_req,
-    .try_reply = lock_try_reply,
-    .granted = lock_granted,
-    .give_back = lock_give_back,
-    .wait_channel = lock_channel,
-    .ask = lock_ask,
-};
-
-static const dlock__await lock_await_queued = { /* a kind that queues */
-    .noun = "lock",
-    .try_req = lock_try_req,
-    .try_reply = lock_try_reply,
-    .granted = lock_granted,
-    .give_back = lock_give_back,
-    .give_up = lock_give_up,
-    .wait_channel = lock_channel,
-    .ask = lock_ask,
-    .lease_hints = 1,
-};
+/* ---- acquire: the kind's wait (its table's, read by src/async/await.c) --- */
 
 int dlock_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms, dlock_done_fn *done, void *data,
@@ -167,19 +84,19 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   if (l->h.client == NULL || !dlock__lock_can_wait(l))
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no async acquire",
                        l->m->kind);
-  dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_ACQUIRE, done, data);
-  if (op == NULL)
-    return DLOCK_ENOMEM;
+  const dlock__lock_reqs *m = l->m->reqs;
+  dlock__aop *op;
+  rc = dlock__aop_await_new(&l->h, DLOCK__AOP_ACQUIRE, &m->wait, wait_ms,
+                            done, data, &op);
+  if (rc != DLOCK_OK)
+    return rc;
   op->internal = internal;
-  op->owner = owner;
-  op->wait_ms = wait_ms;
-  op->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
-  op->lease_ms = op->watchdog
-                     ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
-                     : lease_ms;
-  op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  op->aw = l->m->reqs->give_up_req ? &lock_await_queued : &lock_await;
-  op->askable = l->m->reqs->hold_count != NULL;
+  op->owner = op->wt.owner = owner;
+  op->wt.watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
+  op->wt.lease_ms = op->wt.watchdog
+                        ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
+                        : lease_ms;
+  op->wt.no_ask = m->hold_count == NULL;
   return dlock__aop_start(op, dlock__await_start, out);
 }
 

@@ -42,14 +42,11 @@ typedef struct dlock__lock_reqs {
    * how many waiters one message wakes. DLOCK_OK or DLOCK_ENOMEM. */
   int (*wait_channel)(dlock_lock *lock, uint64_t owner, dlock__buf *channel,
                       dlock__wake_fn **wake);
-  /* 1: every try of a wait after the first sends the same bytes, which the
-   * engine may send early on a wake-up (core.h, dlock__wait_spec.early) */
-  int early;
   /* Optional, for a kind whose waiters queue (the fair lock): a try that
    * joins the queue when join is 1 (the waiter is subscribed); its reply
-   * read with the handle; and the request that leaves the queue. NULL:
-   * try_req, read_reply, nothing to leave. A kind with give_up_req
-   * announces "-MS" lease hints on its channel. */
+   * read with the handle; and the request that leaves the queue (its wait
+   * table's give_up: dlock__lock_wait_give_up). NULL: try_req,
+   * read_reply, nothing to leave. */
   int (*wait_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms, int join,
                   dlock__req *req);
   int (*wait_reply)(dlock_lock *lock, const redisReply *r, int64_t *hint,
@@ -65,7 +62,29 @@ typedef struct dlock__lock_reqs {
    * into out, its length: a guarded write checks it (src/fence). NULL: the
    * kind cannot guard a write. */
   size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
+  /* How its acquire waits, read by both drivers of the waiting recipe
+   * (core.h): {DLOCK__LOCK_WAIT} and the kind's flags (.early, and for a
+   * queueing kind .give_up = dlock__lock_wait_give_up, .lease_hints). */
+  dlock__wait_kind wait;
 } dlock__lock_reqs;
+
+/* A lock kind's wait (lock.c), from its requests above: w->h is the lock,
+ * w->token the grant's token. */
+int dlock__lock_wait_try(dlock__wait *w, dlock__req *req);
+int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r, int64_t *hint);
+int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
+                             dlock__wake_fn **wake);
+int dlock__lock_wait_granted(dlock__wait *w);
+int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
+                               dlock__req *req);
+int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req);
+int dlock__lock_wait_ask(dlock__wait *w);
+#define DLOCK__LOCK_WAIT                                                       \
+  .noun = "lock", .try_req = dlock__lock_wait_try,                            \
+  .try_reply = dlock__lock_wait_reply,                                        \
+  .wait_channel = dlock__lock_wait_channel,                                   \
+  .granted = dlock__lock_wait_granted,                                        \
+  .give_back = dlock__lock_wait_give_back, .ask = dlock__lock_wait_ask
 
 /* A lock kind: its name, what it can do, and either its requests (a
  * script-based kind) or the handle operations of a composite (the
@@ -210,12 +229,11 @@ int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);
 
 
-/* A try whose answer was lost (a wait spec's ask): the owner's hold
- * count on the server (the state method) against prior, the count this
- * client had before the acquire: 1 one more (the try ran: *sent_ms =
- * try_ms, no later than it was sent), 0 the same (it did not), else an
- * error (DLOCK_EIO when the server cannot be asked or the count is
- * neither). */
+/* A try whose answer was lost (the wait's ask): the owner's hold count
+ * on the server (the state method) against prior, the count this client
+ * has: 1 one more (the try ran: *sent_ms = try_ms, no later than it was
+ * sent), 0 the same (it did not), else an error (DLOCK_EIO when the
+ * server cannot be asked or the count is neither). */
 int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                         int64_t try_ms, int64_t *sent_ms);
 

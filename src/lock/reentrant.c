@@ -102,6 +102,7 @@ static const dlock__lock_reqs reentrant_reqs = {
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count,
+    .wait = {DLOCK__LOCK_WAIT},
 };
 
 /* The same requests, each grant with its token: a lost answer cannot be
@@ -112,6 +113,7 @@ static const dlock__lock_reqs fenced_reqs = {
     .read_reply = fenced_read_reply,
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
+    .wait = {DLOCK__LOCK_WAIT},
 };
 
 static const dlock__lock_methods reentrant_methods = {

@@ -286,9 +286,9 @@ static const dlock__lock_reqs half_reqs = {
     .released = released,
     .forget = forget,
     .wait_channel = wait_channel,
-    .early = 1,
     .hold_count = hold_count,
     .guard_field = guard_field,
+    .wait = {DLOCK__LOCK_WAIT, .early = 1},
 };
 
 static const dlock__lock_methods read_methods = {

@@ -84,14 +84,25 @@ int dlock_latch_get_count(dlock_latch *l, int64_t *count) {
   return get_count(l, count);
 }
 
-static int at_zero(void *ctx, dlock__try *t, int64_t *hint) {
-  int64_t count = 0;
-  int rc = get_count(ctx, &count);
-  if (rc != DLOCK_OK)
-    return rc;
-  *hint = -1; /* no bound: the zero message (or the periodic re-check) */
-  return count <= 0;
+/* ---- the wait for zero (both drivers read latch_wait) --------------------- */
+
+static int await_req(dlock__wait *w, dlock__req *req) {
+  return dlock__synchronizer_get_req(&((dlock_latch *)(void *)w->h)->o, req);
 }
+
+static int await_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
+  int rc = dlock__reply_int(r, &w->count, "latch count");
+  *hint = -1; /* no bound: the zero message (or the periodic re-check) */
+  return rc != DLOCK_OK ? rc : w->count <= 0;
+}
+
+static const dlock__wait_kind latch_wait = {
+    .noun = "latch",
+    .try_req = await_req,
+    .try_reply = await_reply,
+    .wait_channel = dlock__synchronizer_channel,
+    .event = 1, /* the client's other calls keep the direct path */
+};
 
 int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   int rc = dlock__synchronizer_check(l);
@@ -101,12 +112,9 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   char what[140];
   snprintf(what, sizeof what, "latch \"%.100s%s\"", DLOCK__NAME(l->o.h.name));
-  dlock__wait_spec spec = {.what = what, .channel = l->o.channel.p,
-                           .channel_len = l->o.channel.len,
-                           .wake = dlock__wake_all, .attempt = at_zero,
-                           .event = 1, .handle = l,
-                           .owner = dlock_thread_id()};
-  rc = dlock__wait_loop(l->o.h.client, &spec, wait_ms, l);
+  dlock__wait w = {.k = &latch_wait, .h = &l->o.h, .what = what,
+                   .owner = dlock_thread_id(), .wait_ms = wait_ms};
+  rc = dlock__wait_run(&w);
   return rc == 1 ? DLOCK_OK : rc;
 }
 
@@ -148,36 +156,13 @@ int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count,
                         data, out);
 }
 
-static int await_req(dlock__aop *op, dlock__req *req) {
-  return dlock__synchronizer_get_req(&((dlock_latch *)(void *)op->h)->o, req);
-}
-
-static int await_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
-  int rc = dlock__reply_int(r, &op->res.count, "latch count");
-  *hint = -1; /* no bound: the zero message (or the periodic re-check) */
-  return rc != DLOCK_OK ? rc : op->res.count <= 0;
-}
-
-static int await_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  dlock_latch *l = (void *)op->h;
-  *wake = dlock__wake_all;
-  return dlock__buf_add(ch, l->o.channel.p, l->o.channel.len);
-}
-
-static const dlock__await latch_await = {
-    .noun = "latch",
-    .try_req = await_req,
-    .try_reply = await_reply,
-    .wait_channel = await_channel,
-};
-
 int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms,
                             dlock_done_fn *done, void *data, dlock_op *out) {
   int rc = dlock__aop_check(l ? &l->o.h : NULL, "latch", done);
   if (rc != DLOCK_OK)
     return rc;
   dlock__aop *op;
-  rc = dlock__aop_await_new(&l->o.h, DLOCK__AOP_AWAIT, &latch_await, wait_ms,
+  rc = dlock__aop_await_new(&l->o.h, DLOCK__AOP_AWAIT, &latch_wait, wait_ms,
                             done, data, &op);
   return rc != DLOCK_OK ? rc : dlock__aop_start(op, dlock__await_start, out);
 }

@@ -179,20 +179,55 @@ static int record(attempt *a, uint64_t owner) {
   return rc;
 }
 
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
-  dlock__req req;
-  redisReply *r;
-  a->sent_ms = dlock__now_ms();
-  int rc = acquire_req(a, &req);
-  if (rc == DLOCK_OK)
-    rc = dlock__call(a->p->o.h.client, &req, &r);
-  if (rc != DLOCK_OK)
-    return rc;
-  rc = acquire_reply(r, hint);
-  freeReplyObject(r);
-  return rc;
+static int release_req(dlock_permits *p, char (*raw)[16], size_t n,
+                       const char *rid, dlock__req *req);
+
+/* ---- the wait for permits (both drivers read permits_wait): w->ctx is the
+ * attempt, w->demand its n ---------------------------------------------- */
+
+static int wait_try(dlock__wait *w, dlock__req *req) {
+  return acquire_req(w->ctx, req);
 }
+
+static int wait_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
+  (void)w;
+  return acquire_reply(r, hint);
+}
+
+/* The permits as the owner's holds; an async acquire's result names them. */
+static int wait_granted(dlock__wait *w) {
+  attempt *a = w->ctx;
+  a->sent_ms = w->sent_ms;
+  int rc = record(a, w->owner);
+  if (rc != DLOCK_OK) {
+    for (size_t i = 0; i < a->n; i++) { /* given back: not tracked */
+      dlock__hold_id id = permit_hold(a->p, a->raw[i]);
+      dlock__hold_released(a->p->o.h.client, &id, 1);
+    }
+    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the permits");
+  }
+  if (w->res) {
+    dlock_result *res = w->res;
+    res->ids = a->ids;
+    res->n = a->n;
+  }
+  return DLOCK_OK;
+}
+
+static int wait_give_back(dlock__wait *w, const char *rid, dlock__req *req) {
+  attempt *a = w->ctx;
+  return release_req(a->p, a->raw, a->n, rid, req);
+}
+
+static const dlock__wait_kind permits_wait = {
+    .noun = "permits of",
+    .try_req = wait_try,
+    .try_reply = wait_reply,
+    .granted = wait_granted,
+    .give_back = wait_give_back,
+    .wait_channel = dlock__synchronizer_channel,
+    .fifo = 1,
+};
 
 static int release_ids(dlock_permits *p, const dlock_permit_id *ids,
                        size_t n);
@@ -229,20 +264,14 @@ int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   }
   char what[140];
   snprintf(what, sizeof what, "permits of \"%.100s%s\"", DLOCK__NAME(p->o.h.name));
-  dlock__wait_spec spec = {.what = what, .channel = p->o.channel.p,
-                           .channel_len = p->o.channel.len,
-                           .wake = dlock__wake_by_count, .fifo = 1,
-                           .demand = (int64_t)n, .attempt = try_once,
-                           .handle = p,
-                           .owner = dlock_thread_id()};
+  dlock__wait w = {.k = &permits_wait, .h = &p->o.h, .what = what, .ctx = a,
+                   .owner = dlock_thread_id(), .wait_ms = wait_ms,
+                   .lease_ms = a->lease_ms, .watchdog = watchdog,
+                   .demand = (int64_t)n};
   int64_t t0_us = dlock__now_us();
   dlock__stats_wait_reset();
-  rc = dlock__wait_loop(c, &spec, wait_ms, a);
-  if (rc == 1) {
-    rc = record(a, dlock_thread_id());
-    if (rc != DLOCK_OK)
-      release_ids(p, ids, n); /* cannot track them: give back */
-  }
+  rc = dlock__wait_run(&w);
+  rc = rc == 1 ? DLOCK_OK : rc;
   free(a);
   if (counted)
     dlock__acquire_done(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,
@@ -447,54 +476,6 @@ int dlock_permits_counts(dlock_permits *p, int64_t *available, int64_t *acquired
 
 /* ---- async (dlock/async.h) ------------------------------------------------- */
 
-static int async_req(dlock__aop *op, dlock__req *req) {
-  return acquire_req(op->ctx, req);
-}
-
-static int async_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
-  attempt *a = op->ctx;
-  a->sent_ms = op->sent_ms;
-  return acquire_reply(r, hint);
-}
-
-static int async_granted(dlock__aop *op) {
-  attempt *a = op->ctx;
-  int rc = record(a, op->owner);
-  if (rc != DLOCK_OK) {
-    for (size_t i = 0; i < a->n; i++) { /* given back: not tracked */
-      dlock__hold_id id = permit_hold(a->p, a->raw[i]);
-      dlock__hold_released(op->c, &id, 1);
-    }
-    return dlock__fail(DLOCK_ENOMEM, "out of memory recording the permits");
-  }
-  op->res.ids = a->ids;
-  op->res.n = a->n;
-  return DLOCK_OK;
-}
-
-static int async_give_back(dlock__aop *op, dlock__req *req) {
-  attempt *a = op->ctx;
-  char rid[33];
-  int rc = dlock__random_hex(rid, 16);
-  return rc != DLOCK_OK ? rc : release_req(a->p, a->raw, a->n, rid, req);
-}
-
-static int async_channel(dlock__aop *op, dlock__buf *ch, dlock__wake_fn **wake) {
-  attempt *a = op->ctx;
-  *wake = dlock__wake_by_count;
-  return dlock__buf_add(ch, a->p->o.channel.p, a->p->o.channel.len);
-}
-
-static const dlock__await permits_await = {
-    .noun = "permits of",
-    .try_req = async_req,
-    .try_reply = async_reply,
-    .granted = async_granted,
-    .give_back = async_give_back,
-    .wait_channel = async_channel,
-    .fifo = 1,
-};
-
 int dlock_permits_acquire_async(dlock_permits *p, size_t n, int64_t wait_ms,
                                 int64_t lease_ms, dlock_done_fn *done,
                                 void *data, dlock_op *out) {
@@ -516,13 +497,16 @@ int dlock_permits_acquire_async(dlock_permits *p, size_t n, int64_t wait_ms,
                     : lease_ms;
   dlock__aop *op = NULL;
   if ((rc = new_ids(a, a->ids)) != DLOCK_OK ||
-      (rc = dlock__aop_await_new(&p->o.h, DLOCK__AOP_ACQUIRE, &permits_await,
+      (rc = dlock__aop_await_new(&p->o.h, DLOCK__AOP_ACQUIRE, &permits_wait,
                                  wait_ms, done, data, &op)) != DLOCK_OK) {
     free(a);
     return rc;
   }
-  op->ctx = a;
-  op->demand = (int64_t)n;
+  op->ctx = a; /* freed with op */
+  op->wt.ctx = a;
+  op->wt.demand = (int64_t)n;
+  op->wt.lease_ms = a->lease_ms;
+  op->wt.watchdog = a->watchdog;
   return dlock__aop_start(op, dlock__await_start, out);
 }
 

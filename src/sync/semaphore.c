@@ -90,18 +90,39 @@ int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta,
   return rc != DLOCK_OK ? rc : dlock__sem_add(&s->o, delta, available);
 }
 
-typedef struct attempt {
-  dlock_semaphore *s;
-  int64_t n;
-} attempt;
+/* ---- the wait for permits (both drivers read permit_wait): w->demand ------- */
 
-static int try_once(void *ctx, dlock__try *t, int64_t *hint) {
-  attempt *a = ctx;
+static int acquire_req(dlock__wait *w, dlock__req *req) {
+  dlock_semaphore *s = (void *)w->h;
+  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1,
+                                 &w->demand, 0, req);
+}
+
+static int acquire_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   int64_t taken = 0;
-  int rc = dlock__synchronizer_run(&a->s->o, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, &a->n, 0, &taken);
+  int rc = dlock__reply_int(r, &taken, "acquire permits");
+  (void)w;
   *hint = -1; /* permits come back by release only: wait for the message */
   return rc != DLOCK_OK ? rc : taken == 1;
 }
+
+/* Permits taken for an acquire nobody keeps go back, announced. */
+static int acquire_give_back(dlock__wait *w, const char *rid,
+                             dlock__req *req) {
+  dlock_semaphore *s = (void *)w->h;
+  (void)rid;
+  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE, 1,
+                                 &w->demand, 1, req);
+}
+
+static const dlock__wait_kind permit_wait = {
+    .noun = "semaphore",
+    .try_req = acquire_req,
+    .try_reply = acquire_reply,
+    .give_back = acquire_give_back,
+    .wait_channel = dlock__synchronizer_channel,
+    .fifo = 1,
+};
 
 int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   int rc = dlock__synchronizer_check(s);
@@ -113,18 +134,15 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   if (n == 0)
     return DLOCK_OK;
-  attempt a = {s, n};
   char what[160];
   snprintf(what, sizeof what, "semaphore \"%.100s%s\" (%" PRId64 " permits)",
            DLOCK__NAME(s->o.h.name), n);
-  dlock__wait_spec spec = {.what = what, .channel = s->o.channel.p,
-                           .channel_len = s->o.channel.len,
-                           .wake = dlock__wake_by_count, .fifo = 1,
-                           .demand = n, .attempt = try_once, .handle = s,
-                           .owner = dlock_thread_id()};
+  dlock__wait w = {.k = &permit_wait, .h = &s->o.h, .what = what,
+                   .owner = dlock_thread_id(), .wait_ms = wait_ms,
+                   .demand = n};
   int64_t t0_us = dlock__now_us();
   dlock__stats_wait_reset();
-  rc = dlock__wait_loop(s->o.h.client, &spec, wait_ms, &a);
+  rc = dlock__wait_run(&w);
   rc = rc == 1 ? DLOCK_OK : rc;
   dlock__acquire_done(s->o.h.client, s->o.h.name, s->o.h.name_len,
                       dlock_thread_id(), rc, t0_us);
@@ -176,42 +194,6 @@ int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n,
                         data, out);
 }
 
-static int acquire_req(dlock__aop *op, dlock__req *req) {
-  dlock_semaphore *s = (void *)op->h;
-  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1,
-                                 &op->num, 0, req);
-}
-
-static int acquire_reply(dlock__aop *op, const redisReply *r, int64_t *hint) {
-  int64_t taken = 0;
-  int rc = dlock__reply_int(r, &taken, "acquire permits");
-  *hint = -1; /* permits come back by release only: wait for the message */
-  return rc != DLOCK_OK ? rc : taken == 1;
-}
-
-/* Permits taken for a cancelled acquire go back, announced. */
-static int acquire_give_back(dlock__aop *op, dlock__req *req) {
-  dlock_semaphore *s = (void *)op->h;
-  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_RELEASE, 1,
-                                 &op->num, 1, req);
-}
-
-static int acquire_channel(dlock__aop *op, dlock__buf *ch,
-                           dlock__wake_fn **wake) {
-  dlock_semaphore *s = (void *)op->h;
-  *wake = dlock__wake_by_count;
-  return dlock__buf_add(ch, s->o.channel.p, s->o.channel.len);
-}
-
-static const dlock__await sem_await = {
-    .noun = "semaphore",
-    .try_req = acquire_req,
-    .try_reply = acquire_reply,
-    .give_back = acquire_give_back,
-    .wait_channel = acquire_channel,
-    .fifo = 1,
-};
-
 static void nothing_done(dlock__aop *op) { dlock__aop_finish(op, DLOCK_OK); }
 
 int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n,
@@ -223,11 +205,11 @@ int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n,
   if (n < 0)
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
   dlock__aop *op;
-  rc = dlock__aop_await_new(&s->o.h, DLOCK__AOP_ACQUIRE, &sem_await, wait_ms,
+  rc = dlock__aop_await_new(&s->o.h, DLOCK__AOP_ACQUIRE, &permit_wait, wait_ms,
                             done, data, &op);
   if (rc != DLOCK_OK)
     return rc;
-  op->num = op->demand = n;
+  op->num = op->wt.demand = n;
   /* 0 permits: granted, but through the callback as always */
   return dlock__aop_start(op, n == 0 ? nothing_done : dlock__await_start, out);
 }

@@ -137,3 +137,10 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
   freeReplyObject(r);
   return rc;
 }
+
+int dlock__synchronizer_channel(dlock__wait *w, dlock__buf *ch,
+                                dlock__wake_fn **wake) {
+  const dlock__synchronizer *o = (const dlock__synchronizer *)(void *)w->h;
+  *wake = w->k->fifo ? dlock__wake_by_count : dlock__wake_all;
+  return dlock__buf_add(ch, o->channel.p, o->channel.len);
+}

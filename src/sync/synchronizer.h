@@ -27,6 +27,12 @@ int dlock__reply_int(const redisReply *r, int64_t *out, const char *what);
 /* Wake fn for semaphore channels: the message is the available count. */
 uint32_t dlock__wake_by_count(const char *msg, size_t len);
 
+/* The wait channel of a synchronizer's wait table (w->h its handle): its
+ * channel, waking all its waiters (the latch's zero) or, for a FIFO wait
+ * (the semaphores'), by the count a message gives. */
+int dlock__synchronizer_channel(dlock__wait *w, dlock__buf *ch,
+                                dlock__wake_fn **wake);
+
 /* Run script with KEYS = {N} and ARGV = nums (as decimals, at most 2), then
  * PUBLISH and the channel when publish is set; the reply is a count (OUT
  * *out, may be NULL). */
