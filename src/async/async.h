@@ -18,6 +18,24 @@
 
 typedef struct dlock__aop dlock__aop;
 
+/* A combinator's operation (the multi-lock's, RedLock's): one built from
+ * its members' inner operations or rounds, whose state is its own
+ * (op->ctx). What async asks of it (engine thread): */
+typedef struct dlock__outer {
+  /* dlock_cancel asked: stop what is under way (its answer ends the
+   * operation), or end it now when nothing is. NULL: the next answer
+   * sees the cancel. */
+  void (*cancel)(dlock__aop *op);
+  /* the client closes: cancel the inner operation under way (its answer
+   * ends this one). NULL: nothing to cancel. */
+  void (*stop)(dlock__aop *op);
+  /* inner operations or a round still under way: the close waits for
+   * their answers */
+  int (*busy)(const dlock__aop *op);
+  /* it finishes: let go of what it still refers to. NULL: nothing. */
+  void (*end)(dlock__aop *op);
+} dlock__outer;
+
 enum dlock__aop_type {
   DLOCK__AOP_ACQUIRE = 1, /* waits (may be cancelled), counted as an acquire */
   DLOCK__AOP_AWAIT,       /* waits (may be cancelled): a latch's await */
@@ -31,8 +49,8 @@ enum dlock__aop_stage {
   DLOCK__AOP_SUBSCRIBING, /* waiting for its channel's confirmation */
   DLOCK__AOP_WAITING,     /* waiting for a wake-up or its timer */
   DLOCK__AOP_COMPOSITE,   /* a combinator's: runs inner operations of its
-                             members (on this engine thread), on_cancel
-                             stops the one under way */
+                             members (on this engine thread), op->outer
+                             says what it does with a cancel or close */
   DLOCK__AOP_DONE
 };
 
@@ -61,17 +79,12 @@ struct dlock__aop {
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, sent_ms, t0_us;
   int tries;
-  dlock_op inner;        /* a combinator's inner operation under way (to
-                            cancel), 0 */
-  int inner_n;           /* a combinator's inner operations under way */
-  void (*on_cancel)(dlock__aop *op); /* a combinator's, on dlock_cancel */
-  void (*on_end)(dlock__aop *op);    /* a combinator's, when it finishes:
-                                        let go of what it still refers to */
-  uv_timer_t *ctimer;    /* a combinator's timer (dlock__aop_ctimer) */
+  const dlock__outer *outer; /* a combinator's, NULL */
+  uint8_t combinator;    /* started as one: the client's close waited */
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__recipe recipe;  /* a wait's (await.c) */
   dlock__waiter *w;      /* from its first wait on */
-  uv_timer_t *timer;     /* with w */
+  uv_timer_t *timer;     /* its one timer (dlock__aop_timer) */
   void (*start)(dlock__aop *op);    /* engine: its first step */
   void (*on_ready)(dlock__aop *op); /* engine: woken, or its timer fired */
   int (*blocking)(dlock__aop *op);  /* a pool job's body (any thread) */
@@ -120,16 +133,16 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **op);
 /* An operation on client c for handle h (a combinator's, whose handle has
- * no client: c is its members' engine's). One with on_cancel set before
- * its start is a combinator's: c's close waits for it until it finishes.
+ * no client: c is its members' engine's). One with outer set before its
+ * start is a combinator's: c's close waits for it until it finishes.
  * DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
                              dlock_done_fn *done, void *data, dlock__aop **op);
-/* Arm (ms >= 0) or stop (-1) a combinator op's timer: fn runs on the
- * engine thread then. */
-void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));
-/* Close a combinator op's timer (finish does). */
-void dlock__aop_ctimer_drop(dlock__aop *op);
+/* Arm op's one timer ms from now (a wait's hint or budget, a
+ * combinator's round), or stop it (ms < 0): fn(op) runs on the engine
+ * thread then, unless op finished. Made on first use: DLOCK_OK, or
+ * DLOCK_ENOMEM (no timer). */
+int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op));
 /* Free an op that never started (its start failed). */
 void dlock__aop_discard(dlock__aop *op);
 /* Register op and hand it to its engine, which calls start(op) there
@@ -166,7 +179,7 @@ int dlock__aop_woken(dlock__aop *op);
 /* Put op on its client's ready list (op.c): its on_ready runs before the
  * engine next polls; wake_loop when called off the engine thread. */
 void dlock__aop_ready(dlock__aop *op, int wake_loop);
-/* Close op's timer, if it has one (await.c; engine thread). */
+/* Close op's timer, if it has one (finish does; engine thread). */
 void dlock__aop_timer_drop(dlock__aop *op);
 
 /* Send an undoing (engine thread): a grant given back, a queue left; no

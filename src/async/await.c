@@ -16,17 +16,10 @@ static void notify(dlock__waiter *w) {
   dlock__aop_ready(w->data, !dlock__on_engine_thread());
 }
 
-/* A waiting op's timer: the reply's hint, the budget, a lease hint. */
-typedef struct op_timer {
-  uv_timer_t t;
-  dlock_client *c;
-  dlock__aop *op; /* NULL once op finished */
-} op_timer;
-
-static void timer_fired(uv_timer_t *t) {
-  dlock__aop *op = ((op_timer *)t)->op;
-  if (op == NULL ||
-      (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING))
+/* A waiting op's timer fired: the reply's hint, the budget, a lease
+ * hint. */
+static void timer_fired(dlock__aop *op) {
+  if (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING)
     return;
   if (dlock__aop_cancelled(op)) {
     dlock__aop_finish(op, DLOCK_ECANCELED);
@@ -35,25 +28,19 @@ static void timer_fired(uv_timer_t *t) {
   op->on_ready(op);
 }
 
-static void timer_closed(uv_handle_t *h) {
-  dlock_client *c = ((op_timer *)h)->c;
-  free(h);
-  dlock__client_live_done(c); /* last: c may go */
-}
-
 int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
   dlock_client *c = op->c;
   int64_t now = dlock__now_ms();
   if (op->w == NULL) {
     dlock__waiter *w = calloc(1, sizeof *w);
-    op_timer *t = calloc(1, sizeof *t);
     dlock__buf channel = {0};
     dlock__wake_fn *wake = dlock__wake_one;
-    int rc = w && t ? op->wt.k->wait_channel(&op->wt, &channel, &wake)
-                    : DLOCK_ENOMEM;
+    int rc = w ? op->wt.k->wait_channel(&op->wt, &channel, &wake)
+               : DLOCK_ENOMEM;
+    if (rc == DLOCK_OK) /* armed below */
+      rc = dlock__aop_timer(op, -1, timer_fired);
     if (rc != DLOCK_OK) {
       free(w);
-      free(t);
       dlock__buf_free(&channel);
       return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -67,16 +54,10 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     dlock__buf_free(&channel);
     if (rc != DLOCK_OK) {
       free(w);
-      free(t);
       return rc;
     }
-    uv_timer_init(dlock__client_loop(c), &t->t);
-    t->c = c;
-    t->op = op;
-    dlock__client_live(c, 1); /* until the timer is closed */
     op->w = w;
     op->wt.subscribed = 1;
-    op->timer = &t->t;
     pthread_mutex_lock(&w->parker->mu);
     if (w->confirmed) /* subscribed already: the next try is due now */
       w->wakes++;
@@ -99,11 +80,8 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     until_ms = w->retry_by;
   w->retry_by = 0;
   pthread_mutex_unlock(&w->parker->mu);
-  if (until_ms >= 0)
-    uv_timer_start(op->timer, timer_fired,
-                   (uint64_t)(until_ms > now ? until_ms - now : 0), 0);
-  else
-    uv_timer_stop(op->timer);
+  dlock__aop_timer(op, until_ms < 0 ? -1 : until_ms > now ? until_ms - now : 0,
+                   timer_fired); /* made above: cannot fail */
   if (pending)
     dlock__aop_ready(op, 0);
   return DLOCK_OK;
@@ -127,14 +105,6 @@ int dlock__aop_woken(dlock__aop *op) {
     op->stage = DLOCK__AOP_WAITING;
   pthread_mutex_unlock(&w->parker->mu);
   return rc;
-}
-
-void dlock__aop_timer_drop(dlock__aop *op) {
-  if (op->timer == NULL)
-    return;
-  ((op_timer *)op->timer)->op = NULL;
-  uv_close((uv_handle_t *)op->timer, timer_closed);
-  op->timer = NULL;
 }
 
 /* ---- the recipe's driver ------------------------------------------------- */

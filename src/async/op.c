@@ -111,8 +111,8 @@ static void async_prepare(dlock_client *c) {
     if (op == NULL)
       return;
     if (op->stage == DLOCK__AOP_COMPOSITE) {
-      if (dlock__aop_cancelled(op) && op->on_cancel)
-        op->on_cancel(op);
+      if (dlock__aop_cancelled(op) && op->outer->cancel)
+        op->outer->cancel(op);
       continue;
     }
     if (op->stage != DLOCK__AOP_SUBSCRIBING && op->stage != DLOCK__AOP_WAITING)
@@ -201,54 +201,54 @@ int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
 }
 
 
-typedef struct comp_timer {
+/* An operation's one timer: a wait's (the hint, the budget) or a
+ * combinator's round. */
+typedef struct op_timer {
   uv_timer_t t;
   dlock__aop *op; /* NULL once op finished */
   dlock_client *c;
   void (*fn)(dlock__aop *op);
-} comp_timer;
+} op_timer;
 
-static void ctimer_fired(uv_timer_t *t) {
-  comp_timer *ct = (comp_timer *)t;
-  if (ct->op && ct->fn)
-    ct->fn(ct->op);
+static void timer_fired(uv_timer_t *t) {
+  op_timer *ot = (op_timer *)t;
+  if (ot->op && ot->fn)
+    ot->fn(ot->op);
 }
 
-static void ctimer_closed(uv_handle_t *h) {
-  dlock_client *c = ((comp_timer *)h)->c;
+static void timer_closed(uv_handle_t *h) {
+  dlock_client *c = ((op_timer *)h)->c;
   free(h);
   dlock__client_live_done(c); /* last: c may go */
 }
 
-void dlock__aop_ctimer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
-  comp_timer *ct = (comp_timer *)op->ctimer;
-  if (ms < 0) {
-    if (ct)
-      uv_timer_stop(&ct->t);
-    return;
+int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
+  op_timer *ot = (op_timer *)op->timer;
+  if (ot == NULL) {
+    ot = calloc(1, sizeof *ot);
+    if (ot == NULL)
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    uv_timer_init(dlock__client_loop(op->c), &ot->t);
+    ot->op = op;
+    ot->c = op->c;
+    dlock__client_live(op->c, 1); /* until the timer is closed */
+    op->timer = &ot->t;
   }
-  if (ct == NULL) {
-    ct = calloc(1, sizeof *ct);
-    if (ct == NULL)
-      return; /* no timer: the wait ends with the next answer */
-    uv_timer_init(dlock__client_loop(op->c), &ct->t);
-    ct->op = op;
-    ct->c = op->c;
-    dlock__client_live(op->c, 1);
-    op->ctimer = &ct->t;
-  }
-  ct->fn = fn;
-  uv_timer_start(&ct->t, ctimer_fired, (uint64_t)ms, 0);
+  ot->fn = fn;
+  if (ms < 0)
+    uv_timer_stop(&ot->t);
+  else
+    uv_timer_start(&ot->t, timer_fired, (uint64_t)ms, 0);
+  return DLOCK_OK;
 }
 
-
-void dlock__aop_ctimer_drop(dlock__aop *op) {
-  comp_timer *ct = (comp_timer *)op->ctimer;
-  if (ct == NULL)
+void dlock__aop_timer_drop(dlock__aop *op) {
+  op_timer *ot = (op_timer *)op->timer;
+  if (ot == NULL)
     return;
-  ct->op = NULL;
-  uv_close((uv_handle_t *)&ct->t, ctimer_closed);
-  op->ctimer = NULL;
+  ot->op = NULL;
+  uv_close((uv_handle_t *)&ot->t, timer_closed);
+  op->timer = NULL;
 }
 
 void dlock__aop_discard(dlock__aop *op) {
@@ -286,7 +286,6 @@ static void start_done(dlock__req *req, redisReply *reply, int status) {
   if (status != DLOCK_OK) {
     live_link(op);
     op->stage = DLOCK__AOP_BUSY;
-    op->on_cancel = NULL; /* never counted as a combinator's */
     dlock__fail(DLOCK_ECLOSED, "client closed");
     dlock__aop_finish(op, DLOCK_ECLOSED);
   }
@@ -296,8 +295,9 @@ static void start_task(dlock_client *c, dlock__req *req) {
   dlock__aop *op = req->data;
   dlock__req_finish(req, NULL, DLOCK_OK, NULL); /* frees req */
   live_link(op);
-  if (op->on_cancel) { /* a combinator's: the close waits for it */
+  if (op->outer) { /* a combinator's: the close waits for it */
     op->stage = DLOCK__AOP_COMPOSITE;
+    op->combinator = 1;
     dlock__client_live(c, 1);
   } else {
     op->stage = DLOCK__AOP_BUSY;
@@ -562,10 +562,9 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
     dlock__stats_release(dlock__client_stats(c), rc);
   }
   op->res.rc = rc;
-  if (op->on_end)
-    op->on_end(op);
-  int composite = op->ctimer != NULL || op->on_cancel != NULL;
-  dlock__aop_ctimer_drop(op);
+  if (op->outer && op->outer->end)
+    op->outer->end(op);
+  int composite = op->combinator;
   if (op->internal ||
       dlock__client_opts(c)->completions != DLOCK_COMPLETE_QUEUE) {
     deliver(op);
@@ -597,13 +596,13 @@ static void async_shutdown(dlock_client *c) {
   /* combinators first stop their inner operations (on this engine: they
    * end soon, and their answers end the combinators) */
   for (dlock__aop *op = a->live; op; op = op->next)
-    if (op->stage == DLOCK__AOP_COMPOSITE && op->inner)
-      dlock_cancel(op->inner);
+    if (op->stage == DLOCK__AOP_COMPOSITE && op->outer->stop)
+      op->outer->stop(op);
   /* then everything waiting here ends; a busy one's request or job ends
    * it. Ending one may end others (a combinator's): start over each time */
   for (dlock__aop *op = a->live; op;) {
     if (op->stage == DLOCK__AOP_BUSY ||
-        (op->stage == DLOCK__AOP_COMPOSITE && op->inner_n > 0)) {
+        (op->stage == DLOCK__AOP_COMPOSITE && op->outer->busy(op))) {
       op = op->next;
       continue;
     }

@@ -135,6 +135,8 @@ typedef struct mwalk {
   int64_t validity;
   int64_t lease_ms;  /* as the caller gave it */
   size_t releases;   /* a release's members still to answer */
+  dlock_op inner;    /* the acquire's inner operation under way, 0 */
+  int inner_n;       /* inner operations under way (the close waits) */
   int first_rc;      /* a release's first failure */
   char first_err[1024];
 } mwalk;
@@ -162,12 +164,12 @@ static void m_answer(void *data, const dlock_result *r);
 static void m_ask(dlock__aop *op, int64_t wait_ms) {
   mwalk *w = op->ctx;
   int rc = dlock__acquire_op(w->m->members[w->i], op->owner, wait_ms, w->lease_ms,
-                             m_answer, op, 1, &op->inner);
-  op->inner_n = rc == DLOCK_OK;
+                             m_answer, op, 1, &w->inner);
+  w->inner_n = rc == DLOCK_OK;
   if (rc != DLOCK_OK) {
     char why[1024];
     snprintf(why, sizeof why, "%s", dlock_errmsg());
-    op->inner = 0;
+    w->inner = 0;
     m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, why));
   }
 }
@@ -196,8 +198,8 @@ static void m_step(dlock__aop *op) {
 static void m_answer(void *data, const dlock_result *r) {
   dlock__aop *op = data;
   mwalk *w = op->ctx;
-  op->inner = 0;
-  op->inner_n = 0;
+  w->inner = 0;
+  w->inner_n = 0;
   size_t i = w->i;
   if (r->rc == DLOCK_OK) {
     w->taken[i] = 1;
@@ -243,20 +245,31 @@ static void m_answer(void *data, const dlock_result *r) {
   }
 }
 
-/* dlock_cancel: the inner operation under way is cancelled; its answer
- * ends the walk. */
-static void m_cancel(dlock__aop *op) {
-  if (op->inner)
-    dlock_cancel(op->inner);
+/* dlock_cancel, or the client's close: the inner operation under way is
+ * cancelled; its answer ends the walk. */
+static void m_stop(dlock__aop *op) {
+  mwalk *w = op->ctx;
+  if (w->inner)
+    dlock_cancel(w->inner);
 }
+
+static int m_busy(const dlock__aop *op) {
+  return ((const mwalk *)op->ctx)->inner_n > 0;
+}
+
+static const dlock__outer m_acquire_outer = {
+    .cancel = m_stop, .stop = m_stop, .busy = m_busy};
+/* a release's inner releases are not cancelled: they all end it */
+static const dlock__outer m_release_outer = {.busy = m_busy};
 
 static dlock_client *m_client(dlock_lock *l) {
   multi *m = (multi *)l;
   return dlock__lock_members_engine(m->members, m->n);
 }
 
-static int m_start(dlock_lock *l, uint64_t owner, int type, dlock_done_fn *done,
-                   void *data, dlock__aop **out) {
+static int m_start(dlock_lock *l, uint64_t owner, int type,
+                   const dlock__outer *outer, dlock_done_fn *done, void *data,
+                   dlock__aop **out) {
   multi *m = (multi *)l;
   dlock_client *c = m_client(l);
   if (c == NULL)
@@ -276,7 +289,7 @@ static int m_start(dlock_lock *l, uint64_t owner, int type, dlock_done_fn *done,
   w->validity = INT64_MAX;
   (*out)->ctx = w;
   (*out)->owner = owner;
-  (*out)->on_cancel = m_cancel;
+  (*out)->outer = outer;
   return DLOCK_OK;
 }
 
@@ -284,7 +297,8 @@ static int m_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                            int64_t lease_ms, dlock_done_fn *done, void *data,
                            dlock_op *out) {
   dlock__aop *op;
-  int rc = m_start(l, owner, DLOCK__AOP_ACQUIRE, done, data, &op);
+  int rc = m_start(l, owner, DLOCK__AOP_ACQUIRE, &m_acquire_outer, done, data,
+                   &op);
   if (rc != DLOCK_OK)
     return rc;
   ((mwalk *)op->ctx)->lease_ms = lease_ms;
@@ -300,7 +314,7 @@ static void m_released(void *data, const dlock_result *r) {
     w->first_rc = r->rc;
     snprintf(w->first_err, sizeof w->first_err, "%s", r->errmsg);
   }
-  op->inner_n = (int)--w->releases;
+  w->inner_n = (int)--w->releases;
   if (w->releases > 0)
     return;
   if (w->first_rc != DLOCK_OK)
@@ -312,7 +326,7 @@ static void m_released(void *data, const dlock_result *r) {
 static void m_release_all(dlock__aop *op) {
   mwalk *w = op->ctx;
   w->releases = w->m->n + 1; /* + this loop's own, so none ends it early */
-  op->inner_n = (int)w->releases;
+  w->inner_n = (int)w->releases;
   for (size_t i = w->m->n; i > 0; i--) {
     if (dlock__release_op(w->m->members[i - 1], op->owner, m_released, op, 1,
                           NULL) != DLOCK_OK) {
@@ -324,15 +338,13 @@ static void m_release_all(dlock__aop *op) {
   m_released(op, &r);
 }
 
-static void m_release_cancel(dlock__aop *op) {}
-
 static int m_release_async(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
                            void *data, dlock_op *out) {
   dlock__aop *op;
-  int rc = m_start(l, owner, DLOCK__AOP_RELEASE, done, data, &op);
+  int rc = m_start(l, owner, DLOCK__AOP_RELEASE, &m_release_outer, done,
+                   data, &op);
   if (rc != DLOCK_OK)
     return rc;
-  op->on_cancel = m_release_cancel;
   return dlock__aop_start(op, m_release_all, out);
 }
 

@@ -653,13 +653,12 @@ static void r_decide(dlock__aop *op) {
   redlock *rl = w->rl;
   if (w->r == NULL)
     return; /* decided already */
-  dlock__aop_ctimer(op, -1, NULL);
+  dlock__aop_timer(op, -1, NULL);
   tally t = {.ngranted = 0};
   pthread_mutex_lock(&w->r->mu);
   tally_round(rl, w->r, w->t0, w->round_end, &t);
   pthread_mutex_unlock(&w->r->mu);
   r_drop(w);
-  op->inner_n = 0;
   int64_t validity = w->lease - t.elapsed - (w->lease / 100 + 2);
   if (t.ngranted >= rl->quorum && validity > 0) {
     if (dlock__aop_grant_cancelled(op) || dlock__client_stopping(op->c)) {
@@ -695,7 +694,8 @@ static void r_decide(dlock__aop *op) {
     int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
     if (op->deadline_ms >= 0 && now + delay > op->deadline_ms)
       delay = op->deadline_ms - now;
-    dlock__aop_ctimer(op, delay, r_round); /* the next round */
+    if (dlock__aop_timer(op, delay, r_round) != DLOCK_OK) /* the next round */
+      dlock__aop_finish(op, DLOCK_ENOMEM);
   }
 }
 
@@ -714,7 +714,6 @@ static void r_round(dlock__aop *op) {
     dlock__aop_finish(op, dlock__fail(DLOCK_ENOMEM, "out of memory"));
     return;
   }
-  op->inner_n = 1;
   pthread_mutex_lock(&w->r->mu);
   w->r->want_granted = rl->quorum;
   w->r->want_pending = 0;
@@ -728,7 +727,8 @@ static void r_round(dlock__aop *op) {
     r_decide(op);
     return;
   }
-  dlock__aop_ctimer(op, w->round_end - w->t0, r_decide);
+  /* without a timer (out of memory) the round ends with its answers */
+  (void)dlock__aop_timer(op, w->round_end - w->t0, r_decide);
 }
 
 /* dlock_cancel: between rounds it ends at once (nothing is held); a round
@@ -745,6 +745,14 @@ static dlock_client *r_client(dlock_lock *l) {
 }
 
 static void r_free(dlock__aop *op);
+
+/* a round under way: the client's close waits for its decision */
+static int r_busy(const dlock__aop *op) {
+  return ((const rwalk *)op->ctx)->r != NULL;
+}
+
+static const dlock__outer r_outer = {
+    .cancel = r_cancel, .busy = r_busy, .end = r_free};
 
 static int r_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                            int64_t lease_ms, dlock_done_fn *done, void *data,
@@ -769,8 +777,7 @@ static int r_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   op->owner = owner;
   op->wait_ms = wait_ms;
   op->deadline_ms = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  op->on_cancel = r_cancel;
-  op->on_end = r_free;
+  op->outer = &r_outer;
   return dlock__aop_start(op, r_round, out);
 }
 
