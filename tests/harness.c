@@ -327,6 +327,7 @@ void th_outcome_done(void *data, const dlock_result *r) {
   pthread_mutex_lock(&o->mu);
   o->rc = r->rc;
   snprintf(o->msg, sizeof o->msg, "%s", r->errmsg ? r->errmsg : "");
+  o->integer = r->reply ? r->reply->integer : -1;
   o->done = 1;
   pthread_cond_signal(&o->cv);
   pthread_mutex_unlock(&o->mu);
@@ -715,10 +716,18 @@ dlock_client *th_max_hold_client(th_server *s, th_lost_log *log) {
 
 static void *acquirer_run(void *arg) {
   th_acquirer *a = arg;
+  if (a->start)
+    pthread_barrier_wait(a->start);
   a->rc = dlock_acquire(a->lock, a->wait_ms, a->lease_ms);
   a->got_ms = th_now_ms();
-  if (a->rc == DLOCK_OK)
-    dlock_release(a->lock);
+  if (a->held)
+    pthread_barrier_wait(a->held);
+  if (a->go)
+    pthread_barrier_wait(a->go);
+  if (a->rc == DLOCK_OK && a->hold_ms > 0)
+    usleep((useconds_t)a->hold_ms * 1000);
+  a->release_rc = a->rc == DLOCK_OK && !a->keep ? dlock_release(a->lock)
+                                                : DLOCK_OK;
   return NULL;
 }
 
@@ -728,6 +737,76 @@ void th_acquirer_start(th_acquirer *a) {
 }
 
 void th_acquirer_join(th_acquirer *a) { pthread_join(a->thread, NULL); }
+
+int th_acquire_elsewhere(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms) {
+  th_acquirer a = {.lock = lock, .wait_ms = wait_ms, .lease_ms = lease_ms};
+  th_acquirer_start(&a);
+  th_acquirer_join(&a);
+  return a.rc == DLOCK_OK ? a.release_rc : a.rc;
+}
+
+static void *elsewhere_run(void *arg) {
+  th_elsewhere_call *e = arg;
+  e->rc = e->fn(e->arg);
+  return NULL;
+}
+
+void th_elsewhere_start(th_elsewhere_call *e, int (*fn)(void *arg), void *arg) {
+  *e = (th_elsewhere_call){fn, arg, DLOCK_ENOMEM, 0};
+  if (pthread_create(&e->thread, NULL, elsewhere_run, e) != 0)
+    e->fn = NULL;
+}
+
+int th_elsewhere_join(th_elsewhere_call *e) {
+  if (e->fn)
+    pthread_join(e->thread, NULL);
+  return e->rc;
+}
+
+int th_elsewhere(int (*fn)(void *arg), void *arg) {
+  th_elsewhere_call e;
+  th_elsewhere_start(&e, fn, arg);
+  return th_elsewhere_join(&e);
+}
+
+static int release_it(void *lock) { return dlock_release(lock); }
+
+int th_release_elsewhere(dlock_lock *lock) {
+  return th_elsewhere(release_it, lock);
+}
+
+typedef struct state_call {
+  dlock_lock *lock;
+  dlock_lock_state *st;
+} state_call;
+
+static int state_of(void *arg) {
+  state_call *s = arg;
+  return dlock_lock_state_get(s->lock, s->st);
+}
+
+int th_state_elsewhere(dlock_lock *lock, dlock_lock_state *st) {
+  state_call s = {lock, st};
+  return th_elsewhere(state_of, &s);
+}
+
+int th_threads_each(int n, void *(*fn)(void *), void *args, size_t size) {
+  pthread_t t[64];
+  int started = 0;
+  for (int i = 0; i < n && i < 64; i++)
+    started += pthread_create(&t[started], NULL, fn,
+                              size ? (char *)args + (size_t)i * size : args) ==
+               0;
+  if (started < n)
+    fprintf(stderr, "th_threads: %d of %d threads started\n", started, n);
+  for (int i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  return started;
+}
+
+int th_threads(int n, void *(*fn)(void *), void *arg) {
+  return th_threads_each(n, fn, arg, 0);
+}
 
 int th_suite_open(th_server *s, dlock_client **c) {
   if (th_main_server_start(s) != 0)

@@ -248,17 +248,54 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
 
-/* dlock_acquire(lock, wait_ms, lease_ms) on a thread of its own: rc, and
- * got_ms (th_now_ms) when it returned; a grant is released at once. */
+/* The one way a test runs an acquire on a thread of its own:
+ * dlock_acquire(lock, wait_ms, lease_ms), its rc, and got_ms (th_now_ms)
+ * when it returned (after waiting on start, when set: threads that begin
+ * together). A grant is released at once (release_rc; after
+ * hold_ms when set: a scenario's hold, never a synchronisation), unless:
+ * held is set: the thread waits on held (the test sees its holders hold),
+ * then on go (when set: the test is done with them), then releases; keep
+ * is 1: never released (its lease ends it). held and go are waited on
+ * whether the acquire was granted or not. */
 typedef struct th_acquirer {
   dlock_lock *lock;
   int64_t wait_ms, lease_ms;
-  int rc;
+  pthread_barrier_t *start, *held, *go;
+  int64_t hold_ms;
+  int keep;
+  int rc, release_rc;
   int64_t got_ms;
   pthread_t thread;
 } th_acquirer;
 void th_acquirer_start(th_acquirer *a);
 void th_acquirer_join(th_acquirer *a);
+/* An acquire (released at once) by another thread, waited for: its rc, or
+ * the release's when the acquire was granted and the release failed. */
+int th_acquire_elsewhere(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/* fn(arg) on a thread of its own, started now and joined later
+ * (th_elsewhere_join: its rc); th_elsewhere does both. */
+typedef struct th_elsewhere_call {
+  int (*fn)(void *arg);
+  void *arg;
+  int rc;
+  pthread_t thread;
+} th_elsewhere_call;
+void th_elsewhere_start(th_elsewhere_call *e, int (*fn)(void *arg), void *arg);
+int th_elsewhere_join(th_elsewhere_call *e);
+int th_elsewhere(int (*fn)(void *arg), void *arg);
+/* A release by another thread (another owner, unless the lock is bound):
+ * its rc. */
+int th_release_elsewhere(dlock_lock *lock);
+/* The lock's state as another thread (another owner) sees it. */
+int th_state_elsewhere(dlock_lock *lock, dlock_lock_state *st);
+
+/* The one worker loop: fn on n threads at once (at most 64), all joined
+ * before it returns; th_threads hands each the same arg, th_threads_each
+ * the i-th element of args (size bytes each). Returns how many started
+ * (fewer: said on stderr). */
+int th_threads(int n, void *(*fn)(void *), void *arg);
+int th_threads_each(int n, void *(*fn)(void *), void *args, size_t size);
 
 /* One async call's outcome (dlock_done_fn th_outcome_done, data the
  * th_outcome), awaited by a test's thread. Initialise with
@@ -267,9 +304,11 @@ typedef struct th_outcome {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int done, rc;
-  char msg[512]; /* the result's errmsg */
+  char msg[512];     /* the result's errmsg */
+  long long integer; /* its reply's integer (a guarded write's), else -1 */
 } th_outcome;
-#define TH_OUTCOME_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""}
+#define TH_OUTCOME_INIT                                                        \
+  {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, "", -1}
 void th_outcome_done(void *data, const dlock_result *r);
 /* Its rc once done, waited for ms at most (-1000: not done by then). */
 int th_outcome_wait(th_outcome *o, int64_t ms);

@@ -373,22 +373,6 @@ static void read_line(int fd, char *buf, size_t n) {
   }
 }
 
-typedef struct holder {
-  dlock_lock *lock;
-  int rc;
-} holder;
-
-/* Acquire (waiting up to 10 s), hold 500 ms, release. */
-static void *hold_a_while(void *arg) {
-  holder *h = arg;
-  h->rc = dlock_acquire(h->lock, 10000, 30000);
-  if (h->rc == DLOCK_OK) {
-    usleep(500000);
-    h->rc = dlock_release(h->lock);
-  }
-  return NULL;
-}
-
 /* dlock watch: A holds; B waits; A releases and B takes it; B releases.
  * Refreshed every 100 ms, the watch shows A, then B, then nothing held.
  * Refreshed every 10 s (the timer never fires in its 3 s), it shows the
@@ -410,15 +394,17 @@ static void test_watch(void) {
   read_line(slow_fd, slow, sizeof slow);
   CU_ASSERT_PTR_NOT_NULL(strstr(fast, dlock_client_id(ca)));
   CU_ASSERT_PTR_NOT_NULL(strstr(slow, dlock_client_id(ca)));
-  holder h = {lb, -1};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_a_while, &h);
+  /* B: waits up to 10 s, holds 500 ms, releases */
+  th_acquirer h = {.lock = lb, .wait_ms = 10000, .lease_ms = 30000,
+                   .hold_ms = 500};
+  th_acquirer_start(&h);
   char channel[160];
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
   CU_ASSERT(th_wait_numsub(&srv, channel, 3, 5000)); /* B and the watches */
   TH_ASSERT_RC(dlock_release(la), DLOCK_OK);
-  pthread_join(t, NULL);
+  th_acquirer_join(&h);
   TH_ASSERT_RC(h.rc, DLOCK_OK);
+  TH_ASSERT_RC(h.release_rc, DLOCK_OK);
   CU_ASSERT_EQUAL(th_wait_worker(fast_pid, 10000), 0);
   CU_ASSERT_EQUAL(th_wait_worker(slow_pid, 10000), 0);
   for (int i = 0; i < 2; i++) { /* the rest of their output */
@@ -442,19 +428,6 @@ static void test_watch(void) {
   dlock_lock_free(lb);
   dlock_client_close(ca);
   dlock_client_close(cb);
-}
-
-typedef struct fair_waiter {
-  dlock_lock *lock;
-  int rc;
-} fair_waiter;
-
-static void *wait_fair(void *arg) {
-  fair_waiter *w = arg;
-  w->rc = dlock_acquire(w->lock, 20000, 10000);
-  if (w->rc == DLOCK_OK)
-    dlock_release(w->lock);
-  return NULL;
 }
 
 /* Inspect (what `dlock status` prints): kind, holders, counts, mode, queue. */
@@ -504,10 +477,9 @@ static void test_inspect_every_kind(void) {
   /* a fair lock with one waiter queued behind its holder */
   TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &f), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_OK);
-  fair_waiter fw = {NULL, 1};
+  th_acquirer fw = {.wait_ms = 20000, .lease_ms = 10000};
   TH_ASSERT_RC(dlock_fair_lock_new(c, name, NULL, &fw.lock), DLOCK_OK);
-  pthread_t t;
-  CU_ASSERT_FATAL(pthread_create(&t, NULL, wait_fair, &fw) == 0);
+  th_acquirer_start(&fw);
   char queue[300];
   snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", name);
   for (int i = 0; i < 1000 && th_int(&srv, "LLEN %s", queue) != 1; i++)
@@ -518,7 +490,7 @@ static void test_inspect_every_kind(void) {
   CU_ASSERT_EQUAL(in->nholders, 1);
   dlock_inspection_free(in);
   TH_ASSERT_RC(dlock_release(f), DLOCK_OK);
-  pthread_join(t, NULL);
+  th_acquirer_join(&fw);
   CU_ASSERT_EQUAL(fw.rc, DLOCK_OK);
 
   /* a read-write lock: mode, readers and the writer's field */

@@ -401,7 +401,7 @@ static void test_acl_refusals(void) {
   dlock_lock *l2;
   TH_ASSERT_RC(dlock_reentrant_lock_new(c, "acl-lock", NULL, &l2), DLOCK_OK);
   int64_t t0 = th_now_ms();
-  th_acquirer a = {l2, 20000, 30000, -1, 0, 0}; /* another thread: another owner */
+  th_acquirer a = {.lock = l2, .wait_ms = 20000, .lease_ms = 30000, .rc = -1}; /* another thread: another owner */
   th_acquirer_start(&a);
   th_acquirer_join(&a);
   TH_ASSERT_RC(a.rc, DLOCK_EPERM);
@@ -414,7 +414,7 @@ static void test_acl_refusals(void) {
   TH_ASSERT_RC(dlock_semaphore_release(sem, 1), DLOCK_OK);
   /* and a wait subscribes again (the refusal is not remembered) */
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  a = (th_acquirer){l2, 20000, 30000, -1, 0, 0};
+  a = (th_acquirer){.lock = l2, .wait_ms = 20000, .lease_ms = 30000, .rc = -1};
   th_acquirer_start(&a);
   CU_ASSERT(th_wait_numsub(&s, "redisson_lock__channel:{acl-lock}", 1, 10000));
   t0 = th_now_ms();

@@ -462,19 +462,6 @@ static void test_refused_handshake(void) {
   th_server_stop(&s2);
 }
 
-typedef struct waiter_arg {
-  dlock_lock *lock;
-  int rc;
-} waiter_arg;
-
-static void *wait_for_lock(void *p) {
-  waiter_arg *a = p;
-  a->rc = dlock_acquire(a->lock, 10000, 10000);
-  if (a->rc == DLOCK_OK)
-    a->rc = dlock_release(a->lock);
-  return NULL;
-}
-
 /* While a thread of the client waits on a contended object, the client's
  * calls keep to the engine's pipeline, where the waiters' early tries are:
  * new tries on faster connections would overtake them (a waiting writer
@@ -484,12 +471,11 @@ static void test_waiters_keep_to_the_pipeline(void) {
   dlock_client *other = th_client(&srv, NULL);
   const char *name = th_name("contended");
   dlock_lock *held = NULL;
-  waiter_arg a = {NULL, -1};
+  th_acquirer a = {.wait_ms = 10000, .lease_ms = 10000};
   TH_ASSERT_RC(dlock_reentrant_lock_new(other, name, NULL, &held), DLOCK_OK);
   TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &a.lock), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(held, 0, 30000), DLOCK_OK);
-  pthread_t t;
-  pthread_create(&t, NULL, wait_for_lock, &a);
+  th_acquirer_start(&a);
   char channel[200];
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
   CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
@@ -498,8 +484,9 @@ static void test_waiters_keep_to_the_pipeline(void) {
   CU_ASSERT_EQUAL(direct_calls(c), direct); /* through the engine */
   CU_ASSERT(fallbacks(c) >= piped + 2); /* the waiter's own tries count too */
   TH_ASSERT_RC(dlock_release(held), DLOCK_OK);
-  pthread_join(t, NULL);
+  th_acquirer_join(&a);
   TH_ASSERT_RC(a.rc, DLOCK_OK);
+  TH_ASSERT_RC(a.release_rc, DLOCK_OK);
   direct = direct_calls(c);
   TH_ASSERT_RC(lock_unlock(c, th_name("after")), DLOCK_OK);
   CU_ASSERT_EQUAL(direct_calls(c), direct + 2); /* nobody waits: direct */
@@ -509,20 +496,10 @@ static void test_waiters_keep_to_the_pipeline(void) {
   dlock_client_close(c);
 }
 
-typedef struct latch_arg {
-  dlock_latch *latch;
-  int rc;
-} latch_arg;
+static int await_latch(void *latch) { return dlock_latch_await(latch, 10000); }
 
-static void *await_latch(void *p) {
-  latch_arg *a = p;
-  a->rc = dlock_latch_await(a->latch, 10000);
-  return NULL;
-}
-
-static void *acquire_permit(void *p) {
-  dlock_semaphore *s = p;
-  return (void *)(intptr_t)dlock_semaphore_acquire(s, 1, 10000);
+static int acquire_permit(void *sem) {
+  return dlock_semaphore_acquire(sem, 1, 10000);
 }
 
 /* A thread waiting for a latch waits for an event, not for a contended
@@ -532,11 +509,11 @@ static void *acquire_permit(void *p) {
 static void test_latch_and_semaphore_waiters_keep_direct_path(void) {
   dlock_client *c = th_client(&srv, NULL);
   const char *name = th_name("event");
-  latch_arg a = {NULL, -1};
-  TH_ASSERT_RC(dlock_latch_new(c, name, NULL, &a.latch), DLOCK_OK);
-  TH_ASSERT_FLAG(dlock_latch_try_set_count(a.latch, 1, &th_flag), 1);
-  pthread_t t;
-  pthread_create(&t, NULL, await_latch, &a);
+  dlock_latch *latch = NULL;
+  TH_ASSERT_RC(dlock_latch_new(c, name, NULL, &latch), DLOCK_OK);
+  TH_ASSERT_FLAG(dlock_latch_try_set_count(latch, 1, &th_flag), 1);
+  th_elsewhere_call t;
+  th_elsewhere_start(&t, await_latch, latch);
   char channel[200];
   snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}",
            name);
@@ -544,24 +521,21 @@ static void test_latch_and_semaphore_waiters_keep_direct_path(void) {
   uint64_t direct = direct_calls(c);
   TH_ASSERT_RC(lock_unlock(c, th_name("meanwhile")), DLOCK_OK);
   CU_ASSERT_EQUAL(direct_calls(c), direct + 2);
-  TH_ASSERT_RC(dlock_latch_count_down(a.latch, NULL), DLOCK_OK);
-  pthread_join(t, NULL);
-  TH_ASSERT_RC(a.rc, DLOCK_OK);
-  dlock_latch_free(a.latch);
+  TH_ASSERT_RC(dlock_latch_count_down(latch, NULL), DLOCK_OK);
+  TH_ASSERT_RC(th_elsewhere_join(&t), DLOCK_OK);
+  dlock_latch_free(latch);
 
   dlock_semaphore *s;
   TH_ASSERT_RC(dlock_semaphore_new(c, name, NULL, &s), DLOCK_OK);
   TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(s, 0, 0, &th_flag), 1);
-  pthread_create(&t, NULL, acquire_permit, s);
+  th_elsewhere_start(&t, acquire_permit, s);
   snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
   CU_ASSERT(th_wait_numsub(&srv, channel, 1, 3000));
   direct = direct_calls(c);
   TH_ASSERT_RC(lock_unlock(c, th_name("meanwhile")), DLOCK_OK);
   TH_ASSERT_RC(dlock_semaphore_release(s, 1), DLOCK_OK);
   CU_ASSERT(direct_calls(c) >= direct + 3); /* and the waiter's try */
-  void *rc;
-  pthread_join(t, &rc);
-  TH_ASSERT_RC((int)(intptr_t)rc, DLOCK_OK);
+  TH_ASSERT_RC(th_elsewhere_join(&t), DLOCK_OK);
   dlock_semaphore_free(s);
   dlock_client_close(c);
 }

@@ -364,23 +364,6 @@ static void test_fifo_processes(void) {
 
 /* ---- dead and departing waiters ------------------------------------------- */
 
-typedef struct waiter {
-  dlock_lock *lock;
-  int64_t wait_ms;
-  int rc;
-  int64_t done_ms;
-  pthread_t t;
-} waiter;
-
-static void *waiter_run(void *arg) {
-  waiter *w = arg;
-  w->rc = dlock_acquire(w->lock, w->wait_ms, 10000);
-  w->done_ms = th_now_ms();
-  if (w->rc == DLOCK_OK)
-    dlock_release(w->lock);
-  return NULL;
-}
-
 static void test_killed_waiter_skipped(void) {
   const char *name = th_name("killed");
   dlock_lock *l = new_fair(cl, name, 1000);
@@ -388,18 +371,19 @@ static void test_killed_waiter_skipped(void) {
   char *args[] = {"queue", srv.url, (char *)name, NULL};
   pid_t pid = th_spawn_worker(args);
   CU_ASSERT(wait_qlen(name, 1));
-  waiter b = {.lock = l, .wait_ms = 10000};
-  pthread_create(&b.t, NULL, waiter_run, &b);
+  th_acquirer b = {.lock = l, .wait_ms = 10000,
+                   .lease_ms = 10000};
+  th_acquirer_start(&b);
   CU_ASSERT(wait_qlen(name, 2));
   kill(pid, SIGKILL);
   th_wait_worker(pid, 5000);
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  pthread_join(b.t, NULL);
+  th_acquirer_join(&b);
   TH_ASSERT_RC(b.rc, DLOCK_OK);
   printf("\n    next waiter in %lld ms after the release (slot 1000 ms) ",
-         (long long)(b.done_ms - t0));
-  CU_ASSERT(b.done_ms - t0 <= 1200);
+         (long long)(b.got_ms - t0));
+  CU_ASSERT(b.got_ms - t0 <= 1200);
   CU_ASSERT(queue_keys_gone(name));
   dlock_lock_free(l);
 }
@@ -418,20 +402,22 @@ static void test_timed_out_try_keeps_its_place(void) {
   dlock_client *cb = th_client(&srv, NULL);
   /* W re-tries every 300 ms (a third of its slot): one try falls in the
    * 0.5 s sleep; the sleep is shorter than the slot, so W keeps it */
-  waiter w = {.lock = new_fair(cw, name, 900), .wait_ms = 30000};
-  pthread_create(&w.t, NULL, waiter_run, &w);
+  th_acquirer w = {.lock = new_fair(cw, name, 900), .wait_ms = 30000,
+                   .lease_ms = 10000};
+  th_acquirer_start(&w);
   CU_ASSERT(wait_qlen(name, 1));
-  waiter b = {.lock = new_fair(cb, name, 5000), .wait_ms = 30000};
-  pthread_create(&b.t, NULL, waiter_run, &b);
+  th_acquirer b = {.lock = new_fair(cb, name, 5000), .wait_ms = 30000,
+                   .lease_ms = 10000};
+  th_acquirer_start(&b);
   CU_ASSERT(wait_qlen(name, 2));
   redisReply *r = th_cmd(th_node_of(&srv, name), "DEBUG SLEEP 0.5");
   freeReplyObject(r);
   TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
-  pthread_join(w.t, NULL);
-  pthread_join(b.t, NULL);
+  th_acquirer_join(&w);
+  th_acquirer_join(&b);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
   TH_ASSERT_RC(b.rc, DLOCK_OK);
-  CU_ASSERT(w.done_ms <= b.done_ms);
+  CU_ASSERT(w.got_ms <= b.got_ms);
   CU_ASSERT(queue_keys_gone(name));
   dlock_lock_free(w.lock);
   dlock_lock_free(b.lock);
@@ -443,13 +429,14 @@ static void test_timed_out_try_keeps_its_place(void) {
 static void test_try_zero_never_queues(void) {
   const char *name = th_name("try0");
   dlock_lock *l = new_fair(cl, name, 0);
-  waiter w = {.lock = l, .wait_ms = 0};
-  pthread_create(&w.t, NULL, waiter_run, &w); /* free: succeeds */
-  pthread_join(w.t, NULL);
+  th_acquirer w = {.lock = l, .wait_ms = 0,
+                   .lease_ms = 10000};
+  th_acquirer_start(&w); /* free: succeeds */
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  pthread_create(&w.t, NULL, waiter_run, &w); /* held: fails, no entry */
-  pthread_join(w.t, NULL);
+  th_acquirer_start(&w); /* held: fails, no entry */
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_EBUSY);
   CU_ASSERT(queue_keys_gone(name));
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
@@ -460,28 +447,19 @@ static void test_budget_spent_leaves_queue(void) {
   const char *name = th_name("budget");
   dlock_lock *l = new_fair(cl, name, 0);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  waiter w = {.lock = l, .wait_ms = 1000};
+  th_acquirer w = {.lock = l, .wait_ms = 1000,
+                   .lease_ms = 10000};
   int64_t t0 = th_now_ms();
-  pthread_create(&w.t, NULL, waiter_run, &w);
-  pthread_join(w.t, NULL);
+  th_acquirer_start(&w);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_ETIMEDOUT);
-  CU_ASSERT(w.done_ms - t0 >= 950 && w.done_ms - t0 <= 1150);
+  CU_ASSERT(w.got_ms - t0 >= 950 && w.got_ms - t0 <= 1150);
   CU_ASSERT(queue_keys_gone(name));
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
 }
 
 /* ---- the reentrant-lock scenarios ----------------------------------------- */
-
-static void *try_other(void *arg) {
-  waiter *w = arg;
-  w->rc = dlock_acquire(w->lock, w->wait_ms, 5000);
-  if (w->rc == DLOCK_OK)
-    dlock_release(w->lock);
-  else if (w->rc == DLOCK_EBUSY)
-    w->rc = dlock_release(w->lock) == DLOCK_ENOTOWNER ? DLOCK_EBUSY : -100;
-  return NULL;
-}
 
 static void test_reentrant_scenarios(void) {
   const char *name = th_name("reentrant");
@@ -493,10 +471,8 @@ static void test_reentrant_scenarios(void) {
   TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT_EQUAL(st.hold_count, 2);
-  waiter o = {.lock = l, .wait_ms = 0};
-  pthread_create(&o.t, NULL, try_other, &o);
-  pthread_join(o.t, NULL);
-  TH_ASSERT_RC(o.rc, DLOCK_EBUSY); /* and its release was ENOTOWNER */
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 5000), DLOCK_EBUSY);
+  TH_ASSERT_RC(th_release_elsewhere(l), DLOCK_ENOTOWNER);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);
@@ -504,11 +480,12 @@ static void test_reentrant_scenarios(void) {
   /* lease expiry hands over to the waiter */
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_acquire(l, 0, 1000), DLOCK_OK);
-  waiter w = {.lock = l, .wait_ms = 5000};
-  pthread_create(&w.t, NULL, waiter_run, &w);
-  pthread_join(w.t, NULL);
+  th_acquirer w = {.lock = l, .wait_ms = 5000,
+                   .lease_ms = 10000};
+  th_acquirer_start(&w);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
-  CU_ASSERT(w.done_ms - t0 >= 950 && w.done_ms - t0 <= 1200);
+  CU_ASSERT(w.got_ms - t0 >= 950 && w.got_ms - t0 <= 1200);
   TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
   dlock_lock_free(l);
 
@@ -562,7 +539,7 @@ static void test_thread_wait_option(void) {
     o.thread_wait_ms = version == 2 ? 1000 : 77; /* ignored in version 1 */
     dlock_lock *l = NULL;
     TH_ASSERT_RC(dlock_fair_lock_new(cl, name, &o, &l), DLOCK_OK);
-    th_acquirer w = {l, 10000, 1000, -1, 0, 0};
+    th_acquirer w = {.lock = l, .wait_ms = 10000, .lease_ms = 1000, .rc = -1};
     th_acquirer_start(&w);
     CU_ASSERT_FATAL(wait_qlen(name, 1));
     redisReply *t = th_cmd(&srv, "TIME");

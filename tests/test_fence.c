@@ -330,37 +330,18 @@ static void test_other_slot(void) {
   dlock_lock_free(l);
 }
 
-typedef struct box {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, rc;
-  long long integer;
-} box;
-
-static void on_done(void *data, const dlock_result *res) {
-  box *b = data;
-  pthread_mutex_lock(&b->mu);
-  b->rc = res->rc;
-  b->integer = res->reply ? res->reply->integer : -1;
-  b->done = 1;
-  pthread_cond_signal(&b->cv);
-  pthread_mutex_unlock(&b->mu);
-}
-
 static int async_incr(dlock_lock *l, uint64_t owner, const char *key,
                       long long *out) {
-  box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+  th_outcome b = TH_OUTCOME_INIT;
   const char *argv[] = {"INCR", key};
   size_t lens[] = {4, strlen(key)};
-  int rc = dlock_guarded_call_async(l, owner, 2, argv, lens, on_done, &b, NULL);
+  int rc = dlock_guarded_call_async(l, owner, 2, argv, lens, th_outcome_done,
+                                    &b, NULL);
   if (rc != DLOCK_OK)
     return rc;
-  pthread_mutex_lock(&b.mu);
-  while (!b.done) /* bounded: the command timeout answers it */
-    pthread_cond_wait(&b.cv, &b.mu);
-  pthread_mutex_unlock(&b.mu);
+  rc = th_outcome_wait(&b, 30000); /* the command timeout answers sooner */
   *out = b.integer;
-  return b.rc;
+  return rc;
 }
 
 /* The non-blocking form: the caller's arrays may go at once; the reply
@@ -380,25 +361,21 @@ static void test_async(void) {
   CU_ASSERT_EQUAL(v, 1);
   /* a body: its keys and args copied at the call */
   {
-    box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    th_outcome b = TH_OUTCOME_INIT;
     char k[160], arg[8] = "41";
     snprintf(k, sizeof k, "%s", key);
     const char *keys[] = {k}, *args[] = {arg};
     size_t klens[] = {strlen(k)}, alens[] = {2};
     TH_ASSERT_RC(dlock_guarded_eval_async(
                      l, 0, "return redis.call('incrby', KEYS[1], ARGV[1])", 1,
-                     keys, klens, 1, args, alens, on_done, &b, NULL),
+                     keys, klens, 1, args, alens, th_outcome_done, &b, NULL),
                  DLOCK_OK);
     memset(k, 0, sizeof k); /* the call copied them */
     memset(arg, 0, sizeof arg);
-    pthread_mutex_lock(&b.mu);
-    while (!b.done)
-      pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
-    TH_ASSERT_RC(b.rc, DLOCK_OK);
+    TH_ASSERT_RC(th_outcome_wait(&b, 30000), DLOCK_OK);
     CU_ASSERT_EQUAL(b.integer, 42);
     TH_ASSERT_RC(dlock_guarded_eval_async(l, 0, "", 0, NULL, NULL, 0, NULL,
-                                          NULL, on_done, &b, NULL),
+                                          NULL, th_outcome_done, &b, NULL),
                  DLOCK_EINVAL);
   }
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);

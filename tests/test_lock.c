@@ -23,38 +23,6 @@ static dlock_lock *new_lock(dlock_client *c, const char *name) {
   return l;
 }
 
-/* ---- a helper thread that runs one call on request ------------------------ */
-
-typedef struct probe {
-  dlock_lock *lock;
-  int64_t wait_ms, lease_ms;
-  int rc;
-  int64_t returned_ms;
-  dlock_lock_state st;
-} probe;
-
-static void *probe_try(void *arg) {
-  probe *p = arg;
-  p->rc = dlock_acquire(p->lock, p->wait_ms, p->lease_ms);
-  p->returned_ms = th_now_ms();
-  if (p->rc == DLOCK_OK)
-    dlock_release(p->lock);
-  return NULL;
-}
-
-static void *probe_state(void *arg) {
-  probe *p = arg;
-  p->rc = dlock_lock_state_get(p->lock, &p->st);
-  return NULL;
-}
-
-/* Run fn(p) in another thread and wait for it. */
-static void in_thread(void *(*fn)(void *), probe *p) {
-  pthread_t t;
-  pthread_create(&t, NULL, fn, p);
-  pthread_join(t, NULL);
-}
-
 static int64_t hold_count(dlock_lock *l) {
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
@@ -75,26 +43,23 @@ static void test_lock_unlock_twice(void) {
 
 static void test_reentry_and_other_threads(void) {
   dlock_lock *l = new_lock(cl, th_name("reentry"));
-  probe p = {.lock = l, .wait_ms = 0, .lease_ms = 10000};
+  dlock_lock_state st;
   CU_ASSERT_EQUAL(hold_count(l), 0);
   TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
   CU_ASSERT_EQUAL(hold_count(l), 1);
   TH_ASSERT_RC(dlock_acquire(l, 0, 10000), DLOCK_OK);
   CU_ASSERT_EQUAL(hold_count(l), 2);
-  in_thread(probe_try, &p);
-  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
-  in_thread(probe_state, &p);
-  CU_ASSERT(p.st.locked && !p.st.held_by_me && p.st.hold_count == 0);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 10000), DLOCK_EBUSY);
+  TH_ASSERT_RC(th_state_elsewhere(l, &st), DLOCK_OK);
+  CU_ASSERT(st.locked && !st.held_by_me && st.hold_count == 0);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   CU_ASSERT_EQUAL(hold_count(l), 1);
-  in_thread(probe_try, &p);
-  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 10000), DLOCK_EBUSY);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   CU_ASSERT_EQUAL(hold_count(l), 0);
-  in_thread(probe_state, &p);
-  CU_ASSERT(!p.st.locked && p.st.ttl_ms == -2);
-  in_thread(probe_try, &p);
-  TH_ASSERT_RC(p.rc, DLOCK_OK);
+  TH_ASSERT_RC(th_state_elsewhere(l, &st), DLOCK_OK);
+  CU_ASSERT(!st.locked && st.ttl_ms == -2);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 10000), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);
   dlock_lock_free(l);
 }
@@ -103,10 +68,11 @@ static void test_lease_expiry_hands_over(void) {
   dlock_lock *l = new_lock(cl, th_name("lease"));
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_acquire(l, 0, 2000), DLOCK_OK);
-  probe p = {.lock = l, .wait_ms = 5000, .lease_ms = 10000};
-  in_thread(probe_try, &p);
+  th_acquirer p = {.lock = l, .wait_ms = 5000, .lease_ms = 10000};
+  th_acquirer_start(&p);
+  th_acquirer_join(&p);
   TH_ASSERT_RC(p.rc, DLOCK_OK);
-  int64_t took = p.returned_ms - t0;
+  int64_t took = p.got_ms - t0;
   CU_ASSERT(took >= 1900 && took <= 2200);
   TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
   dlock_lock_free(l);
@@ -129,11 +95,12 @@ static void test_partial_release_rearms_lease(void) {
 static void test_try_wait_times_out(void) {
   dlock_lock *l = new_lock(cl, th_name("timeout"));
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  probe p = {.lock = l, .wait_ms = 3000, .lease_ms = 10000};
+  th_acquirer p = {.lock = l, .wait_ms = 3000, .lease_ms = 10000};
   int64_t t0 = th_now_ms();
-  in_thread(probe_try, &p);
+  th_acquirer_start(&p);
+  th_acquirer_join(&p);
   TH_ASSERT_RC(p.rc, DLOCK_ETIMEDOUT);
-  int64_t took = p.returned_ms - t0;
+  int64_t took = p.got_ms - t0;
   CU_ASSERT(took >= 2700 && took <= 3300);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
@@ -527,11 +494,7 @@ static int worker(int argc, char **argv) {
   int threads = atoi(argv[4]);
   mx_args a = {.url = argv[1], .name = argv[2], .counter = argv[3],
                .steps = atoi(argv[5])};
-  pthread_t t[16];
-  for (int i = 0; i < threads && i < 16; i++)
-    pthread_create(&t[i], NULL, mx_thread, &a);
-  for (int i = 0; i < threads && i < 16; i++)
-    pthread_join(t[i], NULL);
+  th_threads(threads < 16 ? threads : 16, mx_thread, &a);
   return atomic_load(&a.errors) ? 1 : 0;
 }
 
@@ -605,24 +568,10 @@ static void *own_thread(void *arg) {
   return NULL;
 }
 
-typedef struct bound_arg {
-  dlock_lock *lock;
-  int rc;
-} bound_arg;
-
-static void *bound_release(void *arg) {
-  bound_arg *b = arg;
-  b->rc = dlock_release(b->lock);
-  return NULL;
-}
 
 static void test_owners_per_thread_and_bound(void) {
   shared_handle s = {.lock = new_lock(cl, th_name("owners"))};
-  pthread_t t[8];
-  for (int i = 0; i < 8; i++)
-    pthread_create(&t[i], NULL, own_thread, &s);
-  for (int i = 0; i < 8; i++)
-    pthread_join(t[i], NULL);
+  th_threads(8, own_thread, &s);
   CU_ASSERT_EQUAL(atomic_load(&s.ok), 8);
 
   /* a bound lock: acquired here, released in another thread */
@@ -631,11 +580,7 @@ static void test_owners_per_thread_and_bound(void) {
   CU_ASSERT_NOT_EQUAL(owner, dlock_thread_id());
   TH_ASSERT_RC(dlock_lock_bind_owner(l, owner), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
-  bound_arg b = {.lock = l};
-  pthread_t rt;
-  pthread_create(&rt, NULL, bound_release, &b);
-  pthread_join(rt, NULL);
-  TH_ASSERT_RC(b.rc, DLOCK_OK);
+  TH_ASSERT_RC(th_release_elsewhere(l), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", dlock_lock_name(l, NULL)), 0);
   dlock_lock_free(s.lock);
   dlock_lock_free(l);
@@ -668,11 +613,7 @@ static void test_no_subscription_leaks(void) {
   churn ch = {0};
   for (int i = 0; i < 5; i++)
     ch.locks[i] = new_lock(cl, th_name("churn"));
-  pthread_t t[16];
-  for (int i = 0; i < 16; i++)
-    pthread_create(&t[i], NULL, churn_thread, &ch);
-  for (int i = 0; i < 16; i++)
-    pthread_join(t[i], NULL);
+  th_threads(16, churn_thread, &ch);
   CU_ASSERT_EQUAL(atomic_load(&ch.errors), 0);
   /* unsubscribes are confirmed asynchronously: wait for the event */
   int64_t end = th_now_ms() + 2000;
@@ -736,9 +677,7 @@ static void test_bad_input(void) {
   CU_ASSERT(memcmp(dlock_lock_name(l, &len), bin, sizeof bin - 1) == 0);
   CU_ASSERT_EQUAL(len, sizeof bin - 1);
   TH_ASSERT_RC(dlock_acquire(l, 0, 5000), DLOCK_OK);
-  probe p = {.lock = l, .wait_ms = 0, .lease_ms = 1000};
-  in_thread(probe_try, &p);
-  TH_ASSERT_RC(p.rc, DLOCK_EBUSY);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 1000), DLOCK_EBUSY);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   dlock_lock_free(l);
 

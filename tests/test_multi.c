@@ -56,31 +56,8 @@ static long long exists(int s, const char *name) {
   return th_int(&srv[s], "EXISTS %s", name);
 }
 
-typedef struct try_arg {
-  dlock_lock *lock;
-  int64_t wait_ms;
-  int rc;
-  pthread_barrier_t *go, *tried;
-} try_arg;
-
-static void *try_run(void *arg) {
-  try_arg *t = arg;
-  if (t->go)
-    pthread_barrier_wait(t->go);
-  t->rc = dlock_acquire(t->lock, t->wait_ms, 10000);
-  if (t->tried)
-    pthread_barrier_wait(t->tried); /* hold until everyone has tried */
-  if (t->rc == DLOCK_OK)
-    dlock_release(t->lock);
-  return NULL;
-}
-
 static int try_in_thread(dlock_lock *l) {
-  try_arg t = {l, 0, -99, NULL, NULL};
-  pthread_t th;
-  pthread_create(&th, NULL, try_run, &t);
-  pthread_join(th, NULL);
-  return t.rc;
+  return th_acquire_elsewhere(l, 0, 10000);
 }
 
 /* ---- multi-lock ----------------------------------------------------------- */
@@ -114,15 +91,15 @@ static void test_multi_exactly_one_of_ten(void) {
   pthread_barrier_t go, tried;
   pthread_barrier_init(&go, NULL, 10);
   pthread_barrier_init(&tried, NULL, 10);
-  try_arg t[10];
-  pthread_t th[10];
+  th_acquirer t[10]; /* all try at once, and hold until all have tried */
   for (int i = 0; i < 10; i++) {
-    t[i] = (try_arg){multi, 0, -99, &go, &tried};
-    pthread_create(&th[i], NULL, try_run, &t[i]);
+    t[i] = (th_acquirer){.lock = multi, .lease_ms = 10000, .start = &go,
+                         .held = &tried};
+    th_acquirer_start(&t[i]);
   }
   int ok = 0, busy = 0;
   for (int i = 0; i < 10; i++) {
-    pthread_join(th[i], NULL);
+    th_acquirer_join(&t[i]);
     ok += t[i].rc == DLOCK_OK;
     busy += t[i].rc == DLOCK_EBUSY;
   }
@@ -497,11 +474,7 @@ static int worker(int argc, char **argv) {
   rlwork w = {.urls = argv + 1, .name = argv[6]};
   pthread_mutex_init(&w.mu, NULL);
   int n = atoi(argv[7]);
-  pthread_t t[64];
-  for (int i = 0; i < n && i < 64; i++)
-    pthread_create(&t[i], NULL, rlwork_thread, &w);
-  for (int i = 0; i < n && i < 64; i++)
-    pthread_join(t[i], NULL);
+  th_threads(n < 64 ? n : 64, rlwork_thread, &w);
   printf("%d %d %d\n", w.entered, w.errors, w.violations);
   if (w.errors || w.violations) /* say why in the test log */
     fprintf(stderr, "redlock worker: %d entered, %d errors, %d overlaps\n",

@@ -890,7 +890,7 @@ static void need_partitions(void) {
  * the newcomer's grant (its th_now_us) into *granted_us. */
 static void t25_newcomer(th_server *s, dlock_lock *n, const char *name,
                          th_acquirer *a) {
-  *a = (th_acquirer){n, 10000, 5000, -1, 0, 0};
+  *a = (th_acquirer){.lock = n, .wait_ms = 10000, .lease_ms = 5000, .rc = -1};
   th_acquirer_start(a);
   char channel[128];
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);

@@ -23,49 +23,12 @@ static dlock_rwlock *new_rw(dlock_client *c, const char *name) {
   return rw;
 }
 
-/* ---- a thread that runs one acquire (and maybe release) ------------------- */
-
-typedef struct op {
-  dlock_lock *lock;
-  int64_t wait_ms, lease_ms;
-  int release; /* release right after acquiring */
-  int rc;
-  int64_t done_ms;
-  pthread_t t;
-} op;
-
-static void *op_run(void *arg) {
-  op *o = arg;
-  o->rc = dlock_acquire(o->lock, o->wait_ms, o->lease_ms);
-  o->done_ms = th_now_ms();
-  if (o->rc == DLOCK_OK && o->release)
-    o->rc = dlock_release(o->lock);
-  return NULL;
-}
-
+/* Another thread's acquire, released at once: its rc. */
 static int other_thread(dlock_lock *l, int64_t wait_ms) {
-  op o = {.lock = l, .wait_ms = wait_ms, .lease_ms = 5000, .release = 1};
-  pthread_create(&o.t, NULL, op_run, &o);
-  pthread_join(o.t, NULL);
-  return o.rc;
+  return th_acquire_elsewhere(l, wait_ms, 5000);
 }
 
 /* ---- tests ---------------------------------------------------------------- */
-
-typedef struct reader {
-  dlock_lock *lock;
-  pthread_barrier_t *in, *out;
-  int rc_acq, rc_rel;
-} reader;
-
-static void *reader_run(void *arg) {
-  reader *r = arg;
-  r->rc_acq = dlock_acquire(r->lock, 2000, 10000);
-  pthread_barrier_wait(r->in);  /* all three hold now */
-  pthread_barrier_wait(r->out); /* the writer has tried */
-  r->rc_rel = dlock_release(r->lock);
-  return NULL;
-}
 
 static void test_readers_share_writer_excluded(void) {
   char name[256];
@@ -74,23 +37,23 @@ static void test_readers_share_writer_excluded(void) {
   pthread_barrier_t in, out;
   pthread_barrier_init(&in, NULL, 4);
   pthread_barrier_init(&out, NULL, 4);
-  reader r[3];
-  pthread_t t[3];
-  for (int i = 0; i < 3; i++) {
-    r[i] = (reader){dlock_rwlock_read(rw), &in, &out, -99, -99};
-    pthread_create(&t[i], NULL, reader_run, &r[i]);
+  th_acquirer r[3];
+  for (int i = 0; i < 3; i++) { /* all three hold at in; release after out */
+    r[i] = (th_acquirer){.lock = dlock_rwlock_read(rw), .wait_ms = 2000,
+                         .lease_ms = 10000, .held = &in, .go = &out};
+    th_acquirer_start(&r[i]);
   }
   pthread_barrier_wait(&in);
   for (int i = 0; i < 3; i++)
-    TH_ASSERT_RC(r[i].rc_acq, DLOCK_OK);
+    TH_ASSERT_RC(r[i].rc, DLOCK_OK);
   TH_ASSERT_RC(other_thread(dlock_rwlock_write(rw), 0), DLOCK_EBUSY);
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(dlock_rwlock_read(rw), &st), DLOCK_OK);
   CU_ASSERT(st.locked && !st.held_by_me);
   pthread_barrier_wait(&out);
   for (int i = 0; i < 3; i++) {
-    pthread_join(t[i], NULL);
-    TH_ASSERT_RC(r[i].rc_rel, DLOCK_OK);
+    th_acquirer_join(&r[i]);
+    TH_ASSERT_RC(r[i].release_rc, DLOCK_OK);
   }
   CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0); /* last reader left */
   TH_ASSERT_RC(other_thread(dlock_rwlock_write(rw), 0), DLOCK_OK);
@@ -106,19 +69,19 @@ static void test_writer_excludes_readers(void) {
   TH_ASSERT_RC(dlock_acquire(w, 0, 10000), DLOCK_OK); /* reentrant */
   TH_ASSERT_RC(other_thread(r, 0), DLOCK_EBUSY);
   TH_ASSERT_RC(other_thread(w, 0), DLOCK_EBUSY);
-  op waiting[2];
+  th_acquirer waiting[2];
   for (int i = 0; i < 2; i++) {
-    waiting[i] = (op){.lock = r, .wait_ms = 5000, .lease_ms = 5000, .release = 1};
-    pthread_create(&waiting[i].t, NULL, op_run, &waiting[i]);
+    waiting[i] = (th_acquirer){.lock = r, .wait_ms = 5000, .lease_ms = 5000};
+    th_acquirer_start(&waiting[i]);
   }
   TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
   TH_ASSERT_RC(other_thread(r, 0), DLOCK_EBUSY); /* still one write hold */
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_release(w), DLOCK_OK);
   for (int i = 0; i < 2; i++) {
-    pthread_join(waiting[i].t, NULL);
+    th_acquirer_join(&waiting[i]);
     TH_ASSERT_RC(waiting[i].rc, DLOCK_OK);
-    CU_ASSERT(waiting[i].done_ms - t0 < 1000); /* woken, not by lease */
+    CU_ASSERT(waiting[i].got_ms - t0 < 1000); /* woken, not by lease */
   }
   TH_ASSERT_RC(dlock_release(w), DLOCK_ENOTOWNER);
   dlock_rwlock_free(rw);
@@ -182,43 +145,29 @@ static void test_upgrade_refused(void) {
   dlock_rwlock_free(rw);
 }
 
-typedef struct holder {
-  dlock_lock *lock;
-  int64_t lease_ms;
-  pthread_barrier_t *held;
-  int rc;
-} holder;
-
-static void *hold_forever(void *arg) {
-  holder *h = arg;
-  h->rc = dlock_acquire(h->lock, 0, h->lease_ms);
-  pthread_barrier_wait(h->held);
-  return NULL; /* never releases */
-}
-
 static void test_per_hold_leases(void) {
   const char *name = th_name("perhold");
   dlock_rwlock *rw = new_rw(cl, name);
   pthread_barrier_t held;
   pthread_barrier_init(&held, NULL, 2);
-  holder a = {dlock_rwlock_read(rw), 10000, &held, -99};
-  pthread_t ta;
+  th_acquirer a = {.lock = dlock_rwlock_read(rw), .lease_ms = 10000,
+                   .held = &held, .keep = 1};
   int64_t t_a = th_now_ms();
-  pthread_create(&ta, NULL, hold_forever, &a); /* reader A: 10 s, never released */
+  th_acquirer_start(&a); /* reader A: 10 s, never released */
   pthread_barrier_wait(&held);
-  pthread_join(ta, NULL);
+  th_acquirer_join(&a);
   TH_ASSERT_RC(a.rc, DLOCK_OK);
   usleep(5000 * 1000); /* the scenario itself: B comes 5 s later */
   /* reader B takes and releases a 10 s hold */
   TH_ASSERT_RC(other_thread(dlock_rwlock_read(rw), 0), DLOCK_OK);
   long long ttl = th_int(&srv, "PTTL %s", name);
   CU_ASSERT(ttl > 4000 && ttl <= 5100); /* follows A's hold, not B's */
-  op w = {.lock = dlock_rwlock_write(rw), .wait_ms = 10000, .lease_ms = 5000,
-          .release = 1};
-  pthread_create(&w.t, NULL, op_run, &w);
-  pthread_join(w.t, NULL);
+  th_acquirer w = {.lock = dlock_rwlock_write(rw), .wait_ms = 10000,
+                   .lease_ms = 5000};
+  th_acquirer_start(&w);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
-  int64_t at = w.done_ms - t_a;
+  int64_t at = w.got_ms - t_a;
   CU_ASSERT(at >= 9900 && at <= 10000 + 500);
   pthread_barrier_destroy(&held);
   dlock_rwlock_free(rw);
@@ -244,16 +193,16 @@ static void test_write_lease_expiry_lets_readers_in(void) {
   dlock_rwlock *rw = new_rw(cl, th_name("wexpire"));
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 1000), DLOCK_OK);
-  op rd[2];
+  th_acquirer rd[2];
   for (int i = 0; i < 2; i++) {
-    rd[i] = (op){.lock = dlock_rwlock_read(rw), .wait_ms = 3000,
-                 .lease_ms = 5000, .release = 1};
-    pthread_create(&rd[i].t, NULL, op_run, &rd[i]);
+    rd[i] = (th_acquirer){.lock = dlock_rwlock_read(rw), .wait_ms = 3000,
+                          .lease_ms = 5000};
+    th_acquirer_start(&rd[i]);
   }
   for (int i = 0; i < 2; i++) {
-    pthread_join(rd[i].t, NULL);
+    th_acquirer_join(&rd[i]);
     TH_ASSERT_RC(rd[i].rc, DLOCK_OK);
-    CU_ASSERT(rd[i].done_ms - t0 >= 950 && rd[i].done_ms - t0 <= 1200);
+    CU_ASSERT(rd[i].got_ms - t0 >= 950 && rd[i].got_ms - t0 <= 1200);
   }
   TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_ELOST);
   dlock_rwlock_free(rw);
@@ -296,11 +245,11 @@ static void test_write_release_wakes_all_readers(void) {
   dlock_client *c2 = th_client(&srv, NULL);
   dlock_rwlock *rw2 = new_rw(c2, name);
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_write(rw), 0, 30000), DLOCK_OK);
-  op rd[20];
+  th_acquirer rd[20];
   for (int i = 0; i < 20; i++) {
-    rd[i] = (op){.lock = dlock_rwlock_read(rw2), .wait_ms = 10000,
-                 .lease_ms = 5000, .release = 0};
-    pthread_create(&rd[i].t, NULL, op_run, &rd[i]);
+    rd[i] = (th_acquirer){.lock = dlock_rwlock_read(rw2), .wait_ms = 10000,
+                          .lease_ms = 5000, .keep = 1};
+    th_acquirer_start(&rd[i]);
   }
   /* the event: their client subscribed; then give every thread its first
    * failed try (all 20 are blocked once the hash shows no reader) */
@@ -313,10 +262,10 @@ static void test_write_release_wakes_all_readers(void) {
   TH_ASSERT_RC(dlock_release(dlock_rwlock_write(rw)), DLOCK_OK);
   int64_t last = 0;
   for (int i = 0; i < 20; i++) {
-    pthread_join(rd[i].t, NULL);
+    th_acquirer_join(&rd[i]);
     TH_ASSERT_RC(rd[i].rc, DLOCK_OK);
-    if (rd[i].done_ms - t0 > last)
-      last = rd[i].done_ms - t0;
+    if (rd[i].got_ms - t0 > last)
+      last = rd[i].got_ms - t0;
   }
   printf("\n    20 readers in %lld ms after the write release ", (long long)last);
   CU_ASSERT(last * 1000 <= th_scaled_us(&srv, 50000));
@@ -469,11 +418,7 @@ static int worker(int argc, char **argv) {
     mixed m = {.url = argv[1], .name = argv[2], .counter = argv[3],
                .inside = inside, .steps = atoi(argv[5])};
     int n = atoi(argv[4]);
-    pthread_t t[16];
-    for (int i = 0; i < n && i < 16; i++)
-      pthread_create(&t[i], NULL, mixed_thread, &m);
-    for (int i = 0; i < n && i < 16; i++)
-      pthread_join(t[i], NULL);
+    th_threads(n < 16 ? n : 16, mixed_thread, &m);
     printf("%d %d %d\n", atomic_load(&m.writes), atomic_load(&m.violations),
            atomic_load(&m.errors));
     return atomic_load(&m.errors) || atomic_load(&m.violations) ? 1 : 0;
@@ -529,12 +474,12 @@ static void test_zombie_reader_cleanup(void) {
   th_wait_worker(pid, 5000);
   rw = new_rw(cl, name2);
   int64_t t1 = th_now_ms();
-  op w = {.lock = dlock_rwlock_write(rw), .wait_ms = 5000, .lease_ms = 5000,
-          .release = 1};
-  pthread_create(&w.t, NULL, op_run, &w);
-  pthread_join(w.t, NULL);
+  th_acquirer w = {.lock = dlock_rwlock_write(rw), .wait_ms = 5000,
+                   .lease_ms = 5000};
+  th_acquirer_start(&w);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
-  CU_ASSERT(w.done_ms - t1 <= 1600);
+  CU_ASSERT(w.got_ms - t1 <= 1600);
   dlock_rwlock_free(rw);
 }
 
@@ -621,15 +566,15 @@ static void test_timed_out_try_keeps_waiting(void) {
   dlock_client *cw = th_client(&srv, &o);
   dlock_rwlock *rw = new_rw(cw, name);
   /* its next try comes when the 700 ms lease ends: inside the sleep */
-  op w = {.lock = dlock_rwlock_write(rw), .wait_ms = 10000, .lease_ms = 5000,
-          .release = 1};
-  pthread_create(&w.t, NULL, op_run, &w);
+  th_acquirer w = {.lock = dlock_rwlock_write(rw), .wait_ms = 10000,
+                   .lease_ms = 5000};
+  th_acquirer_start(&w);
   char channel[160];
   snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", name);
   CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000));
   redisReply *r = th_cmd(th_node_of(&srv, name), "DEBUG SLEEP 0.9");
   freeReplyObject(r);
-  pthread_join(w.t, NULL);
+  th_acquirer_join(&w);
   TH_ASSERT_RC(w.rc, DLOCK_OK);
   dlock_rwlock_free(rw);
   dlock_rwlock_free(held);

@@ -466,11 +466,7 @@ static void test_semaphore_churn_one_client(void) {
   dlock_client *c2 = th_client(&srv, NULL);
   churn ch = {.sem = new_sem(c2, name)};
   TH_ASSERT_FLAG(dlock_semaphore_try_set_permits(ch.sem, 2, 0, &th_flag), 1);
-  pthread_t t[8];
-  for (int i = 0; i < 8; i++)
-    pthread_create(&t[i], NULL, churn_thread, &ch);
-  for (int i = 0; i < 8; i++)
-    pthread_join(t[i], NULL);
+  th_threads(8, churn_thread, &ch);
   CU_ASSERT_EQUAL(atomic_load(&ch.errors), 0);
   CU_ASSERT(atomic_load(&ch.max_inside) <= 2);
   CU_ASSERT(atomic_load(&ch.waited) > 0); /* the line did form */
@@ -539,11 +535,7 @@ static int worker(int argc, char **argv) {
     snprintf(w.inside, sizeof w.inside, "%s:inside", argv[3]);
     snprintf(w.violations, sizeof w.violations, "%s:violations", argv[3]);
     int n = atoi(argv[5]);
-    pthread_t t[16];
-    for (int i = 0; i < n && i < 16; i++)
-      pthread_create(&t[i], NULL, semwork_thread, &w);
-    for (int i = 0; i < n && i < 16; i++)
-      pthread_join(t[i], NULL);
+    th_threads(n < 16 ? n : 16, semwork_thread, &w);
     return atomic_load(&w.errors) ? 1 : 0;
   }
   if (argc == 4 && strcmp(argv[0], "latch") == 0) {
@@ -747,19 +739,6 @@ static void test_permits_watchdog_crash_safety(void) {
 
 /* ---- the semaphore as a lock ---------------------------------------------- */
 
-typedef struct lock_try {
-  dlock_lock *lock;
-  int64_t wait_ms;
-  int rc, rel;
-} lock_try;
-
-static void *lock_try_run(void *arg) {
-  lock_try *t = arg;
-  t->rc = dlock_acquire(t->lock, t->wait_ms, 5000);
-  t->rel = t->rc == DLOCK_OK ? dlock_release(t->lock) : dlock_release(t->lock);
-  return NULL;
-}
-
 static void test_semaphore_lock(void) {
   const char *name = th_name("semlock");
   dlock_permits *p = new_permits(cl, name);
@@ -771,19 +750,15 @@ static void test_semaphore_lock(void) {
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(l, &st), DLOCK_OK);
   CU_ASSERT(st.locked && st.held_by_me && st.hold_count == 1 && st.ttl_ms > 0);
-  lock_try t = {l, 0, -99, -99};
-  pthread_t th;
-  pthread_create(&th, NULL, lock_try_run, &t);
-  pthread_join(th, NULL);
-  TH_ASSERT_RC(t.rc, DLOCK_EBUSY);
-  TH_ASSERT_RC(t.rel, DLOCK_ENOTOWNER); /* it holds no permit */
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 5000), DLOCK_EBUSY);
+  TH_ASSERT_RC(th_release_elsewhere(l), DLOCK_ENOTOWNER); /* it holds none */
   TH_ASSERT_RC(dlock_force_release(l, NULL), DLOCK_ENOTSUP);
-  t = (lock_try){l, 5000, -99, -99};
-  pthread_create(&th, NULL, lock_try_run, &t);
+  th_acquirer t = {.lock = l, .wait_ms = 5000, .lease_ms = 5000};
+  th_acquirer_start(&t);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  pthread_join(th, NULL);
+  th_acquirer_join(&t);
   TH_ASSERT_RC(t.rc, DLOCK_OK);
-  TH_ASSERT_RC(t.rel, DLOCK_OK);
+  TH_ASSERT_RC(t.release_rc, DLOCK_OK);
   int64_t avail = -1;
   counts(p, &avail, NULL);
   CU_ASSERT_EQUAL(avail, 1);

@@ -90,7 +90,7 @@ static void test_fair_redisson_arithmetic(void) {
   TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
   int64_t t0 = server_ms();
 
-  th_acquirer w1 = {fair(name, 30000), 20000, 10000, -1, 0, 0};
+  th_acquirer w1 = {.lock = fair(name, 30000), .wait_ms = 20000, .lease_ms = 10000, .rc = -1};
   th_acquirer_start(&w1);
   CU_ASSERT_FATAL(wait_int(1, "LLEN redisson_lock_queue:{%s}", name));
   /* Redisson never expires the queue or the deadlines */
@@ -111,7 +111,7 @@ static void test_fair_redisson_arithmetic(void) {
   long long dj = zscore(name, j_owner);
   CU_ASSERT_EQUAL(dj, d1 + WAIT);
 
-  th_acquirer w2 = {fair(name, 30000), 20000, 10000, -1, 0, 0};
+  th_acquirer w2 = {.lock = fair(name, 30000), .wait_ms = 20000, .lease_ms = 10000, .rc = -1};
   th_acquirer_start(&w2);
   CU_ASSERT_FATAL(wait_int(3, "LLEN redisson_lock_queue:{%s}", name));
   redisReply *last = th_cmd(&srv, "LINDEX redisson_lock_queue:{%s} -1", name);
@@ -199,7 +199,7 @@ static void test_fair_java_keeps_place_when_c_leaves(void) {
   const char *name = th_name("fair_leave");
   dlock_lock *l = fair(name, 30000);
   TH_ASSERT_RC(dlock_acquire(l, 0, 60000), DLOCK_OK);
-  th_acquirer c = {fair(name, 30000), 1500, 10000, -1, 0, 0};
+  th_acquirer c = {.lock = fair(name, 30000), .wait_ms = 1500, .lease_ms = 10000, .rc = -1};
   th_acquirer_start(&c);
   CU_ASSERT_FATAL(wait_int(1, "LLEN redisson_lock_queue:{%s}", name));
   java_waiter j = {.name = name, .budget_ms = 30000, .tid = 7, .release = 1};
@@ -450,7 +450,7 @@ static void test_rwlock_wakeups_both_ways(void) {
   TH_ASSERT_RC(dlock_acquire(dlock_rwlock_read(rw), 0, 30000), DLOCK_EBUSY);
   dlock_lock *reader;
   TH_ASSERT_RC(dlock_read_lock_new(cl, name, NULL, &reader), DLOCK_OK);
-  th_acquirer a = {reader, 20000, 10000, -1, 0, 0};
+  th_acquirer a = {.lock = reader, .wait_ms = 20000, .lease_ms = 10000, .rc = -1};
   th_acquirer_start(&a);
   wait_subscribed(channel, 1);
   t = th_now_ms();
@@ -721,7 +721,7 @@ static void test_node_redisson_lock_both_ways(void) {
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY);
   dlock_lock *l2;
   TH_ASSERT_RC(dlock_reentrant_lock_new(cl, name, NULL, &l2), DLOCK_OK);
-  th_acquirer w = {l2, 20000, 10000, -1, 0, 0};
+  th_acquirer w = {.lock = l2, .wait_ms = 20000, .lease_ms = 10000, .rc = -1};
   th_acquirer_start(&w);
   CU_ASSERT(th_wait_numsub(&srv, channel, 1, 15000));
   t = th_now_ms();
