@@ -16,12 +16,15 @@
 --          from the line tells the next waiter (prefix:U:T) the new lease,
 --          message '-' .. lease (negative: Redisson's waiters ignore it): no
 --          release announces a lease's end, so it re-tries by then
+-- ARGV[8]  '1' for the non-reentrant fair lock (absent or '0': reentrant)
 -- reply    nil when acquired (head of the queue or empty queue, or
 --          re-entry); otherwise how long at most to wait in ms: the lock's
 --          PTTL, or when it is free but another waiter is first, until that
 --          waiter must have taken it (-1: unknown)
 -- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when a key has
---          the wrong type: nothing is changed
+--          the wrong type: nothing is changed; NON_REENTRANT_REACQUIRE
+--          (Redisson 4.4's word) when the non-reentrant fair lock's holder
+--          asks again: its hold stays at 1
 -- #include fair_queue.lua
 if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
@@ -30,6 +33,9 @@ local now = fair_now()
 local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], now)
 local wait = tonumber(ARGV[3])
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  if ARGV[8] == '1' then
+    return redis.error_reply('NON_REENTRANT_REACQUIRE')
+  end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil

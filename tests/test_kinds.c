@@ -29,12 +29,16 @@ static int suite_clean(void) {
   return 0;
 }
 
-enum kind { REENTRANT, FENCED, FAIR, READ, WRITE, LATCH, SEMAPHORE, PERMITS, NKINDS };
+enum kind {
+  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, READ, WRITE, LATCH, SEMAPHORE,
+  PERMITS, NKINDS
+};
 static const char *const kind_names[NKINDS] = {
-    "reentrant", "fenced", "fair", "read", "write", "latch", "semaphore", "permits"};
+    "reentrant", "fenced", "fair", "non-reentrant", "non-reentrant-fair",
+    "read", "write", "latch", "semaphore", "permits"};
 /* kinds with one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
  * count */
-static const int family[NKINDS] = {0, 0, 0, 1, 1, 2, 2, 2};
+static const int family[NKINDS] = {0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
 
 /* One object of a kind on a name, through its own handle. */
 typedef struct object {
@@ -53,6 +57,10 @@ static object make(dlock_client *c, enum kind k, const char *name) {
   case REENTRANT: rc = dlock_reentrant_lock_new(c, name, NULL, &o.lock); break;
   case FENCED: rc = dlock_fenced_lock_new(c, name, NULL, &o.lock); break;
   case FAIR: rc = dlock_fair_lock_new(c, name, NULL, &o.lock); break;
+  case ONCE: rc = dlock_non_reentrant_lock_new(c, name, NULL, &o.lock); break;
+  case ONCE_FAIR:
+    rc = dlock_non_reentrant_fair_lock_new(c, name, NULL, &o.lock);
+    break;
   case READ: rc = dlock_read_lock_new(c, name, NULL, &o.lock); break;
   case WRITE: rc = dlock_write_lock_new(c, name, NULL, &o.lock); break;
   case LATCH: rc = dlock_latch_new(c, name, NULL, &o.latch); break;
@@ -177,7 +185,7 @@ static void test_every_pair(void) {
       freeReplyObject(th_cmd(&srv, "DEL %s", name));
     }
   }
-  CU_ASSERT_EQUAL(refused, 2 * (3 * 2 + 3 * 3 + 2 * 3)); /* ordered pairs */
+  CU_ASSERT_EQUAL(refused, 2 * (5 * 2 + 5 * 3 + 2 * 3)); /* ordered pairs */
   CU_ASSERT(shared > 0);
 }
 

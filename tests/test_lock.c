@@ -64,6 +64,46 @@ static void test_reentry_and_other_threads(void) {
   dlock_lock_free(l);
 }
 
+/* The non-reentrant locks (Redisson 4.4+): the holder's second acquire is
+ * refused with DLOCK_EREENTRY at once, whatever its wait, blocking or
+ * async, and its hold stays counted once; others wait as for any lock. */
+static void test_non_reentrant(void) {
+  for (int fair = 0; fair < 2; fair++) {
+    const char *name = th_name(fair ? "once-fair" : "once");
+    dlock_lock *l = NULL;
+    TH_ASSERT_RC(fair ? dlock_non_reentrant_fair_lock_new(cl, name, NULL, &l)
+                      : dlock_non_reentrant_lock_new(cl, name, NULL, &l),
+                 DLOCK_OK);
+    CU_ASSERT_STRING_EQUAL(dlock_lock_kind(l),
+                           fair ? "non-reentrant fair" : "non-reentrant");
+    CU_ASSERT_FALSE(dlock_lock_caps(l) & DLOCK_CAP_REENTRANT);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EREENTRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), name));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "not reentrant"));
+    int64_t t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_acquire(l, 5000, 30000), DLOCK_EREENTRY);
+    CU_ASSERT(th_now_ms() - t0 < 1000); /* refused, not waited for */
+    th_outcome o = TH_OUTCOME_INIT;
+    TH_ASSERT_RC(dlock_acquire_async(l, dlock_thread_id(), 5000, 30000,
+                                     th_outcome_done, &o, NULL),
+                 DLOCK_OK);
+    TH_ASSERT_RC(th_outcome_wait(&o, 5000), DLOCK_EREENTRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(o.msg, "not reentrant"));
+    CU_ASSERT_EQUAL(hold_count(l), 1);
+    TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 1000), DLOCK_EBUSY);
+    th_acquirer next = {.lock = l, .wait_ms = 10000, .lease_ms = 30000};
+    th_acquirer_start(&next);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK); /* one release frees it */
+    th_acquirer_join(&next);
+    TH_ASSERT_RC(next.rc, DLOCK_OK);
+    TH_ASSERT_RC(next.release_rc, DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+    TH_ASSERT_RC(dlock_release(l), DLOCK_ENOTOWNER);
+    dlock_lock_free(l);
+  }
+}
+
 static void test_lease_expiry_hands_over(void) {
   dlock_lock *l = new_lock(cl, th_name("lease"));
   int64_t t0 = th_now_ms();
@@ -181,20 +221,23 @@ static void test_renewal_survives_transient_failure(void) {
   dlock_client *c = watchdog_client(&srv, &log);
   dlock_lock *l = new_lock(c, th_name("wdacl"));
   TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
-  redisReply *r = th_cmd(&srv, "ACL LOG RESET");
+  /* on a cluster: the node that holds the name (its slot varies with the
+   * name) */
+  th_server *node = th_node_of(&srv, dlock_lock_name(l, NULL));
+  redisReply *r = th_cmd(node, "ACL LOG RESET");
   freeReplyObject(r);
-  r = th_cmd(&srv, "ACL SETUSER default -eval -evalsha");
+  r = th_cmd(node, "ACL SETUSER default -eval -evalsha");
   freeReplyObject(r);
   /* wait for the event: a renewal denied by the ACL */
   int denied = 0;
   for (int64_t end = th_now_ms() + 2000; !denied && th_now_ms() < end;) {
-    r = th_cmd(&srv, "ACL LOG");
+    r = th_cmd(node, "ACL LOG");
     denied = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0;
     freeReplyObject(r);
     if (!denied)
       usleep(5000);
   }
-  r = th_cmd(&srv, "ACL SETUSER default +@all");
+  r = th_cmd(node, "ACL SETUSER default +@all");
   freeReplyObject(r);
   CU_ASSERT(denied);
   /* two more periods: renewals work again, nothing was reported lost */
@@ -751,6 +794,7 @@ static void add_tests(void) {
   CU_pSuite s = CU_add_suite("lock", suite_init, suite_clean);
   CU_add_test(s, "lock_unlock_twice", test_lock_unlock_twice);
   CU_add_test(s, "reentry_and_other_threads", test_reentry_and_other_threads);
+  CU_add_test(s, "non_reentrant", test_non_reentrant);
   CU_add_test(s, "lease_expiry_hands_over", test_lease_expiry_hands_over);
   CU_add_test(s, "partial_release_rearms_lease", test_partial_release_rearms_lease);
   CU_add_test(s, "try_wait_times_out", test_try_wait_times_out);

@@ -661,6 +661,26 @@ static void test_t13_fair(void) {
   EXPECT(&r, "keys_left", ==, 0);
 }
 
+/* 29. the non-reentrant lock and fair lock: holders killed (the lease
+ * frees the lock) and connections cut (commands and subscriptions come
+ * back); the fair one's waiters killed, its FIFO order checked */
+static void test_t29_non_reentrant_kills(void) {
+  run r;
+  torture(&r, "--kind non-reentrant --procs 4 --threads 4 --duration 5000 "
+              "--watchdog 1000 --nemesis kill,client-kill,pubsub-kill "
+              "--every 700");
+  clean(&r);
+  EXPECT(&r, "f_kill", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  torture(&r, "--kind non-reentrant-fair --procs 8 --threads 1 --slot 1000 "
+              "--duration 5000 --nemesis kill-waiter --every 1500");
+  clean(&r);
+  EXPECT(&r, "fifo_violations", ==, 0);
+  EXPECT(&r, "fifo_checked", >, 0);
+  EXPECT(&r, "f_kill_waiter", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
 /* 22. the non-blocking API: each worker is one thread driving many owners
  * (dlock-torture --async N, completions through the client's queue), with
  * workers killed and connections cut; then a fair lock's async waiters in
@@ -1270,6 +1290,7 @@ static void add(void) {
   CU_add_test(s, "t11_semaphore_kills", test_t11_semaphore_kills);
   CU_add_test(s, "t12_rwlock", test_t12_rwlock);
   CU_add_test(s, "t13_fair", test_t13_fair);
+  CU_add_test(s, "t29_non_reentrant_kills", test_t29_non_reentrant_kills);
   CU_add_test(s, "t19_java_beside_dlock", test_t19_java_beside_dlock);
   CU_add_test(s, "t20_cluster_migrate_failover",
               test_t20_cluster_migrate_failover);

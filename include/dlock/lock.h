@@ -92,6 +92,16 @@ DLOCK_API int dlock_fenced_lock_new(dlock_client *client, const char *name,
                                     const dlock_lock_opts *opts,
                                     dlock_lock **out);
 
+/* Make a non-reentrant lock handle (Redisson 4.4+ RNonReentrantLock): the
+ * reentrant lock's keys and layout, but a second acquire by the owner that
+ * holds it fails with DLOCK_EREENTRY (the hold stays, counted once), so a
+ * Java client and dlock on one name exclude each other. Arguments and
+ * errors as for dlock_reentrant_lock_new(). See docs/lock.md. */
+DLOCK_API int dlock_non_reentrant_lock_new(dlock_client *client,
+                                           const char *name,
+                                           const dlock_lock_opts *opts,
+                                           dlock_lock **out);
+
 /* Make a fair lock handle (Redisson RFairLock layout and arithmetic, shared
  * with Java clients): waiters get the lock in the order they queued, and
  * only the next one is woken on release. A dlock waiter that dies is skipped
@@ -101,6 +111,16 @@ DLOCK_API int dlock_fenced_lock_new(dlock_client *client, const char *name,
 DLOCK_API int dlock_fair_lock_new(dlock_client *client, const char *name,
                                   const dlock_lock_opts *opts,
                                   dlock_lock **out);
+
+/* Make a non-reentrant fair lock handle (Redisson 4.4+
+ * RNonReentrantFairLock): the fair lock's keys, queue and arithmetic, but a
+ * second acquire by the owner that holds it fails with DLOCK_EREENTRY (the
+ * hold stays, counted once). Arguments and errors as for
+ * dlock_fair_lock_new(). See docs/fair.md. */
+DLOCK_API int dlock_non_reentrant_fair_lock_new(dlock_client *client,
+                                                const char *name,
+                                                const dlock_lock_opts *opts,
+                                                dlock_lock **out);
 
 /* Acquire: try, then wait for the lock up to wait_ms (pub/sub wake-ups, no
  * polling), holding it for lease_ms or under the watchdog.

@@ -137,6 +137,11 @@ int dlock__fail_reply(const redisReply *reply, const char *what) {
                          "node (it answered %.*s); open the client with "
                          "redis+cluster://host:port (docs/cluster.md)", what,
                          (int)reply->len, reply->str);
+    /* Redis puts "ERR " before a script's error without a code */
+    if (strstr(reply->str, "NON_REENTRANT_REACQUIRE") != NULL)
+      return dlock__fail(DLOCK_EREENTRY, "this owner already holds it and the "
+                         "lock is not reentrant: a second acquire is refused "
+                         "(the hold stays, counted once); release it first");
     if (strncmp(reply->str, "WRONGKIND ", 10) == 0)
       return dlock__fail(DLOCK_EKIND, "%.*s", (int)reply->len - 10,
                          reply->str + 10);

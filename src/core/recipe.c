@@ -124,6 +124,12 @@ dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
                                 int sent) {
   if (rc > 0)
     return DLOCK__STEP_GRANTED;
+  if (rc == DLOCK_EDEADLK || rc == DLOCK_EREENTRY) { /* the caller's own hold
+                                                       refuses it: name it */
+    char head[180];
+    snprintf(head, sizeof head, "%s: ", what(r));
+    return failed(r, dlock__fail_before(rc, head));
+  }
   if (rc == DLOCK_EIO && sent == DLOCK__REFUSED)
     return refused(r, rc);
   return rc == 0 ? not_yet(r, hint) : lost(r, rc, sent);

@@ -1,5 +1,5 @@
-/* The fair lock (docs/fair.md, docs/wire.md "Fair lock"): the reentrant
- * lock's hash plus Redisson's FIFO queue of waiters, a ZSET of their
+/* The fair lock and the non-reentrant fair lock (docs/fair.md, docs/wire.md
+ * "Fair lock", "Non-reentrant locks"): the reentrant lock's hash plus Redisson's FIFO queue of waiters, a ZSET of their
  * deadlines and one wake-up channel per waiter, so a release wakes only the
  * next in line.
  *
@@ -22,6 +22,7 @@
 
 typedef struct fair {
   dlock_lock base;
+  int once; /* non-reentrant: the holder's second acquire is refused */
   int64_t slot_ms;
   int64_t thread_wait_ms;
   dlock__buf queue;        /* redisson_lock_queue:{N} */
@@ -45,13 +46,13 @@ static int wait_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
   const char *args[] = {lease, owner, tw, slot, join ? "1" : "0", pub,
-                        f->channel.p};
+                        f->channel.p, f->once ? "1" : "0"};
   size_t alens[] = {(size_t)snprintf(lease, sizeof lease, "%" PRId64, lease_ms),
                     olen,
                     (size_t)snprintf(tw, sizeof tw, "%" PRId64, f->thread_wait_ms),
                     (size_t)snprintf(slot, sizeof slot, "%" PRId64, f->slot_ms), 1,
-                    strlen(pub), f->channel.len};
-  return dlock__req_script(req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 7,
+                    strlen(pub), f->channel.len, 1};
+  return dlock__req_script(req, DLOCK__SCRIPT_FAIR_ACQUIRE, 4, keys, klens, 8,
                            args, alens);
 }
 
@@ -167,8 +168,20 @@ static const dlock__lock_methods fair_methods = {
     .destroy = destroy,
 };
 
-int dlock_fair_lock_new(dlock_client *client, const char *name,
-                        const dlock_lock_opts *opts, dlock_lock **out) {
+static const dlock__lock_methods once_methods = {
+    .kind = "non-reentrant fair",
+    .noun = "non-reentrant fair lock",
+    .caps = DLOCK_CAP_FAIR,
+    .size = sizeof(fair),
+    .reqs = &fair_reqs,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
+static int make(const dlock__lock_methods *m, dlock_client *client,
+                const char *name, const dlock_lock_opts *opts,
+                dlock_lock **out) {
   if (out == NULL)
     return dlock__fail(DLOCK_EINVAL, "out is NULL");
   *out = NULL;
@@ -178,10 +191,11 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
   if (thread_wait < 0)
     return dlock__fail(DLOCK_EINVAL, "thread_wait_ms must be >= 0");
   dlock_lock *l;
-  int rc = dlock__lock_alloc(&fair_methods, client, name, opts, &l);
+  int rc = dlock__lock_alloc(m, client, name, opts, &l);
   if (rc != DLOCK_OK)
     return rc;
   fair *f = (fair *)l;
+  f->once = m == &once_methods;
   f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
   f->thread_wait_ms = thread_wait ? thread_wait : DEFAULT_THREAD_WAIT_MS;
   const char *n = l->h.name;
@@ -196,4 +210,15 @@ int dlock_fair_lock_new(dlock_client *client, const char *name,
   }
   *out = l;
   return DLOCK_OK;
+}
+
+int dlock_fair_lock_new(dlock_client *client, const char *name,
+                        const dlock_lock_opts *opts, dlock_lock **out) {
+  return make(&fair_methods, client, name, opts, out);
+}
+
+int dlock_non_reentrant_fair_lock_new(dlock_client *client, const char *name,
+                                      const dlock_lock_opts *opts,
+                                      dlock_lock **out) {
+  return make(&once_methods, client, name, opts, out);
 }

@@ -310,21 +310,16 @@ int dlock__lock_wait_try(dlock__wait *w, dlock__req *req) {
 }
 
 /* Its answer: 1 acquired (w->token), 0 held by another (*hint: how long
- * to wait at most), or an error. A queueing kind's replies cut the hint so
+ * to wait at most), or an error (the recipe names the lock in one the
+ * caller's own hold causes). A queueing kind's replies cut the hint so
  * that a queued waiter keeps its place (wait_reply). */
 int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r,
                            int64_t *hint) {
   dlock_lock *l = wait_lock(w);
   const dlock__lock_reqs *m = l->m->reqs;
-  int rc = m->wait_reply && w->wait_ms != 0
-               ? m->wait_reply(l, r, hint, &w->token)
-               : m->read_reply(r, 0, hint, &w->token);
-  if (rc == DLOCK_EDEADLK) { /* name it */
-    char head[140];
-    snprintf(head, sizeof head, "\"%.100s%s\": ", DLOCK__NAME(l->h.name));
-    dlock__fail_before(DLOCK_EDEADLK, head);
-  }
-  return rc;
+  return m->wait_reply && w->wait_ms != 0
+             ? m->wait_reply(l, r, hint, &w->token)
+             : m->read_reply(r, 0, hint, &w->token);
 }
 
 /* The channel of the wait, made once the first try found the lock taken. */

@@ -1,7 +1,9 @@
-/* The reentrant lock and the fenced lock (docs/wire.md, "Reentrant lock" and
- * "Fenced lock"): a hash N of owner -> hold count with a lease, an unlock
- * channel for waiters, an unlock latch that makes release idempotent, and for
- * the fenced kind a token counter INCRed by every grant. */
+/* The reentrant lock, the fenced lock and the non-reentrant lock
+ * (docs/wire.md, "Reentrant lock", "Fenced lock", "Non-reentrant locks"): a
+ * hash N of owner -> hold count with a lease, an unlock channel for waiters,
+ * an unlock latch that makes release idempotent; for the fenced kind a token
+ * counter INCRed by every grant; the non-reentrant kind refuses its
+ * holder's second acquire (DLOCK_EREENTRY). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 typedef struct reentrant {
   dlock_lock base;
   int fenced;
+  int once; /* non-reentrant */
   dlock__buf channel;      /* redisson_lock__channel:{N} */
   dlock__buf token_key;    /* redisson_lock_token:{N} */
   dlock__buf unlock_prefix; /* redisson_unlock_latch:{N}: */
@@ -26,12 +29,12 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
   char owner[64], lease[24];
   const char *keys[] = {l->h.name, rl->token_key.p};
   size_t klens[] = {l->h.name_len, rl->token_key.len};
-  const char *args[] = {lease, owner};
+  const char *args[] = {lease, owner, "1"};
   size_t alens[] = {dlock__fmt_i64(lease, lease_ms),
-                    dlock__owner(l->h.client, owner_id, owner)};
+                    dlock__owner(l->h.client, owner_id, owner), 1};
   return dlock__req_script(
       req, rl->fenced ? DLOCK__SCRIPT_FENCED_ACQUIRE : DLOCK__SCRIPT_LOCK_ACQUIRE,
-      rl->fenced ? 2 : 1, keys, klens, 2, args, alens);
+      rl->fenced ? 2 : 1, keys, klens, rl->once ? 3 : 2, args, alens);
 }
 
 /* lua/fenced_acquire.lua: {1, token} granted, {0, pttl} not. */
@@ -127,6 +130,17 @@ static const dlock__lock_methods reentrant_methods = {
     .destroy = destroy,
 };
 
+static const dlock__lock_methods once_methods = {
+    .kind = "non-reentrant",
+    .noun = "non-reentrant lock",
+    .caps = 0,
+    .size = sizeof(reentrant),
+    .reqs = &reentrant_reqs,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
 static const dlock__lock_methods fenced_methods = {
     .kind = "fenced",
     .noun = "lock",
@@ -149,6 +163,7 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
     return rc;
   reentrant *rl = (reentrant *)l;
   rl->fenced = m == &fenced_methods;
+  rl->once = m == &once_methods;
   const char *n = l->h.name;
   size_t len = l->h.name_len;
   if (dlock__key(&rl->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
@@ -164,6 +179,12 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
 int dlock_reentrant_lock_new(dlock_client *client, const char *name,
                              const dlock_lock_opts *opts, dlock_lock **out) {
   return make(&reentrant_methods, client, name, opts, out);
+}
+
+int dlock_non_reentrant_lock_new(dlock_client *client, const char *name,
+                                 const dlock_lock_opts *opts,
+                                 dlock_lock **out) {
+  return make(&once_methods, client, name, opts, out);
 }
 
 int dlock_fenced_lock_new(dlock_client *client, const char *name,

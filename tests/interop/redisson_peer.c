@@ -244,6 +244,36 @@ int rp_lock_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
   return nil_or_ttl(eval(p, lock_try, 1, 2, kv), ttl);
 }
 
+/* Redisson 4.4's RNonReentrantLock acquire, written from its behaviour: a
+ * free lock is taken; its holder asking again gets the error reply the
+ * script is given (ARGV[3]); anyone else the PTTL. */
+static const char once_try[] =
+    "if redis.call('exists', KEYS[1]) == 0 then "
+    "  redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]) "
+    "  return nil "
+    "end "
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  return redis.error_reply(ARGV[3]) "
+    "end "
+    "return redis.call('pttl', KEYS[1])";
+
+int rp_once_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
+                int64_t *ttl) {
+  char owner[64], lease[24];
+  rp_owner(p, tid, owner);
+  num(lease, lease_ms);
+  const char *argv[] = {"EVAL", once_try, "1", name, lease, owner,
+                        "NON_REENTRANT_REACQUIRE"};
+  redisReply *r = redisCommandArgv(p->c, 7, argv, NULL); /* its error too */
+  if (r && r->type == REDIS_REPLY_ERROR) {
+    int once = strstr(r->str, "NON_REENTRANT_REACQUIRE") != NULL;
+    freeReplyObject(r);
+    return once ? -3 : -1;
+  }
+  return nil_or_ttl(r, ttl);
+}
+
 static const char lock_unlock[] =
     "local done = redis.call('get', KEYS[3]) "
     "if done then return tonumber(done) end "

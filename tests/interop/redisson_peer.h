@@ -42,6 +42,11 @@ int rp_lock_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
                 int64_t *ttl);
 /* 1 released, 0 a hold remains, -2 not held (Redisson throws), -1 error. */
 int rp_lock_unlock(rp_client *p, const char *name, long tid);
+/* RNonReentrantLock (Redisson 4.4+): RLock's keys; its holder's second try
+ * is answered NON_REENTRANT_REACQUIRE (-3 here; Java throws
+ * IllegalMonitorStateException). Unlocked as an RLock. */
+int rp_once_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
+                int64_t *ttl);
 
 /* RFairLock with Redisson's default threadWaitTime unless wait_ms > 0. */
 int rp_fair_try(rp_client *p, const char *name, long tid, int64_t lease_ms,

@@ -505,6 +505,33 @@ static void test_fenced_tokens_shared(void) {
   freeReplyObject(th_cmd(&srv, "DEL redisson_lock_token:{%s}", name));
 }
 
+/* A Java RNonReentrantLock (4.4+) and dlock's non-reentrant lock on one
+ * name: they exclude each other, each holder's second acquire is refused
+ * (the error both scripts answer), and each one's release lets the other
+ * in. */
+static void test_non_reentrant_beside_java(void) {
+  const char *name = th_name("once");
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_non_reentrant_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  rp_client p = peer();
+  int64_t ttl = 0;
+  CU_ASSERT_EQUAL(rp_once_try(&p, name, 1, 30000, NULL), 1);
+  CU_ASSERT_EQUAL(rp_once_try(&p, name, 1, 30000, NULL), -3);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EBUSY);
+  CU_ASSERT_EQUAL(th_int(&srv, "HLEN %s", name), 1); /* counted once */
+  CU_ASSERT_EQUAL(rp_lock_unlock(&p, name, 1), 1);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(rp_once_try(&p, name, 1, 30000, &ttl), 0);
+  CU_ASSERT(ttl > 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_EREENTRY);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  CU_ASSERT_EQUAL(rp_once_try(&p, name, 1, 30000, NULL), 1);
+  CU_ASSERT_EQUAL(rp_lock_unlock(&p, name, 1), 1);
+  rp_close(&p);
+  dlock_lock_free(l);
+}
+
 static void test_latch_both_ways(void) {
   const char *name = th_name("latch");
   char channel[200];
@@ -806,6 +833,7 @@ static void add_tests(void) {
   CU_add_test(s, "inspect_odd_names", test_inspect_odd_names);
   CU_add_test(s, "rwlock_wakeups_both_ways", test_rwlock_wakeups_both_ways);
   CU_add_test(s, "fenced_tokens_shared", test_fenced_tokens_shared);
+  CU_add_test(s, "non_reentrant_beside_java", test_non_reentrant_beside_java);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
   CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
   CU_add_test(s, "permits_both_ways", test_permits_both_ways);

@@ -6,8 +6,9 @@
 
 #include "torture.h"
 
-static const char *kind_names[] = {"lock", "fenced", "fair", "rw",
-                                   "multi", "redlock", "semaphore"};
+static const char *kind_names[TT_NKINDS] = {
+    "lock", "fenced", "fair", "rw", "multi", "redlock", "semaphore",
+    "non-reentrant", "non-reentrant-fair"};
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
@@ -276,7 +277,7 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
   res->counter_violation =
       (o->kind != TT_SEMAPHORE && res->counter < res->commits) ||
       res->counter > res->commits + res->counter_slack;
-  if (o->kind == TT_FAIR)
+  if (TT_FIFO(o->kind))
     check_fifo(a, snaps, nsnaps, nrecs, res);
   /* --writes: the data in Redis is the judge (read back by the harness
    * into res: tt_check_data). Under the pause nemesis sections overlap by

@@ -49,8 +49,9 @@ static _Atomic int nemesis_idle, nemesis_exit;
 static char **worker_argv;
 static int worker_argc;
 
-static const char *kinds[] = {"lock", "fenced", "fair", "rw",
-                              "multi", "redlock", "semaphore"};
+static const char *kinds[TT_NKINDS] = {
+    "lock", "fenced", "fair", "rw", "multi", "redlock", "semaphore",
+    "non-reentrant", "non-reentrant-fair"};
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
@@ -58,7 +59,8 @@ static const char *faults[TT_F_COUNT] = {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore]\n"
+          "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore|\n"
+          "                      non-reentrant|non-reentrant-fair]\n"
           "  [--procs P] [--threads T | --async N] [--duration MS] [--sections N]\n"
           "  [--servers N] [--paused K] [--blackholed K] [--one-engine 0|1]\n"
           "  [--lease MS]\n"
@@ -111,7 +113,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     i++;
     if (strcmp(a, "--kind") == 0) {
       int k = -1;
-      for (int j = 0; j < 7; j++)
+      for (int j = 0; j < TT_NKINDS; j++)
         if (strcmp(v, kinds[j]) == 0)
           k = j;
       if (k < 0)
@@ -944,7 +946,7 @@ static int harness_main(void) {
    * changes the old master took after the promotion are lost with the
    * rest of its writes, and the queue read there is not the one the new
    * master serves (docs/reliability.md). */
-  int read_queue = O.kind == TT_FAIR &&
+  int read_queue = TT_FIFO(O.kind) &&
                    !(O.sentinel && (O.nemesis & (TT_F_FAILOVER | TT_F_RESTART)));
   if (read_queue)
     pthread_create(&queue, NULL, queue_main, NULL);
@@ -994,13 +996,13 @@ static int harness_main(void) {
 
   /* quiescence: after the longest lease nothing of ours may be left */
   int64_t lease = lease_ms();
-  int64_t quiet = lease + (O.kind == TT_FAIR ? O.slot_ms : 0) + 500;
+  int64_t quiet = lease + (TT_FIFO(O.kind) ? O.slot_ms : 0) + 500;
   for (int64_t stop = th_now_ms() + quiet; th_now_ms() < stop;) {
     if (O.kind != TT_SEMAPHORE && count_keys(NULL) == 0)
       break;
     sleep_ms(50);
   }
-  if (O.kind == TT_FAIR && count_keys(NULL) > 0)
+  if (TT_FIFO(O.kind) && count_keys(NULL) > 0)
     fair_purge_call();
   R.counter_slack = counter_slack;
   tt_check(&O, A, snaps, nsnaps, &R);

@@ -18,8 +18,12 @@
 #define TT_MAX_RECS (1 << 22) /* acquire attempts over the run */
 
 typedef enum tt_kind {
-  TT_LOCK, TT_FENCED, TT_FAIR, TT_RW, TT_MULTI, TT_REDLOCK, TT_SEMAPHORE
+  TT_LOCK, TT_FENCED, TT_FAIR, TT_RW, TT_MULTI, TT_REDLOCK, TT_SEMAPHORE,
+  TT_ONCE, TT_ONCE_FAIR, /* the non-reentrant lock and fair lock */
+  TT_NKINDS
 } tt_kind;
+/* The kinds whose waiters queue in FIFO order (their order is checked). */
+#define TT_FIFO(k) ((k) == TT_FAIR || (k) == TT_ONCE_FAIR)
 
 /* what the run does; the same for the harness and the workers */
 typedef struct tt_opts {

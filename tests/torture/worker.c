@@ -88,7 +88,7 @@ static int java_acquire(thread_ctx *t, int reading, int64_t lease) {
   const char *name = P.a->name;
   if (lease <= 0)
     lease = 30000; /* no watchdog in the peer: sections are short */
-  int rc = o->kind == TT_FAIR ? rp_fair_lock(&t->peer, name, t->tid, lease, 0,
+  int rc = TT_FIFO(o->kind) ? rp_fair_lock(&t->peer, name, t->tid, lease, 0,
                                              o->wait_ms, NULL)
            : o->kind != TT_RW ? rp_lock_lock(&t->peer, name, t->tid, lease,
                                              o->wait_ms, NULL)
@@ -99,7 +99,7 @@ static int java_acquire(thread_ctx *t, int reading, int64_t lease) {
 
 static int java_release(thread_ctx *t, int reading) {
   const char *name = P.a->name;
-  int rc = P.o->kind == TT_FAIR ? rp_fair_unlock(&t->peer, name, t->tid)
+  int rc = TT_FIFO(P.o->kind) ? rp_fair_unlock(&t->peer, name, t->tid)
            : P.o->kind != TT_RW ? rp_lock_unlock(&t->peer, name, t->tid)
            : reading ? rp_read_unlock(&t->peer, name, t->tid)
                      : rp_write_unlock(&t->peer, name, t->tid);
@@ -120,10 +120,16 @@ static int make_locks(thread_ctx *t, int index) {
     return dlock_reentrant_lock_new(P.clients[0], name, NULL, &t->excl);
   case TT_FENCED:
     return dlock_fenced_lock_new(P.clients[0], name, NULL, &t->excl);
-  case TT_FAIR: {
+  case TT_ONCE:
+    return dlock_non_reentrant_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_FAIR:
+  case TT_ONCE_FAIR: {
     dlock_lock_opts lo = DLOCK_LOCK_OPTS_INIT;
     lo.wait_slot_ms = o->slot_ms;
-    return dlock_fair_lock_new(P.clients[0], name, &lo, &t->excl);
+    return o->kind == TT_FAIR
+               ? dlock_fair_lock_new(P.clients[0], name, &lo, &t->excl)
+               : dlock_non_reentrant_fair_lock_new(P.clients[0], name, &lo,
+                                                   &t->excl);
   }
   case TT_RW:
     rc = dlock_rwlock_new(P.clients[0], name, NULL, &t->rw);
@@ -153,6 +159,8 @@ static int make_locks(thread_ctx *t, int index) {
     return rc == DLOCK_OK ? dlock_redlock_new(t->locks, t->nlocks, &ro, &t->excl)
                           : rc;
   }
+  case TT_NKINDS:
+    break;
   }
   return DLOCK_EINVAL;
 }
@@ -527,8 +535,9 @@ static int open_client(const tt_opts *o, const char *url,
 
 static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   if (o->kind != TT_LOCK && o->kind != TT_FENCED && o->kind != TT_FAIR &&
-      o->kind != TT_RW) {
-    fprintf(stderr, "worker %d: --async takes lock, fenced, fair or rw\n", proc);
+      o->kind != TT_RW && o->kind != TT_ONCE && o->kind != TT_ONCE_FAIR) {
+    fprintf(stderr, "worker %d: --async takes lock, fenced, fair, rw, "
+            "non-reentrant or non-reentrant-fair\n", proc);
     return 2;
   }
   dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
@@ -636,7 +645,8 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     ctx[i].slot = P.first_slot + i;
     ctx[i].seed = o->seed ^ (unsigned)(getpid() * 7919 + i);
     ctx[i].java = i < o->java && (o->kind == TT_LOCK || o->kind == TT_FAIR ||
-                                  o->kind == TT_RW);
+                                  o->kind == TT_RW || o->kind == TT_ONCE ||
+                                  o->kind == TT_ONCE_FAIR);
   }
   for (int i = 0; i < n; i++)
     pthread_create(&th[i], NULL, thread_main, &ctx[i]);
