@@ -194,6 +194,60 @@ double handoff_run(bench_bounds *b, const char *url, const char *name,
 
 void w3(bench_bounds *b) { b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3"); }
 
+/* The server's commands so far (INFO stats). */
+static long long server_commands(redisContext *c) {
+  redisReply *r = redisCommand(c, "INFO stats");
+  const char *p = r && r->type == REDIS_REPLY_STRING
+                      ? strstr(r->str, "total_commands_processed:")
+                      : NULL;
+  long long v = p ? atoll(p + strlen("total_commands_processed:")) : -1;
+  freeReplyObject(r);
+  return v;
+}
+
+/* One S1 run: 8 threads taking turns (1 ms holds) on a lock of the kind
+ * spin (1) or the pub/sub lock (0): hand-off latency, grants per second,
+ * and per grant the server's commands and the client's requests. */
+static void s1_run(bench_bounds *b, int spin, const char *w) {
+  dlock_client *c = open_client(opt.urls[0], 0);
+  redisContext *raw = raw_connect(opt.urls[0]);
+  dlock_lock *l;
+  int rc = spin ? dlock_spin_lock_new(c, "bench:s1", NULL, &l)
+                : dlock_reentrant_lock_new(c, "bench:s1", NULL, &l);
+  if (rc != DLOCK_OK)
+    die("S1 lock", rc);
+  reset();
+  handoff_arg args[8];
+  for (int i = 0; i < 8; i++)
+    args[i] = (handoff_arg){i, l, 0};
+  dlock_stats st0 = {.version = DLOCK_STATS_VERSION}, st1 = st0;
+  dlock_client_stats(c, &st0);
+  long long cmd0 = server_commands(raw);
+  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  long long cmds = server_commands(raw) - cmd0 - 1; /* less the INFO */
+  dlock_client_stats(c, &st1);
+  long grants = 0;
+  for (int i = 0; i < 8; i++)
+    grants += atomic_load(&sh->counts[i]);
+  long ns = nsamples();
+  emit(w, "acquisitions/s", (double)grants / secs, "1/s", 0);
+  emit(w, "hand-off p50", pct(sh->samples, ns, 50), "us", b->raw_rtt);
+  emit(w, "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
+  emit(w, "server commands per grant", grants ? (double)cmds / grants : 0,
+       "count", 2); /* the bound: one acquire and one release */
+  emit(w, "client requests per grant",
+       grants ? (double)(st1.commands - st0.commands) / grants : 0, "count", 2);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  redisFree(raw);
+}
+
+/* S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters. */
+void s1(bench_bounds *b) {
+  s1_run(b, 1, "S1 spin");
+  s1_run(b, 0, "S1 pub/sub");
+}
+
 /* W3p forks its workers, so it runs before this process starts any thread
  * (forking a threaded process is fragile, and ThreadSanitizer refuses it);
  * its figures are kept and printed in order, once the raw bound is known. */

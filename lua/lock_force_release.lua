@@ -1,6 +1,7 @@
 -- Reentrant lock: release whoever holds it.
 -- KEYS[1]  the lock hash N
--- ARGV[1]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[1]  publish command (PUBLISH or SPUBLISH); empty: publish nothing
+--          (the spin lock)
 -- ARGV[2]  unlock channel redisson_lock__channel:{N}
 -- ARGV[3]  unlock message ("0")
 -- reply    1 when a lock was deleted (waiters told), 0 when it was free
@@ -10,7 +11,9 @@ if redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
 end
 if redis.call('exists', KEYS[1]) == 1 then
-  redis.call(ARGV[1], ARGV[2], ARGV[3]) -- first: an ACL refusal changes nothing
+  if ARGV[1] ~= '' then -- first: an ACL refusal changes nothing
+    redis.call(ARGV[1], ARGV[2], ARGV[3])
+  end
   redis.call('del', KEYS[1])
   return 1
 end

@@ -5,7 +5,8 @@
 -- ARGV[1]  lease in ms, re-armed when holds remain
 -- ARGV[2]  owner "U:T"
 -- ARGV[3]  latch lifetime in ms (covers the caller's whole retry window)
--- ARGV[4]  publish command (PUBLISH, or SPUBLISH for sharded pub/sub)
+-- ARGV[4]  publish command (PUBLISH, or SPUBLISH for sharded pub/sub); empty:
+--          publish nothing (the spin lock has no waiters to tell)
 -- ARGV[5]  unlock channel redisson_lock__channel:{N}
 -- ARGV[6]  unlock message ("0")
 -- reply    nil: owner has no hold (never held, or the lease ran out);
@@ -31,7 +32,9 @@ if holds > 1 then
   return 0
 end
 -- publish first: when an ACL refuses the channel, nothing has changed yet
-redis.call(ARGV[4], ARGV[5], ARGV[6])
+if ARGV[4] ~= '' then
+  redis.call(ARGV[4], ARGV[5], ARGV[6])
+end
 redis.call('del', KEYS[1])
 redis.call('set', KEYS[2], '1', 'px', ARGV[3])
 return 1

@@ -851,8 +851,8 @@ static void test_check_acl(void) {
   acl_everywhere(&srv, line);
   char *check[] = {"check", NULL};
   CU_ASSERT_EQUAL(as_user(&srv, "dlock", check, out, sizeof out), 0);
-  CU_ASSERT(strstr(out, "dlock check: all 10 passed") != NULL);
-  if (!strstr(out, "all 10 passed"))
+  CU_ASSERT(strstr(out, "dlock check: all 11 passed") != NULL);
+  if (!strstr(out, "all 11 passed"))
     fprintf(stderr, "\n%s", out);
   CU_ASSERT(strstr(out, "pw@") == NULL);
   /* every subcommand, with that user */
@@ -952,6 +952,38 @@ static void test_check_acl(void) {
   as_user(&srv, "nosub", check, out, sizeof out);
   CU_ASSERT(strstr(out, "ok    lock: acquire") != NULL);
   CU_ASSERT(strstr(out, "FAIL  lock, contended") != NULL);
+  /* the spin lock needs no pub/sub: it passes, and check says so */
+  CU_ASSERT(strstr(out, "ok    spin lock") != NULL);
+  CU_ASSERT(strstr(out, "only the spin lock works") != NULL);
+}
+
+/* `dlock check` for a user refused every pub/sub command: the spin lock's
+ * line passes and the tool names it as the way; `dlock run --spin` works
+ * for that user, waits included. */
+static void test_check_acl_spin(void) {
+  char line[2048], out[16384];
+  security_md_line(line, sizeof line);
+  char acl[2200];
+  snprintf(acl, sizeof acl, "ACL SETUSER nopubsub %s -@pubsub", line + 18);
+  acl_everywhere(&srv, acl);
+  char *check[] = {"check", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "nopubsub", check, out, sizeof out), 77);
+  CU_ASSERT(strstr(out, "ok    spin lock") != NULL);
+  CU_ASSERT(strstr(out, "only the spin lock works") != NULL);
+  if (!strstr(out, "ok    spin lock"))
+    fprintf(stderr, "\n%s", out);
+  const char *name = th_name("spin-cli");
+  char *run[] = {"run", "--spin", (char *)name, "--", "true", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "nopubsub", run, out, sizeof out), 0);
+  dlock_client *c = th_client(&srv, NULL);
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_spin_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 800), DLOCK_OK); /* held 0.8 s */
+  char *waiting[] = {"run", "--spin", "--wait", "5s", (char *)name, "--",
+                     "true", NULL};
+  CU_ASSERT_EQUAL(as_user(&srv, "nopubsub", waiting, out, sizeof out), 0);
+  dlock_lock_free(l);
+  dlock_client_close(c);
 }
 
 /* WAIT for the replica guard (Sentinel: the client knows the master's
@@ -1519,6 +1551,7 @@ static void add_tests(void) {
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);
   CU_add_test(s, "check_acl_wait", test_check_acl_wait);
+  CU_add_test(s, "check_acl_spin", test_check_acl_spin);
   CU_add_test(s, "credentials", test_credentials);
   CU_add_test(s, "options_before_name", test_options_before_name);
   CU_add_test(s, "run_argv_exact", test_run_argv_exact);

@@ -681,6 +681,24 @@ static void test_t29_non_reentrant_kills(void) {
   EXPECT(&r, "keys_left", ==, 0);
 }
 
+/* 30. the spin lock: its waiters pause and try again instead of listening,
+ * so a server restart (no persistence: the holds are lost, and told)
+ * costs them a failed try at most; holders killed beside it; then async
+ * acquires pausing on their engine's timer */
+static void test_t30_spin_restarts(void) {
+  run r;
+  torture(&r, "--kind spin --procs 4 --threads 4 --duration 6000 "
+              "--watchdog 1000 --nemesis kill,restart --every 1500");
+  clean(&r);
+  EXPECT(&r, "f_restart", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  torture(&r, "--kind spin --procs 2 --async 8 --duration 4000 "
+              "--watchdog 1000 --nemesis restart --every 1500");
+  clean(&r);
+  EXPECT(&r, "f_restart", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
 /* 22. the non-blocking API: each worker is one thread driving many owners
  * (dlock-torture --async N, completions through the client's queue), with
  * workers killed and connections cut; then a fair lock's async waiters in
@@ -1291,6 +1309,7 @@ static void add(void) {
   CU_add_test(s, "t12_rwlock", test_t12_rwlock);
   CU_add_test(s, "t13_fair", test_t13_fair);
   CU_add_test(s, "t29_non_reentrant_kills", test_t29_non_reentrant_kills);
+  CU_add_test(s, "t30_spin_restarts", test_t30_spin_restarts);
   CU_add_test(s, "t19_java_beside_dlock", test_t19_java_beside_dlock);
   CU_add_test(s, "t20_cluster_migrate_failover",
               test_t20_cluster_migrate_failover);

@@ -195,6 +195,28 @@ static int replicas_of(th_server *m, th_server *out[2]) {
   return n;
 }
 
+/* The spin lock through the sentinels' master: a waiter of another client
+ * pauses (no pub/sub) and gets it after the release. */
+static void test_spin_lock(void) {
+  dlock_client *c = th_client(&srv, NULL), *c2 = th_client(&srv, NULL);
+  const char *name = th_name("spin");
+  dlock_lock *l = NULL, *l2 = NULL;
+  TH_ASSERT_RC(dlock_spin_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_spin_lock_new(c2, name, NULL, &l2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  th_acquirer w = {.lock = l2, .wait_ms = 10000, .lease_ms = 30000};
+  th_acquirer_start(&w);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 1000), DLOCK_EBUSY);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  TH_ASSERT_RC(w.release_rc, DLOCK_OK);
+  dlock_lock_free(l2);
+  dlock_lock_free(l);
+  dlock_client_close(c2);
+  dlock_client_close(c);
+}
+
 /* The replica guard (replica_sync_ms) on a sentinel's master: the count
  * of replicas comes from the master's ROLE; each write of an acquire or a
  * release is followed by a WAIT (direct path and engine alike). With both
@@ -563,6 +585,7 @@ static void add(void) {
   CU_add_test(s, "sentinel_credentials", test_sentinel_credentials);
   CU_add_test(s, "direct_path", test_direct_path);
   CU_add_test(s, "inspecting_commands", test_inspecting_commands);
+  CU_add_test(s, "spin_lock", test_spin_lock);
   CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "replica_guard_renewals", test_replica_guard_renewals);
   CU_add_test(s, "replica_guard_first_sync", test_replica_guard_first_sync);

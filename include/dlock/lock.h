@@ -43,7 +43,7 @@ typedef struct dlock_lock dlock_lock;
 #define DLOCK_CAP_MULTI_NODE 0x10u /* spans several Redis servers */
 
 typedef struct dlock_lock_opts {
-  unsigned version;     /* DLOCK_LOCK_OPTS_VERSION (1 and 2 are accepted) */
+  unsigned version;     /* DLOCK_LOCK_OPTS_VERSION (1 to 3 are accepted) */
   size_t name_len;      /* 0 = strlen(name); set it for names with NUL bytes */
   int64_t wait_slot_ms; /* fair lock: a queued dlock waiter that has not
                            re-tried for this long is dead and loses its place;
@@ -53,9 +53,20 @@ typedef struct dlock_lock_opts {
                              the queue's deadlines; every client of one fair
                              lock, C or Java, must use the same value.
                              0 = 300000, Redisson's default */
+  /* version 3: the spin lock's pause between tries (it uses no pub/sub).
+   * Exponential by default, Redisson's ExponentialBackOff: spin_initial_ms
+   * (0 = 1), then each pause spin_multiplier (0 = 2) times the last plus a
+   * random jitter that grows with the failed tries, at most spin_max_ms
+   * (0 = 128). spin_delay_ms > 0: a constant pause instead (Redisson's
+   * ConstantBackOff, 64 there), plus up to an eighth of it as jitter. Every
+   * pause ends at the holder's lease end and the wait's budget. */
+  int64_t spin_initial_ms;
+  int64_t spin_max_ms;
+  int64_t spin_delay_ms;
+  int spin_multiplier;
 } dlock_lock_opts;
 
-#define DLOCK_LOCK_OPTS_VERSION 2u
+#define DLOCK_LOCK_OPTS_VERSION 3u
 #define DLOCK_LOCK_OPTS_INIT { .version = DLOCK_LOCK_OPTS_VERSION }
 
 /* What a successful acquire grants (dlock_acquire_grant). */
@@ -101,6 +112,18 @@ DLOCK_API int dlock_non_reentrant_lock_new(dlock_client *client,
                                            const char *name,
                                            const dlock_lock_opts *opts,
                                            dlock_lock **out);
+
+/* Make a spin lock handle (Redisson RSpinLock): the reentrant lock's hash,
+ * lease, watchdog, release and state, and no pub/sub at all: a waiter
+ * pauses between tries by a back-off (opts: spin_*), and a release
+ * publishes nothing. For servers or proxies without pub/sub, ACL users
+ * without +subscribe, and very many locks whose channels would load a
+ * cluster; a hand-off takes up to a pause longer than the pub/sub lock's.
+ * Arguments and errors as for dlock_reentrant_lock_new(); DLOCK_EINVAL for
+ * a negative spin option. See docs/spin.md. */
+DLOCK_API int dlock_spin_lock_new(dlock_client *client, const char *name,
+                                  const dlock_lock_opts *opts,
+                                  dlock_lock **out);
 
 /* Make a fair lock handle (Redisson RFairLock layout and arithmetic, shared
  * with Java clients): waiters get the lock in the order they queued, and

@@ -31,6 +31,11 @@ static void timer_fired(dlock__aop *op) {
 int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
   dlock_client *c = op->c;
   int64_t now = dlock__now_ms();
+  if (op->wt.k->wait_channel == NULL) { /* a pause: the timer alone */
+    op->stage = DLOCK__AOP_WAITING;
+    return dlock__aop_timer(op, until_ms > now ? until_ms - now : 0,
+                            timer_fired);
+  }
   if (op->w == NULL) {
     dlock__waiter *w = calloc(1, sizeof *w);
     dlock__buf channel = {0};
@@ -116,7 +121,7 @@ static void ask(dlock__aop *op);
 static void run(dlock__aop *op, dlock__step step);
 
 static void try_ready(dlock__aop *op) {
-  int woke = dlock__aop_woken(op);
+  int woke = op->w ? dlock__aop_woken(op) : 0; /* a pause: its timer */
   if (woke < 0) {
     run(op, dlock__recipe_woken(&op->recipe, woke, 0));
     return;
@@ -288,7 +293,8 @@ void dlock__await_start(dlock__aop *op) {
   op->recipe = (dlock__recipe){.what = w->what,
                                .noun = w->noun ? w->noun : w->k->noun,
                                .name = op->h->name, .fifo = w->k->fifo,
-                               .askable = w->k->ask && !w->no_ask};
+                               .askable = w->k->ask && !w->no_ask,
+                               .pause_only = w->k->wait_channel == NULL};
   run(op, dlock__recipe_start(&op->recipe, w->wait_ms, op->deadline_ms,
                               w->k->fifo ? dlock__fifo_waiters(op->c) : 0));
 }

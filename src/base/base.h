@@ -102,6 +102,10 @@ int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
 /* Validate a user-supplied name (NULL, empty, too long). */
 int dlock__check_name(const char *name, size_t len);
 
+/* A random number in [lo, hi] (lo when hi <= lo), from a per-thread
+ * generator: for jitter (RedLock's retry delay, the spin lock's back-off),
+ * never for ids or secrets. */
+int64_t dlock__random_between(int64_t lo, int64_t hi);
 /* n random bytes as 2n lower-case hex characters plus NUL (OpenSSL RAND). */
 int dlock__random_hex(char *out, size_t nbytes);
 

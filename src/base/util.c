@@ -156,6 +156,17 @@ int dlock__check_name(const char *name, size_t len) {
   return DLOCK_OK;
 }
 
+int64_t dlock__random_between(int64_t lo, int64_t hi) {
+  static _Thread_local uint64_t seed; /* xorshift: jitter, not secrets */
+  if (seed == 0)
+    seed = ((uint64_t)dlock__now_us() ^ (uint64_t)(uintptr_t)&seed) *
+           0x9e3779b97f4a7c15ull | 1; /* the address: one per thread */
+  seed ^= seed << 13;
+  seed ^= seed >> 7;
+  seed ^= seed << 17;
+  return hi > lo ? lo + (int64_t)(seed % (uint64_t)(hi - lo + 1)) : lo;
+}
+
 int dlock__random_hex(char *out, size_t nbytes) {
   unsigned char raw[64];
   if (nbytes > sizeof raw || RAND_bytes(raw, (int)nbytes) != 1)

@@ -193,7 +193,8 @@ typedef struct dlock__wait_kind {
   int (*try_reply)(dlock__wait *w, const redisReply *r, int64_t *hint);
   /* The channel to wait on, appended to *ch, and its wake rule; made when
    * the wait begins (an uncontended call never waits). DLOCK_OK or
-   * DLOCK_ENOMEM. */
+   * DLOCK_ENOMEM. NULL: a kind without pub/sub (the spin lock), whose
+   * waits are pauses: each try's hint says how long. */
   int (*wait_channel)(dlock__wait *w, dlock__buf *ch, dlock__wake_fn **wake);
   /* Record a grant that stands (a hold for the watchdog; w->validity_ms):
    * DLOCK_OK, or an error, and the driver gives the grant back. NULL:
@@ -247,6 +248,9 @@ struct dlock__wait {
   void *res;            /* the async driver's dlock_result, NULL for a
                            blocking wait: what a grant fills in beyond
                            token, validity and count */
+  /* the kind's own pacing between tries (the spin lock's back-off) */
+  int64_t backoff_ms;
+  int backoff_fails;
   /* the driver's */
   int subscribed;       /* the wait has its subscription (a queueing
                            kind's try may join the queue now) */
@@ -321,6 +325,8 @@ typedef struct dlock__recipe {
   const char *name;
   int fifo;               /* a FIFO waiter (semaphores): tries on its turn */
   int askable;            /* a lost try can be asked about */
+  int pause_only;         /* no channel: every wait is a pause (no
+                             SUBSCRIBE step) */
   /* the recipe's answer to the driver */
   int64_t until;          /* SUBSCRIBE, WAIT: the next try's time (ms) */
   int rc;                 /* FAILED */

@@ -58,7 +58,7 @@ static dlock__step failed(dlock__recipe *r, int rc) {
 /* Wait (the first wait subscribes) until the next try's time. */
 static dlock__step wait_until(dlock__recipe *r, int64_t until) {
   r->until = until;
-  if (r->subscribed)
+  if (r->subscribed || r->pause_only)
     return DLOCK__STEP_WAIT;
   r->subscribed = 1;
   return DLOCK__STEP_SUBSCRIBE;

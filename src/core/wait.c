@@ -226,7 +226,7 @@ static int join(dlock__wait *w, waiting *j, int64_t deadline) {
    * and a new call of the client joins its line instead of overtaking it
    * (dlock__recipe_start), so the client's calls, its releases and its
    * waiters' turns among them, keep the direct path and its riders. */
-  j->contended = !w->k->event && !w->k->fifo;
+  j->contended = w->k->wait_channel && !w->k->event && !w->k->fifo;
   if (j->contended)
     atomic_fetch_add(&c->direct.waiting, 1);
   dlock__stats_wait_mark(); /* the acquire waits (client statistics) */
@@ -235,6 +235,8 @@ static int join(dlock__wait *w, waiting *j, int64_t deadline) {
   j->w.demand = w->demand > 0 ? w->demand : 1;
   reg_add(&j->reg, w->h, w->owner, &j->w);
   j->joined = 1;
+  if (w->k->wait_channel == NULL)
+    return DLOCK_OK; /* a kind without pub/sub pauses: nothing to join */
   int rc = subscribe(w, &j->w, deadline);
   w->subscribed = rc == DLOCK_OK;
   return rc;
@@ -270,7 +272,8 @@ int dlock__wait_run(dlock__wait *w) {
   dlock_client *c = w->h->client;
   dlock__recipe r = {.what = w->what, .noun = w->noun ? w->noun : k->noun,
                      .name = w->h->name, .fifo = k->fifo,
-                     .askable = k->ask != NULL && !w->no_ask};
+                     .askable = k->ask != NULL && !w->no_ask,
+                     .pause_only = k->wait_channel == NULL};
   int64_t deadline = w->wait_ms < 0 ? -1 : dlock__now_ms() + w->wait_ms;
   dlock__step step = dlock__recipe_start(&r, w->wait_ms, deadline,
                                          k->fifo ? dlock__fifo_waiters(c) : 0);
@@ -306,6 +309,11 @@ int dlock__wait_run(dlock__wait *w) {
       step = dlock__recipe_woken(&r, 0, !k->fifo || dlock__waiter_my_turn(&j.w));
       break;
     case DLOCK__STEP_WAIT:
+      if (!j.joined && (rc = join(w, &j, deadline)) != DLOCK_OK) {
+        r.rc = rc; /* a pause's first wait joins (interrupts) */
+        step = DLOCK__STEP_FAILED;
+        break;
+      }
       set_armed(&j.w, early && j.w.early->cmd.len > 0);
       rc = dlock__waiter_wait(&j.w, r.until);
       set_armed(&j.w, 0); /* the engine may have sent the try meanwhile */

@@ -287,16 +287,6 @@ static void acq_drop(redlock *rl, acq *a) {
 
 /* ---- the lock methods ------------------------------------------------------- */
 
-static int64_t random_between(int64_t lo, int64_t hi) {
-  static _Thread_local uint64_t seed;
-  if (seed == 0)
-    seed = (uint64_t)dlock__now_us() ^ (dlock_thread_id() * 0x9e3779b97f4a7c15ull);
-  seed ^= seed << 13;
-  seed ^= seed >> 7;
-  seed ^= seed << 17;
-  return hi > lo ? lo + (int64_t)(seed % (uint64_t)(hi - lo + 1)) : lo;
-}
-
 /* What one try round got from the members. */
 typedef struct tally {
   int granted[DLOCK__MAX_MEMBERS], busy[DLOCK__MAX_MEMBERS];
@@ -468,7 +458,7 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       return dlock__fail(DLOCK_EQUORUM, "redlock: no quorum within %" PRId64
                          " ms; last round %zu of %zu granted, %zu needed%s",
                          wait_ms, t.ngranted, rl->n, rl->quorum, t.why);
-    int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
+    int64_t delay = dlock__random_between(rl->retry_min_ms, rl->retry_max_ms);
     if (deadline >= 0 && now + delay > deadline)
       delay = deadline - now;
     rc = dlock__wait_pause(l, owner, delay, "redlock");
@@ -691,7 +681,7 @@ static void r_decide(dlock__aop *op) {
                       PRId64 " ms; last round %zu of %zu granted, %zu needed%s",
                       op->wait_ms, t.ngranted, rl->n, rl->quorum, t.why));
   } else {
-    int64_t delay = random_between(rl->retry_min_ms, rl->retry_max_ms);
+    int64_t delay = dlock__random_between(rl->retry_min_ms, rl->retry_max_ms);
     if (op->deadline_ms >= 0 && now + delay > op->deadline_ms)
       delay = op->deadline_ms - now;
     if (dlock__aop_timer(op, delay, r_round) != DLOCK_OK) /* the next round */

@@ -311,6 +311,44 @@ int rp_lock_unlock(rp_client *p, const char *name, long tid) {
   return rc;
 }
 
+/* RSpinLock's unlock, written from its behaviour: RLock's counting, no
+ * unlock latch, and nothing published. */
+static const char spin_unlock[] =
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then return nil end "
+    "local left = redis.call('hincrby', KEYS[1], ARGV[2], -1) "
+    "if left > 0 then "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]) "
+    "  return 0 "
+    "end "
+    "redis.call('del', KEYS[1]) "
+    "return 1";
+
+int rp_spin_unlock(rp_client *p, const char *name, long tid) {
+  char owner[64];
+  rp_owner(p, tid, owner);
+  const char *kv[] = {name, "30000", owner};
+  return unlock_answer(eval(p, spin_unlock, 1, 2, kv));
+}
+
+int rp_spin_lock(rp_client *p, const char *name, long tid, int64_t lease_ms,
+                 int64_t budget_ms) {
+  int64_t end = mono_ms() + budget_ms, next = 1;
+  int fails = 0;
+  for (;;) { /* try, then pause by the default exponential back-off */
+    int rc = rp_lock_try(p, name, tid, lease_ms, NULL);
+    int64_t left = end - mono_ms();
+    if (rc != 0 || left <= 0)
+      return rc;
+    int64_t pause = next < left ? next : left;
+    if (next < 128) {
+      next = next * 2 + rand() % (++fails);
+      next = next < 128 ? next : 128;
+    }
+    struct timespec ts = {pause / 1000, (long)(pause % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 typedef struct lock_ctx {
   const char *name;
   long tid;

@@ -42,6 +42,13 @@ int rp_lock_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
                 int64_t *ttl);
 /* 1 released, 0 a hold remains, -2 not held (Redisson throws), -1 error. */
 int rp_lock_unlock(rp_client *p, const char *name, long tid);
+/* RSpinLock: RLock's try (rp_lock_try); its lock pauses by the default
+ * exponential back-off (1 ms doubling to 128 ms, plus a jitter) until
+ * acquired (1) or budget_ms is spent (0); its unlock publishes nothing
+ * (answers as rp_lock_unlock). */
+int rp_spin_lock(rp_client *p, const char *name, long tid, int64_t lease_ms,
+                 int64_t budget_ms);
+int rp_spin_unlock(rp_client *p, const char *name, long tid);
 /* RNonReentrantLock (Redisson 4.4+): RLock's keys; its holder's second try
  * is answered NON_REENTRANT_REACQUIRE (-3 here; Java throws
  * IllegalMonitorStateException). Unlocked as an RLock. */

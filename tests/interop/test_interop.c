@@ -505,6 +505,46 @@ static void test_fenced_tokens_shared(void) {
   freeReplyObject(th_cmd(&srv, "DEL redisson_lock_token:{%s}", name));
 }
 
+/* A Java RSpinLock on its own connection: lock (pausing by its back-off,
+ * 10 s at most), then unlock; the lock's answer. */
+static int java_spin_lock(void *name) {
+  rp_client p = peer();
+  int rc = rp_spin_lock(&p, name, 2, 30000, 10000);
+  if (rc == 1 && rp_spin_unlock(&p, name, 2) != 1)
+    rc = -1;
+  rp_close(&p);
+  return rc;
+}
+
+/* Redisson's RSpinLock and dlock's spin lock on one name, both ways: each
+ * waits for the other by pausing (nothing is published), and gets the
+ * lock within a pause of the release. */
+static void test_spin_both_ways(void) {
+  const char *name = th_name("spin");
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_spin_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_lock_try(&p, name, 1, 30000, NULL), 1); /* Java holds */
+  th_acquirer w = {.lock = l, .wait_ms = 10000, .lease_ms = 30000};
+  th_acquirer_start(&w);
+  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 1000), DLOCK_EBUSY);
+  int64_t t0 = th_now_ms();
+  CU_ASSERT_EQUAL(rp_spin_unlock(&p, name, 1), 1);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  /* within a pause (128 ms at most) and a try */
+  CU_ASSERT(w.got_ms - t0 <= 128 + th_scaled_us(&srv, 100000) / 1000);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* dlock holds */
+  th_elsewhere_call java;
+  th_elsewhere_start(&java, java_spin_lock, (void *)name);
+  CU_ASSERT_EQUAL(rp_lock_try(&p, name, 1, 30000, NULL), 0);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_elsewhere_join(&java), 1);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  rp_close(&p);
+  dlock_lock_free(l);
+}
+
 /* A Java RNonReentrantLock (4.4+) and dlock's non-reentrant lock on one
  * name: they exclude each other, each holder's second acquire is refused
  * (the error both scripts answer), and each one's release lets the other
@@ -834,6 +874,7 @@ static void add_tests(void) {
   CU_add_test(s, "rwlock_wakeups_both_ways", test_rwlock_wakeups_both_ways);
   CU_add_test(s, "fenced_tokens_shared", test_fenced_tokens_shared);
   CU_add_test(s, "non_reentrant_beside_java", test_non_reentrant_beside_java);
+  CU_add_test(s, "spin_both_ways", test_spin_both_ways);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
   CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
   CU_add_test(s, "permits_both_ways", test_permits_both_ways);

@@ -20,6 +20,7 @@
 typedef struct run {
   FILE *out;
   int failed, first_rc, passed;
+  int pubsub_refused; /* a refusal named a pub/sub command or a channel */
 } run;
 
 /* The permission a refusal's text names: the server says "... the 'CMD'
@@ -55,6 +56,9 @@ static void report(run *r, const char *what, int rc, const char *msg) {
     char perm[128];
     missing(msg, perm, sizeof perm);
     fprintf(r->out, "      missing permission: %s\n", perm);
+    r->pubsub_refused |= strstr(perm, "subscribe") != NULL ||
+                         strstr(perm, "publish") != NULL ||
+                         strstr(perm, "channel") != NULL;
   }
   if (r->failed++ == 0)
     r->first_rc = rc;
@@ -177,6 +181,25 @@ static int contend(dlock_client *c, dlock_lock *l, const char *name, int fair,
                 sizeof other);
   }
   return rc;
+}
+
+/* The spin lock: no pub/sub at all, so it passes where the others' waits
+ * and releases are refused; a waiter of another owner pauses and gets it. */
+static void check_spin(run *r, dlock_client *c, const char *name) {
+  dlock_lock *l = NULL;
+  char msg[512] = "";
+  int rc = dlock_spin_lock_new(c, name, NULL, &l);
+  if (rc != DLOCK_OK)
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  STEP(rc, msg, dlock_acquire(l, 0, 1000));
+  STEP(rc, msg, dlock_release(l));
+  if (rc == DLOCK_OK)
+    rc = contend(c, l, name, 0, msg, sizeof msg);
+  report(r, "spin lock: acquire, release, a waiter pauses and gets it "
+            "(no pub/sub)", rc, msg);
+  if (rc != DLOCK_OK && l)
+    dlock_force_release(l, NULL);
+  dlock_lock_free(l);
 }
 
 static void check_lock(run *r, dlock_client *c, const char *name, int fair) {
@@ -306,26 +329,32 @@ static int check_all(dlock_client *c, FILE *out, int replica_guard,
   char base[96], name[128];
   snprintf(base, sizeof base, "dlock-check:%ld:%ld", (long)getpid(),
            (long)time(NULL));
-  run r = {out, 0, DLOCK_OK, 0};
+  run r = {out, 0, DLOCK_OK, 0, 0};
   if (replica_guard)
     fprintf(out, "(the replica guard is on: every lock write below also "
                  "sends WAIT)\n");
   if (durable)
     fprintf(out, "(durable grants are on: every lock write below also sends "
                  "WAITAOF)\n");
-  const char *kinds[] = {"lock", "fair", "rw", "latch", "sem", "permits"};
+  const char *kinds[] = {"lock", "fair", "spin", "rw", "latch", "sem",
+                         "permits"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     snprintf(name, sizeof name, "%s:%s", base, kinds[k]);
     switch (k) {
     case 0: check_lock(&r, c, name, 0); break;
     case 1: check_lock(&r, c, name, 1); break;
-    case 2: check_rwlock(&r, c, name); break;
-    case 3: check_latch(&r, c, name); break;
-    case 4: check_semaphore(&r, c, name); break;
+    case 2: check_spin(&r, c, name); break;
+    case 3: check_rwlock(&r, c, name); break;
+    case 4: check_latch(&r, c, name); break;
+    case 5: check_semaphore(&r, c, name); break;
     default: check_permits(&r, c, name); break;
     }
   }
   check_list(&r, c, base);
+  if (r.pubsub_refused)
+    fprintf(out, "(without pub/sub only the spin lock works: `dlock run "
+                 "--spin`; the lock, fair lock, read-write lock, latch and "
+                 "semaphores wait and release through pub/sub)\n");
   if (r.failed)
     fprintf(out, "dlock check: %d of %d failed (the permissions dlock needs: "
                  "docs/security.md)\n", r.failed, r.failed + r.passed);

@@ -25,7 +25,7 @@ static void usage_main(FILE *f) {
   fprintf(f,
           "usage: dlock COMMAND ... [--redis URL]... [--password-file FILE]\n"
           "\n"
-          "  run [--fair|--fenced|--read|--write|--semaphore --permits P]\n"
+          "  run [--fair|--fenced|--spin|--read|--write|--semaphore --permits P]\n"
           "      [--wait D]\n"
           "      [--lease D] [--watchdog D] [--replica-sync D]\n"
           "      [--durable D [--durable-replicas N]]\n"

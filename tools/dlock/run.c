@@ -133,6 +133,8 @@ static void run_help(void) {
          "byte (an optional `--` right after NAME is dropped).\n"
          "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
          "  --fair            a fair lock (FIFO among waiters)\n"
+         "  --spin            a spin lock: no pub/sub (waiters pause and try\n"
+         "                    again), for servers and users without it\n"
          "  --fenced          a fenced lock: COMMAND gets its token and name in\n"
          "                    DLOCK_FENCE_TOKEN and DLOCK_LOCK_NAME, for\n"
          "                    `dlock write` or its own check (docs/fencing.md)\n"
@@ -174,7 +176,7 @@ static void run_help(void) {
 }
 
 typedef struct run_opts {
-  int fair, read, write, sem, fenced;
+  int fair, read, write, sem, fenced, spin;
   int64_t permits, wait_ms, lease_ms, watchdog_ms;
   const char *name;
   char **command;
@@ -235,6 +237,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       ro->fair = 1;
     } else if (!strcmp(o, "--fenced")) {
       ro->fenced = 1;
+    } else if (!strcmp(o, "--spin")) {
+      ro->spin = 1;
     } else if (!strcmp(o, "--read")) {
       ro->read = 1;
     } else if (!strcmp(o, "--write")) {
@@ -256,9 +260,9 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   int ack = ack_opts_check();
   if (ack)
     return ack;
-  if (ro->fair + ro->read + ro->write + ro->sem + ro->fenced > 1)
-    return usage_error("run: --fair, --fenced, --read, --write and --semaphore "
-                       "exclude each other");
+  if (ro->fair + ro->read + ro->write + ro->sem + ro->fenced + ro->spin > 1)
+    return usage_error("run: --fair, --fenced, --spin, --read, --write and "
+                       "--semaphore exclude each other");
   if (ro->sem != (ro->permits > 0))
     return usage_error("run: --semaphore and --permits go together");
   if (i >= argc)
@@ -273,7 +277,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   if (i >= argc)
     return usage_error("run: missing the command (NAME -- COMMAND...)");
   ro->command = argv + i;
-  if (cli.nurls > 1 && (ro->fair || ro->read || ro->write || ro->sem || ro->fenced))
+  if (cli.nurls > 1 &&
+      (ro->fair || ro->read || ro->write || ro->sem || ro->fenced || ro->spin))
     return usage_error("run: several --redis (RedLock) work with plain locks only");
   return 0;
 }
@@ -295,6 +300,8 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
     return dlock_fair_lock_new(clients[0], name, NULL, lock);
   if (ro->fenced)
     return dlock_fenced_lock_new(clients[0], name, NULL, lock);
+  if (ro->spin)
+    return dlock_spin_lock_new(clients[0], name, NULL, lock);
   if (ro->read)
     return dlock_read_lock_new(clients[0], name, NULL, lock);
   if (ro->write)
