@@ -1,6 +1,7 @@
 /* What the locks kept in a hash of owner -> hold count share (the
- * reentrant, fenced and fair locks; docs/wire.md): the state query, the
- * hold record and its renewal, and what a release's reply means. */
+ * reentrant, fenced, non-reentrant, spin and fair locks; docs/wire.md): the
+ * state query, the hold record and its renewal, what a release's reply
+ * means, and the lock's release and force release requests. */
 #include <string.h>
 
 #include "base/scripts.h"
@@ -108,4 +109,33 @@ void dlock__hashlock_forget(dlock_lock *l, uint64_t owner) {
   char buf[64];
   dlock__hold_id id = hold_id(l, owner, buf);
   dlock__hold_released(l->h.client, &id, 1);
+}
+
+int dlock__hashlock_release_req(dlock_lock *l, uint64_t owner_id,
+                                const char *rid, const dlock__buf *channel,
+                                const dlock__buf *unlock_prefix,
+                                dlock__req *req) {
+  dlock_client *c = l->h.client;
+  char owner[64], lease[24], px[24];
+  dlock__hold_id id = hold_id(l, owner_id, owner);
+  const char *pub = channel ? dlock__publish_cmd(c) : "";
+  const char *keys[] = {l->h.name, NULL};
+  size_t klens[] = {l->h.name_len, 0};
+  const char *args[] = {lease, owner, px, pub, channel ? channel->p : "", "0"};
+  size_t alens[] = {dlock__fmt_i64(lease, dlock__hold_releasing(c, &id)),
+                    id.field_len,
+                    dlock__fmt_i64(px, dlock__unlock_latch_ms(c)),
+                    strlen(pub), channel ? channel->len : 0, 1};
+  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, unlock_prefix,
+                            rid, 2, keys, klens, 6, args, alens);
+}
+
+int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel) {
+  const char *pub = channel ? dlock__publish_cmd(l->h.client) : "";
+  const char *keys[] = {l->h.name};
+  size_t klens[] = {l->h.name_len};
+  const char *args[] = {pub, channel ? channel->p : "", "0"};
+  size_t alens[] = {strlen(pub), channel ? channel->len : 0, 1};
+  return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
+                                   klens, 3, args, alens);
 }

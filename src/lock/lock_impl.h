@@ -224,6 +224,17 @@ int dlock__hashlock_release_answer(const redisReply *r);
  * to wait (lua/lock_acquire.lua, fair_acquire.lua), and release as above. */
 int dlock__hashlock_read_reply(const redisReply *r, int release, int64_t *hint,
                                int64_t *token);
+/* One release of owner's hold of N (lua/lock_release.lua, request id rid,
+ * the unlock latch unlock_prefix + rid), announced on channel (NULL: a kind
+ * without pub/sub; nothing is published). */
+int dlock__hashlock_release_req(dlock_lock *l, uint64_t owner_id,
+                                const char *rid, const dlock__buf *channel,
+                                const dlock__buf *unlock_prefix,
+                                dlock__req *req);
+/* Delete N whoever holds it (lua/lock_force_release.lua), announced on
+ * channel (NULL: nothing published): 1 deleted, 0 it was free, or an
+ * error. */
+int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel);
 /* How many times this client holds N for owner (0 none, -1 lost). */
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);

@@ -58,20 +58,8 @@ static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
 static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
                        dlock__req *req) {
   reentrant *rl = (reentrant *)l;
-  dlock_client *c = l->h.client;
-  char owner[64], lease[24], px[24];
-  size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen, NULL, 0};
-  const char *pub = dlock__publish_cmd(c);
-  const char *keys[] = {l->h.name, NULL};
-  size_t klens[] = {l->h.name_len, 0};
-  const char *args[] = {lease, owner, px, pub, rl->channel.p, "0"};
-  size_t alens[] = {
-      dlock__fmt_i64(lease, dlock__hold_releasing(c, &id)), olen,
-      dlock__fmt_i64(px, dlock__unlock_latch_ms(c)),
-      strlen(pub), rl->channel.len, 1};
-  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &rl->unlock_prefix,
-                            rid, 2, keys, klens, 6, args, alens);
+  return dlock__hashlock_release_req(l, owner_id, rid, &rl->channel,
+                                     &rl->unlock_prefix, req);
 }
 
 static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
@@ -82,13 +70,7 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
 }
 
 static int force_release(dlock_lock *l) {
-  reentrant *rl = (reentrant *)l;
-  const char *keys[] = {l->h.name};
-  size_t klens[] = {l->h.name_len};
-  const char *args[] = {dlock__publish_cmd(l->h.client), rl->channel.p, "0"};
-  size_t alens[] = {strlen(dlock__publish_cmd(l->h.client)), rl->channel.len, 1};
-  return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
-                                   klens, 3, args, alens);
+  return dlock__hashlock_force_release(l, &((reentrant *)l)->channel);
 }
 
 static void destroy(dlock_lock *l) {

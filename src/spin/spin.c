@@ -40,30 +40,15 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
                            args, alens);
 }
 
-/* lock_release.lua, announcing nothing (empty publish command). */
+/* lock_release.lua and lock_force_release.lua, announcing nothing. */
 static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
                        dlock__req *req) {
-  spin *s = (spin *)l;
-  dlock_client *c = l->h.client;
-  char owner[64], lease[24], px[24];
-  size_t olen = dlock__owner(c, owner_id, owner);
-  dlock__hold_id id = {l->h.name, l->h.name_len, owner, olen, NULL, 0};
-  const char *keys[] = {l->h.name, NULL};
-  size_t klens[] = {l->h.name_len, 0};
-  const char *args[] = {lease, owner, px, "", "", "0"};
-  size_t alens[] = {dlock__fmt_i64(lease, dlock__hold_releasing(c, &id)), olen,
-                    dlock__fmt_i64(px, dlock__unlock_latch_ms(c)), 0, 0, 1};
-  return dlock__release_req(req, DLOCK__SCRIPT_LOCK_RELEASE, &s->unlock_prefix,
-                            rid, 2, keys, klens, 6, args, alens);
+  return dlock__hashlock_release_req(l, owner_id, rid, NULL,
+                                     &((spin *)l)->unlock_prefix, req);
 }
 
 static int force_release(dlock_lock *l) {
-  const char *keys[] = {l->h.name};
-  size_t klens[] = {l->h.name_len};
-  const char *args[] = {"", "", "0"};
-  size_t alens[] = {0, 0, 1};
-  return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
-                                   klens, 3, args, alens);
+  return dlock__hashlock_force_release(l, NULL);
 }
 
 /* ---- the wait: pauses by the back-off ---------------------------------------- */
