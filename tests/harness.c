@@ -704,6 +704,16 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms) {
   return c;
 }
 
+dlock_client *th_watchdog_client(th_server *s, th_lost_log *log,
+                                 int64_t watchdog_ms) {
+  th_lost_init(log);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.watchdog_timeout_ms = watchdog_ms;
+  o.on_lost = th_on_lost;
+  o.on_lost_data = log;
+  return th_client(s, &o);
+}
+
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log) {
   th_lost_init(log);
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;

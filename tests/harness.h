@@ -247,6 +247,10 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
 /* A client on s whose holds are renewed (600 ms watchdog) for 1 s at most
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
+/* A client on s whose watchdog lease is watchdog_ms, its losses logged in
+ * log (initialised here). */
+dlock_client *th_watchdog_client(th_server *s, th_lost_log *log,
+                                 int64_t watchdog_ms);
 
 /* The one way a test runs an acquire on a thread of its own:
  * dlock_acquire(lock, wait_ms, lease_ms), its rc, and got_ms (th_now_ms)

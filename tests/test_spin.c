@@ -145,12 +145,7 @@ static void test_lease_and_watchdog(void) {
   dlock_lock_free(l);
 
   th_lost_log log;
-  th_lost_init(&log);
-  dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
-  co.watchdog_timeout_ms = 600;
-  co.on_lost = th_on_lost;
-  co.on_lost_data = &log;
-  dlock_client *c = th_client(&srv, &co);
+  dlock_client *c = th_watchdog_client(&srv, &log, 600);
   l = new_spin(c, th_name("spin-watchdog"), NULL);
   TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
   CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 1500), 0); /* renewed past 600 ms */

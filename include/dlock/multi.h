@@ -30,6 +30,28 @@ extern "C" {
 DLOCK_API int dlock_multi_new(dlock_lock *const *locks, size_t n,
                               dlock_lock **out);
 
+/* A grouped multi-lock (Redisson RedissonFasterMultiLock,
+ * getMultiLock(group, values)): the n values of one group, all or none,
+ * taken in one script on one hash (the group's name), however many they
+ * are: "lock these 1,000 rows of one table". Each value is its bytes
+ * (lens[i], or strlen when lens is NULL); a Java client shares a value
+ * when its codec encodes it to the same bytes (StringCodec: UTF-8).
+ * Repeated values count once. Reentrant per owner; lease, watchdog,
+ * waiting, release, force release (of these values) and state as for the
+ * other locks; a release wakes every waiter of the group.
+ * client  the client, referenced until dlock_lock_free().
+ * group   the group's name (the hash's key), NUL-terminated unless
+ *         opts->name_len is set.
+ * values  1 .. 100,000 values, none NULL.
+ * out     OUT: the lock (kind "group"), NULL on failure.
+ * Errors: DLOCK_EINVAL (NULL, empty or over-long name, no values, a NULL
+ * value), DLOCK_ENOMEM, DLOCK_ECLOSED. See docs/group.md. */
+DLOCK_API int dlock_group_lock_new(dlock_client *client, const char *group,
+                                   const char *const *values,
+                                   const size_t *lens, size_t n,
+                                   const dlock_lock_opts *opts,
+                                   dlock_lock **out);
+
 /* Called once when a RedLock held under the watchdog can no longer be
  * renewed on a majority of its members (so it may be held by someone else).
  * Runs on the engine thread of the member whose loss tipped the balance;

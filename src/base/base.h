@@ -102,6 +102,12 @@ int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
 /* Validate a user-supplied name (NULL, empty, too long). */
 int dlock__check_name(const char *name, size_t len);
 
+/* HighwayHash of len bytes under key (base/highway.c): 64 bits, or 128
+ * bits as two lanes (out[0], out[1]), as the authors' reference computes
+ * them. */
+uint64_t dlock__highway64(const uint64_t key[4], const void *data, size_t len);
+void dlock__highway128(const uint64_t key[4], const void *data, size_t len,
+                       uint64_t out[2]);
 /* A random number in [lo, hi] (lo when hi <= lo), from a per-thread
  * generator: for jitter (RedLock's retry delay, the spin lock's back-off),
  * never for ids or secrets. */

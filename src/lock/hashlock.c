@@ -25,19 +25,23 @@ int dlock__lock_state_query(dlock_lock *l, int script,
                               alens, &r);
   if (rc != DLOCK_OK)
     return rc;
-  int want = mode ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER;
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-      r->element[0]->type == want) {
-    st->locked = mode ? strcmp(r->element[0]->str, mode) == 0
-                      : r->element[0]->integer == 1;
-    st->hold_count = r->element[1]->integer;
-    st->held_by_me = st->hold_count > 0;
-    st->ttl_ms = r->element[2]->integer;
-  } else {
-    rc = dlock__fail_reply(r, "state");
-  }
+  rc = dlock__lock_state_read(r, mode, st);
   freeReplyObject(r);
   return rc;
+}
+
+int dlock__lock_state_read(const redisReply *r, const char *mode,
+                           dlock_lock_state *st) {
+  int want = mode ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+      r->element[0]->type != want)
+    return dlock__fail_reply(r, "state");
+  st->locked = mode ? strcmp(r->element[0]->str, mode) == 0
+                    : r->element[0]->integer == 1;
+  st->hold_count = r->element[1]->integer;
+  st->held_by_me = st->hold_count > 0;
+  st->ttl_ms = r->element[2]->integer;
+  return DLOCK_OK;
 }
 
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
@@ -81,22 +85,27 @@ int dlock__hashlock_release_answer(const redisReply *r) {
   return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
 }
 
-int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r) {
-  char buf[64];
-  dlock__hold_id id = hold_id(l, owner, buf);
+int dlock__lock_released_as(dlock_lock *l, const dlock__hold_id *id,
+                            const char *who, const redisReply *r) {
   if (r->type == REDIS_REPLY_NIL) {
-    int64_t valid = dlock__hold_valid_ms(l->h.client, &id);
-    if (dlock__hold_released(l->h.client, &id, -1))
+    int64_t valid = dlock__hold_valid_ms(l->h.client, id);
+    if (dlock__hold_released(l->h.client, id, -1))
       return dlock__fail_gone("lease of", l->h.name, valid);
     return dlock__fail(DLOCK_ENOTOWNER, "\"%.100s%s\" is not held by %s",
-                       DLOCK__NAME(l->h.name), buf);
+                       DLOCK__NAME(l->h.name), who);
   }
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-    if (dlock__hold_released(l->h.client, &id, (int)r->integer) == 2)
+    if (dlock__hold_released(l->h.client, id, (int)r->integer) == 2)
       return dlock__fail_reported_lost("lease of", l->h.name);
     return DLOCK_OK;
   }
   return dlock__fail_reply(r, "release");
+}
+
+int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r) {
+  char buf[64];
+  dlock__hold_id id = hold_id(l, owner, buf);
+  return dlock__lock_released_as(l, &id, buf, r);
 }
 
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner) {

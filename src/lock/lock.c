@@ -427,10 +427,14 @@ int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               alens, &r);
   if (rc != DLOCK_OK)
     return rc;
-  rc = r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
-                                      : dlock__fail_reply(r, "force release");
+  rc = dlock__force_release_answer(r);
   freeReplyObject(r);
   return rc;
+}
+
+int dlock__force_release_answer(const redisReply *r) {
+  return r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
+                                        : dlock__fail_reply(r, "force release");
 }
 
 void dlock_lock_free(dlock_lock *lock) {

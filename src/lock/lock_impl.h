@@ -198,6 +198,10 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner);
 int dlock__lock_state_query(dlock_lock *l, int script,
                             const dlock__hold_id *id, const char *mode,
                             dlock_lock_state *st);
+/* A state script's reply [held, count, PTTL] (held: 1, or the mode for
+ * mode) into st: DLOCK_OK or an error. */
+int dlock__lock_state_read(const redisReply *r, const char *mode,
+                           dlock_lock_state *st);
 /* The state method: lua/lock_state.lua. */
 int dlock__hashlock_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st);
 /* Record the owner's hold of N (renewed by lua/lock_renew.lua). */
@@ -211,6 +215,12 @@ int dlock__hashlock_hold(dlock_lock *l, uint64_t owner, int watchdog,
   .forget = dlock__hashlock_forget,                                            \
   .guard_field = dlock__hashlock_guard_field
 
+/* A release's reply (nil: no hold; 0: a hold remains; 1: released) applied
+ * to the hold id (who: the owner, for messages): DLOCK_OK, DLOCK_ELOST,
+ * DLOCK_ENOTOWNER or an error. For a kind that keys its holds otherwise
+ * (the grouped multi-lock); the next one is it for the owner's field. */
+int dlock__lock_released_as(dlock_lock *l, const dlock__hold_id *id,
+                            const char *who, const redisReply *r);
 /* A release's reply (nil: no hold; 0: a hold remains; 1: released) applied
  * to the owner's hold: DLOCK_OK, DLOCK_ELOST, DLOCK_ENOTOWNER or an error. */
 int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r);
@@ -256,6 +266,9 @@ int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner);
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant);
 
+/* A force-release script's reply, 1 (deleted) or 0 (was free): that, or
+ * an error. */
+int dlock__force_release_answer(const redisReply *r);
 /* Run a force-release script that answers 1 (deleted) or 0 (was free);
  * returns that, or an error. */
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
