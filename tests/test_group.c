@@ -290,6 +290,41 @@ static void test_bad_input(void) {
   dlock_lock_free(l);
 }
 
+/* dlock_inspect and `dlock status`/`dlock list`: kind "group", one holder
+ * per owner with the number of values it holds. */
+static void test_inspect_status_list(void) {
+  const char *g = th_name("group-inspect");
+  const char *v[] = {"r1", "r2", "r3"}, *w[] = {"r4"};
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_lock *l = group_of(cl, g, v, 3), *l2 = group_of(c2, g, w, 1);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l2, 0, 30000), DLOCK_OK);
+  dlock_inspection *in = NULL;
+  TH_ASSERT_RC(dlock_inspect(cl, g, NULL, &in), DLOCK_OK);
+  CU_ASSERT_FATAL(in != NULL);
+  CU_ASSERT_STRING_EQUAL(in->kind, "group");
+  CU_ASSERT_EQUAL(in->nholders, 2);
+  int64_t counts = 0;
+  for (size_t i = 0; i < in->nholders; i++)
+    counts += in->holders[i].count * 10 + (strncmp(in->holders[i].owner,
+                                                   dlock_client_id(cl), 8) == 0);
+  CU_ASSERT_EQUAL(counts, 31 + 10); /* 3 values (ours), 1 value */
+  dlock_inspection_free(in);
+  char args[300], out[4096];
+  setenv("DLOCK_REDIS_URL", srv.url, 1);
+  snprintf(args, sizeof args, "status %s", g);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "kind:    group"));
+  snprintf(args, sizeof args, "list '%s'", g);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "group"));
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l2), DLOCK_OK);
+  dlock_lock_free(l2);
+  dlock_lock_free(l);
+  dlock_client_close(c2);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("group", suite_init, suite_clean);
   CU_add_test(s, "highway_vectors", test_highway_vectors);
@@ -301,6 +336,7 @@ static void add_tests(void) {
   CU_add_test(s, "async", test_async);
   CU_add_test(s, "many_values", test_many_values);
   CU_add_test(s, "bad_input", test_bad_input);
+  CU_add_test(s, "inspect_status_list", test_inspect_status_list);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

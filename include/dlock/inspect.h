@@ -21,13 +21,14 @@ typedef struct dlock_holder {
   const char *owner; /* "U:T", or "U:T:write" for a writer; NUL-terminated
                         (owner_len for owners with NUL bytes) */
   size_t owner_len;
-  int64_t count;     /* its hold count */
+  int64_t count;     /* its hold count (a grouped multi-lock: how many of
+                        the group's values it holds) */
 } dlock_holder;
 
 typedef struct dlock_inspection {
   /* "none" (nothing stored), "lock" (a reentrant or fenced lock's hash, or
    * a fair lock's with no one queued), "fair lock" (someone queued),
-   * "rwlock", "count" (a latch's count or a semaphore's permits: on the
+   * "rwlock", "group" (a grouped multi-lock), "count" (a latch's count or a semaphore's permits: on the
    * wire they are the same string, and so is an expirable-permit semaphore
    * with no permit out), "permit semaphore" (an expirable-permit semaphore
    * with permits out), or the Redis type of a key dlock did not write

@@ -20,6 +20,10 @@ static const char *kind_of(const redisReply *type, int64_t queued,
         *mode = strcmp(c->element[k + 1]->str, "write") == 0 ? "write" : "read";
         return "rwlock";
       }
+    for (size_t k = 0; k < c->elements; k += 2)
+      if (c->element[k]->len > 12 &&
+          strcmp(c->element[k]->str + c->element[k]->len - 12, ":expire_time") == 0)
+        return "group"; /* a grouped multi-lock's per-holder entries */
     return queued > 0 ? "fair lock" : "lock";
   }
   if (strcmp(t, "string") == 0)
@@ -90,50 +94,58 @@ static size_t client_of(const char *list, const char *owner, size_t owner_len,
   return 0;
 }
 
-static int build(const redisReply *r, const char *clients,
-                 dlock_inspection **out) {
-  redisReply *const *e = r->element;
-  const redisReply *c = e[4];
-  int is_hash = strcmp(e[0]->str, "hash") == 0;
-  size_t nholders = 0, bytes = 0;
-  const char *at;
-  for (size_t k = 0; is_hash && k + 1 < c->elements; k += 2)
-    if (strcmp(c->element[k]->str, "mode") != 0) {
-      nholders++;
-      bytes += c->element[k]->len + 1 +
-               client_of(clients, c->element[k]->str, c->element[k]->len, &at) + 1;
-    }
-  dlock_inspection *in =
-      calloc(1, sizeof *in + nholders * (sizeof(dlock_holder) + sizeof(char *)) +
-                    bytes);
-  if (in == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
-  dlock_holder *holders = (dlock_holder *)(in + 1);
-  const char **names = (const char **)(holders + nholders);
-  char *text = (char *)(names + nholders);
-  in->ttl_ms = e[1]->integer;
-  in->queue_length = e[2]->integer;
-  in->kind = kind_of(e[0], e[2]->integer, e[3], c, &in->mode);
-  in->permits_held = e[5]->element[0]->integer;
-  in->permit_expires_ms = e[5]->element[1]->integer;
-  if (strcmp(e[0]->str, "string") == 0 && c->elements == 1) {
-    in->has_count = parse_count(c->element[0], &in->count);
-    if (!in->has_count)
-      in->kind = "string";
+/* The holder a hash field names, or NULL: a lock's field is its holder
+ * "U:T" (its value the hold count), a read-write lock's "mode" none; a
+ * grouped multi-lock's holders are in its "F:U:T:lock_count" fields (F:
+ * 22 characters), one per value held. */
+static const char *holder_of(const redisReply *f, int group, size_t *len) {
+  static const char suffix[] = ":lock_count";
+  size_t sl = sizeof suffix - 1;
+  if (!group) {
+    *len = f->len;
+    return strcmp(f->str, "mode") == 0 ? NULL : f->str;
   }
-  for (size_t k = 0; is_hash && k + 1 < c->elements; k += 2) {
-    const redisReply *f = c->element[k], *v = c->element[k + 1];
-    if (strcmp(f->str, "mode") == 0)
+  if (f->len <= 23 + sl || f->str[22] != ':' ||
+      memcmp(f->str + f->len - sl, suffix, sl) != 0)
+    return NULL;
+  *len = f->len - 23 - sl;
+  return f->str + 23;
+}
+
+/* A group's holder already listed (its count: the values it holds). */
+static dlock_holder *listed(dlock_holder *h, size_t n, const char *o,
+                            size_t len) {
+  for (size_t i = 0; i < n; i++)
+    if (h[i].owner_len == len && memcmp(h[i].owner, o, len) == 0)
+      return &h[i];
+  return NULL;
+}
+
+/* Copy the holders of hash contents c into in (holders, names, text). */
+static void fill_holders(dlock_inspection *in, const redisReply *c, int group,
+                         const char *clients, dlock_holder *holders,
+                         const char **names, char *text) {
+  const char *at, *o;
+  size_t len;
+  for (size_t k = 0; k + 1 < c->elements; k += 2) {
+    if ((o = holder_of(c->element[k], group, &len)) == NULL)
       continue;
+    dlock_holder *seen = group ? listed(holders, in->nholders, o, len) : NULL;
+    if (seen) {
+      seen->count++;
+      continue;
+    }
     dlock_holder *h = &holders[in->nholders++];
-    memcpy(text, f->str, f->len);
-    text[f->len] = '\0';
+    memcpy(text, o, len);
+    text[len] = '\0';
     h->owner = text;
-    h->owner_len = f->len;
-    text += f->len + 1;
-    if (!parse_count(v, &h->count))
+    h->owner_len = len;
+    text += len + 1;
+    if (group)
+      h->count = 1;
+    else if (!parse_count(c->element[k + 1], &h->count))
       h->count = 0;
-    size_t nlen = client_of(clients, f->str, f->len, &at);
+    size_t nlen = client_of(clients, o, len, &at);
     if (nlen) {
       memcpy(text, at, nlen);
       text[nlen] = '\0';
@@ -143,6 +155,43 @@ static int build(const redisReply *r, const char *clients,
     }
   }
   in->holders = in->nholders ? holders : NULL;
+}
+
+static int build(const redisReply *r, const char *clients,
+                 dlock_inspection **out) {
+  redisReply *const *e = r->element;
+  const redisReply *c = e[4];
+  int is_hash = strcmp(e[0]->str, "hash") == 0;
+  const char *mode = NULL, *kind = kind_of(e[0], e[2]->integer, e[3], c, &mode);
+  int group = strcmp(kind, "group") == 0;
+  size_t nholders = 0, bytes = 0, len;
+  const char *at, *o;
+  for (size_t k = 0; is_hash && k + 1 < c->elements; k += 2)
+    if ((o = holder_of(c->element[k], group, &len)) != NULL) {
+      nholders++;
+      bytes += len + 1 + client_of(clients, o, len, &at) + 1;
+    }
+  dlock_inspection *in =
+      calloc(1, sizeof *in + nholders * (sizeof(dlock_holder) + sizeof(char *)) +
+                    bytes);
+  if (in == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  dlock_holder *holders = (dlock_holder *)(in + 1);
+  in->ttl_ms = e[1]->integer;
+  in->queue_length = e[2]->integer;
+  in->kind = kind;
+  in->mode = mode;
+  in->permits_held = e[5]->element[0]->integer;
+  in->permit_expires_ms = e[5]->element[1]->integer;
+  if (strcmp(e[0]->str, "string") == 0 && c->elements == 1) {
+    in->has_count = parse_count(c->element[0], &in->count);
+    if (!in->has_count)
+      in->kind = "string";
+  }
+  if (is_hash)
+    fill_holders(in, c, group, clients, holders,
+                 (const char **)(holders + nholders),
+                 (char *)((const char **)(holders + nholders) + nholders));
   *out = in;
   return DLOCK_OK;
 }

@@ -27,8 +27,9 @@ static void json_str(FILE *f, const char *s) {
 static void status_help(void) {
   printf("usage: dlock status [--json] NAME\n"
          "Print what is stored under NAME: its kind (lock, fair lock, read-write\n"
-         "lock, latch or semaphore count, expirable-permit semaphore), holders\n"
-         "and their hold counts, remaining TTL and fair-queue length.\n");
+         "lock, grouped multi-lock, latch or semaphore count, expirable-permit\n"
+         "semaphore), holders and their hold counts (a group: the values each\n"
+         "holds), remaining TTL and fair-queue length.\n");
 }
 
 static void print_status_json(const char *name, const dlock_inspection *in) {
@@ -138,8 +139,8 @@ static void list_help(void) {
 /* Is kind one of dlock's objects (dlock_inspection.kind)? */
 static int dlock_kind(const char *kind) {
   return !strcmp(kind, "lock") || !strcmp(kind, "fair lock") ||
-         !strcmp(kind, "rwlock") || !strcmp(kind, "count") ||
-         !strcmp(kind, "permit semaphore");
+         !strcmp(kind, "rwlock") || !strcmp(kind, "group") ||
+         !strcmp(kind, "count") || !strcmp(kind, "permit semaphore");
 }
 
 /* The text of what dlock status shows, on one line (without the name and
