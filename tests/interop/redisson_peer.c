@@ -244,6 +244,96 @@ int rp_lock_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
   return nil_or_ttl(eval(p, lock_try, 1, 2, kv), ttl);
 }
 
+/* RedissonFasterMultiLock's try (Redisson 4.7), written from its
+ * behaviour: when a value is held by another owner whose expiry (the
+ * Java clock's) is ahead, the longest such wait; else every value is the
+ * caller's, its expiry now + lease when later, its count + 1. */
+static const char group_try[] =
+    "local lease, now, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] "
+    "local existed = redis.call('exists', KEYS[1]) > 0 "
+    "local wait = -1 "
+    "for i = 4, existed and #ARGV or 3 do "
+    "  local h = redis.call('hget', KEYS[1], ARGV[i]) "
+    "  if h and h ~= me then "
+    "    local e = redis.call('hget', KEYS[1], ARGV[i]..':'..h..':expire_time') "
+    "    if e and tonumber(e) > now and tonumber(e) > wait then wait = tonumber(e) end "
+    "  end "
+    "end "
+    "if wait ~= -1 then return wait - now end "
+    "for i = 4, #ARGV do "
+    "  redis.call('hset', KEYS[1], ARGV[i], me) "
+    "  local ef = ARGV[i]..':'..me..':expire_time' "
+    "  local e = redis.call('hget', KEYS[1], ef) "
+    "  if not e or tonumber(e) < lease + now then redis.call('hset', KEYS[1], ef, lease + now) end "
+    "  redis.call('hincrby', KEYS[1], ARGV[i]..':'..me..':lock_count', 1) "
+    "end "
+    "local t = redis.call('pttl', KEYS[1]) "
+    "if not existed or (t > 0 and lease > t) then redis.call('pexpire', KEYS[1], lease) end "
+    "return nil";
+
+/* Its unlock: each live value's count - 1, at 0 its entries go; a freed
+ * value publishes 0; nil when a value was not live. */
+static const char group_unlock[] =
+    "local me, now = ARGV[1], tonumber(ARGV[2]) "
+    "local failed, all, freed = false, 1, false "
+    "for i = 3, #ARGV do "
+    "  local ef, cf = ARGV[i]..':'..me..':expire_time', ARGV[i]..':'..me..':lock_count' "
+    "  local e = redis.call('hget', KEYS[1], ef) "
+    "  if e and tonumber(e) >= now then "
+    "    if redis.call('hincrby', KEYS[1], cf, -1) <= 0 then "
+    "      redis.call('hdel', KEYS[1], ef, cf, ARGV[i]) freed = true "
+    "    else all = 0 end "
+    "  else failed, all = true, 0 end "
+    "end "
+    "if failed then return nil end "
+    "if freed then redis.call('publish', KEYS[2], '0') end "
+    "return all";
+
+/* EVAL of script with KEYS[1] (and KEYS[2] when key2), the head
+ * arguments, then the fields. */
+static redisReply *group_eval(rp_client *p, const char *script,
+                              const char *key1, const char *key2,
+                              const char *const *head, int nhead,
+                              const char *const *fields, int n) {
+  const char *argv[2100];
+  int argc = 0;
+  if (n + nhead + 5 > 2100)
+    return NULL;
+  argv[argc++] = "EVAL";
+  argv[argc++] = script;
+  argv[argc++] = key2 ? "2" : "1";
+  argv[argc++] = key1;
+  if (key2)
+    argv[argc++] = key2;
+  for (int i = 0; i < nhead; i++)
+    argv[argc++] = head[i];
+  for (int i = 0; i < n; i++)
+    argv[argc++] = fields[i];
+  return redisCommandArgv(p->c, argc, argv, NULL);
+}
+
+int rp_group_try(rp_client *p, const char *group, long tid, int64_t lease_ms,
+                 const char *const *fields, int n, int64_t *ttl) {
+  char owner[64], lease[24], now[24];
+  rp_owner(p, tid, owner);
+  num(lease, lease_ms);
+  num(now, wall_ms());
+  const char *head[] = {lease, now, owner};
+  return nil_or_ttl(group_eval(p, group_try, group, NULL, head, 3, fields, n),
+                    ttl);
+}
+
+int rp_group_unlock(rp_client *p, const char *group, long tid,
+                    const char *const *fields, int n) {
+  char owner[64], now[24], channel[512];
+  rp_owner(p, tid, owner);
+  num(now, wall_ms());
+  prefix_name(channel, sizeof channel, "redisson_lock__channel", group);
+  const char *head[] = {owner, now};
+  return unlock_answer(
+      group_eval(p, group_unlock, group, channel, head, 2, fields, n));
+}
+
 /* Redisson 4.4's RNonReentrantLock acquire, written from its behaviour: a
  * free lock is taken; its holder asking again gets the error reply the
  * script is given (ARGV[3]); anyone else the PTTL. */

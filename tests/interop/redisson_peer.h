@@ -49,6 +49,15 @@ int rp_lock_unlock(rp_client *p, const char *name, long tid);
 int rp_spin_lock(rp_client *p, const char *name, long tid, int64_t lease_ms,
                  int64_t budget_ms);
 int rp_spin_unlock(rp_client *p, const char *name, long tid);
+/* RedissonFasterMultiLock (getMultiLock(group, values)) with the values'
+ * fields (22 characters each, as Redisson hashes them), on the Java
+ * machine's clock: try 1 all taken, 0 one held (*ttl: the wait), -1
+ * error; unlock 1 all freed, 0 holds remain, -2 not held, -1 error (it
+ * publishes 0 on redisson_lock__channel:{group}). */
+int rp_group_try(rp_client *p, const char *group, long tid, int64_t lease_ms,
+                 const char *const *fields, int n, int64_t *ttl);
+int rp_group_unlock(rp_client *p, const char *group, long tid,
+                    const char *const *fields, int n);
 /* RNonReentrantLock (Redisson 4.4+): RLock's keys; its holder's second try
  * is answered NON_REENTRANT_REACQUIRE (-3 here; Java throws
  * IllegalMonitorStateException). Unlocked as an RLock. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "multi/group.h"
 #include "redisson_peer.h"
 
 #define WAIT 300000 /* Redisson's default threadWaitTime */
@@ -505,6 +506,51 @@ static void test_fenced_tokens_shared(void) {
   freeReplyObject(th_cmd(&srv, "DEL redisson_lock_token:{%s}", name));
 }
 
+/* A Java RedissonFasterMultiLock (4.7's scripts, on the Java machine's
+ * clock) and dlock's grouped multi-lock on one group: the field names are
+ * the same, so overlapping sets exclude each other both ways, disjoint
+ * ones do not, and Java's unlock (its message on the group's channel)
+ * wakes dlock's waiter. */
+static void test_group_beside_java(void) {
+  const char *g = th_name("group");
+  static char f[4][DLOCK__GROUP_FIELD_LEN + 1];
+  const char *vals[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 4; i++)
+    dlock__group_field(vals[i], 1, f[i]);
+  const char *java_ab[] = {f[0], f[1]}, *java_a[] = {f[0]}, *java_b[] = {f[1]};
+  const char *bc[] = {"b", "c"}, *c_only[] = {"c"};
+  dlock_lock *lbc = NULL, *lc = NULL;
+  TH_ASSERT_RC(dlock_group_lock_new(cl, g, bc, NULL, 2, NULL, &lbc), DLOCK_OK);
+  TH_ASSERT_RC(dlock_group_lock_new(cl, g, c_only, NULL, 1, NULL, &lc), DLOCK_OK);
+  rp_client p = peer();
+  CU_ASSERT_EQUAL(rp_group_try(&p, g, 1, 30000, java_ab, 2, NULL), 1);
+  TH_ASSERT_RC(dlock_acquire(lbc, 0, 30000), DLOCK_EBUSY); /* "b" is Java's */
+  TH_ASSERT_RC(dlock_acquire(lc, 0, 30000), DLOCK_OK);     /* "c" is free */
+  TH_ASSERT_RC(dlock_release(lc), DLOCK_OK);
+  th_acquirer w = {.lock = lbc, .wait_ms = 10000, .lease_ms = 30000, .keep = 1};
+  th_acquirer_start(&w);
+  char channel[200];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", g);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 1, 5000)); /* it waits */
+  int64_t t0 = th_now_ms();
+  CU_ASSERT_EQUAL(rp_group_unlock(&p, g, 1, java_ab, 2), 1);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  CU_ASSERT(w.got_ms - t0 < 1000); /* woken by Java's message */
+  int64_t ttl = 0;
+  CU_ASSERT_EQUAL(rp_group_try(&p, g, 1, 30000, java_b, 1, &ttl), 0);
+  CU_ASSERT(ttl > 0);
+  CU_ASSERT_EQUAL(rp_group_try(&p, g, 1, 30000, java_a, 1, NULL), 1);
+  CU_ASSERT_EQUAL(rp_group_unlock(&p, g, 1, java_a, 1), 1);
+  TH_ASSERT_RC(dlock_force_release(lbc, NULL), DLOCK_OK); /* kept by w */
+  CU_ASSERT_EQUAL(rp_group_try(&p, g, 1, 30000, java_b, 1, NULL), 1);
+  CU_ASSERT_EQUAL(rp_group_unlock(&p, g, 1, java_b, 1), 1);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", g), 0);
+  rp_close(&p);
+  dlock_lock_free(lc);
+  dlock_lock_free(lbc);
+}
+
 /* A Java RSpinLock on its own connection: lock (pausing by its back-off,
  * 10 s at most), then unlock; the lock's answer. */
 static int java_spin_lock(void *name) {
@@ -875,6 +921,7 @@ static void add_tests(void) {
   CU_add_test(s, "fenced_tokens_shared", test_fenced_tokens_shared);
   CU_add_test(s, "non_reentrant_beside_java", test_non_reentrant_beside_java);
   CU_add_test(s, "spin_both_ways", test_spin_both_ways);
+  CU_add_test(s, "group_beside_java", test_group_beside_java);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
   CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
   CU_add_test(s, "permits_both_ways", test_permits_both_ways);
