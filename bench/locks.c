@@ -463,3 +463,56 @@ void w7(bench_bounds *b) {
 }
 
 
+
+/* ---- M2: 100 values of one group beside a multi-lock of 100 locks --------- */
+
+/* Acquire/release pairs of l on one thread for the run's duration: the
+ * pairs per second. */
+static double pairs_of(dlock_lock *l) {
+  int64_t end = now_us() + (int64_t)(opt.duration * 1e6), t0 = now_us();
+  long n = 0;
+  while (now_us() < end) {
+    if (dlock_acquire(l, 0, 30000) != DLOCK_OK || dlock_release(l) != DLOCK_OK)
+      die("M2 pair", -1);
+    n++;
+  }
+  return (double)n / ((double)(now_us() - t0) / 1e6);
+}
+
+/* M2: one thread's acquire/release pairs over N = 100 values, as a grouped
+ * multi-lock (one script each way) and as a multi-lock of N reentrant
+ * locks (N round trips each way); then 1,000 values in a group. */
+void m2(bench_bounds *b) {
+  enum { N = 100, BIG = 1000 };
+  (void)b;
+  dlock_client *c = open_client(opt.urls[0], 0);
+  static char buf[BIG][24];
+  static const char *values[BIG];
+  dlock_lock *members[N], *multi = NULL, *group = NULL, *big = NULL;
+  for (int i = 0; i < BIG; i++) {
+    snprintf(buf[i], sizeof buf[i], "row:%d", i);
+    values[i] = buf[i];
+  }
+  for (int i = 0; i < N; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "bench:m2:%d", i);
+    if (dlock_reentrant_lock_new(c, name, NULL, &members[i]) != DLOCK_OK)
+      die("M2 member", -1);
+  }
+  if (dlock_multi_new(members, N, &multi) != DLOCK_OK ||
+      dlock_group_lock_new(c, "bench:m2:group", values, NULL, N, NULL,
+                           &group) != DLOCK_OK ||
+      dlock_group_lock_new(c, "bench:m2:big", values, NULL, BIG, NULL, &big) !=
+          DLOCK_OK)
+    die("M2 locks", -1);
+  double g = pairs_of(group), m = pairs_of(multi), k = pairs_of(big);
+  emit("M2", "group of 100: pairs/s", g, "1/s", m * 10);
+  emit("M2", "multi-lock of 100: pairs/s", m, "1/s", 0);
+  emit("M2", "group of 1000: pairs/s", k, "1/s", 0);
+  dlock_lock_free(big);
+  dlock_lock_free(group);
+  dlock_lock_free(multi);
+  for (int i = 0; i < N; i++)
+    dlock_lock_free(members[i]);
+  dlock_client_close(c);
+}

@@ -699,6 +699,28 @@ static void test_t30_spin_restarts(void) {
   EXPECT(&r, "keys_left", ==, 0);
 }
 
+/* 31. the grouped multi-lock (32 values, every worker the same set): kills
+ * and cut connections on one server; then its name's slot migrated and
+ * failed over on a cluster */
+static void test_t31_group(void) {
+  run r;
+  torture(&r, "--kind group --procs 4 --threads 4 --duration 5000 "
+              "--watchdog 1000 --nemesis kill,client-kill,pubsub-kill "
+              "--every 700");
+  clean(&r);
+  EXPECT(&r, "f_kill", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  if (WORK_DIVISOR > 1)
+    return; /* the sanitizer builds: the fault paths above */
+  torture(&r, "--cluster --kind group --procs 4 --threads 2 --duration 3000 "
+              "--nemesis migrate,failover --every 300");
+  clean(&r);
+  EXPECT(&r, "f_migrate", >, 0);
+  EXPECT(&r, "f_failover", >, 0);
+  EXPECT(&r, "errors", ==, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+}
+
 /* 22. the non-blocking API: each worker is one thread driving many owners
  * (dlock-torture --async N, completions through the client's queue), with
  * workers killed and connections cut; then a fair lock's async waiters in
@@ -1310,6 +1332,7 @@ static void add(void) {
   CU_add_test(s, "t13_fair", test_t13_fair);
   CU_add_test(s, "t29_non_reentrant_kills", test_t29_non_reentrant_kills);
   CU_add_test(s, "t30_spin_restarts", test_t30_spin_restarts);
+  CU_add_test(s, "t31_group", test_t31_group);
   CU_add_test(s, "t19_java_beside_dlock", test_t19_java_beside_dlock);
   CU_add_test(s, "t20_cluster_migrate_failover",
               test_t20_cluster_migrate_failover);

@@ -24,7 +24,7 @@ extern "C" {
  * another, so groups over the same members in different orders cannot
  * deadlock; on failure or timeout every member taken is released. Release
  * releases all and returns the first error.
- * locks  1..64 member handles (borrowed; any kinds).
+ * locks  1..128 member handles (borrowed; any kinds).
  * out    OUT: the multi-lock (kind "multi"), NULL on failure.
  * Errors: DLOCK_EINVAL (NULL, n out of range, a NULL member), DLOCK_ENOMEM. */
 DLOCK_API int dlock_multi_new(dlock_lock *const *locks, size_t n,
@@ -76,7 +76,7 @@ typedef struct dlock_redlock_opts {
 
 /* A RedLock over n independent masters (the Redlock algorithm of redis.io),
  * asking every member in parallel.
- * locks  1..64 reentrant or fenced lock handles, normally one per server
+ * locks  1..128 reentrant or fenced lock handles, normally one per server
  *        (borrowed).
  * opts   NULL for the defaults.
  * out    OUT: the RedLock (kind "redlock", DLOCK_CAP_MULTI_NODE), NULL on

@@ -161,7 +161,7 @@ int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
 /* Allocate a combinator (multi-lock, RedLock): no client of its own; its
  * name joins the members' names. Checks members (1..DLOCK__MAX_MEMBERS, no
  * NULL). */
-#define DLOCK__MAX_MEMBERS 64
+#define DLOCK__MAX_MEMBERS 128
 int dlock__lock_alloc_combo(const dlock__lock_methods *m,
                             dlock_lock *const *members, size_t n,
                             dlock_lock **out);

@@ -8,7 +8,7 @@
 
 static const char *kind_names[TT_NKINDS] = {
     "lock", "fenced", "fair", "rw", "multi", "redlock", "semaphore",
-    "non-reentrant", "non-reentrant-fair", "spin"};
+    "non-reentrant", "non-reentrant-fair", "spin", "group"};
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",

@@ -51,7 +51,7 @@ static int worker_argc;
 
 static const char *kinds[TT_NKINDS] = {
     "lock", "fenced", "fair", "rw", "multi", "redlock", "semaphore",
-    "non-reentrant", "non-reentrant-fair", "spin"};
+    "non-reentrant", "non-reentrant-fair", "spin", "group"};
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
@@ -60,7 +60,7 @@ static const char *faults[TT_F_COUNT] = {
 static void usage(void) {
   fprintf(stderr,
           "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore|\n"
-          "                      non-reentrant|non-reentrant-fair|spin]\n"
+          "                      non-reentrant|non-reentrant-fair|spin|group]\n"
           "  [--procs P] [--threads T | --async N] [--duration MS] [--sections N]\n"
           "  [--servers N] [--paused K] [--blackholed K] [--one-engine 0|1]\n"
           "  [--lease MS]\n"

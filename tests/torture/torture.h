@@ -21,6 +21,7 @@ typedef enum tt_kind {
   TT_LOCK, TT_FENCED, TT_FAIR, TT_RW, TT_MULTI, TT_REDLOCK, TT_SEMAPHORE,
   TT_ONCE, TT_ONCE_FAIR, /* the non-reentrant lock and fair lock */
   TT_SPIN,
+  TT_GROUP, /* a grouped multi-lock: every worker asks for the same values */
   TT_NKINDS
 } tt_kind;
 /* The kinds whose waiters queue in FIFO order (their order is checked). */

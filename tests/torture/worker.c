@@ -124,6 +124,16 @@ static int make_locks(thread_ctx *t, int index) {
     return dlock_non_reentrant_lock_new(P.clients[0], name, NULL, &t->excl);
   case TT_SPIN:
     return dlock_spin_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_GROUP: { /* 32 values, the same for every worker */
+    char vb[32][8];
+    const char *values[32];
+    for (int i = 0; i < 32; i++) {
+      snprintf(vb[i], sizeof vb[i], "v%d", i);
+      values[i] = vb[i];
+    }
+    return dlock_group_lock_new(P.clients[0], name, values, NULL, 32, NULL,
+                                &t->excl);
+  }
   case TT_FAIR:
   case TT_ONCE_FAIR: {
     dlock_lock_opts lo = DLOCK_LOCK_OPTS_INIT;
@@ -538,9 +548,9 @@ static int open_client(const tt_opts *o, const char *url,
 static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   if (o->kind != TT_LOCK && o->kind != TT_FENCED && o->kind != TT_FAIR &&
       o->kind != TT_RW && o->kind != TT_ONCE && o->kind != TT_ONCE_FAIR &&
-      o->kind != TT_SPIN) {
+      o->kind != TT_SPIN && o->kind != TT_GROUP) {
     fprintf(stderr, "worker %d: --async takes lock, fenced, fair, rw, "
-            "non-reentrant, non-reentrant-fair or spin\n", proc);
+            "non-reentrant, non-reentrant-fair, spin or group\n", proc);
     return 2;
   }
   dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
