@@ -336,7 +336,7 @@ static void test_inspect_odd_names(void) {
    * once the Java holder leaves and its queued thread gives up */
   dlock_lock *f = fair(name, 30000);
   TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_EBUSY);
-  CU_ASSERT_EQUAL(rp_fair_give_up(&p, name, 2, 0), 0);
+  CU_ASSERT(rp_fair_give_up(&p, name, 2, 0) >= 0);
   CU_ASSERT_EQUAL(rp_fair_unlock(&p, name, 1), 1);
   TH_ASSERT_RC(dlock_acquire(f, 0, 30000), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(f), DLOCK_OK);
@@ -504,6 +504,46 @@ static void test_fenced_tokens_shared(void) {
   rp_close(&p);
   dlock_lock_free(l);
   freeReplyObject(th_cmd(&srv, "DEL redisson_lock_token:{%s}", name));
+}
+
+/* A fair queue whose last waiter has no deadline (Redisson 3.40's script
+ * could leave one; 3.45+ takes the lock's remaining lease for the next
+ * newcomer's deadline): a dlock waiter joining behind it gets its deadline
+ * from the lock's PTTL; once the head leaves and the holder releases, the
+ * entry without a deadline, now the head, is purged as dead (Redisson 4.7
+ * keeps it there, blocking every Java waiter) and dlock's waiter is
+ * granted. */
+static void test_fair_tail_without_deadline(void) {
+  const char *name = th_name("fair_tail");
+  rp_client p = peer();
+  char o3[64];
+  rp_owner(&p, 3, o3);
+  CU_ASSERT_EQUAL(rp_fair_try(&p, name, 1, 30000, 0, 1, NULL), 1); /* holds */
+  CU_ASSERT_EQUAL(rp_fair_try(&p, name, 2, 30000, 0, 1, NULL), 0); /* queued */
+  CU_ASSERT_EQUAL(rp_fair_try(&p, name, 3, 30000, 0, 1, NULL), 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "ZREM redisson_lock_timeout:{%s} %s", name, o3), 1);
+  dlock_lock *l = fair(name, 1000);
+  th_acquirer w = {.lock = l, .wait_ms = 10000, .lease_ms = 10000};
+  th_acquirer_start(&w);
+  CU_ASSERT_FATAL(wait_int(3, "LLEN redisson_lock_queue:{%s}", name));
+  long long pttl = th_int(&srv, "PTTL %s", name);
+  redisReply *q = th_cmd(&srv, "LINDEX redisson_lock_queue:{%s} 2", name);
+  long long deadline = q && q->type == REDIS_REPLY_STRING ? zscore(name, q->str) : -1;
+  if (q)
+    freeReplyObject(q);
+  redisReply *t = th_cmd(&srv, "TIME");
+  long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+  freeReplyObject(t);
+  /* the lock's remaining lease plus one thread wait (300 s) from now */
+  CU_ASSERT(deadline > now + 300000 && deadline <= now + pttl + 300000 + 1000);
+  CU_ASSERT(rp_fair_give_up(&p, name, 2, 0) >= 0);
+  CU_ASSERT_EQUAL(rp_fair_unlock(&p, name, 1), 1);
+  th_acquirer_join(&w);
+  TH_ASSERT_RC(w.rc, DLOCK_OK);
+  TH_ASSERT_RC(w.release_rc, DLOCK_OK);
+  CU_ASSERT_EQUAL(keys_left(name), 0);
+  rp_close(&p);
+  dlock_lock_free(l);
 }
 
 /* A Java RedissonFasterMultiLock (4.7's scripts, on the Java machine's
@@ -922,6 +962,7 @@ static void add_tests(void) {
   CU_add_test(s, "non_reentrant_beside_java", test_non_reentrant_beside_java);
   CU_add_test(s, "spin_both_ways", test_spin_both_ways);
   CU_add_test(s, "group_beside_java", test_group_beside_java);
+  CU_add_test(s, "fair_tail_without_deadline", test_fair_tail_without_deadline);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
   CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
   CU_add_test(s, "permits_both_ways", test_permits_both_ways);
