@@ -195,24 +195,34 @@ static int replicas_of(th_server *m, th_server *out[2]) {
   return n;
 }
 
-/* The spin lock through the sentinels' master: a waiter of another client
- * pauses (no pub/sub) and gets it after the release. */
-static void test_spin_lock(void) {
+/* The newer kinds through the sentinels' master (the spin lock, the
+ * non-reentrant lock, a grouped multi-lock): a waiter of another client
+ * gets each after the release. */
+static void test_family(void) {
   dlock_client *c = th_client(&srv, NULL), *c2 = th_client(&srv, NULL);
-  const char *name = th_name("spin");
-  dlock_lock *l = NULL, *l2 = NULL;
-  TH_ASSERT_RC(dlock_spin_lock_new(c, name, NULL, &l), DLOCK_OK);
-  TH_ASSERT_RC(dlock_spin_lock_new(c2, name, NULL, &l2), DLOCK_OK);
-  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  th_acquirer w = {.lock = l2, .wait_ms = 10000, .lease_ms = 30000};
-  th_acquirer_start(&w);
-  TH_ASSERT_RC(th_acquire_elsewhere(l, 0, 1000), DLOCK_EBUSY);
-  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  th_acquirer_join(&w);
-  TH_ASSERT_RC(w.rc, DLOCK_OK);
-  TH_ASSERT_RC(w.release_rc, DLOCK_OK);
-  dlock_lock_free(l2);
-  dlock_lock_free(l);
+  const char *values[] = {"a", "b"};
+  for (int k = 0; k < 3; k++) {
+    const char *name = th_name(k == 0 ? "spin" : k == 1 ? "once" : "group");
+    dlock_lock *ls[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+      dlock_client *ci = i ? c2 : c;
+      TH_ASSERT_RC(k == 0   ? dlock_spin_lock_new(ci, name, NULL, &ls[i])
+                   : k == 1 ? dlock_non_reentrant_lock_new(ci, name, NULL, &ls[i])
+                            : dlock_group_lock_new(ci, name, values, NULL, 2,
+                                                   NULL, &ls[i]),
+                   DLOCK_OK);
+    }
+    TH_ASSERT_RC(dlock_acquire(ls[0], 0, 30000), DLOCK_OK);
+    th_acquirer w = {.lock = ls[1], .wait_ms = 10000, .lease_ms = 30000};
+    th_acquirer_start(&w);
+    TH_ASSERT_RC(th_acquire_elsewhere(ls[0], 0, 1000), DLOCK_EBUSY);
+    TH_ASSERT_RC(dlock_release(ls[0]), DLOCK_OK);
+    th_acquirer_join(&w);
+    TH_ASSERT_RC(w.rc, DLOCK_OK);
+    TH_ASSERT_RC(w.release_rc, DLOCK_OK);
+    dlock_lock_free(ls[1]);
+    dlock_lock_free(ls[0]);
+  }
   dlock_client_close(c2);
   dlock_client_close(c);
 }
@@ -585,7 +595,7 @@ static void add(void) {
   CU_add_test(s, "sentinel_credentials", test_sentinel_credentials);
   CU_add_test(s, "direct_path", test_direct_path);
   CU_add_test(s, "inspecting_commands", test_inspecting_commands);
-  CU_add_test(s, "spin_lock", test_spin_lock);
+  CU_add_test(s, "family", test_family);
   CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "replica_guard_renewals", test_replica_guard_renewals);
   CU_add_test(s, "replica_guard_first_sync", test_replica_guard_first_sync);
