@@ -11,39 +11,56 @@
 --          among the values other owners hold
 -- errors   WRONGTYPE when G is not a hash: nothing is changed
 -- #include now.lua
+-- #include group.lua
 local now = server_now()
 local lease = tonumber(ARGV[1])
 local me = ARGV[2]
+local fields = argv_from(3)
 local existed = redis.call('exists', KEYS[1]) == 1
-local wait = -1
-for i = 3, existed and #ARGV or 2 do
-  local holder = redis.call('hget', KEYS[1], ARGV[i])
-  if holder and holder ~= me then
-    local exp = tonumber(redis.call('hget', KEYS[1],
-                                    ARGV[i] .. ':' .. holder .. ':expire_time'))
-    if exp and exp > now and exp - now > wait then
-      wait = exp - now
+local holders = existed and hmget_all(KEYS[1], fields) or {}
+local others = {}
+for i = 1, #fields do
+  if holders[i] and holders[i] ~= me then
+    others[#others + 1] = fields[i] .. ':' .. holders[i] .. ':expire_time'
+  end
+end
+if #others > 0 then
+  local wait = -1
+  for _, e in ipairs(hmget_all(KEYS[1], others)) do
+    e = tonumber(e)
+    if e and e > now and e - now > wait then
+      wait = e - now
     end
   end
-end
-if wait >= 0 then
-  return wait
-end
-for i = 3, #ARGV do
-  local f = ARGV[i]
-  local holder = redis.call('hget', KEYS[1], f)
-  if holder and holder ~= me then -- an expired holder's entries go
-    redis.call('hdel', KEYS[1], f .. ':' .. holder .. ':expire_time',
-               f .. ':' .. holder .. ':lock_count')
+  if wait >= 0 then
+    return wait
   end
-  redis.call('hset', KEYS[1], f, me)
-  local ef = f .. ':' .. me .. ':expire_time'
-  local exp = tonumber(redis.call('hget', KEYS[1], ef))
-  if not exp or exp < now + lease then
-    redis.call('hset', KEYS[1], ef, now + lease)
+  local gone = {} -- expired holders' entries go
+  for i = 1, #fields do
+    if holders[i] and holders[i] ~= me then
+      gone[#gone + 1] = fields[i] .. ':' .. holders[i] .. ':expire_time'
+      gone[#gone + 1] = fields[i] .. ':' .. holders[i] .. ':lock_count'
+    end
   end
-  redis.call('hincrby', KEYS[1], f .. ':' .. me .. ':lock_count', 1)
+  hdel_all(KEYS[1], gone)
 end
+local names = {}
+for i = 1, #fields do
+  names[#names + 1] = fields[i] .. ':' .. me .. ':expire_time'
+  names[#names + 1] = fields[i] .. ':' .. me .. ':lock_count'
+end
+local mine = existed and hmget_all(KEYS[1], names) or {}
+local sets = {}
+for i = 1, #fields do
+  local e, n = tonumber(mine[2 * i - 1]), tonumber(mine[2 * i])
+  sets[#sets + 1] = fields[i]
+  sets[#sets + 1] = me
+  sets[#sets + 1] = names[2 * i - 1]
+  sets[#sets + 1] = (e and e > now + lease) and e or now + lease
+  sets[#sets + 1] = names[2 * i]
+  sets[#sets + 1] = (n or 0) + 1
+end
+hset_all(KEYS[1], sets)
 if not existed or redis.call('pttl', KEYS[1]) < lease then
   redis.call('pexpire', KEYS[1], lease)
 end

@@ -12,6 +12,7 @@
 --          any more (their lease ran out): those still held are released
 --          all the same. A retry with the same R replays 0 or 1.
 -- #include now.lua
+-- #include group.lua
 local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
@@ -19,39 +20,40 @@ end
 local now = server_now()
 local lease = tonumber(ARGV[1])
 local me = ARGV[2]
-local live, frees = {}, false
-for i = 6, #ARGV do -- first read: which values this release frees
-  local f = ARGV[i]
-  local exp = tonumber(redis.call('hget', KEYS[1], f .. ':' .. me .. ':expire_time'))
-  if exp and exp >= now then
-    local n = tonumber(redis.call('hget', KEYS[1], f .. ':' .. me .. ':lock_count'))
-    live[i] = n or 1
-    frees = frees or live[i] <= 1
-  end
+local fields = argv_from(6)
+local names = {}
+for i = 1, #fields do
+  names[#names + 1] = fields[i] .. ':' .. me .. ':expire_time'
+  names[#names + 1] = fields[i] .. ':' .. me .. ':lock_count'
 end
--- publish first: when an ACL refuses the channel, nothing has changed yet
-if frees and ARGV[4] ~= '' then
-  redis.call(ARGV[4], ARGV[5], '0')
-end
+local mine = hmget_all(KEYS[1], names)
+local holders = hmget_all(KEYS[1], fields)
+local gone, sets = {}, {}
 local failed, all = false, true
-for i = 6, #ARGV do
-  local f = ARGV[i]
-  local ef, cf = f .. ':' .. me .. ':expire_time', f .. ':' .. me .. ':lock_count'
-  if not live[i] then
+for i = 1, #fields do
+  local e, n = tonumber(mine[2 * i - 1]), tonumber(mine[2 * i]) or 1
+  if not e or e < now then
     failed, all = true, false
-  elseif live[i] <= 1 then
-    redis.call('hdel', KEYS[1], ef, cf)
-    if redis.call('hget', KEYS[1], f) == me then
-      redis.call('hdel', KEYS[1], f)
+  elseif n <= 1 then
+    gone[#gone + 1] = names[2 * i - 1]
+    gone[#gone + 1] = names[2 * i]
+    if holders[i] == me then
+      gone[#gone + 1] = fields[i]
     end
   else
-    redis.call('hincrby', KEYS[1], cf, -1)
-    if tonumber(redis.call('hget', KEYS[1], ef)) < now + lease then
-      redis.call('hset', KEYS[1], ef, now + lease)
-    end
+    sets[#sets + 1] = names[2 * i]
+    sets[#sets + 1] = n - 1
+    sets[#sets + 1] = names[2 * i - 1]
+    sets[#sets + 1] = e > now + lease and e or now + lease
     all = false
   end
 end
+-- publish first: when an ACL refuses the channel, nothing has changed yet
+if #gone > 0 and ARGV[4] ~= '' then
+  redis.call(ARGV[4], ARGV[5], '0')
+end
+hdel_all(KEYS[1], gone)
+hset_all(KEYS[1], sets)
 if failed then
   return nil
 end
