@@ -550,7 +550,7 @@ static void test_bad_input(void) {
   TH_ASSERT_RC(dlock_redlock_new(NULL, 2, NULL, &l), DLOCK_EINVAL);
   members(cl, 2, th_name("bad"), m);
   TH_ASSERT_RC(dlock_multi_new(m, 0, &l), DLOCK_EINVAL);
-  TH_ASSERT_RC(dlock_multi_new(m, 65, &l), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock_multi_new(m, 129, &l), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_multi_new(m, 2, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_redlock_new(m, 2, NULL, NULL), DLOCK_EINVAL);
   dlock_lock *withnull[2] = {m[0], NULL};
