@@ -663,7 +663,8 @@ static void test_t13_fair(void) {
 
 /* 29. the non-reentrant lock and fair lock: holders killed (the lease
  * frees the lock) and connections cut (commands and subscriptions come
- * back); the fair one's waiters killed, its FIFO order checked */
+ * back); the fair one's waiters killed, its FIFO order checked; then the
+ * non-reentrant lock on a cluster whose slot is migrated and failed over */
 static void test_t29_non_reentrant_kills(void) {
   run r;
   torture(&r, "--kind non-reentrant --procs 4 --threads 4 --duration 5000 "
@@ -678,6 +679,15 @@ static void test_t29_non_reentrant_kills(void) {
   EXPECT(&r, "fifo_violations", ==, 0);
   EXPECT(&r, "fifo_checked", >, 0);
   EXPECT(&r, "f_kill_waiter", >, 0);
+  EXPECT(&r, "keys_left", ==, 0);
+  if (WORK_DIVISOR > 1)
+    return; /* the sanitizer builds: the fault paths above */
+  torture(&r, "--cluster --kind non-reentrant --procs 4 --threads 2 "
+              "--duration 3000 --nemesis migrate,failover --every 300");
+  clean(&r);
+  EXPECT(&r, "f_migrate", >, 0);
+  EXPECT(&r, "f_failover", >, 0);
+  EXPECT(&r, "errors", ==, 0);
   EXPECT(&r, "keys_left", ==, 0);
 }
 
