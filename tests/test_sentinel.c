@@ -234,7 +234,9 @@ static void test_family(void) {
  * leaves nothing held; with them back, it succeeds. */
 static void test_replica_guard(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.replica_sync_ms = 300;
+  /* 1.5 s: replicas back from a pause may acknowledge only with their
+   * once-a-second REPLCONF ACK */
+  o.replica_sync_ms = 1500;
   dlock_client *direct = th_client(&srv, &o);
   o.direct_conns = 0;
   dlock_client *engine = th_client(&srv, &o);
@@ -258,7 +260,7 @@ static void test_replica_guard(void) {
   for (int i = 0; i < nr; i++)
     th_server_pause(replicas[i], 1);
   dlock_lock *both[] = {ld, le};
-  th_guard_refuses(both, 2, m, name, 300);
+  th_guard_refuses(both, 2, m, name, 1500);
   for (int i = 0; i < nr; i++)
     th_server_pause(replicas[i], 0);
   TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
@@ -321,11 +323,13 @@ static void test_replica_guard_first_sync(void) {
   if (role)
     freeReplyObject(role);
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.replica_sync_ms = 300;
+  /* replicas just synced may acknowledge only with their once-a-second
+   * REPLCONF ACK: a WAIT of 300 ms can miss it (failed once over TLS) */
+  o.replica_sync_ms = 1500;
   dlock_client *c = th_client(&srv, &o);
   const char *name = th_name("guard-first-sync");
   dlock_lock *l = new_lock(c, name);
-  th_guard_refuses(&l, 1, m, name, 300);
+  th_guard_refuses(&l, 1, m, name, 1500);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "none of the 2 replicas"));
   th_int(m, "CONFIG SET repl-diskless-sync-delay 0");
   CU_ASSERT(settled());
