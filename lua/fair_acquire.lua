@@ -25,11 +25,12 @@
 --          the wrong type: nothing is changed; NON_REENTRANT_REACQUIRE
 --          (Redisson 4.4's word) when the non-reentrant fair lock's holder
 --          asks again: its hold stays at 1
+-- #include now.lua
 -- #include fair_queue.lua
 if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
 end
-local now = fair_now()
+local now = server_now()
 local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], now)
 local wait = tonumber(ARGV[3])
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

@@ -11,6 +11,7 @@
 -- reply    1 when the waiter was queued (now removed), 0 when it was not.
 --          When the lock is free, the (new) head is woken: a wake-up sent to
 --          a waiter that left is never lost.
+-- #include now.lua
 -- #include fair_queue.lua
 local behind = false
 for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
@@ -25,7 +26,7 @@ redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('zrem', KEYS[4], ARGV[1])
 -- (a refused wake-up leaves this waiter gone: what a give-up must do)
 if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
-  local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
+  local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], server_now())
   if head then
     redis.call(ARGV[2], ARGV[3] .. ':' .. head, '0')
   end

@@ -8,12 +8,13 @@
 -- reply    1 when a lock was deleted, 0 when it was free
 -- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
 --          hash: N is left as it is
+-- #include now.lua
 -- #include fair_queue.lua
 if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
   return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
 end
 if redis.call('exists', KEYS[1]) == 1 then
-  local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], fair_now())
+  local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], server_now())
   if head then -- first: when an ACL refuses the channel, N is still held
     redis.call(ARGV[1], ARGV[2] .. ':' .. head, '0')
   end

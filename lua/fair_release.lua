@@ -16,13 +16,14 @@
 --          latch replays the first 0 or 1.
 -- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
 --          hash: N is left as it is
+-- #include now.lua
 -- #include fair_queue.lua
 local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
 end
 local function wake_next()
-  local head = fair_purge(KEYS[3], KEYS[4], KEYS[5], fair_now())
+  local head = fair_purge(KEYS[3], KEYS[4], KEYS[5], server_now())
   if head then
     redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
   end

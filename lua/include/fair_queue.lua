@@ -1,11 +1,7 @@
 -- Shared by the fair lock's scripts: a line "-- #include fair_queue.lua"
 -- embeds it (tools/embed_lua.py).
---
--- The server's clock in ms: every dlock client's deadlines on one clock.
-local function fair_now()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- Its scripts include now.lua first: server_now() is the server's clock,
+-- so every dlock client's deadlines are on one clock.
 
 -- Pop dead waiters off the head of the queue and return the head left (false
 -- when the queue is empty). A dlock waiter (a member of the liveness zset) is
