@@ -4,7 +4,7 @@ and call which. A folder depends on another when one of its files includes
 a header of that folder ("net/cluster.h") or calls a function defined there
 (a dlock_ or dlock__ name). Every dependency must point down the layers:
 
-    kinds   fair rwlock spin multi redlock sync fence inspect
+    kinds   fair rwlock spin multi redlock sync fence inspect election
     lock    the lock recipe, blocking and non-blocking, and the reentrant
             and fenced kinds
     async   the operations of the non-blocking calls and their waiting
@@ -34,7 +34,7 @@ import sys
 ORDER = ["kinds", "lock", "async", "core", "net", "base"]
 LAYER = {"fair": "kinds", "rwlock": "kinds", "spin": "kinds", "multi": "kinds",
          "redlock": "kinds", "sync": "kinds", "fence": "kinds",
-         "inspect": "kinds", "lock": "lock", "async": "async",
+         "inspect": "kinds", "election": "kinds", "lock": "lock", "async": "async",
          "core": "core", "net": "net", "base": "base"}
 
 # Topology branches outside net/, per folder, as the code has them today:

@@ -67,6 +67,9 @@ typedef struct dlock_result {
   struct dlock_reply *reply;  /* guarded write (dlock/reply.h): the
                                  command's reply, NULL on failure; freed
                                  after the callback */
+  const struct dlock_election_event *election; /* an election's observer
+                                 (dlock/election.h): the change; NULL in
+                                 its last call */
 } dlock_result;
 
 /* data: the caller's pointer given with the call. */

@@ -15,5 +15,6 @@
 #include "dlock/async.h"
 #include "dlock/reply.h"
 #include "dlock/fence.h"
+#include "dlock/election.h"
 
 #endif /* DLOCK_H */

@@ -75,6 +75,7 @@ struct dlock__aop {
                                 arguments, what a grant tells (await.c) */
   uint64_t owner;
   void *ctx;                 /* the kind's, freed with op (free()) */
+  void (*ctx_free)(void *ctx); /* frees ctx instead of free(), or NULL */
   /* what the kind's steps (src/lock/lock_async.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, sent_ms, t0_us;
@@ -162,6 +163,12 @@ void dlock__aop_send(dlock__aop *op, dlock__req *req, dlock__req_done *done);
 /* End op with rc (engine thread): the detail is the thread's dlock_errmsg()
  * when rc < 0 and op->errmsg is not set. */
 void dlock__aop_finish(dlock__aop *op, int rc);
+/* One more result of an operation that calls back more than once (an
+ * election's observer; engine thread): its done runs with rc DLOCK_OK and
+ * res.election = election, now or from the completion queue as the
+ * client's completions say, before op's own end. ctx (freed with free(),
+ * also on an error) lives until then. DLOCK_OK or DLOCK_ENOMEM. */
+int dlock__aop_emit(dlock__aop *op, void *ctx, const void *election);
 /* For an acquire that was granted: 1 when op was cancelled meanwhile (the
  * caller gives the grant back and finishes it ECANCELED); 0 when not, and
  * from now on it cannot be: the grant is the caller's to report (engine

@@ -501,7 +501,10 @@ static void op_free(dlock__aop *op) {
   dlock__client_unref(op->c);
   dlock__reply_free(op->res.reply);
   free(op->errmsg);
-  free(op->ctx);
+  if (op->ctx_free)
+    op->ctx_free(op->ctx);
+  else
+    free(op->ctx);
   free(op);
 }
 
@@ -520,6 +523,24 @@ static void give_up(dlock__aop *op) {
     return;
   }
   dlock__aop_fire(op->c, req, NULL, NULL);
+}
+
+/* Put a finished op on the completion queue (queue mode). */
+static void enqueue(dlock__async *a, dlock__aop *op) {
+  pthread_mutex_lock(&a->mu);
+  op->rnext = NULL;
+  op->rprev = a->done_tail;
+  if (a->done_tail)
+    a->done_tail->rnext = op;
+  else
+    a->done_head = op;
+  a->done_tail = op;
+  if (!a->efd_set) {
+    uint64_t one = 1;
+    if (write(a->efd, &one, sizeof one) == sizeof one)
+      a->efd_set = 1;
+  }
+  pthread_mutex_unlock(&a->mu);
 }
 
 void dlock__aop_finish(dlock__aop *op, int rc) {
@@ -573,22 +594,34 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
       dlock__client_live_done(c); /* last: c may go */
     return;
   }
-  pthread_mutex_lock(&a->mu);
-  op->rnext = NULL;
-  op->rprev = a->done_tail;
-  if (a->done_tail)
-    a->done_tail->rnext = op;
-  else
-    a->done_head = op;
-  a->done_tail = op;
-  if (!a->efd_set) {
-    uint64_t one = 1;
-    if (write(a->efd, &one, sizeof one) == sizeof one)
-      a->efd_set = 1;
-  }
-  pthread_mutex_unlock(&a->mu);
+  enqueue(a, op);
   if (composite)
     dlock__client_live_done(c); /* last: c may go */
+}
+
+int dlock__aop_emit(dlock__aop *op, void *ctx, const void *election) {
+  dlock__aop *e = calloc(1, sizeof *e);
+  if (e == NULL) {
+    free(ctx);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  e->id = op->id;
+  e->type = DLOCK__AOP_OTHER;
+  e->stage = DLOCK__AOP_DONE;
+  e->c = op->c;
+  dlock__client_ref(e->c);
+  e->h = op->h;
+  e->done = op->done;
+  e->data = op->data;
+  e->ctx = ctx;
+  e->res.election = election;
+  if (dlock__client_opts(op->c)->completions != DLOCK_COMPLETE_QUEUE) {
+    deliver(e);
+    op_free(e);
+  } else {
+    enqueue(dlock__client_async(op->c), e);
+  }
+  return DLOCK_OK;
 }
 
 static void async_shutdown(dlock_client *c) {

@@ -94,6 +94,8 @@ typedef enum dlock__key_kind {
   DLOCK__KEY_PERMITS_LATCH,   /* dlock_permits_release_latch:{N}: (+ id) */
   DLOCK__KEY_FENCE,           /* dlock_fence:{N}: a guarded write's newest
                                  token (src/fence) */
+  DLOCK__KEY_ELECTION,        /* dlock_election:{N}: the leader's record */
+  DLOCK__KEY_ELECTION_CHANNEL, /* dlock_election_channel:{N} */
 } dlock__key_kind;
 /* Append the name of kind for N to b (shrunk to fit: kept with a handle).
  * DLOCK_OK or DLOCK_ENOMEM (with a message). */

@@ -51,6 +51,8 @@ static const struct {
     [DLOCK__KEY_PERMITS_TIMEOUT] = {SUFFIX, "timeout", ""},
     [DLOCK__KEY_PERMITS_LATCH] = {PREFIX, "dlock_permits_release_latch", ":"},
     [DLOCK__KEY_FENCE] = {PREFIX, "dlock_fence", ""},
+    [DLOCK__KEY_ELECTION] = {PREFIX, "dlock_election", ""},
+    [DLOCK__KEY_ELECTION_CHANNEL] = {PREFIX, "dlock_election_channel", ""},
 };
 
 static int wrapped_name(dlock__buf *b, const char *name, size_t len) {

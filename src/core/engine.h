@@ -44,6 +44,10 @@ typedef struct dlock__waiter {
    * condition is signalled. NULL for a thread's waiter. */
   void (*notify)(struct dlock__waiter *w);
   void *data;                        /* notify's */
+  /* An async waiter that reads what is said (an election's observer):
+   * called with each message on its channel, on the engine thread, the
+   * client's cmu held (it must only queue). NULL: messages only wake. */
+  void (*on_message)(struct dlock__waiter *w, const char *msg, size_t len);
   uint64_t wakes;                    /* under parker->mu */
   uint64_t seen;                     /* waiting thread only */
   int confirmed;                     /* under parker->mu */

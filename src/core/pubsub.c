@@ -289,6 +289,9 @@ static void on_reply(dlock__conn *conn, redisReply *r) {
     redisReply *msg = r->element[2];
     const char *text = msg->type == REDIS_REPLY_STRING ? msg->str : "";
     size_t len = msg->type == REDIS_REPLY_STRING ? msg->len : 0;
+    for (dlock__waiter *w = ch->head; w; w = w->next)
+      if (w->on_message)
+        w->on_message(w, text, len);
     int64_t ms;
     if (ch->lease_hints && lease_hint(text, len, &ms))
       retry_by(ch, dlock__now_ms() + ms);
