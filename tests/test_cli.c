@@ -1540,6 +1540,55 @@ static void test_demo_tells_the_order(void) {
   }
 }
 
+/* `dlock elect`: the leader runs its command with its term, a standby
+ * waits and takes over when it ends, writes guarded by the term, `dlock
+ * leader` (and --watch) tells it; a lost leadership exits 76. */
+static void test_elect_and_leader(void) {
+  const char *name = th_name("elect");
+  char line[4096], out[4096];
+  /* the shell's waits are on files (events), each bounded to 10 s */
+#define UNTIL(f) "i=0; while [ ! -e $T/" f " ] && [ $i -lt 1000 ]; do " \
+                 "sleep 0.01; i=$((i+1)); done; "
+  snprintf(line, sizeof line,
+           "D='%s'; N='%s'; T='%s'; "
+           "$D leader --watch --changes 3 --for 10s $N > $T/watch & "
+           "i=0; while [ ! -s $T/watch ] && [ $i -lt 1000 ]; do sleep 0.01; "
+           "i=$((i+1)); done; "
+           "$D elect --value A $N -- sh -c 'echo $DLOCK_LEADER_TERM > "
+           "$0/a; i=0; while [ ! -e $0/go ] && [ $i -lt 1000 ]; do sleep "
+           "0.01; i=$((i+1)); done' $T & "
+           UNTIL("a")
+           "$D leader $N; "
+           "$D elect --value B --wait 10s $N -- sh -c 'echo B=$DLOCK_LEADER_TERM; "
+           "\"$0\" write $1 SET \"{$1}:k\" v && echo wrote' $D $N & "
+           "touch $T/go; wait; cat $T/watch; $D leader --json $N",
+           dlock_bin, name, tmpdir);
+#undef UNTIL
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 0);
+  char want[512];
+  snprintf(want, sizeof want, "leader 1 A (owner ");
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "B=2\nOK\nwrote\n"));
+  const char *w = strstr(out, "none (last term 0)\nelected leader 1 A");
+  CU_ASSERT_PTR_NOT_NULL(w);
+  if (w) {
+    CU_ASSERT_PTR_NOT_NULL(strstr(w, "\nvacant (term 1 ended)\nelected "
+                                     "leader 2 B"));
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"leading\":false,\"term\":2"));
+  if (!strstr(out, "B=2\nOK\nwrote\n") || !w)
+    fprintf(stderr, "\n%s\n", out);
+  /* the leadership lost while the command runs: 76 */
+  snprintf(line, sizeof line, "'%s' elect --lease 300ms '%s-lost' -- sleep 5 "
+           "2>&1", dlock_bin, name);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 76);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "leadership of"));
+  CU_ASSERT_EQUAL(th_dlock_output("elect --spin x true 2>/dev/null", out,
+                                  sizeof out), 64);
+  CU_ASSERT_EQUAL(th_dlock_output("leader --for 1s x 2>/dev/null", out,
+                                  sizeof out), 64);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -1549,6 +1598,7 @@ static void add_tests(void) {
   CU_add_test(s, "status_and_force_unlock", test_status_and_force_unlock);
   CU_add_test(s, "list", test_list);
   CU_add_test(s, "watch", test_watch);
+  CU_add_test(s, "elect_and_leader", test_elect_and_leader);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);

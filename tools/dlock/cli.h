@@ -64,6 +64,11 @@ int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library failure rc about what, said once, on stderr; its exit status. */
 int fail(int rc, const char *what);
 
+/* A JSON string of s (len bytes: control bytes escaped; other bytes as
+ * they are). */
+void json_bytes(FILE *f, const char *s, size_t len);
+void json_str(FILE *f, const char *s);
+
 /* ---- parsing ------------------------------------------------------------- */
 
 /* "500ms", "30s", "5m", "1h", "2" (seconds), "forever" (-1); -2 on error. */
@@ -125,7 +130,7 @@ int open_first(dlock_client **out);
 
 /* ---- the commands (argv[0] is the command's name) ------------------------ */
 
-int cmd_run(int argc, char **argv);    /* run.c */
+int cmd_run(int argc, char **argv);    /* run.c: run and elect */
 int cmd_latch(int argc, char **argv);  /* sync.c */
 int cmd_sem(int argc, char **argv);    /* sync.c */
 int cmd_status(int argc, char **argv); /* inspect.c */
@@ -134,5 +139,6 @@ int cmd_watch(int argc, char **argv);  /* inspect.c */
 int cmd_unlock(int argc, char **argv); /* admin.c */
 int cmd_write(int argc, char **argv);  /* admin.c */
 int cmd_check(int argc, char **argv);  /* check.c */
+int cmd_leader(int argc, char **argv); /* leader.c */
 
 #endif

@@ -11,19 +11,6 @@
 
 #include "cli.h"
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\')
-      fprintf(f, "\\%c", *s);
-    else if ((unsigned char)*s < 32)
-      fprintf(f, "\\u%04x", *s);
-    else
-      fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 static void status_help(void) {
   printf("usage: dlock status [--json] NAME\n"
          "Print what is stored under NAME: its kind (lock, fair lock, read-write\n"

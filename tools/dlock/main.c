@@ -1,6 +1,8 @@
 /* dlock: distributed locks, latches and semaphores from the shell.
  *
  *   dlock [--redis URL]... run [options] NAME -- COMMAND [ARG]...
+ *   dlock elect [--value V] [options] NAME -- COMMAND [ARG]...
+ *   dlock leader [--json] [--watch] NAME
  *   dlock latch set|count-down|wait|get|delete NAME [COUNT]
  *   dlock sem init|set|acquire|release|available NAME [N]
  *   dlock status [--json] NAME
@@ -11,7 +13,7 @@
  *   dlock write [--token T] NAME CMD...
  *
  * This file: the usage and the command table. Each command family is a
- * file of its own (run.c, sync.c, inspect.c, admin.c, check.c); what they
+ * file of its own (run.c, sync.c, inspect.c, leader.c, admin.c, check.c); what they
  * share is in cli.h (options.c). See docs/dlock.1 (man dlock). Exit
  * statuses are in usage_main() below. */
 #include <stdio.h>
@@ -32,6 +34,11 @@ static void usage_main(FILE *f) {
           "      [--lost-signal SIG] [--orphan-signal SIG]\n"
           "      NAME [--] CMD...\n"
           "                      run CMD while holding the lock NAME\n"
+          "  elect [--value V] [run's options but the kinds] NAME [--] CMD...\n"
+          "                      run CMD while leading the election NAME\n"
+          "  leader [--json] [--watch [--changes N] [--for D]] NAME\n"
+          "                      who leads the election NAME (--watch: a line\n"
+          "                      per change)\n"
           "  latch set NAME COUNT | count-down NAME | wait [--wait D] NAME |\n"
           "        get NAME | delete NAME\n"
           "  sem init|set NAME PERMITS | acquire [--wait D] NAME [N] |\n"
@@ -93,7 +100,8 @@ static const struct {
                 {"sem", cmd_sem},       {"status", cmd_status},
                 {"list", cmd_list},     {"watch", cmd_watch},
                 {"unlock", cmd_unlock}, {"check", cmd_check},
-                {"write", cmd_write}};
+                {"write", cmd_write},   {"elect", cmd_run},
+                {"leader", cmd_leader}};
 
 int main(int argc, char **argv) {
   /* dlock [GLOBAL OPTIONS] COMMAND [OPTIONS] NAME ...: global options go
@@ -116,8 +124,8 @@ int main(int argc, char **argv) {
       return usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
-    return usage_error("missing command (run, latch, sem, status, list, watch, "
-                       "unlock, check, write)");
+    return usage_error("missing command (run, elect, leader, latch, sem, status, "
+                       "list, watch, unlock, check, write)");
   for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
     if (!strcmp(argv[i], commands[k].name))
       return commands[k].run(argc - i, argv + i);

@@ -476,3 +476,21 @@ int cli_options(const char *cmd, int argc, char **argv, const cli_opt *table,
   *first = i;
   return operands_checked ? operands_only(cmd, argc, argv, i, dashdash) : 0;
 }
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+void json_bytes(FILE *f, const char *s, size_t len) {
+  fputc('"', f);
+  for (size_t k = 0; k < len; k++) {
+    unsigned char ch = (unsigned char)s[k];
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 32 || ch == 127)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+void json_str(FILE *f, const char *s) { json_bytes(f, s, strlen(s)); }

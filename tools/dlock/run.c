@@ -1,6 +1,7 @@
 /* `dlock run`: COMMAND while a lock is held (a distributed flock(1)),
  * with the signals passed on, a lost lease told to COMMAND's process
- * group, and nothing left behind on the way out. */
+ * group, and nothing left behind on the way out. `dlock elect`: the same
+ * while leading an election (dlock/election.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -176,11 +177,32 @@ static void run_help(void) {
 }
 
 typedef struct run_opts {
+  const char *cmd; /* "run" or "elect" */
   int fair, read, write, sem, fenced, spin;
+  int elect;         /* `dlock elect`: campaign, lead, resign */
+  const char *value; /* elect --value */
   int64_t permits, wait_ms, lease_ms, watchdog_ms;
   const char *name;
   char **command;
 } run_opts;
+
+static void elect_help(void) {
+  printf("usage: dlock [--redis URL] elect [--value V] [options] NAME [--] "
+         "COMMAND [ARG]...\n"
+         "Campaign in the election NAME and run COMMAND while leading it;\n"
+         "standbys wait, and one takes over at once when the leader resigns\n"
+         "(COMMAND ends) or within its lease when it dies (docs/election.md).\n"
+         "COMMAND gets the term in DLOCK_LEADER_TERM (and DLOCK_FENCE_TOKEN)\n"
+         "and the name in DLOCK_LOCK_NAME: `dlock write NAME ...` is refused\n"
+         "once a newer leader was elected.\n"
+         "  --value V         what `dlock leader NAME` shows of this leader\n"
+         "                    (default: empty)\n"
+         "  --wait, --lease, --watchdog, --replica-sync, --durable,\n"
+         "  --durable-replicas, --lost-signal, --orphan-signal: as `run`'s\n"
+         "The signals go to COMMAND as with `run`; before it leads they end\n"
+         "the campaign. Exit: COMMAND's status; 75 not elected in time, 76\n"
+         "the leadership was lost while COMMAND ran; the others as `run`'s.\n");
+}
 
 /* One option of `run` that takes a value (val: argv[*i + 1]). */
 static int run_option_value(const char *o, const char *val, run_opts *ro) {
@@ -221,8 +243,10 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
  * an optional `--` right after NAME is dropped, as flock(1) has none.
  * Returns 0, -1 after --help, or an exit status. */
 static int parse_run(int argc, char **argv, run_opts *ro) {
-  *ro = (run_opts){.wait_ms = -1, .lease_ms = DLOCK_LEASE_WATCHDOG,
-                   .watchdog_ms = 10000};
+  int elect = !strcmp(argv[0], "elect");
+  *ro = (run_opts){.cmd = elect ? "elect" : "run", .elect = elect,
+                   .value = "", .wait_ms = -1,
+                   .lease_ms = DLOCK_LEASE_WATCHDOG, .watchdog_ms = 10000};
   int i = 1;
   for (; i < argc && is_option(argv[i]); i++) {
     const char *o = argv[i];
@@ -231,8 +255,12 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       i++;
       break;
     } else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-      run_help();
+      (ro->elect ? elect_help : run_help)();
       return -1;
+    } else if (ro->elect && !strcmp(o, "--value")) {
+      if (i + 1 >= argc)
+        return usage_error("--value needs a value");
+      ro->value = argv[++i];
     } else if (!strcmp(o, "--fair")) {
       ro->fair = 1;
     } else if (!strcmp(o, "--fenced")) {
@@ -252,7 +280,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
                !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
-      status = other_option("run", argc, argv, &i);
+      status = other_option(ro->cmd, argc, argv, &i);
     }
     if (status)
       return status;
@@ -260,26 +288,32 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   int ack = ack_opts_check();
   if (ack)
     return ack;
-  if (ro->fair + ro->read + ro->write + ro->sem + ro->fenced + ro->spin > 1)
+  int kinds = ro->fair + ro->read + ro->write + ro->sem + ro->fenced + ro->spin;
+  if (ro->elect && kinds > 0)
+    return usage_error("elect: an election is a kind of its own (no --fair, "
+                       "--fenced, --spin, --read, --write, --semaphore)");
+  if (kinds > 1)
     return usage_error("run: --fair, --fenced, --spin, --read, --write and "
                        "--semaphore exclude each other");
   if (ro->sem != (ro->permits > 0))
     return usage_error("run: --semaphore and --permits go together");
   if (i >= argc)
-    return usage_error("run: missing NAME");
+    return usage_error("%s: missing NAME", ro->cmd);
   ro->name = argv[i++];
   if (i < argc && !strcmp(argv[i], "--"))
     i++; /* optional: NAME COMMAND... is unambiguous */
   else if (i < argc && is_option(argv[i]))
-    return usage_error("run: options go before NAME: dlock run [OPTIONS] NAME "
+    return usage_error("%s: options go before NAME: dlock %s [OPTIONS] NAME "
                        "[--] COMMAND... (%s came after %s; everything after "
-                       "NAME is COMMAND's)", argv[i], ro->name);
+                       "NAME is COMMAND's)", ro->cmd, ro->cmd, argv[i],
+                       ro->name);
   if (i >= argc)
-    return usage_error("run: missing the command (NAME -- COMMAND...)");
+    return usage_error("%s: missing the command (NAME -- COMMAND...)",
+                       ro->cmd);
   ro->command = argv + i;
-  if (cli.nurls > 1 &&
-      (ro->fair || ro->read || ro->write || ro->sem || ro->fenced || ro->spin))
-    return usage_error("run: several --redis (RedLock) work with plain locks only");
+  if (cli.nurls > 1 && (kinds > 0 || ro->elect))
+    return usage_error("%s: several --redis (RedLock) work with plain locks "
+                       "only", ro->cmd);
   return 0;
 }
 
@@ -329,6 +363,42 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
   return dlock_reentrant_lock_new(clients[0], name, NULL, lock);
 }
 
+/* `elect`'s election on c, its lock in *lock: bound to the run's owner (the
+ * main thread's id), which a signal interrupts. */
+static int make_election(const run_opts *ro, dlock_client *c,
+                         dlock_election **el, dlock_lock **lock) {
+  int rc = dlock_election_new(c, ro->name, NULL, el);
+  if (rc != DLOCK_OK)
+    return rc;
+  *lock = dlock_election_lock(*el);
+  return dlock_lock_bind_owner(*lock, run_state.owner);
+}
+
+/* Take the lock, or campaign until leading. */
+static int take(const run_opts *ro, dlock_election *el, dlock_lock *lock,
+                dlock_grant *grant) {
+  if (el == NULL)
+    return dlock_acquire_grant(lock, ro->wait_ms, ro->lease_ms, grant);
+  grant->validity_ms = ro->lease_ms; /* a fixed lease: its length */
+  return dlock_election_campaign(el, ro->value, strlen(ro->value), ro->wait_ms,
+                                 ro->lease_ms, &grant->token);
+}
+
+/* What COMMAND learns of its grant: the fenced lock's token, or the
+ * election's term, and the name. Set before the fork: no other thread of
+ * dlock reads the environment now. 0 or -1. */
+static int grant_env(const run_opts *ro, const dlock_grant *grant) {
+  char token[32];
+  snprintf(token, sizeof token, "%lld", (long long)grant->token);
+  if (ro->elect && setenv("DLOCK_LEADER_TERM", token, 1) != 0)
+    return -1;
+  if ((ro->fenced || ro->elect) &&
+      (setenv("DLOCK_FENCE_TOKEN", token, 1) != 0 ||
+       setenv("DLOCK_LOCK_NAME", ro->name, 1) != 0))
+    return -1;
+  return 0;
+}
+
 /* Run the command while the lock is held: in a process group of its own
  * that gets the forwarded signals, the lost signal (with a fixed lease, a
  * watcher sends it when the lease runs out) and, if dlock dies, the orphan
@@ -366,16 +436,19 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
   int n = cli.nurls ? cli.nurls : 1, status = 0;
   dlock_client *clients[CLI_MAX_REDIS] = {0};
   dlock_lock *members[CLI_MAX_REDIS] = {0}, *lock = NULL;
+  dlock_election *el = NULL;
   for (int k = 0; k < n && status == 0; k++)
     status = connect_to(cli.nurls ? cli.urls[k] : default_url(), ro->watchdog_ms,
                         cli.nurls > 1 ? NULL : on_client_lost,
                         k > 0 ? clients[0] : NULL, &clients[k]);
   int rc = DLOCK_OK;
-  if (status == 0 && (rc = make_run_lock(ro, n, clients, members, &lock)) != DLOCK_OK)
+  if (status == 0 &&
+      (rc = ro->elect ? make_election(ro, clients[0], &el, &lock)
+                      : make_run_lock(ro, n, clients, members, &lock)) != DLOCK_OK)
     status = fail(rc, ro->name);
   dlock_grant grant = {0, 0};
   if (status == 0) {
-    rc = dlock_acquire_grant(lock, ro->wait_ms, ro->lease_ms, &grant);
+    rc = take(ro, el, lock, &grant);
     pthread_mutex_lock(&run_state.mu);
     run_state.acquiring = 0;
     int sig = run_state.signal;
@@ -385,7 +458,9 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
       if (rc == DLOCK_OK)
         dlock_release(lock);
       fprintf(stderr, "%s: %s: gave up %s on signal %d (%s)\n", prog, ro->name,
-              rc == DLOCK_OK ? "the lock just acquired" : "waiting",
+              rc != DLOCK_OK ? "waiting"
+              : el           ? "the leadership just won"
+                             : "the lock just acquired",
               sig, strsignal(sig));
       status = 128 + sig;
     } else if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY ||
@@ -402,17 +477,11 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
       status = fail(rc, ro->name);
     }
   }
-  if (status == 0 && ro->fenced) {
-    /* the token and name for COMMAND's guarded writes (`dlock write`, or
-     * the resource's own check: docs/fencing.md). Set here, before the
-     * fork: no other thread of dlock reads the environment now. */
-    char token[32];
-    snprintf(token, sizeof token, "%lld", (long long)grant.token);
-    if (setenv("DLOCK_FENCE_TOKEN", token, 1) != 0 ||
-        setenv("DLOCK_LOCK_NAME", ro->name, 1) != 0) {
-      dlock_release(lock);
-      status = fail(DLOCK_ENOMEM, ro->name);
-    }
+  /* the token (term) and name for COMMAND's guarded writes (`dlock
+   * write`, or the resource's own check: docs/fencing.md) */
+  if (status == 0 && grant_env(ro, &grant) != 0) {
+    dlock_release(lock);
+    status = fail(DLOCK_ENOMEM, ro->name);
   }
   if (status == 0) {
     status = run_command(ro->command, ro->lease_ms, grant.validity_ms, mask);
@@ -421,14 +490,18 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
     int lost = run_state.lost;
     pthread_mutex_unlock(&run_state.mu);
     if (lost || rc == DLOCK_ELOST) {
-      fprintf(stderr, "%s: the lease of %s was lost while the command ran%s\n",
-              prog, ro->name, lost ? " (the command was signalled)" : "");
+      fprintf(stderr, "%s: the %s of %s was lost while the command ran%s\n",
+              prog, el ? "leadership" : "lease", ro->name,
+              lost ? " (the command was signalled)" : "");
       status = EXIT_LOST;
     } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
       fail(rc, "release");
     }
   }
-  dlock_lock_free(lock);
+  if (el)
+    dlock_election_free(el); /* its lock with it */
+  else
+    dlock_lock_free(lock);
   for (int k = 0; k < n; k++) {
     dlock_lock_free(members[k]);
     dlock_client_close(clients[k]);
