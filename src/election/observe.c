@@ -82,7 +82,7 @@ static void notify(dlock__waiter *w) {
 
 /* Tell one change: the event and its value in one block (the op's
  * completion keeps it until its callback ran). */
-static void tell(dlock__aop *op, observer *o, dlock_election_change change,
+static void tell(dlock__aop *op, int resync, dlock_election_change change,
                  const dlock_leader *l) {
   size_t vlen = change == DLOCK_VACANT ? 0 : l->value_len;
   dlock_election_event *ev = malloc(sizeof *ev + vlen + 1);
@@ -93,13 +93,12 @@ static void tell(dlock__aop *op, observer *o, dlock_election_change change,
     memcpy(value, l->value, vlen);
   value[vlen] = '\0';
   *ev = (dlock_election_event){.change = change, .leader = *l,
-                               .resync = o->resync};
+                               .resync = resync};
   ev->leader.value = value;
   ev->leader.value_len = vlen;
   ev->leader.leading = change != DLOCK_VACANT;
   if (change == DLOCK_VACANT)
     ev->leader.mine = 0;
-  o->resync = 0;
   dlock__aop_emit(op, ev, ev);
 }
 
@@ -111,26 +110,31 @@ static void learn(dlock__aop *op, observer *o, const dlock_leader *l) {
   ended.value = "";
   ended.value_len = 0;
   ended.lease_ms = -1;
-  if (!o->told) {
-    tell(op, o, l->leading ? DLOCK_ELECTED : DLOCK_VACANT, l);
+  int rs = o->resync; /* every event of this change says it */
+  int differs = l->leading != !o->vacant || l->term != last->term ||
+                (l->leading && l->version != last->version);
+  if (!o->told || (o->resync && differs)) {
+    /* the first state; or, after a drop, the state now whatever it is (a
+     * server that restarted without its data counts terms from 0 again) */
+    if (o->told && !o->vacant && l->leading)
+      tell(op, rs, DLOCK_VACANT, &ended);
+    tell(op, rs, l->leading ? DLOCK_ELECTED : DLOCK_VACANT, l);
   } else if (l->leading && l->term > last->term) {
     if (!o->vacant)
-      tell(op, o, DLOCK_VACANT, &ended);
-    tell(op, o, DLOCK_ELECTED, l);
+      tell(op, rs, DLOCK_VACANT, &ended);
+    tell(op, rs, DLOCK_ELECTED, l);
   } else if (l->leading && l->term == last->term && !o->vacant &&
              l->version > last->version) {
-    tell(op, o, DLOCK_PROCLAIMED, l);
+    tell(op, rs, DLOCK_PROCLAIMED, l);
   } else if (!l->leading && !o->vacant && l->term >= last->term) {
-    tell(op, o, DLOCK_VACANT, &ended);
+    tell(op, rs, DLOCK_VACANT, &ended);
   } else {
     return; /* old news */
   }
+  o->resync = 0;
   o->told = 1;
-  if (l->leading) {
+  if (l->leading || differs)
     *last = *l;
-  } else if (l->term > last->term) {
-    last->term = l->term;
-  }
   last->value = NULL;
   last->value_len = 0;
   o->vacant = !l->leading;
@@ -259,9 +263,9 @@ static void on_ready(dlock__aop *op) {
     dlock__aop_finish(op, rc);
     return;
   }
-  drain(op, o);
-  if (again && o->begun)
+  if (again && o->begun) /* what comes from now on follows a gap */
     o->due = o->resync = 1;
+  drain(op, o);
   if (confirmed && (!o->begun || o->due))
     read_state(op, o);
 }

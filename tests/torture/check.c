@@ -8,7 +8,7 @@
 
 static const char *kind_names[TT_NKINDS] = {
     "lock", "fenced", "fair", "rw", "multi", "redlock", "semaphore",
-    "non-reentrant", "non-reentrant-fair", "spin", "group"};
+    "non-reentrant", "non-reentrant-fair", "spin", "group", "election"};
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
@@ -189,6 +189,100 @@ static void check_fifo(const tt_arena *a, const tt_snapshot *snaps, size_t ns,
   free(nby);
 }
 
+/* --kind election: terms and what the observers were told. Granted terms
+ * are unique and grow from one leader to the next; each observer's events
+ * come in order ((term, version), a vacancy after its term's
+ * proclamations), and no granted term falls between two events of one
+ * observer unless the later one says resync (its subscription was made
+ * again: changes in between may be missing). Under faults that can lose
+ * the counter (a restart without data; a partition without the replica
+ * guard; a Sentinel failover, whose old master may take a grant that one
+ * replica acknowledged and the promoted one never got) the terms may
+ * repeat: counted, not violations. */
+static int64_t obs_key(const tt_obs_ev *e, int64_t *sub) {
+  *sub = e->change == 3 /* DLOCK_VACANT */ ? INT64_MAX : e->version;
+  return e->term;
+}
+
+static int by_token(const void *x, const void *y) {
+  int64_t a = A->recs[*(const int64_t *)x].token;
+  int64_t b = A->recs[*(const int64_t *)y].token;
+  return (a > b) - (a < b);
+}
+
+/* The first of the n sorted values above v (n when none is). */
+static size_t first_above(const int64_t *v, size_t n, int64_t x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] <= x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void check_election(const tt_opts *o, const tt_arena *a,
+                           const int64_t *idx, size_t n, tt_result *res) {
+  int64_t *terms = malloc((n + 1) * sizeof *terms);
+  for (size_t i = 0; i < n; i++) {
+    const tt_rec *p = i ? &a->recs[idx[i - 1]] : NULL, *r = &a->recs[idx[i]];
+    if (p && p->exit <= r->enter && p->token >= r->token &&
+        res->terms_backwards++ < 3)
+      fprintf(stderr, "torture: term %" PRId64 " (slot %d) after term %"
+              PRId64 " (slot %d)\n", r->token, r->slot, p->token, p->slot);
+  }
+  /* the records in term order (their terms in terms[]) */
+  int64_t *by_term = malloc((n + 1) * sizeof *by_term);
+  memcpy(by_term, idx, n * sizeof *by_term);
+  qsort(by_term, n, sizeof *by_term, by_token);
+  for (size_t i = 0; i < n; i++)
+    terms[i] = a->recs[by_term[i]].token;
+  for (size_t i = 1; i < n; i++)
+    res->terms_repeated += terms[i] == terms[i - 1];
+  res->observers = atomic_load(&a->nobs);
+  if (res->observers > TT_MAX_OBS)
+    res->observers = TT_MAX_OBS;
+  for (int k = 0; k < res->observers; k++) {
+    const tt_obs *ob = &a->obs[k];
+    int64_t m = atomic_load(&ob->n);
+    res->observed += m;
+    for (int64_t j = 1; j < m; j++) {
+      const tt_obs_ev *e0 = &ob->ev[j - 1], *e1 = &ob->ev[j];
+      if (e1->resync) {
+        res->observed_resyncs++;
+        continue;
+      }
+      int64_t s0, s1, t0 = obs_key(e0, &s0), t1 = obs_key(e1, &s1);
+      if ((t1 < t0 || (t1 == t0 && s1 <= s0)) &&
+          res->observed_disorder++ < 3)
+        fprintf(stderr, "torture: observer %d: term %" PRId64 "/%" PRId64
+                " after %" PRId64 "/%" PRId64 "\n", k, t1, s1, t0, s0);
+      /* granted strictly between, by a campaign under way between the
+       * two events (a server that lost its counter grants old terms
+       * again: those of another time do not count) */
+      size_t i = first_above(terms, n, t0);
+      for (; i < n && terms[i] < t1; i++) {
+        const tt_rec *r = &a->recs[by_term[i]];
+        if (r->enter >= e0->at && r->invoke <= e1->at &&
+            res->observed_missing++ < 3)
+          fprintf(stderr, "torture: observer %d missed term %" PRId64
+                  " (between %" PRId64 " and %" PRId64 ")\n", k, terms[i],
+                  t0, t1);
+      }
+    }
+  }
+  free(terms);
+  free(by_term);
+  int lossy = (o->nemesis & TT_F_RESTART) ||
+              ((o->nemesis & TT_F_PARTITION) && o->replica_sync_ms == 0) ||
+              (o->sentinel && (o->nemesis & TT_F_FAILOVER));
+  if (!lossy)
+    res->violations += res->terms_repeated + res->terms_backwards;
+  res->violations += res->observed_disorder + res->observed_missing;
+}
+
 void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
               size_t nsnaps, tt_result *res) {
   A = a;
@@ -285,6 +379,8 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
    * what matters is whether its write landed. */
   int64_t overlaps = (o->nemesis & TT_F_PAUSE) ? 0 : res->overlaps;
   res->violations = overlaps + res->counter_violation + res->fifo_violations;
+  if (o->kind == TT_ELECTION)
+    check_election(o, a, idx, n, res);
   free(idx);
   free(waits);
   free(hand);
@@ -337,6 +433,12 @@ void tt_print(const tt_opts *o, const tt_result *r) {
          r->overlaps, r->reported_overlaps, r->counter, r->commits,
          r->fifo_violations, r->fifo_checked, faults, r->lost_reports,
          r->timeouts, r->errors + r->release_errors, r->violations);
+  if (o->kind == TT_ELECTION)
+    printf("torture: election: terms_repeated=%" PRId64 " terms_backwards=%"
+           PRId64 " observers=%" PRId64 " observed=%" PRId64 " disorder=%"
+           PRId64 " missing=%" PRId64 " resyncs=%" PRId64 "\n",
+           r->terms_repeated, r->terms_backwards, r->observers, r->observed,
+           r->observed_disorder, r->observed_missing, r->observed_resyncs);
   if (o->writes)
     printf("torture: %s writes: accepted=%" PRId64 " refused=%" PRId64
            " stale_accepted=%" PRId64 " lost_updates=%" PRId64
@@ -357,7 +459,9 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
-  F(data_violation); F(max_promote_ms);
+  F(data_violation); F(max_promote_ms); F(terms_repeated); F(terms_backwards);
+  F(observers); F(observed); F(observed_disorder); F(observed_missing);
+  F(observed_resyncs);
 #undef F
   printf(",\"cuts_both\":%" PRId64 ",\"cuts_to_server\":%" PRId64
          ",\"cuts_from_server\":%" PRId64, r->cuts[0], r->cuts[1], r->cuts[2]);

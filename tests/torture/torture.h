@@ -22,6 +22,8 @@ typedef enum tt_kind {
   TT_ONCE, TT_ONCE_FAIR, /* the non-reentrant lock and fair lock */
   TT_SPIN,
   TT_GROUP, /* a grouped multi-lock: every worker asks for the same values */
+  TT_ELECTION, /* every thread campaigns, leads (its section), resigns; each
+                  worker process observes (tt_obs) */
   TT_NKINDS
 } tt_kind;
 /* The kinds whose waiters queue in FIFO order (their order is checked). */
@@ -151,7 +153,22 @@ typedef struct tt_rec {
   int64_t exit;        /* section left, release about to be called */
   int64_t done;        /* release returned */
   _Atomic int64_t lost_at; /* the lost callback fired (0: it did not) */
+  int64_t token;       /* the grant's token (fenced) or term (election) */
 } tt_rec;
+
+/* --kind election: what one worker process's observer was told */
+#define TT_MAX_OBS 64
+#define TT_OBS_EVENTS 16384
+typedef struct tt_obs_ev {
+  int64_t at; /* ns */
+  int64_t term, version;
+  int32_t change, resync; /* dlock_election_change, the event's resync */
+} tt_obs_ev;
+typedef struct tt_obs {
+  _Atomic int64_t n;
+  int proc;
+  tt_obs_ev ev[TT_OBS_EVENTS];
+} tt_obs;
 
 enum { /* slot phases */
   TT_P_START, TT_P_WAITING, TT_P_IN, TT_P_COMMIT, TT_P_RELEASING, TT_P_GONE,
@@ -181,6 +198,8 @@ typedef struct tt_arena {
   char urls[TT_MAX_SERVERS][256];
   char name[64];
   tt_slot slots[TT_MAX_SLOTS];
+  _Atomic int nobs;
+  tt_obs obs[TT_MAX_OBS];
   tt_rec recs[TT_MAX_RECS];
 } tt_arena;
 
@@ -235,6 +254,14 @@ typedef struct tt_result {
                               already overwritten) */
   int64_t data_violation;  /* guarded: stale writes, lost updates, or a
                               counter that is not the accepted count */
+  /* --kind election */
+  int64_t terms_repeated;  /* two grants of one term */
+  int64_t terms_backwards; /* a later leader with an older term */
+  int64_t observers, observed; /* observers, events they were told */
+  int64_t observed_disorder; /* an event not after the one before it */
+  int64_t observed_missing;  /* a granted term an observer skipped (not
+                                told a resync) */
+  int64_t observed_resyncs;
   int64_t violations;
 } tt_result;
 

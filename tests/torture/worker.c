@@ -76,6 +76,7 @@ typedef struct thread_ctx {
   size_t nlocks;
   dlock_lock *excl, *read; /* the lock taken (rw: write and read halves) */
   dlock_rwlock *rw;
+  dlock_election *el; /* --kind election: excl is its lock */
   int java;       /* a Redisson-behaving client instead of dlock */
   redisContext *raw; /* --writes plain: its own connection to the server */
   rp_client peer; /* its connection and UUID */
@@ -152,6 +153,13 @@ static int make_locks(thread_ctx *t, int index) {
     return rc;
   case TT_SEMAPHORE:
     return dlock_semaphore_lock_new(P.clients[0], name, NULL, &t->excl);
+  case TT_ELECTION: /* its lock bound to the thread, as the records say */
+    rc = dlock_election_new(P.clients[0], name, NULL, &t->el);
+    if (rc == DLOCK_OK) {
+      t->excl = dlock_election_lock(t->el);
+      rc = dlock_lock_bind_owner(t->excl, dlock_thread_id());
+    }
+    return rc;
   case TT_MULTI: /* even threads take {A,B}, odd ones {B,A} */
     for (int i = 0; i < 2 && rc == DLOCK_OK; i++) {
       snprintf(b, sizeof b, "%s:%c", name, (index + i) % 2 ? 'B' : 'A');
@@ -178,7 +186,9 @@ static int make_locks(thread_ctx *t, int index) {
 }
 
 static void free_locks(thread_ctx *t) {
-  if (t->rw)
+  if (t->el)
+    dlock_election_free(t->el);
+  else if (t->rw)
     dlock_rwlock_free(t->rw);
   else if (t->excl)
     dlock_lock_free(t->excl);
@@ -329,10 +339,15 @@ static void *thread_main(void *arg) {
     atomic_store(&s->phase, TT_P_WAITING);
     r->invoke = tt_now_ns();
     atomic_store(&s->cur, idx);
-    dlock_grant g;
+    dlock_grant g = {0, 0};
+    char value[32];
+    snprintf(value, sizeof value, "slot %d", t->slot);
     rc = t->java ? java_acquire(t, reading, o->lease_ms)
+         : t->el ? dlock_election_campaign(t->el, value, strlen(value),
+                                           o->wait_ms, lease, &g.token)
                  : dlock_acquire_grant(l, o->wait_ms, lease, &g);
     r->rc = rc;
+    r->token = g.token;
     if (rc != DLOCK_OK) {
       r->done = tt_now_ns();
       atomic_store(&s->phase, TT_P_START);
@@ -367,7 +382,9 @@ static void *thread_main(void *arg) {
     }
     r->exit = tt_now_ns();
     atomic_store(&s->phase, TT_P_RELEASING);
-    rc = t->java ? java_release(t, reading) : dlock_release(l);
+    rc = t->java ? java_release(t, reading)
+         : t->el ? dlock_election_resign(t->el)
+                 : dlock_release(l);
     r->done = tt_now_ns();
     if (rc == DLOCK_ELOST) {
       atomic_fetch_or(&r->flags, TT_R_ELOST);
@@ -550,7 +567,8 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
       o->kind != TT_RW && o->kind != TT_ONCE && o->kind != TT_ONCE_FAIR &&
       o->kind != TT_SPIN && o->kind != TT_GROUP) {
     fprintf(stderr, "worker %d: --async takes lock, fenced, fair, rw, "
-            "non-reentrant, non-reentrant-fair, spin or group\n", proc);
+            "non-reentrant, non-reentrant-fair, spin, group or election\n",
+            proc);
     return 2;
   }
   dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
@@ -618,6 +636,31 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   return 0;
 }
 
+/* --kind election: the process's observer logs every change it is told
+ * (engine thread; one writer per log). */
+static void observed(void *data, const dlock_result *res) {
+  tt_obs *ob = data;
+  int64_t n = atomic_load(&ob->n);
+  if (res->election == NULL || n >= TT_OBS_EVENTS)
+    return;
+  ob->ev[n] = (tt_obs_ev){.at = tt_now_ns(),
+                          .term = res->election->leader.term,
+                          .version = res->election->leader.version,
+                          .change = (int32_t)res->election->change,
+                          .resync = res->election->resync};
+  atomic_store(&ob->n, n + 1);
+}
+
+static void observe(tt_arena *a, int proc, dlock_election **el) {
+  int k = atomic_fetch_add(&a->nobs, 1);
+  if (k >= TT_MAX_OBS ||
+      dlock_election_new(P.clients[0], a->name, NULL, el) != DLOCK_OK)
+    return;
+  a->obs[k].proc = proc;
+  if (dlock_election_observe(*el, observed, &a->obs[k], NULL) != DLOCK_OK)
+    fprintf(stderr, "worker %d: observe: %s\n", proc, dlock_errmsg());
+}
+
 int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
   P.o = o;
   P.a = a;
@@ -642,6 +685,9 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
       return 3;
     }
   }
+  dlock_election *watching = NULL; /* ends with its client */
+  if (o->kind == TT_ELECTION)
+    observe(a, proc, &watching);
   P.nthreads = o->threads;
   P.first_slot = atomic_fetch_add(&a->nslots, o->threads);
   if (P.first_slot + o->threads > TT_MAX_SLOTS)
@@ -667,5 +713,6 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     pthread_join(th[i], NULL);
   for (int i = 0; i < nclients; i++)
     dlock_client_close(P.clients[i]);
+  dlock_election_free(watching);
   return 0;
 }
