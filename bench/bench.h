@@ -2,7 +2,7 @@
  * the counters and samples (shared across fork), the clients, the raw
  * bound over plain hiredis, and the figures one workload hands another
  * (bench_bounds). One file per workload family: locks.c (W1, W2, W3, W3p,
- * W4, W6, W7, S1, M2), redlock.c (W5), sync.c (W8, M1), async.c (W9, W10),
+ * W4, W6, W7, S1, M2), election.c (E1), redlock.c (W5), sync.c (W8, M1), async.c (W9, W10),
  * topology.c (C1, C2, V1, D1, G1, F1, T1); main.c runs them in order. */
 #ifndef DLOCK_BENCH_H
 #define DLOCK_BENCH_H
@@ -132,6 +132,7 @@ void w5(bench_bounds *b);
 void w6(bench_bounds *b);
 void s1(bench_bounds *b);
 void m2(bench_bounds *b);
+void e1(bench_bounds *b);
 void w7(bench_bounds *b);
 void w8(bench_bounds *b);
 void m1(bench_bounds *b);

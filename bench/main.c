@@ -41,6 +41,7 @@ static const struct {
     {"W6", w6, 0},
     {"S1", s1, 0},
     {"M2", m2, 0},
+    {"E1", e1, 0},
     {"W7", w7, 0},
     {"W8", w8, 0},
     {"M1", m1, 0},
@@ -60,10 +61,11 @@ static void usage(void) {
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS]\n"
-          "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 W7 W8 M1 W9 W10 C1 C2 T1 V1 D1\n"
-          "  G1 (default: all;\n"
+          "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
+          "  D1 G1 (default: all;\n"
           "  S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters;\n"
           "  M2: a group of 100 values beside a multi-lock of 100 locks;\n"
+          "  E1: an election's hand-over, and 10,000 observers of it;\n"
           "  C1: W1 and W3 on a throwaway 3-master cluster beside one server;\n"
           "  C2: W1 with the replica guard on a cluster with replicas;\n"
           "  T1: W1 and W3 over TLS beside plain TCP;\n"

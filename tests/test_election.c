@@ -474,6 +474,42 @@ static void test_many_observers(void) {
   dlock_client_close(c2);
 }
 
+/* Observers of one handle share its subscription: one that joins later is
+ * told the state at once, and one that leaves does not end the others. */
+static void test_observers_share(void) {
+  const char *name = th_name("el-share");
+  dlock_client *c2 = th_client(&srv, NULL);
+  dlock_election *a = new_election(cl, name), *o = new_election(c2, name);
+  obs_log l1, l2;
+  obs_init(&l1);
+  obs_init(&l2);
+  dlock_op op1, op2;
+  TH_ASSERT_RC(dlock_election_observe(o, obs_done, &l1, &op1), DLOCK_OK);
+  CU_ASSERT_EQUAL(obs_wait(&l1, 1, 5000), 1);
+  int64_t t1;
+  TH_ASSERT_RC(dlock_election_campaign(a, "one", 3, 0, DLOCK_LEASE_WATCHDOG,
+                                       &t1),
+               DLOCK_OK);
+  CU_ASSERT_EQUAL(obs_wait(&l1, 2, 5000), 2);
+  TH_ASSERT_RC(dlock_election_observe(o, obs_done, &l2, &op2), DLOCK_OK);
+  CU_ASSERT_EQUAL(obs_wait(&l2, 1, 5000), 1);
+  expect(&l2, 0, DLOCK_ELECTED, t1, "one"); /* the state when it joined */
+  obs_end(&l1, op1);
+  TH_ASSERT_RC(dlock_election_proclaim(a, "two", 3), DLOCK_OK);
+  CU_ASSERT_EQUAL(obs_wait(&l2, 2, 5000), 2);
+  expect(&l2, 1, DLOCK_PROCLAIMED, t1, "two");
+  CU_ASSERT_EQUAL(l1.n, 2);
+  obs_end(&l2, op2);
+  /* all gone: the channel has no subscriber of this client left */
+  char channel[256];
+  snprintf(channel, sizeof channel, "dlock_election_channel:{%s}", name);
+  CU_ASSERT(th_wait_numsub(&srv, channel, 0, 5000));
+  TH_ASSERT_RC(dlock_election_resign(a), DLOCK_OK);
+  dlock_election_free(a);
+  dlock_election_free(o);
+  dlock_client_close(c2);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("election", suite_init, suite_clean);
   CU_add_test(s, "layout", test_layout);
@@ -484,6 +520,7 @@ static void add_tests(void) {
   CU_add_test(s, "async", test_async);
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "many_observers", test_many_observers);
+  CU_add_test(s, "observers_share", test_observers_share);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -150,6 +150,10 @@ void dlock__aop_discard(dlock__aop *op);
  * (any thread). On an error nothing starts and op is freed. */
 int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
                      dlock_op *out);
+/* The same on op's engine thread, started at once (an operation another
+ * one needs: an election's hub). Not a combinator's. DLOCK_OK, or
+ * DLOCK_ENOMEM with op freed. */
+int dlock__aop_start_here(dlock__aop *op, void (*start)(dlock__aop *op));
 /* Run op->blocking on the thread pool; op finishes with its result back
  * on the engine thread (engine thread). */
 void dlock__aop_blocking(dlock__aop *op);

@@ -254,7 +254,10 @@ void dlock__aop_timer_drop(dlock__aop *op) {
 void dlock__aop_discard(dlock__aop *op) {
   dlock__client_unref(op->c);
   free(op->errmsg);
-  free(op->ctx);
+  if (op->ctx_free)
+    op->ctx_free(op->ctx);
+  else
+    free(op->ctx);
   free(op);
 }
 
@@ -339,6 +342,24 @@ int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
   }
   if (out)
     *out = id;
+  return DLOCK_OK;
+}
+
+int dlock__aop_start_here(dlock__aop *op, void (*start)(dlock__aop *op)) {
+  op->start = start;
+  pthread_mutex_lock(&reg_mu);
+  op->id = ++last_id;
+  op->node.key = &op->id;
+  op->node.klen = sizeof op->id;
+  int rc = dlock__map_put(&reg, &op->node);
+  pthread_mutex_unlock(&reg_mu);
+  if (rc != DLOCK_OK) {
+    dlock__aop_discard(op);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+  }
+  live_link(op);
+  op->stage = DLOCK__AOP_BUSY;
+  start(op);
   return DLOCK_OK;
 }
 
@@ -600,6 +621,12 @@ void dlock__aop_finish(dlock__aop *op, int rc) {
 }
 
 int dlock__aop_emit(dlock__aop *op, void *ctx, const void *election) {
+  if (dlock__client_opts(op->c)->completions != DLOCK_COMPLETE_QUEUE) {
+    dlock_result res = {.op = op->id, .errmsg = "", .election = election};
+    op->done(op->data, &res);
+    free(ctx);
+    return DLOCK_OK;
+  }
   dlock__aop *e = calloc(1, sizeof *e);
   if (e == NULL) {
     free(ctx);
@@ -615,12 +642,7 @@ int dlock__aop_emit(dlock__aop *op, void *ctx, const void *election) {
   e->data = op->data;
   e->ctx = ctx;
   e->res.election = election;
-  if (dlock__client_opts(op->c)->completions != DLOCK_COMPLETE_QUEUE) {
-    deliver(e);
-    op_free(e);
-  } else {
-    enqueue(dlock__client_async(op->c), e);
-  }
+  enqueue(dlock__client_async(op->c), e);
   return DLOCK_OK;
 }
 

@@ -22,6 +22,8 @@ struct dlock_election {
   size_t value_len;
   _Atomic int campaigning;
   _Atomic int64_t term;     /* the term it was granted, 0 none */
+  struct election_hub *hub; /* its observers' subscription (observe.c;
+                               engine thread), NULL when none observes */
 };
 
 /* The state query (lua/election_state.lua) into req. */
