@@ -308,6 +308,17 @@ static void start_task(dlock_client *c, dlock__req *req) {
   op->start(op);
 }
 
+/* Give op its id in the registry of pending ops (dlock_cancel's). */
+static int enroll(dlock__aop *op) {
+  pthread_mutex_lock(&reg_mu);
+  op->id = ++last_id;
+  op->node.key = &op->id;
+  op->node.klen = sizeof op->id;
+  int rc = dlock__map_put(&reg, &op->node);
+  pthread_mutex_unlock(&reg_mu);
+  return rc == DLOCK_OK ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
 int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
                      dlock_op *out) {
   dlock__req *req = calloc(1, sizeof *req);
@@ -319,16 +330,12 @@ int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
   dlock__req_task(req, start_task, NULL);
   req->done = start_done;
   req->data = op;
-  pthread_mutex_lock(&reg_mu);
-  uint64_t id = op->id = ++last_id;
-  op->node.key = &op->id;
-  op->node.klen = sizeof op->id;
-  int rc = dlock__map_put(&reg, &op->node);
-  pthread_mutex_unlock(&reg_mu);
+  int rc = enroll(op);
+  uint64_t id = op->id;
   if (rc != DLOCK_OK) {
     free(req);
     dlock__aop_discard(op);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return rc;
   }
   /* from here op may finish on the engine at any time: id is a copy */
   rc = dlock__submit(op->c, req);
@@ -347,15 +354,10 @@ int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
 
 int dlock__aop_start_here(dlock__aop *op, void (*start)(dlock__aop *op)) {
   op->start = start;
-  pthread_mutex_lock(&reg_mu);
-  op->id = ++last_id;
-  op->node.key = &op->id;
-  op->node.klen = sizeof op->id;
-  int rc = dlock__map_put(&reg, &op->node);
-  pthread_mutex_unlock(&reg_mu);
+  int rc = enroll(op);
   if (rc != DLOCK_OK) {
     dlock__aop_discard(op);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return rc;
   }
   live_link(op);
   op->stage = DLOCK__AOP_BUSY;
