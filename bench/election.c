@@ -70,10 +70,13 @@ static struct {
   atomic_llong term;   /* the term the candidate is being elected to */
   atomic_int told;     /* observers told of it */
   atomic_llong first_us, last_us;
+  atomic_int ended;    /* observers whose last call came */
 } obs;
 
 static void observed(void *data, const dlock_result *r) {
   (void)data;
+  if (r->election == NULL)
+    atomic_fetch_add(&obs.ended, 1);
   if (r->election == NULL || r->election->change != DLOCK_ELECTED ||
       r->election->leader.term != atomic_load(&obs.term))
     return;
@@ -147,6 +150,9 @@ static void observers(bench_bounds *b) {
        "bytes", NAN);
   for (int i = 0; i < E1_OBSERVERS; i++)
     dlock_cancel(ops[i]);
+  for (int64_t end = now_us() + 5000000;
+       atomic_load(&obs.ended) < E1_OBSERVERS && now_us() < end;)
+    usleep(1000); /* their ends, before the handle goes */
   free(ops);
   free(first);
   dlock_election_free(e);

@@ -227,6 +227,68 @@ static void test_family(void) {
   dlock_client_close(c);
 }
 
+/* Leader election through the sentinels' master, with the replica guard:
+ * a standby takes over on a resignation, an observer is told both terms. */
+static _Atomic int elected_seen, observer_ended;
+static _Atomic long long last_term_seen;
+static void election_seen(void *data, const dlock_result *r) {
+  (void)data;
+  if (r->election == NULL)
+    atomic_store(&observer_ended, 1);
+  else if (r->election->change == DLOCK_ELECTED) {
+    atomic_store(&last_term_seen, r->election->leader.term);
+    atomic_fetch_add(&elected_seen, 1);
+  }
+}
+
+static int standby_campaign(void *arg) {
+  return dlock_election_campaign(arg, "b", 1, 10000, DLOCK_LEASE_WATCHDOG,
+                                 NULL);
+}
+
+static void test_election(void) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 1500;
+  dlock_client *c = th_client(&srv, &o), *c2 = th_client(&srv, &o);
+  const char *name = th_name("election");
+  dlock_election *a = NULL, *b = NULL, *w = NULL;
+  TH_ASSERT_RC(dlock_election_new(c, name, NULL, &a), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_new(c2, name, NULL, &b), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_new(c2, name, NULL, &w), DLOCK_OK);
+  dlock_op op;
+  TH_ASSERT_RC(dlock_election_observe(w, election_seen, NULL, &op), DLOCK_OK);
+  int64_t ta = 0;
+  TH_ASSERT_RC(dlock_election_campaign(a, "a", 1, 0, DLOCK_LEASE_WATCHDOG,
+                                       &ta),
+               DLOCK_OK);
+  th_elsewhere_call call;
+  th_elsewhere_start(&call, standby_campaign, b);
+  char channel[256];
+  snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+  th_server *m = th_sentinel_master(&srv);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT(th_wait_numsub(m, channel, 1, 5000));
+  TH_ASSERT_RC(dlock_election_resign(a), DLOCK_OK);
+  TH_ASSERT_RC(th_elsewhere_join(&call), DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock_election_term(b), ta + 1);
+  for (int64_t end = th_now_ms() + 5000;
+       atomic_load(&last_term_seen) != ta + 1 && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(atomic_load(&last_term_seen), ta + 1);
+  CU_ASSERT(atomic_load(&elected_seen) >= 2);
+  TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_resign(b), DLOCK_OK);
+  for (int64_t end = th_now_ms() + 5000;
+       !atomic_load(&observer_ended) && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT(atomic_load(&observer_ended));
+  dlock_election_free(a);
+  dlock_election_free(b);
+  dlock_election_free(w);
+  dlock_client_close(c2);
+  dlock_client_close(c);
+}
+
 /* The replica guard (replica_sync_ms) on a sentinel's master: the count
  * of replicas comes from the master's ROLE; each write of an acquire or a
  * release is followed by a WAIT (direct path and engine alike). With both
@@ -600,6 +662,7 @@ static void add(void) {
   CU_add_test(s, "direct_path", test_direct_path);
   CU_add_test(s, "inspecting_commands", test_inspecting_commands);
   CU_add_test(s, "family", test_family);
+  CU_add_test(s, "election", test_election);
   CU_add_test(s, "replica_guard", test_replica_guard);
   CU_add_test(s, "replica_guard_renewals", test_replica_guard_renewals);
   CU_add_test(s, "replica_guard_first_sync", test_replica_guard_first_sync);
