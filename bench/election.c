@@ -146,8 +146,8 @@ static void observers(bench_bounds *b) {
   emit("E1", "all observers told p99", pct(sh->samples, nsamples(), 99), "us",
        NAN);
   emit("E1", "terms not told to all in 2 s", (double)missed, "count", 0);
-  emit("E1", "memory per observer", (double)(heap1 - heap0) / E1_OBSERVERS,
-       "bytes", NAN);
+  double grown = heap1 > heap0 ? (double)(heap1 - heap0) : 0;
+  emit("E1", "memory per observer", grown / E1_OBSERVERS, "bytes", NAN);
   for (int i = 0; i < E1_OBSERVERS; i++)
     dlock_cancel(ops[i]);
   for (int64_t end = now_us() + 5000000;

@@ -122,7 +122,7 @@ static void test_every_workload_runs(void) {
   char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(args, 240000, text, sizeof text), 0);
   static const char *ids[] = {"W1", "W2", "W3", "W3p", "W4", "W5",
-                              "W6", "S1 spin", "S1 pub/sub", "M2", "W7",
+                              "W6", "S1 spin", "S1 pub/sub", "M2", "E1", "W7",
                               "W8", "M1", "W9", "W10", "C1", "C2", "T1",
                               "V1", "D1", "G1"};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {

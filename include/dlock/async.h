@@ -2,7 +2,9 @@
  *
  * Each call here starts an operation and returns at once; its outcome comes
  * to a completion callback, called exactly once per operation that started
- * (a call that returns an error started nothing and calls nothing back).
+ * (a call that returns an error started nothing and calls nothing back;
+ * an election's observer, dlock/election.h, is called once per change,
+ * then once at its end).
  * The callback never runs inside the call that started the operation.
  *
  * Where callbacks run is chosen per client (dlock_client_opts.completions):
