@@ -191,6 +191,8 @@ void dlock_election_free(dlock_election *e) {
     return;
   if (dlock_election_term(e) > 0 && !dlock__on_engine_thread())
     dlock_election_resign(e);
+  else if (dlock_election_term(e) > 0) /* its lease ends it: not renewed */
+    dlock__hashlock_forget(&e->base, e->base.bound_owner);
   dlock_lock_free(&e->base);
 }
 
