@@ -1,4 +1,5 @@
-/* One name, one kind (docs/errors.md): every pair of kinds on one name.
+/* One name, one kind (docs/errors.md): every pair of kinds on one name
+ * (the election's leadership is a lock's hash).
  * A kind whose layout differs from what the name holds is refused with
  * DLOCK_EKIND and the key is left byte for byte as it was; kinds that share
  * a layout behave as that layout allows. */
@@ -30,20 +31,21 @@ static int suite_clean(void) {
 }
 
 enum kind {
-  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, READ, WRITE, LATCH, SEMAPHORE,
-  PERMITS, NKINDS
+  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, ELECTION, READ, WRITE, LATCH,
+  SEMAPHORE, PERMITS, NKINDS
 };
 static const char *const kind_names[NKINDS] = {
     "reentrant", "fenced", "fair", "non-reentrant", "non-reentrant-fair",
-    "read", "write", "latch", "semaphore", "permits"};
+    "election", "read", "write", "latch", "semaphore", "permits"};
 /* kinds with one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
  * count */
-static const int family[NKINDS] = {0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
+static const int family[NKINDS] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
 
 /* One object of a kind on a name, through its own handle. */
 typedef struct object {
   enum kind k;
   dlock_lock *lock;
+  dlock_election *election; /* lock is its lock */
   dlock_latch *latch;
   dlock_semaphore *sem;
   dlock_permits *permits;
@@ -60,6 +62,10 @@ static object make(dlock_client *c, enum kind k, const char *name) {
   case ONCE: rc = dlock_non_reentrant_lock_new(c, name, NULL, &o.lock); break;
   case ONCE_FAIR:
     rc = dlock_non_reentrant_fair_lock_new(c, name, NULL, &o.lock);
+    break;
+  case ELECTION:
+    rc = dlock_election_new(c, name, NULL, &o.election);
+    o.lock = dlock_election_lock(o.election);
     break;
   case READ: rc = dlock_read_lock_new(c, name, NULL, &o.lock); break;
   case WRITE: rc = dlock_write_lock_new(c, name, NULL, &o.lock); break;
@@ -133,6 +139,9 @@ static void drop(object *o) {
   case PERMITS:
     dlock_permits_free(o->permits);
     break;
+  case ELECTION:
+    dlock_election_free(o->election); /* resigns */
+    break;
   default:
     dlock_release(o->lock);
     dlock_lock_free(o->lock);
@@ -185,7 +194,7 @@ static void test_every_pair(void) {
       freeReplyObject(th_cmd(&srv, "DEL %s", name));
     }
   }
-  CU_ASSERT_EQUAL(refused, 2 * (5 * 2 + 5 * 3 + 2 * 3)); /* ordered pairs */
+  CU_ASSERT_EQUAL(refused, 2 * (6 * 2 + 6 * 3 + 2 * 3)); /* ordered pairs */
   CU_ASSERT(shared > 0);
 }
 
