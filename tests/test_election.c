@@ -510,6 +510,49 @@ static void test_observers_share(void) {
   dlock_client_close(c2);
 }
 
+static int campaign_long(void *arg) {
+  return dlock_election_campaign(arg, "v", 1, 10000, 30000, NULL);
+}
+
+/* A campaign whose answer is lost (the server stopped with it in its
+ * socket; the command timeout ends the wait for it) is asked about, as a
+ * reentrant lock's try is: the record says it ran, so the candidate leads
+ * in that term, not elected twice (a fenced lock cannot ask: its token is
+ * not kept; the term is). */
+static void test_lost_answer(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "") == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 5000; /* the question waits for the server */
+  o.command_timeout_ms = 300;
+  dlock_client *c = th_client(&s, &o);
+  const char *name = th_name("el-lost-answer");
+  dlock_election *e = new_election(c, name);
+  dlock_leader l;
+  TH_ASSERT_RC(dlock_election_leader(e, &l), DLOCK_OK); /* connected */
+  dlock_leader_clear(&l);
+  uint64_t sent = th_commands(c);
+  th_server_pause(&s, 1);
+  th_elsewhere_call w;
+  th_elsewhere_start(&w, campaign_long, e);
+  int64_t t0 = th_now_ms();
+  /* the event: the try, then the question (sent once the try timed out) */
+  while (th_commands(c) < sent + 2 && th_now_ms() - t0 < 3000)
+    usleep(1000);
+  CU_ASSERT(th_now_ms() - t0 >= o.command_timeout_ms); /* the answer lost */
+  th_server_pause(&s, 0);
+  TH_ASSERT_RC(th_elsewhere_join(&w), DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock_election_term(e), 1);
+  TH_ASSERT_RC(dlock_election_leader(e, &l), DLOCK_OK);
+  CU_ASSERT(l.leading && l.mine && l.term == 1); /* one grant, not two */
+  dlock_leader_clear(&l);
+  TH_ASSERT_RC(dlock_election_resign(e), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 0);
+  dlock_election_free(e);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("election", suite_init, suite_clean);
   CU_add_test(s, "layout", test_layout);
@@ -521,6 +564,7 @@ static void add_tests(void) {
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "many_observers", test_many_observers);
   CU_add_test(s, "observers_share", test_observers_share);
+  CU_add_test(s, "lost_answer", test_lost_answer);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -521,14 +521,8 @@ int dlock__aop_grant_cancelled(dlock__aop *op) {
 /* ---- finishing and delivering ------------------------------------------------- */
 
 static void op_free(dlock__aop *op) {
-  dlock__client_unref(op->c);
   dlock__reply_free(op->res.reply);
-  free(op->errmsg);
-  if (op->ctx_free)
-    op->ctx_free(op->ctx);
-  else
-    free(op->ctx);
-  free(op);
+  dlock__aop_discard(op); /* the rest, as for one never started */
 }
 
 static void deliver(dlock__aop *op) {

@@ -122,15 +122,39 @@ static void destroy(dlock_lock *l) {
   pthread_mutex_destroy(&e->mu);
 }
 
-/* A fenced grant: its token cannot be asked after a lost answer. Standbys
- * race for each resignation across processes: no early tries. */
+/* A campaign whose answer was lost (its connection dropped after it was
+ * written): did it run? The record says: this candidate leads, in its
+ * term (a fenced lock's token cannot be asked after; a term can). 1 it
+ * ran (w->token: the term), 0 it did not, or an error. */
+static int ask(dlock__wait *w) {
+  dlock_election *e = (dlock_election *)(void *)w->h;
+  char lost[512];
+  snprintf(lost, sizeof lost, "%s", dlock_errmsg()); /* the try's */
+  dlock_leader l;
+  int rc = dlock_election_leader(e, &l);
+  if (rc != DLOCK_OK)
+    return dlock__fail(rc, "%s; asking whether the campaign ran: %s", lost,
+                       dlock_errmsg());
+  rc = l.mine;
+  if (rc)
+    w->token = l.term; /* its lease started no earlier than w->sent_ms */
+  dlock_leader_clear(&l);
+  return rc;
+}
+
+/* Standbys race for each resignation across processes: no early tries. */
 static const dlock__lock_reqs election_reqs = {
     .try_req = try_req,
     .release_req = resign_req,
     .read_reply = read_reply,
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
-    .wait = {DLOCK__LOCK_WAIT},
+    .hold_count = dlock__hashlock_count, /* a lost answer is asked */
+    .wait = {.noun = "lock", .try_req = dlock__lock_wait_try,
+             .try_reply = dlock__lock_wait_reply,
+             .wait_channel = dlock__lock_wait_channel,
+             .granted = dlock__lock_wait_granted,
+             .give_back = dlock__lock_wait_give_back, .ask = ask},
 };
 
 static const dlock__lock_methods election_methods = {

@@ -6,8 +6,10 @@
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <dlock/dlock.h>
 
@@ -63,6 +65,12 @@ const char *shown(const char *url);
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library failure rc about what, said once, on stderr; its exit status. */
 int fail(int rc, const char *what);
+
+/* Timed waits on the monotonic clock (a wall clock that jumps moves no
+ * deadline): a condition variable whose timed waits use it, and the
+ * deadline ms from now on it. */
+void cli_cond_init(pthread_cond_t *cv);
+struct timespec cli_deadline(int64_t ms);
 
 /* A JSON string of s (len bytes: control bytes escaped; other bytes as
  * they are). */

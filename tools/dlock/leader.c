@@ -90,18 +90,12 @@ static int watch(dlock_election *e, const char *name, int as_json,
                  int64_t changes, int64_t for_ms) {
   watch_state ws = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, name,
                     as_json, 0, 0, 0};
+  cli_cond_init(&ws.cv);
   dlock_op op = 0;
   int rc = dlock_election_observe(e, observed, &ws, &op);
   if (rc != DLOCK_OK)
     return rc;
-  struct timespec end;
-  clock_gettime(CLOCK_REALTIME, &end);
-  end.tv_sec += for_ms / 1000;
-  end.tv_nsec += (for_ms % 1000) * 1000000;
-  if (end.tv_nsec >= 1000000000) {
-    end.tv_sec++;
-    end.tv_nsec -= 1000000000;
-  }
+  struct timespec end = cli_deadline(for_ms);
   pthread_mutex_lock(&ws.mu);
   while (!ws.ended && (changes <= 0 || ws.lines < changes + 1)) {
     if (for_ms < 0)

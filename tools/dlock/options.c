@@ -494,3 +494,25 @@ void json_bytes(FILE *f, const char *s, size_t len) {
 }
 
 void json_str(FILE *f, const char *s) { json_bytes(f, s, strlen(s)); }
+
+/* ---- timed waits ------------------------------------------------------------ */
+
+void cli_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+}
+
+struct timespec cli_deadline(int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  return ts;
+}
