@@ -1589,6 +1589,40 @@ static void test_elect_and_leader(void) {
                                   sizeof out), 64);
 }
 
+/* A wall clock that jumps (an NTP step: libfaketime on dlock's process
+ * only, its monotonic clock left alone) moves nothing of dlock's: `run`'s
+ * fixed lease is measured on the monotonic clock, so a jump an hour
+ * forward does not end it early (exit 0), and a jump an hour back does not
+ * keep the command running past it (exit 76 at the lease's end).
+ * FAKETIME_FORCE_MONOTONIC_FIX=0: without it libfaketime 0.9.10 ends
+ * every timed wait on a monotonic condition variable at once. */
+static void test_wall_clock_jump(void) {
+  const char *lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+  if (access(lib, R_OK) != 0)
+    CU_FAIL_FATAL("libfaketime is not installed (scripts/setup installs it)");
+  static const struct {
+    const char *jump, *lease, *sleep;
+    int want;
+  } cases[] = {{"+3600", "5s", "2", 0}, {"-3600", "1s", "4", 76}};
+  for (int i = 0; i < 2; i++) {
+    char line[2048], out[2048];
+    snprintf(line, sizeof line,
+             "F='%s/clock%d'; echo +0 > $F; (sleep 0.3; echo '%s' > $F) & "
+             "LD_PRELOAD='%s' FAKETIME_TIMESTAMP_FILE=$F FAKETIME_NO_CACHE=1 "
+             "DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 '%s' run --lease %s '%s' -- sleep %s "
+             "2>&1; st=$?; wait; exit $st",
+             tmpdir, i, cases[i].jump, lib, dlock_bin, cases[i].lease,
+             th_name("wall-clock"), cases[i].sleep);
+    int64_t t0 = th_now_ms();
+    int st = th_shell(line, out, sizeof out);
+    int64_t took = th_now_ms() - t0;
+    if (st != cases[i].want)
+      fprintf(stderr, "\n  jump %s: exit %d after %lld ms: %s\n",
+              cases[i].jump, st, (long long)took, out);
+    CU_ASSERT_EQUAL(st, cases[i].want);
+  }
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -1599,6 +1633,7 @@ static void add_tests(void) {
   CU_add_test(s, "list", test_list);
   CU_add_test(s, "watch", test_watch);
   CU_add_test(s, "elect_and_leader", test_elect_and_leader);
+  CU_add_test(s, "wall_clock_jump", test_wall_clock_jump);
   CU_add_test(s, "inspect_every_kind", test_inspect_every_kind);
   CU_add_test(s, "kind_mixup", test_kind_mixup);
   CU_add_test(s, "check_acl", test_check_acl);

@@ -12,7 +12,7 @@ static const char *kind_names[TT_NKINDS] = {
 static const char *fault_names[TT_F_COUNT] = {
     "kill", "kill_waiter", "client_kill", "pubsub_kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
-    "partition"};
+    "partition", "clock_forward", "clock_back", "client_clock"};
 
 static const tt_arena *A; /* for the qsort comparators */
 
@@ -283,6 +283,30 @@ static void check_election(const tt_opts *o, const tt_arena *a,
   res->violations += res->observed_disorder + res->observed_missing;
 }
 
+/* clock-forward: for each hold told lost after a jump (its lost callback,
+ * or DLOCK_ELOST from its release), the time from the latest jump before
+ * it. */
+static void told_after_jumps(const tt_arena *a, const int64_t *idx, size_t n,
+                             tt_result *res) {
+  int nj = atomic_load(&a->njumps);
+  for (size_t i = 0; i < n; i++) {
+    const tt_rec *r = &a->recs[idx[i]];
+    /* told: the lost callback, else DLOCK_ELOST from the release */
+    int64_t lost = atomic_load(&r->lost_at);
+    if (lost == 0 && (atomic_load(&r->flags) & TT_R_ELOST))
+      lost = r->done;
+    int64_t jump = 0;
+    for (int j = 0; j < nj && j < 256; j++)
+      if (a->jumps[j] <= lost && a->jumps[j] > jump)
+        jump = a->jumps[j];
+    if (lost == 0 || jump == 0)
+      continue;
+    res->told_after_jump++;
+    if ((lost - jump) / 1000 > res->max_told_after_jump_us)
+      res->max_told_after_jump_us = (lost - jump) / 1000;
+  }
+}
+
 void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
               size_t nsnaps, tt_result *res) {
   A = a;
@@ -381,6 +405,8 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
   res->violations = overlaps + res->counter_violation + res->fifo_violations;
   if (o->kind == TT_ELECTION)
     check_election(o, a, idx, n, res);
+  if (o->nemesis & TT_F_CLOCK_FORWARD)
+    told_after_jumps(a, idx, n, res);
   free(idx);
   free(waits);
   free(hand);
@@ -461,7 +487,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
   F(data_violation); F(max_promote_ms); F(terms_repeated); F(terms_backwards);
   F(observers); F(observed); F(observed_disorder); F(observed_missing);
-  F(observed_resyncs);
+  F(observed_resyncs); F(told_after_jump); F(max_told_after_jump_us);
 #undef F
   printf(",\"cuts_both\":%" PRId64 ",\"cuts_to_server\":%" PRId64
          ",\"cuts_from_server\":%" PRId64, r->cuts[0], r->cuts[1], r->cuts[2]);

@@ -22,6 +22,7 @@
 
 #include "../harness.h"
 #include "dlock/dlock.h"
+#include "clock.h"
 #include "delay.h"
 #include "partition.h"
 #include "torture.h"
@@ -55,7 +56,7 @@ static const char *kinds[TT_NKINDS] = {
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
-    "partition"};
+    "partition", "clock-forward", "clock-back", "client-clock"};
 
 static void usage(void) {
   fprintf(stderr,
@@ -79,7 +80,11 @@ static void usage(void) {
           "failover,restart,pause]]\n"
           "  [--split [--nemesis partition]] (one server: the holder cut\n"
           "   from it; --sentinel, --cluster: the name's master cut)\n"
-          "  [--replica-sync MS] [--min-replicas N]\n");
+          "  [--replica-sync MS] [--min-replicas N]\n"
+          "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (one server\n"
+          "   or RedLock's: a server's clock jump, modelled)\n"
+          "  [--nemesis client-clock] (the workers' wall clock +-1 h: libfaketime)\n"
+          "  [--drift PCT --drift-members K] (RedLock: K servers' clocks PCT %% fast)\n");
   exit(2);
 }
 
@@ -144,6 +149,9 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
     else if (strcmp(a, "--loss") == 0) O.loss_pct = (int)num(v);
     else if (strcmp(a, "--replica-sync") == 0) O.replica_sync_ms = num(v);
+    else if (strcmp(a, "--clock-jump") == 0) O.clock_jump_ms = num(v);
+    else if (strcmp(a, "--drift") == 0) O.drift_pct = atof(v);
+    else if (strcmp(a, "--drift-members") == 0) O.drift_members = (int)num(v);
     else if (strcmp(a, "--delay") == 0) {
       char *colon = strchr(v, ':');
       if (colon) {
@@ -193,6 +201,10 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
       (O.kind != TT_REDLOCK && O.servers != 1) ||
+      ((O.nemesis & (TT_F_CLOCK_FORWARD | TT_F_CLOCK_BACK | TT_F_CLIENT_CLOCK)) &&
+       (O.cluster || O.sentinel)) ||
+      ((O.drift_pct > 0) != (O.drift_members > 0)) ||
+      O.drift_members > O.servers || O.drift_pct < 0 ||
       (O.cluster && (O.kind == TT_REDLOCK || O.java ||
                      (O.nemesis & ~cluster_faults))) ||
       (O.sentinel && (O.cluster || O.kind == TT_REDLOCK || O.java ||
@@ -217,6 +229,43 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
 
 /* ---- workers ------------------------------------------------------------- */
 
+/* client-clock: the workers' wall clock, moved at run time through a file
+ * libfaketime reads (again each second); their monotonic clock stays. */
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+static char clock_file[64];
+
+static void clock_file_write(const char *offset) {
+  FILE *f = fopen(clock_file, "w");
+  if (f) {
+    fprintf(f, "%s\n", offset);
+    fclose(f);
+  }
+}
+
+/* The workers' environment: this process's, and with client-clock the
+ * libfaketime settings (the harness and its servers run without them). */
+extern char **environ;
+static char **worker_env(void) {
+  static char fake[5][128];
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **envp = calloc(n + 6, sizeof *envp);
+  memcpy(envp, environ, n * sizeof *envp);
+  if (O.nemesis & TT_F_CLIENT_CLOCK) {
+    snprintf(fake[0], sizeof fake[0], "LD_PRELOAD=%s", FAKETIME_LIB);
+    snprintf(fake[1], sizeof fake[1], "FAKETIME_TIMESTAMP_FILE=%s", clock_file);
+    snprintf(fake[2], sizeof fake[2], "FAKETIME_CACHE_DURATION=1");
+    snprintf(fake[3], sizeof fake[3], "DONT_FAKE_MONOTONIC=1");
+    /* without it libfaketime 0.9.10 ends every timed wait on a monotonic
+     * condition variable at once */
+    snprintf(fake[4], sizeof fake[4], "FAKETIME_FORCE_MONOTONIC_FIX=0");
+    for (int i = 0; i < 5; i++)
+      envp[n++] = fake[i];
+  }
+  return envp;
+}
+
 static pid_t spawn(int proc) {
   char pbuf[16], fbuf[16];
   snprintf(pbuf, sizeof pbuf, "%d", proc);
@@ -233,14 +282,16 @@ static pid_t spawn(int proc) {
   argv[n++] = "--arena-fd";
   argv[n++] = fbuf;
   argv[n] = NULL;
+  char **envp = worker_env();
   pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_DFL); /* a SIGPIPE must not be able to kill dlock */
-    execv("/proc/self/exe", argv);
+    execve("/proc/self/exe", argv, envp);
     _exit(127);
   }
   free(argv);
+  free(envp);
   return pid;
 }
 
@@ -644,10 +695,48 @@ static void fault(int f) {
   case TT_F_FLUSH:
     r = th_cmd(&servers[s], "SCRIPT FLUSH");
     break;
+  case TT_F_CLOCK_FORWARD:
+  case TT_F_CLOCK_BACK: {
+    int64_t d = O.clock_jump_ms > 0 ? O.clock_jump_ms : 2 * lease;
+    int j = atomic_load(&A->njumps);
+    if ((1 << f) == TT_F_CLOCK_FORWARD && j < 256) {
+      A->jumps[j] = tt_now_ns();
+      atomic_store(&A->njumps, j + 1);
+    }
+    if (dlock_clock_jump(servers[s].port,
+                         (1 << f) == TT_F_CLOCK_FORWARD ? d : -d, NULL) != 0)
+      fprintf(stderr, "torture: server %d: the clock jump failed\n", s);
+    break;
+  }
+  case TT_F_CLIENT_CLOCK:
+    clock_file_write(rand() % 2 ? "+3600" : "-3600");
+    break;
   }
   if (r)
     freeReplyObject(r);
   R.faults[f]++;
+}
+
+/* --drift: the first drift_members servers' clocks run drift_pct % fast:
+ * every 10 ms, a jump forward by that share of the time passed (the
+ * fractions carried over). */
+static void *drift_main(void *arg) {
+  (void)arg;
+  double carry = 0;
+  int64_t last = th_now_ms();
+  while (!atomic_load(&A->stop)) {
+    sleep_ms(10);
+    int64_t now = th_now_ms();
+    carry += (double)(now - last) * O.drift_pct / 100.0;
+    last = now;
+    int64_t d = (int64_t)carry;
+    if (d < 1)
+      continue;
+    carry -= (double)d;
+    for (int i = 0; i < O.drift_members; i++)
+      dlock_clock_jump(servers[i].port, d, NULL);
+  }
+  return NULL;
 }
 
 static void *nemesis_main(void *arg) {
@@ -962,10 +1051,22 @@ static int harness_main(void) {
   for (int i = 0; i < O.paused; i++)
     th_server_pause(&servers[i], 1);
 
+  if (O.nemesis & TT_F_CLIENT_CLOCK) {
+    if (access(FAKETIME_LIB, R_OK) != 0) {
+      fprintf(stderr, "torture: client-clock needs libfaketime (%s): "
+              "apt-get install libfaketime\n", FAKETIME_LIB);
+      return 2;
+    }
+    snprintf(clock_file, sizeof clock_file, "/tmp/dlock-torture-clock-%d",
+             (int)getpid());
+    clock_file_write("+0");
+  }
   for (int i = 0; i < O.procs; i++)
     procs[i] = spawn(i);
-  pthread_t nem, queue;
+  pthread_t nem, queue, drift;
   pthread_create(&nem, NULL, nemesis_main, NULL);
+  if (O.drift_pct > 0)
+    pthread_create(&drift, NULL, drift_main, NULL);
   /* The fair order is checked unless a sentinel fails over: the queue
    * changes the old master took after the promotion are lost with the
    * rest of its writes, and the queue read there is not the one the new
@@ -998,6 +1099,10 @@ static int harness_main(void) {
     sleep_ms(5);
   if (read_queue)
     pthread_join(queue, NULL);
+  if (O.drift_pct > 0)
+    pthread_join(drift, NULL);
+  if (clock_file[0])
+    unlink(clock_file);
   /* the workers finish their attempt in progress (its wait budget at most) */
   int64_t grace = O.wait_ms + O.command_timeout_ms + 10000;
   for (int i = 0; i < O.procs; i++) {

@@ -90,6 +90,12 @@ typedef struct tt_opts {
                           (min-replicas-to-write, min-replicas-max-lag 1) */
   int trace;           /* --trace: every attempt's times (ms, monotonic)
                           and each partition's cut and heal, on stderr */
+  int64_t clock_jump_ms; /* --clock-jump MS: clock-forward's and
+                          clock-back's size (0: 2 leases) */
+  double drift_pct;    /* --drift PCT: the first --drift-members servers'
+                          clocks run PCT % fast (modelled: a jump of PCT %
+                          of the time passed, every 10 ms) */
+  int drift_members;
   int async;           /* > 0: each worker runs one thread that drives this
                           many owners at once with the non-blocking API
                           (--async N; lock, fenced, fair, rw) instead of
@@ -131,7 +137,14 @@ enum { /* faults */
                                and 0.2-1.5 s more, at least a lease and
                                0.5-1.5 s after the cut, then heal; and wait
                                until the old master is a replica again */
-  TT_F_COUNT = 12
+  TT_F_CLOCK_FORWARD = 1 << 12, /* a server's clock jumps forward by
+                               --clock-jump (default: 2 leases), modelled
+                               (tests/support/clock.h): keys expire early */
+  TT_F_CLOCK_BACK = 1 << 13, /* ... jumps back: leases last longer */
+  TT_F_CLIENT_CLOCK = 1 << 14, /* the workers' wall clock (libfaketime,
+                               CLOCK_REALTIME only, as an NTP step) jumps
+                               an hour forward or back */
+  TT_F_COUNT = 15
 };
 
 enum { /* record flags */
@@ -200,6 +213,9 @@ typedef struct tt_arena {
   tt_slot slots[TT_MAX_SLOTS];
   _Atomic int nobs;
   tt_obs obs[TT_MAX_OBS];
+  /* clock-forward: when each jump was made (ns), for the checker */
+  _Atomic int njumps;
+  int64_t jumps[256];
   tt_rec recs[TT_MAX_RECS];
 } tt_arena;
 
@@ -262,6 +278,9 @@ typedef struct tt_result {
   int64_t observed_missing;  /* a granted term an observer skipped (not
                                 told a resync) */
   int64_t observed_resyncs;
+  /* clock-forward: the longest time from a jump to the lost callback of a
+   * hold it ended, and how many holds it ended (told) */
+  int64_t max_told_after_jump_us, told_after_jump;
   int64_t violations;
 } tt_result;
 

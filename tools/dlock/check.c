@@ -96,7 +96,7 @@ typedef struct pending {
 static void pending_init(pending *p) {
   memset(p, 0, sizeof *p);
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
+  cli_cond_init(&p->cv);
 }
 
 static void on_done(void *data, const dlock_result *res) {
@@ -118,9 +118,7 @@ static int pending_end(pending *p, int started, char *msg, size_t n) {
     snprintf(msg, n, "%s", dlock_errmsg());
     return started;
   }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 10;
+  struct timespec ts = cli_deadline(10000);
   pthread_mutex_lock(&p->mu);
   while (!p->done && pthread_cond_timedwait(&p->cv, &p->mu, &ts) == 0)
     ;

@@ -84,13 +84,7 @@ static void *signal_thread(void *arg) {
       dlock_interrupt_owner(run_state.owner, &n);
       if (n > 0)
         break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += 10 * 1000000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
+      struct timespec ts = cli_deadline(10);
       pthread_cond_timedwait(&run_state.cv, &run_state.mu, &ts);
     }
     pthread_mutex_unlock(&run_state.mu);
@@ -109,14 +103,7 @@ typedef struct lease_timer {
 
 static void *lease_watch(void *arg) {
   lease_timer *t = arg;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += t->validity_ms / 1000;
-  ts.tv_nsec += (t->validity_ms % 1000) * 1000000;
-  if (ts.tv_nsec >= 1000000000) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000;
-  }
+  struct timespec ts = cli_deadline(t->validity_ms);
   pthread_mutex_lock(&t->mu);
   int rc = 0;
   while (!t->done && rc != ETIMEDOUT)
@@ -407,6 +394,7 @@ static int run_command(char **command, int64_t lease_ms, int64_t validity_ms,
                        const sigset_t *mask) {
   lease_timer lt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
                     validity_ms};
+  cli_cond_init(&lt.cv); /* its deadline on the monotonic clock */
   pthread_t watcher;
   int watching = lease_ms != DLOCK_LEASE_WATCHDOG &&
                  pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
@@ -524,6 +512,7 @@ int cmd_run(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &set, &mask);
   run_state.owner = dlock_thread_id();
   run_state.acquiring = 1;
+  cli_cond_init(&run_state.cv); /* timed waits on the monotonic clock */
   pthread_t signals;
   if (pthread_create(&signals, NULL, signal_thread, &set) != 0) {
     fprintf(stderr, "%s: cannot start a thread\n", prog);
