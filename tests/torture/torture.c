@@ -83,7 +83,8 @@ static void usage(void) {
           "  [--replica-sync MS] [--min-replicas N]\n"
           "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (one server\n"
           "   or RedLock's: a server's clock jump, modelled)\n"
-          "  [--nemesis client-clock] (the workers' wall clock +-1 h: libfaketime)\n"
+          "  [--nemesis client-clock [--client-offset S]] (the workers' wall\n"
+          "   clock S seconds (3600) ahead or behind: libfaketime)\n"
           "  [--drift PCT --drift-members K] (RedLock: K servers' clocks PCT %% fast)\n");
   exit(2);
 }
@@ -150,6 +151,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--loss") == 0) O.loss_pct = (int)num(v);
     else if (strcmp(a, "--replica-sync") == 0) O.replica_sync_ms = num(v);
     else if (strcmp(a, "--clock-jump") == 0) O.clock_jump_ms = num(v);
+    else if (strcmp(a, "--client-offset") == 0) O.client_offset_s = num(v);
     else if (strcmp(a, "--drift") == 0) O.drift_pct = atof(v);
     else if (strcmp(a, "--drift-members") == 0) O.drift_members = (int)num(v);
     else if (strcmp(a, "--delay") == 0) {
@@ -708,9 +710,13 @@ static void fault(int f) {
       fprintf(stderr, "torture: server %d: the clock jump failed\n", s);
     break;
   }
-  case TT_F_CLIENT_CLOCK:
-    clock_file_write(rand() % 2 ? "+3600" : "-3600");
+  case TT_F_CLIENT_CLOCK: {
+    char offset[32];
+    snprintf(offset, sizeof offset, "%c%" PRId64, rand() % 2 ? '+' : '-',
+             O.client_offset_s > 0 ? O.client_offset_s : 3600);
+    clock_file_write(offset);
     break;
+  }
   }
   if (r)
     freeReplyObject(r);

@@ -92,6 +92,8 @@ typedef struct tt_opts {
                           and each partition's cut and heal, on stderr */
   int64_t clock_jump_ms; /* --clock-jump MS: clock-forward's and
                           clock-back's size (0: 2 leases) */
+  int64_t client_offset_s; /* --client-offset S: client-clock's jumps
+                          (0: 3600) */
   double drift_pct;    /* --drift PCT: the first --drift-members servers'
                           clocks run PCT % fast (modelled: a jump of PCT %
                           of the time passed, every 10 ms) */
