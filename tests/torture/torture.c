@@ -194,7 +194,8 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
    * one-server faults stay the standalone runs' */
   unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                             TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER |
-                            TT_F_PAUSE | TT_F_PARTITION;
+                            TT_F_PAUSE | TT_F_PARTITION | TT_F_CLOCK_FORWARD |
+                            TT_F_CLOCK_BACK | TT_F_CLIENT_CLOCK;
   /* a sentinel setup's act on its master */
   unsigned sentinel_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                              TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART |
@@ -203,8 +204,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
       (O.kind != TT_REDLOCK && O.servers != 1) ||
-      ((O.nemesis & (TT_F_CLOCK_FORWARD | TT_F_CLOCK_BACK | TT_F_CLIENT_CLOCK)) &&
-       (O.cluster || O.sentinel)) ||
+      ((O.nemesis & (TT_F_CLOCK_FORWARD | TT_F_CLOCK_BACK)) && O.sentinel) ||
       ((O.drift_pct > 0) != (O.drift_members > 0)) ||
       O.drift_members > O.servers || O.drift_pct < 0 ||
       (O.cluster && (O.kind == TT_REDLOCK || O.java ||
@@ -437,6 +437,18 @@ static redisReply *kill_conns(th_server *n, int fault) {
 }
 
 /* A cluster fault; 1 when it was made. */
+/* clock-forward, clock-back on the server at port (modelled). */
+static void clock_fault(int f, int port) {
+  int64_t d = O.clock_jump_ms > 0 ? O.clock_jump_ms : 2 * lease_ms();
+  int j = atomic_load(&A->njumps);
+  if ((1 << f) == TT_F_CLOCK_FORWARD && j < 256) {
+    A->jumps[j] = tt_now_ns();
+    atomic_store(&A->njumps, j + 1);
+  }
+  if (dlock_clock_jump(port, (1 << f) == TT_F_CLOCK_FORWARD ? d : -d, NULL) != 0)
+    fprintf(stderr, "torture: port %d: the clock jump failed\n", port);
+}
+
 static int cluster_fault(int f) {
   char buf[160];
   const char *key = fault_key(buf, sizeof buf);
@@ -466,6 +478,10 @@ static int cluster_fault(int f) {
     if (!th_becomes_master(replica, 10000))
       fprintf(stderr, "torture: the failover to port %d did not happen\n",
               replica->port);
+    break;
+  case TT_F_CLOCK_FORWARD:
+  case TT_F_CLOCK_BACK: /* the name's master's clock */
+    clock_fault(f, master->port);
     break;
   }
   if (r)
@@ -657,6 +673,14 @@ static void fault(int f) {
     R.faults[f] += partition();
     return;
   }
+  if ((1 << f) == TT_F_CLIENT_CLOCK) { /* the workers', any topology */
+    char offset[32];
+    snprintf(offset, sizeof offset, "%c%" PRId64, rand() % 2 ? '+' : '-',
+             O.client_offset_s > 0 ? O.client_offset_s : 3600);
+    clock_file_write(offset);
+    R.faults[f]++;
+    return;
+  }
   if ((O.cluster || O.sentinel) && (1 << f) != TT_F_KILL &&
       (1 << f) != TT_F_KILL_WAITER) {
     R.faults[f] += O.cluster ? cluster_fault(f) : sentinel_fault(f);
@@ -698,25 +722,9 @@ static void fault(int f) {
     r = th_cmd(&servers[s], "SCRIPT FLUSH");
     break;
   case TT_F_CLOCK_FORWARD:
-  case TT_F_CLOCK_BACK: {
-    int64_t d = O.clock_jump_ms > 0 ? O.clock_jump_ms : 2 * lease;
-    int j = atomic_load(&A->njumps);
-    if ((1 << f) == TT_F_CLOCK_FORWARD && j < 256) {
-      A->jumps[j] = tt_now_ns();
-      atomic_store(&A->njumps, j + 1);
-    }
-    if (dlock_clock_jump(servers[s].port,
-                         (1 << f) == TT_F_CLOCK_FORWARD ? d : -d, NULL) != 0)
-      fprintf(stderr, "torture: server %d: the clock jump failed\n", s);
+  case TT_F_CLOCK_BACK:
+    clock_fault(f, servers[s].port);
     break;
-  }
-  case TT_F_CLIENT_CLOCK: {
-    char offset[32];
-    snprintf(offset, sizeof offset, "%c%" PRId64, rand() % 2 ? '+' : '-',
-             O.client_offset_s > 0 ? O.client_offset_s : 3600);
-    clock_file_write(offset);
-    break;
-  }
   }
   if (r)
     freeReplyObject(r);
