@@ -138,7 +138,11 @@ static void learn(hub *h, const dlock_leader *l) {
   ended.value = "";
   ended.value_len = 0;
   ended.lease_ms = -1;
-  int rs = h->resync; /* every event of this change says it */
+  /* every event of this change says resync after a drop, and so when terms
+   * were skipped: each grant takes the next term, so a gap is grants this
+   * hub did not hear of (a failover's promoted master published them
+   * before the old one, where the subscription stayed, replicated them) */
+  int rs = h->resync || (h->told && l->term > last->term + 1);
   int differs = l->leading != !h->vacant || l->term != last->term ||
                 (l->leading && l->version != last->version);
   if (!h->told || (h->resync && differs)) {
