@@ -914,6 +914,11 @@ static void test_shared_engine(void) {
   pthread_join(t1, NULL);
   pthread_join(t2, NULL);
   dlock_lock_free(held);
+  /* the event: the engine thread is gone from /proc (it may still be
+   * leaving it when the close returns) */
+  for (int64_t end = th_now_ms() + 2000;
+       count_threads() != before && th_now_ms() < end;)
+    usleep(1000);
   CU_ASSERT_EQUAL(count_threads(), before);
   th_server_stop(&s2);
 }
