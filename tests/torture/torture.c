@@ -81,8 +81,8 @@ static void usage(void) {
           "  [--split [--nemesis partition]] (one server: the holder cut\n"
           "   from it; --sentinel, --cluster: the name's master cut)\n"
           "  [--replica-sync MS] [--min-replicas N]\n"
-          "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (one server\n"
-          "   or RedLock's: a server's clock jump, modelled)\n"
+          "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (a server's\n"
+          "   clock jump, modelled: one server, RedLock's, a cluster's name master)\n"
           "  [--nemesis client-clock [--client-offset S]] (the workers' wall\n"
           "   clock S seconds (3600) ahead or behind: libfaketime)\n"
           "  [--drift PCT --drift-members K] (RedLock: K servers' clocks PCT %% fast)\n");
