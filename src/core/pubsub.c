@@ -417,14 +417,34 @@ void dlock__pubsub_on_down(dlock__conn *conn) {
   c->net.topo->refresh_soon(&c->net);
 }
 
+/* A new slot map: homeless channels are subscribed again, and so is a
+ * channel whose slot the map gives another node than the one it is
+ * subscribed on. A coordinated failover does not always end the shard
+ * subscriptions on the demoted master (no "sunsubscribe"), and until the
+ * promoted master counts it as its replica, what it publishes never
+ * reaches it: such a channel is left (SUNSUBSCRIBE there), subscribed on
+ * the owner, and its waiters try again once that is confirmed, so a
+ * release published in between is not missed. */
 void dlock__pubsub_rehome(dlock_client *c) {
   pthread_mutex_lock(&c->cmu);
   size_t slot;
   for (dlock__map_node *n = dlock__map_next(&c->channels, NULL, &slot); n;
        n = dlock__map_next(&c->channels, n, &slot)) {
     chan *ch = DLOCK__CONTAINER(n, chan, node);
-    if (ch->homeless)
+    if (ch->homeless) {
       rehome(c, ch);
+      continue;
+    }
+    if (ch->refs == 0 || !ch->last_sub)
+      continue;
+    dlock__conn *to = c->net.topo->sub_conn(&c->net, ch->name, ch->len);
+    if (to == ch->conn)
+      continue;
+    send_op(c, ch, 0); /* on the old node */
+    ch->conn = to;
+    ch->confirmed = 0;
+    ch->recheck = 1;
+    send_op(c, ch, 1);
   }
   pthread_mutex_unlock(&c->cmu);
 }
