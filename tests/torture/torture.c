@@ -56,7 +56,7 @@ static const char *kinds[TT_NKINDS] = {
 static const char *faults[TT_F_COUNT] = {
     "kill", "kill-waiter", "client-kill", "pubsub-kill",
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
-    "partition", "clock-forward", "clock-back", "client-clock"};
+    "partition", "clock-forward", "clock-back", "client-clock", "slow"};
 
 static void usage(void) {
   fprintf(stderr,
@@ -75,11 +75,12 @@ static void usage(void) {
           "  [--delay MS[:JITTER]] (one server: the workers' link delayed)\n"
           "  [--every MS] [--seed N] [--json] [--broken] [--trace]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
-          "migrate,failover,pause]]\n"
+          "migrate,failover,pause,restart,stop]]\n"
           "  [--sentinel [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
           "failover,restart,pause]]\n"
-          "  [--split [--nemesis partition]] (one server: the holder cut\n"
-          "   from it; --sentinel, --cluster: the name's master cut)\n"
+          "  [--split [--nemesis partition,slow]] (one server: the holder cut\n"
+          "   from it; --sentinel, --cluster: the name's master cut; slow:\n"
+          "   the workers' links to the (name's) master lossy for 1-3 s)\n"
           "  [--replica-sync MS] [--min-replicas N]\n"
           "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (a server's\n"
           "   clock jump, modelled: one server, RedLock's, a cluster's name master)\n"
@@ -195,11 +196,12 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
   unsigned cluster_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                             TT_F_PUBSUB_KILL | TT_F_MIGRATE | TT_F_FAILOVER |
                             TT_F_PAUSE | TT_F_PARTITION | TT_F_CLOCK_FORWARD |
-                            TT_F_CLOCK_BACK | TT_F_CLIENT_CLOCK;
+                            TT_F_CLOCK_BACK | TT_F_CLIENT_CLOCK | TT_F_RESTART |
+                            TT_F_STOP | TT_F_SLOW;
   /* a sentinel setup's act on its master */
   unsigned sentinel_faults = TT_F_KILL | TT_F_KILL_WAITER | TT_F_CLIENT_KILL |
                              TT_F_PUBSUB_KILL | TT_F_FAILOVER | TT_F_RESTART |
-                             TT_F_PAUSE | TT_F_PARTITION;
+                             TT_F_PAUSE | TT_F_PARTITION | TT_F_SLOW;
   if (O.procs < 1 || O.procs > MAX_PROCS || O.threads < 1 || O.threads > 256 ||
       O.servers > TT_MAX_SERVERS || O.paused + O.blackholed > O.servers ||
       O.watchdog_ms < 30 || O.command_timeout_ms < 1 || O.every_ms < 1 ||
@@ -223,7 +225,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       (!O.cluster && !O.sentinel && (O.nemesis & TT_F_FAILOVER)) ||
       (O.split && (O.java || O.servers != 1 || O.loss_pct || O.delay_ms ||
                    O.jitter_ms)) ||
-      (!O.split && (O.nemesis & TT_F_PARTITION)) ||
+      (!O.split && (O.nemesis & (TT_F_PARTITION | TT_F_SLOW))) ||
       ((O.replica_sync_ms || O.min_replicas) && !O.cluster && !O.sentinel) ||
       O.replica_sync_ms >= O.command_timeout_ms)
     usage();
@@ -360,8 +362,8 @@ static void kill_worker(int waiter_only) {
 }
 
 /* pause: a worker with a thread between its read and its write (else one
- * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second, and
- * continued: the holder then writes what it read before. 1 when made. */
+ * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second
+ * (a longer lease: 0.2-1.2 s past it), and continued: the holder then writes what it read before. 1 when made. */
 static pid_t pause_victim(void) { /* under procs_mu; 0 when none */
   int n = atomic_load(&A->nslots), start = n ? rand() % n : 0;
   pid_t victim = 0;
@@ -399,8 +401,18 @@ static int pause_worker(void) {
     return 0;
   }
   pthread_mutex_unlock(&procs_mu); /* a stopped worker is no one's to reap */
-  sleep_ms(1000 + rand() % 1001);
+  int k = atomic_load(&A->npauses);
+  int64_t from = tt_now_ns(), ms = 1000 + rand() % 1001;
+  if (ms < lease_ms() + 200) /* past the lease (a watchdog's too) */
+    ms = lease_ms() + 200 + rand() % 1001;
+  sleep_ms(ms);
   kill(victim, SIGCONT);
+  if (k < 1024) { /* the checker's: whose overlaps nothing could tell */
+    A->pauses[k].pid = victim;
+    A->pauses[k].from = from;
+    A->pauses[k].to = tt_now_ns();
+    atomic_store(&A->npauses, k + 1);
+  }
   return 1;
 }
 
@@ -482,6 +494,35 @@ static int cluster_fault(int f) {
   case TT_F_CLOCK_FORWARD:
   case TT_F_CLOCK_BACK: /* the name's master's clock */
     clock_fault(f, master->port);
+    break;
+  case TT_F_RESTART:
+  case TT_F_STOP:
+    /* the master killed (its replica takes over) and started again, or
+     * stopped 50 ms .. 3 s (past the node timeout, its replica takes
+     * over); then, when it was replaced, awaited as a replica again, so
+     * that the next fault starts from a whole setup. The failover's
+     * spacing applies (the votes). */
+    if (last_failover_ms && th_now_ms() - last_failover_ms < 2500)
+      return 0;
+    replica = th_replica_of(&servers[0], master);
+    if (replica == NULL)
+      return 0;
+    if ((1 << f) == TT_F_RESTART) {
+      th_server_kill(master);
+      if (!th_becomes_master(replica, 20000))
+        fprintf(stderr, "torture: no replica took over from port %d\n",
+                master->port);
+      if (th_server_restart(master) != 0)
+        fprintf(stderr, "torture: port %d did not restart\n", master->port);
+    } else {
+      th_server_pause(master, 1);
+      sleep_ms(50 + rand() % 2951);
+      th_server_pause(master, 0);
+    }
+    last_failover_ms = th_now_ms();
+    if (!th_is_master(master) && !th_replica_synced(master, 20000))
+      fprintf(stderr, "torture: port %d did not become a replica\n",
+              master->port);
     break;
   }
   if (r)
@@ -664,7 +705,35 @@ static int partition(void) {
   return promoted != NULL;
 }
 
+/* slow: the links between every worker and the name's master (one
+ * server: the server) lose 20-40 % of their packets, both ways, for 1-3 s.
+ * This kernel has no netem, and the delaying relay (--delay) cannot follow
+ * a cluster's redirects: loss makes the link slow instead, as TCP sends a
+ * lost segment again after 200 ms (doubling each time). 1 when made. */
+static int slow_link(void) {
+  char buf[160];
+  th_server *m = O.sentinel  ? th_sentinel_master(&servers[0])
+                 : O.cluster ? th_node_of(&servers[0], fault_key(buf, sizeof buf))
+                             : &servers[0];
+  if (m == NULL)
+    return 0;
+  int pct = 20 + rand() % 21, rc = 0;
+  for (int p = 0; p < O.procs; p++) {
+    char w[24];
+    snprintf(w, sizeof w, "127.0.1.%d", p + 1);
+    rc |= dlock_part_loss(w, th_addr(m), pct);
+  }
+  if (rc == 0)
+    sleep_ms(1000 + rand() % 2001);
+  dlock_part_heal();
+  return rc == 0;
+}
+
 static void fault(int f) {
+  if ((1 << f) == TT_F_SLOW) {
+    R.faults[f] += slow_link();
+    return;
+  }
   if ((1 << f) == TT_F_PAUSE) {
     R.faults[f] += pause_worker();
     return;

@@ -111,11 +111,13 @@ enum { /* faults */
   TT_F_KILL_WAITER = 1 << 1, /* ... one whose threads are all waiting */
   TT_F_CLIENT_KILL = 1 << 2, /* CLIENT KILL TYPE normal */
   TT_F_PUBSUB_KILL = 1 << 3, /* CLIENT KILL TYPE pubsub */
-  TT_F_STOP = 1 << 4,       /* SIGSTOP a server 50 ms .. 2 leases, SIGCONT */
+  TT_F_STOP = 1 << 4,       /* SIGSTOP a server 50 ms .. 2 leases, SIGCONT;
+                               --cluster: the name's master, 50 ms .. 3 s
+                               (its replica may take over meanwhile) */
   TT_F_RESTART = 1 << 5,    /* kill -9 a server and start it again;
-                               --sentinel: the master, started again once
-                               the sentinels named another (it comes back
-                               as a replica) */
+                               --sentinel, --cluster: the (name's) master,
+                               started again once a replica took over (it
+                               comes back as a replica) */
   TT_F_SLEEP = 1 << 6,      /* DEBUG SLEEP 0.05 .. 0.3 s */
   TT_F_FLUSH = 1 << 7,      /* SCRIPT FLUSH */
   TT_F_MIGRATE = 1 << 8,    /* --cluster: the name's slot (and its keys)
@@ -127,7 +129,8 @@ enum { /* faults */
                                per 4 s (the failover timeout is 3 s) */
   TT_F_PAUSE = 1 << 10,     /* SIGSTOP a worker with a thread between its
                                read and its write (else one in a section)
-                               for 1-2 s, past its lease, then SIGCONT */
+                               for 1-2 s, at least 0.2 s past its lease,
+                               then SIGCONT */
   TT_F_PARTITION = 1 << 11, /* --split, one server: once a worker holds
                                (just before its next renewal), cut it from
                                the server for a lease and 0.5-1.5 s more.
@@ -146,7 +149,11 @@ enum { /* faults */
   TT_F_CLIENT_CLOCK = 1 << 14, /* the workers' wall clock (libfaketime,
                                CLOCK_REALTIME only, as an NTP step) jumps
                                an hour forward or back */
-  TT_F_COUNT = 15
+  TT_F_SLOW = 1 << 15,      /* --split: the link between every worker and
+                               the name's master loses 20-40 % of its
+                               packets for 1-3 s (a slow link: TCP sends
+                               again after 200 ms and more) */
+  TT_F_COUNT = 16
 };
 
 enum { /* record flags */
@@ -218,6 +225,9 @@ typedef struct tt_arena {
   /* clock-forward: when each jump was made (ns), for the checker */
   _Atomic int njumps;
   int64_t jumps[256];
+  /* pause: each worker stopped (pid) and when (ns), for the checker */
+  _Atomic int npauses;
+  struct { pid_t pid; int64_t from, to; } pauses[1024];
   tt_rec recs[TT_MAX_RECS];
 } tt_arena;
 
@@ -240,7 +250,12 @@ typedef struct tt_result {
   int64_t untold_overlaps;   /* of all overlaps, those whose first holder
                                 had not been told by its lost callback when
                                 the second entered (told at its release
-                                only, or never): it worked on, unaware */
+                                only, or never): it worked on, unaware;
+                                but for paused_overlaps */
+  int64_t paused_overlaps;   /* overlaps whose first holder's process was
+                                stopped (pause) in its section before the
+                                second entered: nothing can tell a stopped
+                                process; guarded writes refuse its writes */
   int64_t lost_reports;      /* sections told they lost */
   int64_t counter, commits;
   int64_t counter_slack;     /* workers killed between write and commit */
