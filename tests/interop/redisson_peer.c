@@ -568,7 +568,7 @@ int rp_fair_try(rp_client *p, const char *name, long tid, int64_t lease_ms,
   rp_owner(p, tid, owner);
   num(lease, lease_ms);
   num(wait, thread_wait_ms > 0 ? thread_wait_ms : THREAD_WAIT_DEFAULT);
-  num(now, wall_ms());
+  num(now, wall_ms() + p->skew_ms);
   fair_keys(name, q, t);
   const char *kv[] = {name, q, t, lease, owner, wait, now, queue ? "1" : "0"};
   return nil_or_ttl(eval(p, fair_try, 3, 5, kv), ttl);
@@ -607,7 +607,7 @@ int rp_fair_unlock(rp_client *p, const char *name, long tid) {
   char owner[64], now[24], q[512], t[512], channel[512], base[512], latch[600],
       rid[33];
   rp_owner(p, tid, owner);
-  num(now, wall_ms());
+  num(now, wall_ms() + p->skew_ms);
   fair_keys(name, q, t);
   prefix_name(channel, sizeof channel, "redisson_lock__channel", name);
   prefix_name(base, sizeof base, "redisson_unlock_latch", name);

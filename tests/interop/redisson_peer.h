@@ -25,6 +25,11 @@ typedef struct rp_client {
    * call begins to wait for a message, after its try that followed the
    * subscription; a release made after it must wake the call by message. */
   atomic_int *waits;
+  /* The Java machine's clock ahead (> 0) or behind (< 0) of the server's,
+   * in ms: added to every "now" the fair lock's calls send, as Redisson
+   * sends System.currentTimeMillis() (what a libfaketime offset does to a
+   * whole process; here one peer of the test process). */
+  int64_t skew_ms;
 } rp_client;
 
 /* 0 on success. */

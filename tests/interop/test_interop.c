@@ -546,6 +546,64 @@ static void test_fair_tail_without_deadline(void) {
   dlock_lock_free(l);
 }
 
+/* When a dead waiter's entry leaves the queue, from its Redisson deadline
+ * (ms; negative: before it), polled every 2 ms by tries of a Java peer
+ * whose clock is skew_ms off (judge != NULL), or of dlock (the server's
+ * clock); -100000 when it never left within 3 s of the deadline. */
+static int64_t dead_waiter_left(const char *name, rp_client *judge,
+                                int64_t skew_ms) {
+  rp_client h = peer();
+  char dead[64];
+  rp_owner(&h, 2, dead);
+  CU_ASSERT_EQUAL(rp_fair_try(&h, name, 1, 600, 300, 1, NULL), 1); /* holds */
+  CU_ASSERT_EQUAL(rp_fair_try(&h, name, 2, 600, 300, 1, NULL), 0); /* dies */
+  int64_t deadline = zscore(name, dead), left = -100000;
+  dlock_lock *l = judge ? NULL : fair(name, 300);
+  if (judge)
+    judge->skew_ms = skew_ms;
+  while (server_ms() < deadline + 3000) {
+    int64_t before = server_ms();
+    if (judge)
+      rp_fair_try(judge, name, 3, 600, 300, 1, NULL);
+    else if (dlock_try_acquire(l, 600) == DLOCK_OK)
+      dlock_release(l);
+    if (zscore(name, dead) < 0) {
+      left = before - deadline;
+      break;
+    }
+    usleep(2000);
+  }
+  if (judge) {
+    rp_fair_give_up(judge, name, 3, 300);
+    judge->skew_ms = 0;
+  }
+  if (l)
+    dlock_lock_free(l);
+  freeReplyObject(th_cmd(&srv, "DEL %s redisson_lock_queue:{%s} "
+                         "redisson_lock_timeout:{%s}", name, name, name));
+  rp_close(&h);
+  return left;
+}
+
+/* A Java machine whose clock is off gives up a dead waiter by its skew
+ * only: 500 ms ahead, 500 ms early; 500 ms behind, 500 ms late; dlock
+ * (the server's clock) at its deadline. The try that removed it began at
+ * or after the judge's own now passed the deadline; the bound above is the
+ * poll (2 ms) and a round trip, 150 ms of headroom for two CPU hogs
+ * (measured: within 6 ms with them). */
+static void test_fair_skewed_java_gives_up_dead(void) {
+  rp_client j = peer();
+  int64_t ahead = dead_waiter_left(th_name("skew_ahead"), &j, 500);
+  int64_t behind = dead_waiter_left(th_name("skew_behind"), &j, -500);
+  int64_t c = dead_waiter_left(th_name("skew_dlock"), NULL, 0);
+  printf("given up %+lld / %+lld / %+lld ms from the deadline ",
+         (long long)ahead, (long long)behind, (long long)c);
+  CU_ASSERT(ahead >= -502 && ahead <= -500 + 150);
+  CU_ASSERT(behind >= 500 - 2 && behind <= 500 + 150);
+  CU_ASSERT(c >= -2 && c <= 150);
+  rp_close(&j);
+}
+
 /* A Java RedissonFasterMultiLock (4.7's scripts, on the Java machine's
  * clock) and dlock's grouped multi-lock on one group: the field names are
  * the same, so overlapping sets exclude each other both ways, disjoint
@@ -963,6 +1021,8 @@ static void add_tests(void) {
   CU_add_test(s, "spin_both_ways", test_spin_both_ways);
   CU_add_test(s, "group_beside_java", test_group_beside_java);
   CU_add_test(s, "fair_tail_without_deadline", test_fair_tail_without_deadline);
+  CU_add_test(s, "fair_skewed_java_gives_up_dead",
+              test_fair_skewed_java_gives_up_dead);
   CU_add_test(s, "latch_both_ways", test_latch_both_ways);
   CU_add_test(s, "semaphore_both_ways", test_semaphore_both_ways);
   CU_add_test(s, "permits_both_ways", test_permits_both_ways);
