@@ -583,13 +583,15 @@ static int sentinel_fault(int f) {
 
 /* Wait (at most ms) until a worker thread has been in its section for a
  * third of the watchdog's lease less 300 ms (10 ms more at most; a fixed
- * lease, or a watchdog under 900 ms: just entered): the cut then finds a
+ * lease, a watchdog under 900 ms, or sections too short: just entered): the cut then finds a
  * holder with its section ahead, just before its watchdog's next renewal,
  * which only the cut side sees. Its worker's number, or -1. */
 static int await_holder(int64_t ms) {
   int64_t age_ms = O.lease_ms > 0 || O.watchdog_ms < 900
                        ? 0
                        : O.watchdog_ms / 3 - 300;
+  if (O.hold_us / 1000 <= age_ms + 10) /* sections shorter: just entered */
+    age_ms = 0;
   for (int64_t end = th_now_ms() + ms;
        th_now_ms() < end && !atomic_load(&A->stop); usleep(1000)) {
     int n = atomic_load(&A->nslots);
