@@ -502,7 +502,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
-  F(data_violation); F(max_promote_ms); F(terms_repeated); F(terms_backwards);
+  F(data_violation); F(max_promote_ms); F(takeovers); F(terms_repeated); F(terms_backwards);
   F(observers); F(observed); F(observed_disorder); F(observed_missing);
   F(observed_resyncs); F(told_after_jump); F(max_told_after_jump_us);
 #undef F

@@ -274,6 +274,8 @@ typedef struct tt_result {
   int64_t killed_in_section, max_takeover_us, max_gap_us;
   int64_t faults[TT_F_COUNT];
   int64_t max_promote_ms;    /* --split: longest cut-to-promotion time */
+  int64_t takeovers;         /* --cluster restart: no replica stood within
+                                10 s, forced (CLUSTER FAILOVER TAKEOVER) */
   int64_t cuts[3];           /* --split, one server: client cuts both ways,
                                 to the server only, from the server only */
   int64_t keys_left, latches_left, available_left;
