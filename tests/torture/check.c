@@ -120,9 +120,23 @@ static int64_t max_concurrent(const tt_arena *a, int64_t *idx, size_t n,
 static int64_t attempt_at(const tt_arena *a, int64_t **by_slot, int *nby_slot,
                           int s, int64_t sent, int64_t replied) {
   int64_t found = -1;
-  for (int i = 0; i < nby_slot[s]; i++) {
+  /* a slot's attempts come one after another (one thread's): those begun
+   * by the reply are a prefix, found by bisection, and of them only the
+   * last few can reach the read (a long run has thousands per slot and
+   * hundreds of thousands of reads) */
+  int lo = 0, hi = nby_slot[s];
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (a->recs[by_slot[s][mid]].invoke <= replied)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (int i = lo - 1; i >= 0; i--) {
     const tt_rec *r = &a->recs[by_slot[s][i]];
     int64_t end = r->enter ? r->enter : r->done ? r->done : INT64_MAX;
+    if (r->enter != 0 && end < sent)
+      break; /* granted and through before the read: so are the earlier */
     if (r->invoke <= replied && (r->enter == 0 || end >= sent)) {
       if (r->enter == 0 && r->rc != 0 && end < sent)
         continue;
