@@ -38,9 +38,14 @@ int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n) {
   const dlock__ack *a = &req->ack;
   if (a->wait_asked > 0 && a->waited < 0) {
-    snprintf(why, n, "replica guard: the server refused WAIT (%s): the "
-             "ACL user needs +wait (docs/security.md)", req->errmsg);
-    return DLOCK_EPERM;
+    /* an ACL without +wait is for the operator; any other refusal (the
+     * master turned replica while it waited: "UNBLOCKED ... master ->
+     * replica") is the moment's, as a WAIT that counted none */
+    int perm = strncmp(req->errmsg, "NOPERM", 6) == 0;
+    snprintf(why, n, "replica guard: the server refused WAIT (%s)%s",
+             req->errmsg, perm ? ": the ACL user needs +wait "
+                                 "(docs/security.md)" : "");
+    return perm ? DLOCK_EPERM : DLOCK_EIO;
   }
   if (a->wait_asked > 0 && a->waited == 0) {
     snprintf(why, n, "replica guard: the write reached none of the %d "
