@@ -112,13 +112,47 @@ static long long script_calls(th_server *n) {
 
 static long long wait_calls(th_server *n) { return th_cmd_calls(n, "wait"); }
 
+/* An acquire whose WAIT the server ends (th_elsewhere): its message. */
+typedef struct unblocked {
+  dlock_lock *lock;
+  char msg[512];
+} unblocked;
+
+static int acquire_noting(void *arg) {
+  unblocked *u = arg;
+  int rc = dlock_acquire(u->lock, 0, 30000);
+  snprintf(u->msg, sizeof u->msg, "%s", dlock_errmsg());
+  return rc;
+}
+
+/* CLIENT UNBLOCK ... ERROR of the client blocked in WAIT on n (2 s at
+ * most): 1 when one was. */
+static int unblock_wait(th_server *n) {
+  for (int64_t end = th_now_ms() + 2000; th_now_ms() < end; usleep(1000)) {
+    redisReply *r = th_cmd(n, "CLIENT LIST TYPE normal");
+    const char *w = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmd=wait") : NULL;
+    long long id = -1;
+    if (w) {
+      const char *line = w;
+      while (line > r->str && line[-1] != '\n')
+        line--;
+      id = strncmp(line, "id=", 3) == 0 ? atoll(line + 3) : -1;
+    }
+    if (r)
+      freeReplyObject(r);
+    if (id >= 0 && th_int(n, "CLIENT UNBLOCK %lld ERROR", id) == 1)
+      return 1;
+  }
+  return 0;
+}
+
 /* The replica guard (replica_sync_ms): each write of an acquire or a
  * release is followed by a WAIT on its master, on the direct path and
  * through the engine alike, and none without the guard. With the master's
  * replica stopped (it cannot acknowledge), an acquire's grant reaches no
  * replica: it fails with DLOCK_EIO naming the guard after the guard's
- * time, and the lock is not left held; once the replica is back, acquires
- * succeed again. */
+ * time, and the lock is not left held (so when the server ends the WAIT);
+ * once the replica is back, acquires succeed again. */
 static void test_replica_guard(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   dlock_client *bad = NULL;
@@ -161,6 +195,17 @@ static void test_replica_guard(void) {
   th_server_pause(replica, 1);
   dlock_lock *both[] = {ld, le};
   th_guard_refuses(both, 2, master, name, 300);
+  /* a WAIT the server ends (a failover's "UNBLOCKED ... master ->
+   * replica"; here CLIENT UNBLOCK ... ERROR) is the moment's: DLOCK_EIO,
+   * the grant given back; DLOCK_EPERM is an ACL's NOPERM only */
+  unblocked u = {.lock = le};
+  th_elsewhere_call e;
+  th_elsewhere_start(&e, acquire_noting, &u);
+  CU_ASSERT(unblock_wait(master));
+  TH_ASSERT_RC(th_elsewhere_join(&e), DLOCK_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(u.msg, "UNBLOCKED"));
+  CU_ASSERT_PTR_NULL(strstr(u.msg, "+wait"));
+  CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 0);
   th_server_pause(replica, 0);
   TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 1);
