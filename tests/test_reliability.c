@@ -218,6 +218,15 @@ static void test_t00_checker_sees_readers_writers_permits(void) {
   r = fake_check(TT_SEMAPHORE, 2, a, NULL, 0);
   CU_ASSERT_EQUAL(r.overlaps, 1);
   CU_ASSERT(r.violations >= 1);
+  /* the first holder's process stopped (pause) before the third entered:
+   * its lapsed permit is counted apart */
+  a->slots[0].pid = 4343;
+  a->pauses[0].pid = 4343;
+  a->pauses[0].from = MS(3);
+  atomic_store(&a->npauses, 1);
+  r = fake_check(TT_SEMAPHORE, 2, a, NULL, 0);
+  CU_ASSERT_EQUAL(r.overlaps, 0);
+  CU_ASSERT_EQUAL(r.paused_overlaps, 1);
   fake_free(a);
 }
 

@@ -91,17 +91,36 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
 }
 
 /* most sections open at once (sweep over enter/exit events) */
+/* When f's process was first stopped by the pause fault in its section
+ * (ns), or 0 */
+static int64_t paused_at(const tt_arena *a, const tt_rec *f) {
+  pid_t pid = a->slots[f->slot].pid;
+  int n = atomic_load(&a->npauses);
+  int64_t at = 0;
+  for (int i = 0; i < n && i < 1024; i++)
+    if (a->pauses[i].pid == pid && a->pauses[i].from >= f->enter &&
+        a->pauses[i].from <= f->exit && (at == 0 || a->pauses[i].from < at))
+      at = a->pauses[i].from;
+  return at;
+}
+
+/* With paused != 0, a section whose process was stopped in it counts as
+ * left when it was stopped: nothing tells a stopped process that its
+ * permit's lease ran out (the moments over the limit that this removes are
+ * the caller's to count apart). */
 static int64_t max_concurrent(const tt_arena *a, int64_t *idx, size_t n,
-                              int readers_only, int64_t limit, int64_t *over) {
+                              int readers_only, int64_t limit, int64_t *over,
+                              int paused) {
   int64_t *ev = malloc(2 * n * sizeof *ev);
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     const tt_rec *r = &a->recs[idx[i]];
     if (readers_only && !(atomic_load(&r->flags) & TT_R_READ))
       continue;
+    int64_t stopped = paused ? paused_at(a, r) : 0;
     /* enter as odd (+1), exit as even (-1): at equal times exits first */
     ev[m++] = r->enter * 2 + 1;
-    ev[m++] = r->exit * 2;
+    ev[m++] = (stopped ? stopped : r->exit) * 2;
   }
   qsort(ev, m, sizeof *ev, by_value);
   int64_t cur = 0, best = 0;
@@ -372,14 +391,16 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
 
   int shared = o->kind == TT_SEMAPHORE;
   if (shared) {
-    int64_t over = 0;
-    res->max_holders = max_concurrent(a, idx, n, 0, o->permits, &over);
+    int64_t over = 0, over_all = 0;
+    res->max_holders = max_concurrent(a, idx, n, 0, o->permits, &over_all, 0);
+    (void)max_concurrent(a, idx, n, 0, o->permits, &over, 1);
     res->overlaps = over;
+    res->paused_overlaps = over_all - over;
   } else {
     check_exclusion(a, idx, n, res);
     if (o->kind == TT_RW) {
       int64_t unused = 0;
-      res->max_holders = max_concurrent(a, idx, n, 1, 0, &unused);
+      res->max_holders = max_concurrent(a, idx, n, 1, 0, &unused, 0);
     }
   }
 
