@@ -362,8 +362,9 @@ static void kill_worker(int waiter_only) {
 }
 
 /* pause: a worker with a thread between its read and its write (else one
- * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second
- * (a longer lease: 0.2-1.2 s past it), and continued: the holder then writes what it read before. 1 when made. */
+ * in a section), SIGSTOPped for 1-2 s, past a lease of up to a second (a
+ * longer lease: 0.2-1.2 s past it), and continued: the holder then writes
+ * what it read before. 1 when made. */
 static pid_t pause_victim(void) { /* under procs_mu; 0 when none */
   int n = atomic_load(&A->nslots), start = n ? rand() % n : 0;
   pid_t victim = 0;
@@ -600,9 +601,10 @@ static int sentinel_fault(int f) {
 
 /* Wait (at most ms) until a worker thread has been in its section for a
  * third of the watchdog's lease less 300 ms (10 ms more at most; a fixed
- * lease, a watchdog under 900 ms, or sections too short: just entered): the cut then finds a
- * holder with its section ahead, just before its watchdog's next renewal,
- * which only the cut side sees. Its worker's number, or -1. */
+ * lease, a watchdog under 900 ms, or sections too short for that: just
+ * entered): the cut then finds a holder with its section ahead, just
+ * before its watchdog's next renewal, which only the cut side sees. Its
+ * worker's number, or -1. */
 static int await_holder(int64_t ms) {
   int64_t age_ms = O.lease_ms > 0 || O.watchdog_ms < 900
                        ? 0
