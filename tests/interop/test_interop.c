@@ -592,8 +592,9 @@ static void dead_waiter_left(const char *name, rp_client *judge,
  * only: 500 ms ahead, 500 ms early; 500 ms behind, 500 ms late; dlock
  * (the server's clock) at its deadline. The try that removed it ended at
  * or after the judge's own now passed the deadline (1 ms for TIME's
- * rounding), and began at most the poll and a round trip later than that:
- * 150 ms of headroom for two CPU hogs. */
+ * rounding), and began at most the poll and a round trip later than that,
+ * with 150 ms of room (two CPU hogs running: up to 75 ms late, three
+ * runs; idle: 1-4 ms). */
 static void test_fair_skewed_java_gives_up_dead(void) {
   rp_client j = peer();
   static const struct {
