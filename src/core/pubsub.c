@@ -437,14 +437,12 @@ void dlock__pubsub_rehome(dlock_client *c) {
     }
     if (ch->refs == 0 || !ch->last_sub)
       continue;
-    dlock__conn *to = c->net.topo->sub_conn(&c->net, ch->name, ch->len);
-    if (to == ch->conn)
+    if (c->net.topo->sub_conn(&c->net, ch->name, ch->len) == ch->conn)
       continue;
     send_op(c, ch, 0); /* on the old node */
-    ch->conn = to;
     ch->confirmed = 0;
     ch->recheck = 1;
-    send_op(c, ch, 1);
+    rehome(c, ch);
   }
   pthread_mutex_unlock(&c->cmu);
 }

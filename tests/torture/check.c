@@ -39,16 +39,17 @@ static int told(const tt_rec *r) {
   return (atomic_load(&r->flags) & (TT_R_LOST | TT_R_ELOST)) != 0;
 }
 
-/* f's process was stopped by the pause fault after f entered and before
- * `before` (ns) */
-static int paused_in(const tt_arena *a, const tt_rec *f, int64_t before) {
+/* When f's process was first stopped by the pause fault after f entered
+ * and no later than `until` (ns), or 0 when it was not */
+static int64_t paused_at(const tt_arena *a, const tt_rec *f, int64_t until) {
   pid_t pid = a->slots[f->slot].pid;
   int n = atomic_load(&a->npauses);
+  int64_t at = 0;
   for (int i = 0; i < n && i < 1024; i++)
     if (a->pauses[i].pid == pid && a->pauses[i].from >= f->enter &&
-        a->pauses[i].from <= before)
-      return 1;
-  return 0;
+        a->pauses[i].from <= until && (at == 0 || a->pauses[i].from < at))
+      at = a->pauses[i].from;
+  return at;
 }
 
 /* exclusive sections (and, for rw, writers against everyone): sections in
@@ -66,7 +67,7 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
       const tt_rec *f = &a->recs[far];
       if (!(reader && (atomic_load(&f->flags) & TT_R_READ))) {
         int64_t lost_at = atomic_load(&f->lost_at);
-        if (paused_in(a, f, r->enter))
+        if (paused_at(a, f, r->enter))
           res->paused_overlaps++;
         else if (lost_at == 0 || lost_at > r->enter)
           res->untold_overlaps++;
@@ -91,19 +92,6 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
 }
 
 /* most sections open at once (sweep over enter/exit events) */
-/* When f's process was first stopped by the pause fault in its section
- * (ns), or 0 */
-static int64_t paused_at(const tt_arena *a, const tt_rec *f) {
-  pid_t pid = a->slots[f->slot].pid;
-  int n = atomic_load(&a->npauses);
-  int64_t at = 0;
-  for (int i = 0; i < n && i < 1024; i++)
-    if (a->pauses[i].pid == pid && a->pauses[i].from >= f->enter &&
-        a->pauses[i].from <= f->exit && (at == 0 || a->pauses[i].from < at))
-      at = a->pauses[i].from;
-  return at;
-}
-
 /* With paused != 0, a section whose process was stopped in it counts as
  * left when it was stopped: nothing tells a stopped process that its
  * permit's lease ran out (the moments over the limit that this removes are
@@ -117,7 +105,7 @@ static int64_t max_concurrent(const tt_arena *a, int64_t *idx, size_t n,
     const tt_rec *r = &a->recs[idx[i]];
     if (readers_only && !(atomic_load(&r->flags) & TT_R_READ))
       continue;
-    int64_t stopped = paused ? paused_at(a, r) : 0;
+    int64_t stopped = paused ? paused_at(a, r, r->exit) : 0;
     /* enter as odd (+1), exit as even (-1): at equal times exits first */
     ev[m++] = r->enter * 2 + 1;
     ev[m++] = (stopped ? stopped : r->exit) * 2;

@@ -449,6 +449,45 @@ static redisReply *kill_conns(th_server *n, int fault) {
                 fault == TT_F_CLIENT_KILL ? "normal" : "pubsub");
 }
 
+/* The replica of master a failover may promote now, or NULL: a master
+ * votes for a replica of the same master once per two node timeouts
+ * (th_cluster_start: 1 s), so a failover back sooner would get no votes,
+ * and its master would hold writes paused (the manual failover's 5 s) for
+ * nothing. */
+static th_server *promotable_replica(th_server *master) {
+  if (last_failover_ms && th_now_ms() - last_failover_ms < 2500)
+    return NULL;
+  return th_replica_of(&servers[0], master);
+}
+
+/* restart: the master killed, its replica's promotion awaited (forced
+ * after 10 s), the master started again (it comes back as a replica). A
+ * replica whose link was down too long (a fault before) does not stand
+ * (cluster-replica-validity-factor): the master would come back empty,
+ * still master, and take every acknowledged write with it, which no setup
+ * without persistence survives. An operator would force it; so does
+ * this. */
+static void restart_master(th_server *master, th_server *replica) {
+  th_server_kill(master);
+  if (!th_becomes_master(replica, 10000)) {
+    redisReply *info = th_cmd(replica, "INFO replication");
+    const char *down = info && info->type == REDIS_REPLY_STRING
+                           ? strstr(info->str, "master_link_down_since")
+                           : NULL;
+    fprintf(stderr, "torture: no replica took over from port %d in 10 s "
+            "(%.*s): CLUSTER FAILOVER TAKEOVER\n", master->port,
+            down ? (int)strcspn(down, "\r\n") : 0, down ? down : "");
+    if (info)
+      freeReplyObject(info);
+    freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
+    R.takeovers++;
+    if (!th_becomes_master(replica, 10000))
+      fprintf(stderr, "torture: no takeover either\n");
+  }
+  if (th_server_restart(master) != 0)
+    fprintf(stderr, "torture: port %d did not restart\n", master->port);
+}
+
 /* A cluster fault; 1 when it was made. */
 /* clock-forward, clock-back on the server at port (modelled). */
 static void clock_fault(int f, int port) {
@@ -477,14 +516,7 @@ static int cluster_fault(int f) {
       fprintf(stderr, "torture: a key of %s's slot did not migrate\n", key);
     break;
   case TT_F_FAILOVER:
-    /* A master votes for a replica of the same master once per two node
-     * timeouts (th_cluster_start: 1 s): a failover back sooner would get
-     * no votes, and its master would hold writes paused (the manual
-     * failover's 5 s) for nothing. */
-    if (last_failover_ms && th_now_ms() - last_failover_ms < 2500)
-      return 0;
-    replica = th_replica_of(&servers[0], master);
-    if (replica == NULL)
+    if ((replica = promotable_replica(master)) == NULL)
       return 0;
     last_failover_ms = th_now_ms();
     r = th_cmd(replica, "CLUSTER FAILOVER");
@@ -498,40 +530,14 @@ static int cluster_fault(int f) {
     break;
   case TT_F_RESTART:
   case TT_F_STOP:
-    /* the master killed (its replica takes over) and started again, or
-     * stopped 50 ms .. 3 s (past the node timeout, its replica takes
-     * over); then, when it was replaced, awaited as a replica again, so
-     * that the next fault starts from a whole setup. The failover's
-     * spacing applies (the votes). */
-    if (last_failover_ms && th_now_ms() - last_failover_ms < 2500)
-      return 0;
-    replica = th_replica_of(&servers[0], master);
-    if (replica == NULL)
+    /* the master restarted, or stopped 50 ms .. 3 s (past the node
+     * timeout its replica takes over); then, when it was replaced,
+     * awaited as a replica again, so that the next fault starts from a
+     * whole setup */
+    if ((replica = promotable_replica(master)) == NULL)
       return 0;
     if ((1 << f) == TT_F_RESTART) {
-      th_server_kill(master);
-      if (!th_becomes_master(replica, 10000)) {
-        /* a replica whose link was down too long (a fault before) does
-         * not stand (cluster-replica-validity-factor): the master would
-         * come back empty, still master, and take every acknowledged
-         * write with it, which no setup without persistence survives.
-         * An operator would force it; so does this. */
-        redisReply *info = th_cmd(replica, "INFO replication");
-        const char *down = info && info->type == REDIS_REPLY_STRING
-                               ? strstr(info->str, "master_link_down_since")
-                               : NULL;
-        fprintf(stderr, "torture: no replica took over from port %d in 10 s "
-                "(%.*s): CLUSTER FAILOVER TAKEOVER\n", master->port,
-                down ? (int)strcspn(down, "\r\n") : 0, down ? down : "");
-        if (info)
-          freeReplyObject(info);
-        freeReplyObject(th_cmd(replica, "CLUSTER FAILOVER TAKEOVER"));
-        R.takeovers++;
-        if (!th_becomes_master(replica, 10000))
-          fprintf(stderr, "torture: no takeover either\n");
-      }
-      if (th_server_restart(master) != 0)
-        fprintf(stderr, "torture: port %d did not restart\n", master->port);
+      restart_master(master, replica);
     } else {
       th_server_pause(master, 1);
       sleep_ms(50 + rand() % 2951);
