@@ -1453,25 +1453,36 @@ static void test_t21_sentinel_failover(void) {
  * no overlap whose first holder was not told before the second entered,
  * but for a paused holder's (nothing tells a stopped process), and every
  * holder told at last. Plain build only (a long run's share). */
-static void test_t36_cluster_every_fault(void) {
-  need_partitions();
-  run r;
-  torture(&r, "--cluster --split --replica-sync 300 --kind rw --read-pct 50 "
-              "--procs 4 --threads 2 --watchdog 3000 --duration 9000 "
-              "--every 300 --nemesis kill,client-kill,pubsub-kill,migrate,"
-              "failover,restart,stop,pause,partition,slow");
-  clean(&r);
-  EXPECT(&r, "untold_overlaps", ==, 0);
-  int64_t faults = 0;
+static int64_t t36_faults(const run *r) {
   static const char *f[] = {"f_kill", "f_client_kill", "f_pubsub_kill",
                             "f_migrate", "f_failover", "f_restart", "f_stop",
                             "f_pause", "f_partition", "f_slow"};
+  int64_t faults = 0;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-    faults += field(&r, f[i]);
-  EXPECT(&r, "keys_left", ==, 0);
-  CU_ASSERT(faults >= 2);
+    faults += field(r, f[i]);
+  return faults;
+}
+
+/* A slow fault drawn first (a forced takeover: 20 s) can leave a run one
+ * fault: up to 3 runs until one mixes two or more, each checked whole. */
+static void test_t36_cluster_every_fault(void) {
+  need_partitions();
+  run r;
+  for (int tries = 0; tries < 3; tries++) {
+    torture(&r, "--cluster --split --replica-sync 300 --kind rw --read-pct 50 "
+                "--procs 4 --threads 2 --watchdog 3000 --duration 9000 "
+                "--every 300 --nemesis kill,client-kill,pubsub-kill,migrate,"
+                "failover,restart,stop,pause,partition,slow");
+    clean(&r);
+    EXPECT(&r, "untold_overlaps", ==, 0);
+    EXPECT(&r, "keys_left", ==, 0);
+    if (t36_faults(&r) >= 2)
+      break;
+    printf("    %" PRId64 " fault in run %d: again\n", t36_faults(&r), tries + 1);
+  }
+  CU_ASSERT(t36_faults(&r) >= 2);
   printf("    %" PRId64 " faults, %" PRId64 " sections, %" PRId64
-         " overlaps of paused holders\n", faults, field(&r, "sections"),
+         " overlaps of paused holders\n", t36_faults(&r), field(&r, "sections"),
          field(&r, "paused_overlaps"));
 }
 
