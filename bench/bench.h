@@ -100,6 +100,24 @@ double cpu_per_pair(void);
 double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
                    double secs);
 
+/* ---- what a run costs the client (cost.c) --------------------------------- */
+
+typedef struct run_cost {
+  int64_t user_us, sys_us; /* the process's CPU time, every thread */
+  double syscalls;         /* system calls, every thread (NaN: not counted) */
+} run_cost;
+
+/* Around a run (run_threads does it): *c is then the run's cost. */
+void cost_begin(run_cost *c);
+void cost_end(run_cost *c);
+void counters_close(void);
+/* The cost of the last run_threads. */
+run_cost last_cost(void);
+/* w's rows "user CPU per pair", "system CPU per pair" and "system calls
+ * per pair": dlock's beside raw's. */
+void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
+                long raw_pairs, const run_cost *raw);
+
 /* ---- the raw bound: plain hiredis, the same scripts ----------------------- */
 
 redisContext *raw_connect(const char *url);

@@ -51,14 +51,16 @@ void emit(const char *w, const char *metric, double value, const char *unit,
          ratio);
   fflush(stdout);
   if (json) {
-    char b[32] = "null", r[32] = "null";
+    char v[32] = "null", b[32] = "null", r[32] = "null";
+    if (!isnan(value))
+      snprintf(v, sizeof v, "%.3f", value);
     if (!isnan(bound))
       snprintf(b, sizeof b, "%.3f", bound);
     if (!isnan(ratio))
       snprintf(r, sizeof r, "%.4f", ratio);
     fprintf(json, "%s\n  {\"workload\": \"%s\", \"metric\": \"%s\", "
-            "\"value\": %.3f, \"unit\": \"%s\", \"bound\": %s, \"ratio\": %s}",
-            first_json ? "" : ",", w, metric, value, unit, b, r);
+            "\"value\": %s, \"unit\": \"%s\", \"bound\": %s, \"ratio\": %s}",
+            first_json ? "" : ",", w, metric, v, unit, b, r);
     first_json = 0;
   }
 }
@@ -154,6 +156,8 @@ double cpu_per_pair(void) {
 double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
                    double secs) {
   pthread_t t[MAX_THREADS];
+  run_cost cost;
+  cost_begin(&cost);
   int64_t t0 = now_us(), c0 = cpu_us();
   for (int i = 0; i < n; i++)
     pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * arg_size);
@@ -163,6 +167,7 @@ double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
   for (int i = 0; i < n; i++)
     pthread_join(t[i], NULL);
   last_cpu_us = cpu_us() - c0;
+  cost_end(&cost);
   return (double)(now_us() - t0) / 1e6;
 }
 

@@ -86,7 +86,10 @@ void w1_w2(bench_bounds *b) {
   dlock_client *c = open_client(opt.urls[0], 0);
   double rr, rp50, rp99, dr, dp50, dp99, rcpu, dcpu;
   pairs_cpu(1, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+  run_cost raw = last_cost();
+  long raw_pairs = atomic_load(&sh->pairs);
   pairs_cpu(1, 0, c, &dr, &dp50, &dp99, &dcpu);
+  run_cost mine = last_cost();
   b->raw_rtt = rp50;
   b->w1_p50 = dp50;
   b->w1_rate = dr;
@@ -95,13 +98,18 @@ void w1_w2(bench_bounds *b) {
     emit("W1", "lock p50", dp50, "us", rp50);
     emit("W1", "lock p99", dp99, "us", rp99);
     emit("W1", "CPU per pair", dcpu, "us", rcpu);
+    emit_costs("W1", atomic_load(&sh->pairs), &mine, raw_pairs, &raw);
   }
   if (selected("W2")) {
     int n = opt.threads;
     pairs_cpu(n, 1, NULL, &rr, &rp50, &rp99, &rcpu);
+    raw = last_cost();
+    raw_pairs = atomic_load(&sh->pairs);
     pairs_cpu(n, 0, c, &dr, &dp50, &dp99, &dcpu);
+    mine = last_cost();
     emit("W2", "pairs/s", dr, "1/s", rr);
     emit("W2", "CPU per pair", dcpu, "us", rcpu);
+    emit_costs("W2", atomic_load(&sh->pairs), &mine, raw_pairs, &raw);
     b->w2_rate = dr;
   }
   dlock_client_close(c);

@@ -72,6 +72,8 @@ void w8(bench_bounds *b) {
   redisFree(rc);
   sem_arg args[16];
   double rate[2], cpu[2];
+  long npairs[2];
+  run_cost cost[2];
   int max_inside[2] = {0, 0};
   for (int raw = 1; raw >= 0; raw--) {
     for (int i = 0; i < 16; i++)
@@ -80,12 +82,15 @@ void w8(bench_bounds *b) {
     double secs = run_threads(16, sem_thread, args, sizeof args[0], opt.duration);
     rate[raw] = (double)atomic_load(&sh->pairs) / secs;
     cpu[raw] = cpu_per_pair();
+    cost[raw] = last_cost();
+    npairs[raw] = atomic_load(&sh->pairs);
     max_inside[raw] = atomic_load(&sh->max_inside);
   }
   emit("W8", "pairs/s", rate[0], "1/s", rate[1]);
   emit("W8", "max concurrent holders", max_inside[0], "holders", 4);
   emit("W8", "raw max concurrent holders", max_inside[1], "holders", 4);
   emit("W8", "CPU per pair", cpu[0], "us", cpu[1]);
+  emit_costs("W8", npairs[0], &cost[0], npairs[1], &cost[1]);
   dlock_semaphore_free(sem);
   dlock_client_close(c);
 }
