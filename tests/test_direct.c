@@ -185,6 +185,52 @@ static void test_idle_connection_killed(void) {
   dlock_client_close(c);
 }
 
+/* How many unlock latches of name the server holds. */
+static long latches(const char *name) {
+  redisReply *r = th_cmd(&srv, "KEYS redisson_unlock_latch:{%s}:*", name);
+  long n = r && r->type == REDIS_REPLY_ARRAY ? (long)r->elements : -1;
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
+/* How long (ms) until name has no latch left, polling every 2 ms for up
+ * to 2 s; -1 if one is still there. */
+static int64_t latch_gone_after(const char *name) {
+  int64_t t0 = th_now_ms();
+  for (int i = 0; i < 1000 && th_now_ms() - t0 < 2000; i++, usleep(2000))
+    if (latches(name) == 0)
+      return th_now_ms() - t0;
+  return -1;
+}
+
+/* A release's unlock latch is deleted in front of the connection's next
+ * call, in its write; a connection left idle has the engine send it
+ * (within 50 ms); a closing client sends it before the connection
+ * closes. Every call still goes direct. */
+static void test_latch_deleted(void) {
+  dlock_client *c = th_client(&srv, NULL);
+  const char *name = th_name("latch");
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  uint64_t before = direct_calls(c);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  CU_ASSERT_EQUAL(latches(name), 0); /* its DEL went with this acquire */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  int64_t ms = latch_gone_after(name); /* idle: the sweep */
+  CU_ASSERT(ms >= 0 && ms < 1000);
+  CU_ASSERT_EQUAL(direct_calls(c), before + 4);
+  CU_ASSERT_EQUAL(fallbacks(c), 0);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  dlock_lock_free(l);
+  dlock_client_close(c); /* at once: before the sweep */
+  ms = latch_gone_after(name);
+  CU_ASSERT(ms >= 0 && ms < 1000);
+}
+
 static void test_noscript(void) {
   dlock_client *c = th_client(&srv, NULL);
   TH_ASSERT_RC(lock_unlock(c, th_name("noscript")), DLOCK_OK);
@@ -576,6 +622,7 @@ static void add_tests(void) {
   CU_add_test(s, "options", test_options);
   CU_add_test(s, "pool_bounded", test_pool_bounded);
   CU_add_test(s, "idle_connection_killed", test_idle_connection_killed);
+  CU_add_test(s, "latch_deleted", test_latch_deleted);
   CU_add_test(s, "noscript", test_noscript);
   CU_add_test(s, "command_timeout", test_command_timeout);
   CU_add_test(s, "close_during_call", test_close_during_call);

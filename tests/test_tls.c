@@ -138,15 +138,11 @@ static void test_direct_path_over_tls(void) {
   TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
   all_direct(c, l);
   /* the release's unlock latch is deleted in front of the connection's
-   * next call, in its write: one left now, none after the next call */
+   * next call, in its write (or by the engine's sweep if that came first) */
   char pattern[160];
   snprintf(pattern, sizeof pattern, "redisson_unlock_latch:{%s}:*", name);
-  redisReply *r = th_cmd(&srv, "KEYS %s", pattern);
-  CU_ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
-  if (r)
-    freeReplyObject(r);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  r = th_cmd(&srv, "KEYS %s", pattern);
+  redisReply *r = th_cmd(&srv, "KEYS %s", pattern);
   CU_ASSERT(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0);
   if (r)
     freeReplyObject(r);

@@ -149,7 +149,7 @@ static void give_back(dlock__aop *op, int rc) {
   atomic_fetch_add(&gifts, 1);
   char rid[33];
   dlock__req *req = op->wt.k->give_back ? calloc(1, sizeof *req) : NULL;
-  if (req == NULL || dlock__random_hex(rid, 16) != DLOCK_OK ||
+  if (req == NULL || dlock__request_id(rid) != DLOCK_OK ||
       op->wt.k->give_back(&op->wt, rid, req) != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);

@@ -116,6 +116,9 @@ void dlock__highway128(const uint64_t key[4], const void *data, size_t len,
 int64_t dlock__random_between(int64_t lo, int64_t hi);
 /* n random bytes as 2n lower-case hex characters plus NUL (OpenSSL RAND). */
 int dlock__random_hex(char *out, size_t nbytes);
+/* A request id no other call of any process uses: 32 lower-case hex
+ * characters plus NUL (a release's unlock latch). DLOCK_OK or DLOCK_EIO. */
+int dlock__request_id(char out[33]);
 
 /* Redis Cluster's hash slot of a key (CRC16 of its {hash tag} or of it). */
 int dlock__key_slot(const char *key, size_t len);

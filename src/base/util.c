@@ -1,6 +1,8 @@
 /* Small shared helpers: clock, growable buffer, RESP encoding, name and
  * argument checks, random ids. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +179,47 @@ int dlock__random_hex(char *out, size_t nbytes) {
     out[2 * i + 1] = hex[raw[i] & 15];
   }
   out[2 * nbytes] = '\0';
+  return DLOCK_OK;
+}
+
+/* Request ids: 8 random bytes per process (drawn again in a forked child)
+ * and a counter. Unique is all a request id must be; OpenSSL's generator
+ * per release cost a getpid(2) and a DRBG draw on every call. */
+static _Atomic uint64_t request_base, request_seq;
+static atomic_int request_stale = 1;
+static pthread_mutex_t request_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t request_once = PTHREAD_ONCE_INIT;
+
+static void request_forked(void) { atomic_store(&request_stale, 1); }
+
+static void request_hook(void) { pthread_atfork(NULL, NULL, request_forked); }
+
+static void hex64(char *out, uint64_t v) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; i--, v >>= 4)
+    out[i] = hex[v & 15];
+}
+
+int dlock__request_id(char out[33]) {
+  pthread_once(&request_once, request_hook);
+  if (atomic_load(&request_stale)) {
+    pthread_mutex_lock(&request_mu);
+    uint64_t base;
+    int rc = DLOCK_OK;
+    if (atomic_load(&request_stale)) {
+      if (RAND_bytes((unsigned char *)&base, sizeof base) == 1) {
+        atomic_store(&request_base, base);
+        atomic_store(&request_stale, 0);
+      } else
+        rc = dlock__fail(DLOCK_EIO, "random bytes unavailable");
+    }
+    pthread_mutex_unlock(&request_mu);
+    if (rc != DLOCK_OK)
+      return rc;
+  }
+  hex64(out, atomic_load(&request_base));
+  hex64(out + 16, atomic_fetch_add(&request_seq, 1));
+  out[32] = '\0';
   return DLOCK_OK;
 }
 

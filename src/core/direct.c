@@ -135,6 +135,7 @@ static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
 }
 
 static void hello_wipe(dlock__dconn *dc);
+static void sweep_arm(dlock_client *c);
 static void busy_add(dlock__dpool *p, dlock__dconn *dc);
 static void busy_del(dlock__dpool *p, dlock__dconn *dc);
 
@@ -425,7 +426,12 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   dc->next = p->idle;
   p->idle = dc;
   p->backoff_ms = 0; /* a round trip went well */
+  int arm = dc->later.len > 0 && !d->sweep_armed;
+  if (arm)
+    d->sweep_armed = 1;
   pthread_mutex_unlock(&d->mu);
+  if (arm)
+    sweep_arm(c);
 }
 
 /* Calls to p's server go to the engine for a while: it could not be
@@ -530,27 +536,79 @@ static int send_later(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
   return rc;
 }
 
+/* ---- the sweep: latch DELs of idle connections ---------------------------- */
+
+/* A connection given back with latch DELs kept (drop_key) arms the sweep
+ * unless it is armed already: SWEEP_MS later the engine sends the DELs of
+ * every idle connection, so a latch outlives its release by that much at
+ * most while the connection is not used. A busy client arms it once per
+ * SWEEP_MS (one wake-up of the engine), not once per release. */
+#define SWEEP_MS 50
+
+static void sweep_done(dlock__req *req, redisReply *reply, int status) {
+  (void)req;
+  (void)status;
+  if (reply)
+    freeReplyObject(reply);
+}
+
+/* Engine thread, SWEEP_MS after the arming. */
+static void on_sweep(uv_timer_t *t) {
+  dlock_client *c = t->data;
+  dlock__direct *d = &c->direct;
+  dlock__dconn *list = NULL;
+  pthread_mutex_lock(&d->mu);
+  d->sweep_armed = 0;
+  for (int i = 0; i < d->npools; i++) {
+    dlock__dpool *p = &d->pools[i];
+    for (dlock__dconn **at = &p->idle; *at != NULL;) {
+      dlock__dconn *dc = *at;
+      if (dc->later.len == 0) {
+        at = &dc->next;
+        continue;
+      }
+      *at = dc->next; /* busy while the engine writes on it */
+      busy_add(p, dc);
+      dc->swept = list;
+      list = dc;
+    }
+  }
+  pthread_mutex_unlock(&d->mu);
+  while (list != NULL) {
+    dlock__dconn *dc = list;
+    list = dc->swept;
+    char why[1024];
+    int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
+    give_back(c, dc, send_later(c, dc, deadline, why, sizeof why) != DLOCK_OK);
+  }
+}
+
+static void sweep_start(dlock_client *c, dlock__req *req) {
+  if (!c->net.stopping)
+    uv_timer_start(&c->sweep_timer, on_sweep, SWEEP_MS, 0);
+  dlock__req_finish(req, NULL, DLOCK_OK, NULL);
+}
+
+static void sweep_arm(dlock_client *c) {
+  dlock__req *req = &c->direct.sweep_req;
+  dlock__req_task(req, sweep_start, NULL);
+  req->done = sweep_done;
+  dlock__submit(c, req); /* fails only when closing: the latches expire */
+}
+
 /* The DEL of a release's unlock latch (dlock__req_drop_after), its answer
- * skipped. On a plain connection it goes out now, behind the reply. On a
- * TLS one it is kept to go out in front of the connection's next call, in
- * the same write: sent on its own, its TLS record made that next call wait
- * behind it at the server (W1's lock p50 over TLS 30 us against 27 kept),
- * where on a plain connection carrying it costs the next call more than it
- * saves (22 us against 25 at p50). A connection closed or left idle
- * meanwhile leaves the latch to its own expiry (PX), as a failed DEL
- * would. DLOCK_OK, or the send's failure. */
-static int drop_key(dlock_client *c, dlock__dconn *dc, const dlock__buf *key,
-                    int64_t deadline_us) {
+ * skipped: kept to go out in front of the connection's next call, in the
+ * same write. Sent on its own it cost a system call and a wake-up of the
+ * server, and its answer a read of its own, on every release (W1: 8
+ * system calls per pair against a plain hiredis loop's 4). A connection
+ * left idle sends it from the engine's sweep (SWEEP_MS later, sweep()); one
+ * closed meanwhile leaves the latch to its own expiry (PX), as a failed
+ * DEL would. DLOCK_OK always (out of memory: the latch expires). */
+static void drop_key(dlock__dconn *dc, const dlock__buf *key) {
   const char *argv[] = {"DEL", key->p};
   size_t lens[] = {3, key->len};
-  int rc = dlock__resp_command(&dc->later, 2, argv, lens);
-  if (rc != DLOCK_OK)
-    return DLOCK_OK; /* out of memory: the latch expires */
-  dc->later_n++;
-  if (dc->s.tls)
-    return DLOCK_OK;
-  char why[1024];
-  return send_later(c, dc, deadline_us, why, sizeof why);
+  if (dlock__resp_command(&dc->later, 2, argv, lens) == DLOCK_OK)
+    dc->later_n++;
 }
 
 /* The write's acknowledgement (engine.h, dlock__ack_plan): after req's
@@ -686,9 +744,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   if (req->ack_wanted && (*reply)->type != REDIS_REPLY_ERROR &&
       send_ack(c, dc, req) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */
-  if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR &&
-      drop_key(c, dc, &req->drop, deadline) != DLOCK_OK)
-    *broken = 1; /* the reply is in hand: the call itself succeeded */
+  if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
+    drop_key(dc, &req->drop);
   return DLOCK_OK;
 }
 
@@ -1073,12 +1130,24 @@ void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port) 
   close_all(idle);
 }
 
+/* The kept latch DELs of list's connections, sent without waiting (a
+ * closing client), then the connections closed. */
+static void send_and_close(dlock__dconn *list) {
+  for (dlock__dconn *dc = list; dc; dc = dc->next) {
+    char why[256]; /* d->mu held: not say(), which takes it */
+    if (dc->later.len > 0)
+      dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(),
+                       why, sizeof why);
+  }
+  close_all(list);
+}
+
 void dlock__direct_close(dlock_client *c) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
   d->closed = 1;
   for (int i = 0; i < d->npools; i++)
-    close_all(drain_locked(&d->pools[i]));
+    send_and_close(drain_locked(&d->pools[i]));
   pthread_mutex_unlock(&d->mu);
 }
 

@@ -388,6 +388,7 @@ static void engine_shutdown(dlock_client *c) {
     attachment->stopping(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->deadline_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->sweep_timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->flush, on_handle_closed);
   uv_close((uv_handle_t *)&c->wake, on_handle_closed);
 }
@@ -442,7 +443,9 @@ static void client_attach(dlock_client *c) {
   c->watchdog_timer.data = c;
   uv_timer_init(c->net.loop, &c->deadline_timer);
   c->deadline_timer.data = c;
-  c->net.live = 4;
+  uv_timer_init(c->net.loop, &c->sweep_timer);
+  c->sweep_timer.data = c;
+  c->net.live = 5;
   dlock__conn_init(&c->net, &c->net.cmd, 0);
   dlock__conn_init(&c->net, &c->net.sub, 1);
   c->net.topo->attach(&c->net);

@@ -173,6 +173,7 @@ typedef struct dlock__dconn {
   int refused;      /* one of them was an error: the server's configuration
                        changed since the engine connected */
   unsigned gen;     /* the pool's gen when it was opened */
+  struct dlock__dconn *swept; /* on the sweep's list (direct.c, sweep) */
 } dlock__dconn;
 
 /* A call riding a pool's shared connection (direct.c, "Riders"). */
@@ -239,6 +240,8 @@ typedef struct dlock__direct {
                                             them); calls left to the engine
                                             (contention, a server down) */
   atomic_uint_fast64_t rides; /* of the calls, those made as riders */
+  int sweep_armed;         /* the engine's latch sweep is due (direct.c) */
+  dlock__req sweep_req;    /* the task that arms it */
 } dlock__direct;
 
 void dlock__direct_init(dlock_client *c);
@@ -287,6 +290,7 @@ struct dlock_client {
   uv_timer_t watchdog_timer;
   uv_timer_t deadline_timer; /* the earliest watchdog hold's validity end
                                 (watchdog.c: a loss is told before it) */
+  uv_timer_t sweep_timer; /* idle direct connections' latch DELs (direct.c) */
 
   pthread_mutex_t qmu; /* guards the queue and closing */
   dlock__req *qhead, *qtail;

@@ -15,7 +15,7 @@ int dlock__release_retry(dlock_client *c,
                          int (*build)(void *ctx, const char *rid, dlock__req *req),
                          void *ctx, redisReply **reply) {
   char rid[33];
-  int rc = dlock__random_hex(rid, 16);
+  int rc = dlock__request_id(rid);
   int64_t start = dlock__now_ms();
   for (int attempt = 0; rc == DLOCK_OK || rc == DLOCK_EIO; attempt++) {
     if (!dlock__release_again(c, start, attempt))

@@ -140,7 +140,7 @@ static void release_send(dlock__aop *op) {
   if (op->tries == 0) {
     op->sent_ms = dlock__now_ms(); /* the retry window starts */
     op->ctx = malloc(33); /* the request id, the same for the retries */
-    if (op->ctx == NULL || dlock__random_hex(op->ctx, 16) != DLOCK_OK) {
+    if (op->ctx == NULL || dlock__request_id(op->ctx) != DLOCK_OK) {
       free(req);
       dlock__aop_finish(op, dlock__fail(DLOCK_ENOMEM, "out of memory"));
       return;

@@ -158,7 +158,7 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
       continue;
     }
     int rc = kind == TRY ? dlock__lock_try_req(m, owner, lease_ms, &c->req)
-                         : dlock__random_hex(rid, 16);
+                         : dlock__request_id(rid);
     if (rc == DLOCK_OK && kind == RELEASE)
       rc = dlock__lock_release_req(m, owner, rid, &c->req);
     if (rc == DLOCK_OK) {
