@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/engine.h"
 #include "harness.h"
@@ -229,6 +230,77 @@ static void test_latch_deleted(void) {
   dlock_client_close(c); /* at once: before the sweep */
   ms = latch_gone_after(name);
   CU_ASSERT(ms >= 0 && ms < 1000);
+}
+
+static int64_t thread_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One measured call of the given way (1 polled, 0 slept) that cost ns of
+ * CPU, at its place in the poll's round. */
+static void poll_fed(dlock_client *c, int way, unsigned phase, int64_t ns) {
+  dlock__poll_probe pr = {way, phase, thread_ns() - ns};
+  dlock__poll_end(c, &pr);
+}
+
+/* Two rounds of calls where polling costs poll_ns and sleeping sleep_ns
+ * (the current way measured at phase 0, the other in the round's try). */
+static void poll_rounds(dlock_client *c, int64_t sleep_ns, int64_t poll_ns) {
+  for (int round = 0; round < 2; round++) {
+    int on = atomic_load(&c->direct.poll.on);
+    for (int i = 0; i < 8; i++)
+      poll_fed(c, on, 0, on ? poll_ns : sleep_ns);
+    for (unsigned ph = 32; ph < 48; ph++)
+      poll_fed(c, !on, ph, on ? sleep_ns : poll_ns);
+  }
+}
+
+/* The reply poll (spin_us -1) stays on while a polled call costs at most
+ * 15 % more CPU than a sleeping one, both measured as calls go: a real
+ * client measures both ways; fed costs turn it off after two rounds that
+ * agree (not one), and on again; forced on and off it measures nothing. */
+static void test_reply_poll_adapts(void) {
+  CU_ASSERT(dlock__poll_pays(1000, 1150));
+  CU_ASSERT(!dlock__poll_pays(1000, 1160));
+  CU_ASSERT(dlock__poll_pays(0, 5000)); /* not measured yet: polls */
+  dlock_client *c = th_client(&srv, NULL);
+  for (int i = 0; i < 100; i++)
+    TH_ASSERT_RC(lock_unlock(c, th_name("poll")), DLOCK_OK);
+  dlock__poll *p = &c->direct.poll;
+  CU_ASSERT(atomic_load(&p->calls) >= 200);
+  CU_ASSERT(atomic_load(&p->cpu_ns[0]) > 0 && atomic_load(&p->cpu_ns[1]) > 0);
+  atomic_store(&p->on, 1);
+  atomic_store(&p->against, 0);
+  atomic_store(&p->cpu_ns[0], 0);
+  atomic_store(&p->cpu_ns[1], 0);
+  /* polling costs 3x sleeping: one round is not enough, two are */
+  for (int i = 0; i < 8; i++)
+    poll_fed(c, 1, 0, 30000);
+  for (unsigned ph = 32; ph < 48; ph++)
+    poll_fed(c, 0, ph, 10000);
+  CU_ASSERT_EQUAL(atomic_load(&p->on), 1);
+  poll_rounds(c, 10000, 30000);
+  CU_ASSERT_EQUAL(atomic_load(&p->on), 0);
+  dlock__poll_probe pr;
+  atomic_store(&p->calls, 1); /* a call outside the round's try: sleeps */
+  CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), 0);
+  atomic_store(&p->calls, 32); /* the try: polls */
+  CU_ASSERT(dlock__poll_begin(c, 1, &pr) > 0);
+  poll_rounds(c, 30000, 10000); /* polling is the cheaper way again */
+  CU_ASSERT_EQUAL(atomic_load(&p->on), 1);
+  dlock_client_close(c);
+  for (int forced = 0; forced < 2; forced++) {
+    dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+    o.spin_us = forced ? 300 : 0;
+    c = th_client(&srv, &o);
+    for (int i = 0; i < 50; i++)
+      TH_ASSERT_RC(lock_unlock(c, th_name("poll")), DLOCK_OK);
+    CU_ASSERT_EQUAL(atomic_load(&c->direct.poll.calls), 0);
+    CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), forced ? 300 : 0);
+    dlock_client_close(c);
+  }
 }
 
 static void test_noscript(void) {
@@ -623,6 +695,7 @@ static void add_tests(void) {
   CU_add_test(s, "pool_bounded", test_pool_bounded);
   CU_add_test(s, "idle_connection_killed", test_idle_connection_killed);
   CU_add_test(s, "latch_deleted", test_latch_deleted);
+  CU_add_test(s, "reply_poll_adapts", test_reply_poll_adapts);
   CU_add_test(s, "noscript", test_noscript);
   CU_add_test(s, "command_timeout", test_command_timeout);
   CU_add_test(s, "close_during_call", test_close_during_call);

@@ -41,20 +41,6 @@
 #include "net/sock.h"
 #include "net/topology.h"
 
-#define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
-#define SPIN_FIRST_US 50    /* before any round trip was measured */
-
-static int online_cpus(void) {
-  static atomic_int n; /* 0 until asked once */
-  int v = atomic_load_explicit(&n, memory_order_relaxed);
-  if (v == 0) {
-    long k = sysconf(_SC_NPROCESSORS_ONLN);
-    v = k > 0 ? (int)k : 1;
-    atomic_store_explicit(&n, v, memory_order_relaxed);
-  }
-  return v;
-}
-
 void dlock__direct_init(dlock_client *c) {
   dlock__direct *d = &c->direct;
   memset(d, 0, sizeof *d);
@@ -62,7 +48,7 @@ void dlock__direct_init(dlock_client *c) {
   atomic_init(&d->active, 0);
   atomic_init(&d->piped, 0);
   atomic_init(&d->waiting, 0);
-  atomic_init(&d->rtt_us, 0);
+  dlock__poll_init(&d->poll);
   atomic_init(&d->calls, 0);
   atomic_init(&d->fallbacks, 0);
   atomic_init(&d->rides, 0);
@@ -505,26 +491,6 @@ static dlock__dconn *take(dlock_client *c, int slot, int *full) {
   return NULL;
 }
 
-/* How long this call may poll for its reply before sleeping (us). */
-static int64_t spin_budget(dlock_client *c) {
-  int opt = c->opts.spin_us;
-  if (opt == 0 || online_cpus() < 2) /* one core: the server needs it */
-    return 0;
-  if (opt > 0)
-    return opt;
-  int64_t rtt = atomic_load(&c->direct.rtt_us);
-  if (rtt == 0)
-    return SPIN_FIRST_US;
-  if (rtt > SPIN_MAX_US) /* a slow server: the reply won't come in time */
-    return 0;
-  return rtt * 2 < SPIN_MAX_US ? rtt * 2 : SPIN_MAX_US;
-}
-
-static void note_rtt(dlock__direct *d, int64_t us) {
-  int64_t old = atomic_load(&d->rtt_us);
-  atomic_store(&d->rtt_us, old == 0 ? us : old + (us - old) / 8);
-}
-
 /* Send what dc->later holds (latch DELs, maybe a call behind them); their
  * answers come first and are skipped. */
 static int send_later(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
@@ -694,7 +660,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
                       redisReply **reply, int *broken) {
   int64_t start = dlock__now_us();
   int64_t deadline = start + c->opts.command_timeout_ms * 1000;
-  int64_t spin = spin_budget(c);
+  dlock__poll_probe probe;
+  int64_t spin = dlock__poll_begin(c, alone(c), &probe);
   char *why = req->errmsg;
   size_t n = sizeof req->errmsg;
   int rc;
@@ -740,7 +707,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     *broken = 1;
     return rc;
   }
-  note_rtt(&c->direct, dlock__now_us() - start);
+  dlock__poll_rtt(c, dlock__now_us() - start);
+  dlock__poll_end(c, &probe);
   if (req->ack_wanted && (*reply)->type != REDIS_REPLY_ERROR &&
       send_ack(c, dc, req) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */

@@ -220,6 +220,35 @@ struct dlock__dpool {
   dlock__rider *first, *last; /* written, replies not read yet */
 };
 
+/* When a direct call polls for its reply instead of sleeping (poll.c). */
+typedef struct dlock__poll {
+  atomic_int_fast64_t rtt_us;    /* moving average of direct round trips */
+  atomic_uint_fast64_t calls;    /* calls that could poll (rounds) */
+  atomic_int_fast64_t cpu_ns[2]; /* moving average of a measured call's
+                                    thread CPU time: [0] sleeping for its
+                                    reply, [1] polling; 0 not measured */
+  atomic_int on;                 /* polling pays now (auto mode) */
+  atomic_int against;            /* rounds in a row that said otherwise */
+} dlock__poll;
+
+/* One call's part in the measure. */
+typedef struct dlock__poll_probe {
+  int way;         /* -1 not measured; 0 slept, 1 polled */
+  unsigned phase;  /* its place in the round */
+  int64_t cpu0_ns; /* its thread's CPU time at the start */
+} dlock__poll_probe;
+
+void dlock__poll_init(dlock__poll *p);
+/* Before a round trip (alone: the client's only call under way): how long
+ * it may poll for its reply (us, 0: sleep at once). */
+int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr);
+/* After a round trip that went well: its measure, maybe the new choice. */
+void dlock__poll_end(dlock_client *c, const dlock__poll_probe *pr);
+/* A round trip's time (us), for the poll's length. */
+void dlock__poll_rtt(dlock_client *c, int64_t us);
+/* Whether polling pays, from the two ways' CPU per call (0: unknown). */
+int dlock__poll_pays(int64_t sleeping_ns, int64_t polling_ns);
+
 typedef struct dlock__direct {
   pthread_mutex_t mu;      /* guards everything below but the atomics */
   dlock__dpool *pools;     /* 1, or DLOCK__MAX_NODES on a cluster */
@@ -235,7 +264,7 @@ typedef struct dlock__direct {
                               (not a latch, not a semaphore's line: wait.c,
                               join): while any waits, calls keep to the
                               engine's pipeline (see direct.c) */
-  atomic_int_fast64_t rtt_us; /* moving average of direct round trips */
+  dlock__poll poll;        /* when a call polls for its reply (poll.c) */
   atomic_uint_fast64_t calls, fallbacks; /* direct calls (rides among
                                             them); calls left to the engine
                                             (contention, a server down) */

@@ -1,0 +1,112 @@
+/* When a direct call polls for its reply (docs/threading.md, "The reply
+ * poll"). Polling (reading the socket without sleeping until the reply is
+ * in) saves the caller a sleep and a wake-up, which on some machines cost
+ * more CPU than the poll and on others less; both change with the load.
+ * So the client measures: a sixteenth of its calls (those made while no
+ * other call of the client is under way, the only ones that may poll)
+ * read their thread's CPU time around the round trip, and 16 calls in
+ * every 1,024 go the other way, to keep that way's figure fresh. Polling
+ * stays on while a polled call costs at most POLL_MARGIN_PCT % more CPU
+ * than a sleeping one (the latency it buys then comes at a cost the
+ * program hardly sees); two rounds in a row must agree to change it. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
+ * N us). */
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+
+#define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
+#define SPIN_FIRST_US 50    /* before any round trip was measured */
+#define POLL_ROUND 1024     /* calls per round: the other way tried once */
+#define POLL_TRIES 16       /* calls of a round made the other way */
+#define POLL_TRY_AT 32      /* where in the round they are */
+#define POLL_SAMPLE 16      /* one call in this many measured */
+#define POLL_MARGIN_PCT 15  /* polling's CPU may pass sleeping's by this */
+
+static int online_cpus(void) {
+  static atomic_int n; /* 0 until asked once */
+  int v = atomic_load_explicit(&n, memory_order_relaxed);
+  if (v == 0) {
+    long k = sysconf(_SC_NPROCESSORS_ONLN);
+    v = k > 0 ? (int)k : 1;
+    atomic_store_explicit(&n, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void dlock__poll_init(dlock__poll *p) {
+  atomic_init(&p->rtt_us, 0);
+  atomic_init(&p->calls, 0);
+  atomic_init(&p->cpu_ns[0], 0);
+  atomic_init(&p->cpu_ns[1], 0);
+  atomic_init(&p->against, 0);
+  atomic_init(&p->on, 1); /* until measured: a loopback reply often comes
+                             sooner than a sleeping thread is woken */
+}
+
+int dlock__poll_pays(int64_t sleeping_ns, int64_t polling_ns) {
+  if (sleeping_ns <= 0 || polling_ns <= 0)
+    return 1; /* not measured yet */
+  return polling_ns * 100 <= sleeping_ns * (100 + POLL_MARGIN_PCT);
+}
+
+int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr) {
+  dlock__poll *p = &c->direct.poll;
+  int opt = c->opts.spin_us;
+  pr->way = -1;
+  if (opt == 0 || online_cpus() < 2) /* one core: the server needs it */
+    return 0;
+  if (opt > 0)
+    return opt;
+  int64_t rtt = atomic_load(&p->rtt_us), budget;
+  if (rtt == 0)
+    budget = SPIN_FIRST_US;
+  else if (rtt > SPIN_MAX_US) /* a slow server: the reply won't come in time */
+    return 0;
+  else
+    budget = rtt * 2 < SPIN_MAX_US ? rtt * 2 : SPIN_MAX_US;
+  if (!alone) /* it would not poll anyway */
+    return budget;
+  uint64_t n = atomic_fetch_add_explicit(&p->calls, 1, memory_order_relaxed);
+  pr->phase = (unsigned)(n % POLL_ROUND);
+  int trying = pr->phase >= POLL_TRY_AT && pr->phase < POLL_TRY_AT + POLL_TRIES;
+  int way = atomic_load_explicit(&p->on, memory_order_relaxed) ^ trying;
+  if (trying || pr->phase % POLL_SAMPLE == 0) {
+    pr->way = way;
+    pr->cpu0_ns = thread_cpu_ns();
+  }
+  return way ? budget : 0;
+}
+
+void dlock__poll_end(dlock_client *c, const dlock__poll_probe *pr) {
+  if (pr->way < 0)
+    return;
+  dlock__poll *p = &c->direct.poll;
+  int64_t ns = thread_cpu_ns() - pr->cpu0_ns;
+  int64_t old = atomic_load(&p->cpu_ns[pr->way]);
+  atomic_store(&p->cpu_ns[pr->way], old == 0 ? ns : old + (ns - old) / 8);
+  if (pr->phase != POLL_TRY_AT + POLL_TRIES - 1)
+    return;
+  /* the round's try is done: a change needs two rounds in a row (a round's
+   * 16 tries are few: one slow call can tip them) */
+  int pays = dlock__poll_pays(atomic_load(&p->cpu_ns[0]),
+                              atomic_load(&p->cpu_ns[1]));
+  if (pays == atomic_load(&p->on))
+    atomic_store(&p->against, 0);
+  else if (atomic_fetch_add(&p->against, 1) >= 1) {
+    atomic_store(&p->on, pays);
+    atomic_store(&p->against, 0);
+  }
+}
+
+void dlock__poll_rtt(dlock_client *c, int64_t us) {
+  dlock__poll *p = &c->direct.poll;
+  int64_t old = atomic_load(&p->rtt_us);
+  atomic_store(&p->rtt_us, old == 0 ? us : old + (us - old) / 8);
+}
