@@ -139,15 +139,19 @@ typedef struct dlock_client_opts {
                                   its own (up to
                                   this many, opened on first use), with no
                                   hop through the engine thread; beyond that,
-                                  calls share the engine's pipeline. 0: every
-                                  call goes through the engine (default 4, at
-                                  most 64) */
+                                  calls ride one shared connection. 0: every
+                                  call goes through the engine (default 64,
+                                  the most; connections open only as calls
+                                  under way at once need them) */
   int spin_us;                 /* how long a direct call may poll for its
-                                  reply before it sleeps: -1 adapts (about
-                                  twice the recent round trip, at most 200 us,
-                                  one spinning thread per client at a time;
-                                  the default), 0 never, N at most N us
-                                  (at most 10000) */
+                                  reply before it sleeps: -1 adapts (the
+                                  default: about twice the recent round
+                                  trip, at most 200 us, one polling thread
+                                  per client at a time, and only while a
+                                  polled call costs at most 15 % more CPU
+                                  than a sleeping one, as measured), 0
+                                  never, N always, at most N us (at most
+                                  10000) */
   /* version 5: */
   int64_t replica_sync_ms;     /* the replica guard (docs/cluster.md): > 0:
                                   after each write of a lock's acquire or
@@ -227,7 +231,7 @@ typedef struct dlock_client_opts {
 #define DLOCK_CLIENT_OPTS_INIT                                                \
   { .version = DLOCK_CLIENT_OPTS_VERSION, .connect_timeout_ms = 2000,        \
     .command_timeout_ms = 3000, .watchdog_timeout_ms = 30000,                  \
-    .direct_conns = 4, .spin_us = -1 }
+    .direct_conns = 64, .spin_us = -1 }
 
 /* Open a client and connect to Redis.
  *

@@ -1131,5 +1131,6 @@ void dlock__direct_free(dlock_client *c) {
     pthread_mutex_destroy(&p->ride_mu);
   }
   pthread_mutex_destroy(&c->direct.mu);
+  dlock__poll_free(&c->direct.poll);
   free(c->direct.pools);
 }

@@ -221,14 +221,17 @@ struct dlock__dpool {
 };
 
 /* When a direct call polls for its reply instead of sleeping (poll.c). */
+#define DLOCK__POLL_KEEP 16
 typedef struct dlock__poll {
   atomic_int_fast64_t rtt_us;    /* moving average of direct round trips */
   atomic_uint_fast64_t calls;    /* calls that could poll (rounds) */
-  atomic_int_fast64_t cpu_ns[2]; /* moving average of a measured call's
-                                    thread CPU time: [0] sleeping for its
-                                    reply, [1] polling; 0 not measured */
   atomic_int on;                 /* polling pays now (auto mode) */
-  atomic_int against;            /* rounds in a row that said otherwise */
+  pthread_mutex_t mu;            /* guards the measures below */
+  int64_t ns[2][DLOCK__POLL_KEEP]; /* the last measured calls' thread CPU
+                                    time: [0] slept for the reply, [1]
+                                    polled (a ring each) */
+  unsigned kept[2];              /* measures made of each way */
+  int against;                   /* rounds in a row that said otherwise */
 } dlock__poll;
 
 /* One call's part in the measure. */
@@ -239,6 +242,7 @@ typedef struct dlock__poll_probe {
 } dlock__poll_probe;
 
 void dlock__poll_init(dlock__poll *p);
+void dlock__poll_free(dlock__poll *p);
 /* Before a round trip (alone: the client's only call under way): how long
  * it may poll for its reply (us, 0: sleep at once). */
 int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr);

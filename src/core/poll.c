@@ -5,11 +5,15 @@
  * So the client measures: a sixteenth of its calls (those made while no
  * other call of the client is under way, the only ones that may poll)
  * read their thread's CPU time around the round trip, and 16 calls in
- * every 1,024 go the other way, to keep that way's figure fresh. Polling
+ * every 4,096 go the other way, to keep that way's figure fresh. Polling
  * stays on while a polled call costs at most POLL_MARGIN_PCT % more CPU
- * than a sleeping one (the latency it buys then comes at a cost the
- * program hardly sees); two rounds in a row must agree to change it. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
+ * than a sleeping one, by the medians of each way's last 16 measures (the
+ * latency it buys then comes at a cost the program hardly sees); two
+ * rounds in a row must agree to change it. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
  * N us). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,7 +21,7 @@
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
-#define POLL_ROUND 1024     /* calls per round: the other way tried once */
+#define POLL_ROUND 4096     /* calls per round: the other way tried once */
 #define POLL_TRIES 16       /* calls of a round made the other way */
 #define POLL_TRY_AT 32      /* where in the round they are */
 #define POLL_SAMPLE 16      /* one call in this many measured */
@@ -41,13 +45,30 @@ static int64_t thread_cpu_ns(void) {
 }
 
 void dlock__poll_init(dlock__poll *p) {
+  memset(p, 0, sizeof *p);
   atomic_init(&p->rtt_us, 0);
   atomic_init(&p->calls, 0);
-  atomic_init(&p->cpu_ns[0], 0);
-  atomic_init(&p->cpu_ns[1], 0);
-  atomic_init(&p->against, 0);
   atomic_init(&p->on, 1); /* until measured: a loopback reply often comes
                              sooner than a sleeping thread is woken */
+  pthread_mutex_init(&p->mu, NULL);
+}
+
+void dlock__poll_free(dlock__poll *p) { pthread_mutex_destroy(&p->mu); }
+
+static int cmp_ns(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of way's last measures (p->mu held), 0 when it has none. */
+static int64_t median(const dlock__poll *p, int way) {
+  unsigned n = p->kept[way] < DLOCK__POLL_KEEP ? p->kept[way] : DLOCK__POLL_KEEP;
+  int64_t v[DLOCK__POLL_KEEP];
+  if (n == 0)
+    return 0;
+  memcpy(v, p->ns[way], n * sizeof v[0]);
+  qsort(v, n, sizeof v[0], cmp_ns);
+  return v[n / 2];
 }
 
 int dlock__poll_pays(int64_t sleeping_ns, int64_t polling_ns) {
@@ -89,20 +110,21 @@ void dlock__poll_end(dlock_client *c, const dlock__poll_probe *pr) {
     return;
   dlock__poll *p = &c->direct.poll;
   int64_t ns = thread_cpu_ns() - pr->cpu0_ns;
-  int64_t old = atomic_load(&p->cpu_ns[pr->way]);
-  atomic_store(&p->cpu_ns[pr->way], old == 0 ? ns : old + (ns - old) / 8);
-  if (pr->phase != POLL_TRY_AT + POLL_TRIES - 1)
-    return;
-  /* the round's try is done: a change needs two rounds in a row (a round's
-   * 16 tries are few: one slow call can tip them) */
-  int pays = dlock__poll_pays(atomic_load(&p->cpu_ns[0]),
-                              atomic_load(&p->cpu_ns[1]));
-  if (pays == atomic_load(&p->on))
-    atomic_store(&p->against, 0);
-  else if (atomic_fetch_add(&p->against, 1) >= 1) {
-    atomic_store(&p->on, pays);
-    atomic_store(&p->against, 0);
+  pthread_mutex_lock(&p->mu);
+  p->ns[pr->way][p->kept[pr->way]++ % DLOCK__POLL_KEEP] = ns;
+  if (pr->phase == POLL_TRY_AT + POLL_TRIES - 1) {
+    /* the round's try is done: the medians of each way's last 16 measures
+     * (one slow call does not tip them), and a change needs two rounds in
+     * a row */
+    int pays = dlock__poll_pays(median(p, 0), median(p, 1));
+    if (pays == atomic_load(&p->on))
+      p->against = 0;
+    else if (++p->against >= 2) {
+      atomic_store(&p->on, pays);
+      p->against = 0;
+    }
   }
+  pthread_mutex_unlock(&p->mu);
 }
 
 void dlock__poll_rtt(dlock_client *c, int64_t us) {
