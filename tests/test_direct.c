@@ -91,7 +91,7 @@ static void test_options(void) {
   o.version = 3;
   o.direct_conns = 0;
   TH_ASSERT_RC(dlock_client_open(srv.url, &o, &c), DLOCK_OK);
-  CU_ASSERT_EQUAL(c->opts.direct_conns, 4);
+  CU_ASSERT_EQUAL(c->opts.direct_conns, 64);
   CU_ASSERT_EQUAL(c->opts.spin_us, -1);
   dlock_client_close(c);
   /* never polling for the reply works as well */
