@@ -150,6 +150,51 @@ static void test_every_workload_runs(void) {
   CU_ASSERT(quoted_rows_printed(text) >= 10);
 }
 
+/* The figure (value, or bound when bound is set) of workload w's metric in
+ * the JSON text; NAN when absent or null. */
+static double figure(const char *text, const char *w, const char *metric,
+                     int bound) {
+  char key[160];
+  snprintf(key, sizeof key, "\"workload\": \"%s\", \"metric\": \"%s\"", w,
+           metric);
+  const char *p = strstr(text, key);
+  if (p == NULL)
+    return NAN;
+  p = strstr(p, bound ? "\"bound\": " : "\"value\": ");
+  if (p == NULL)
+    return NAN;
+  p = strchr(p, ':') + 2;
+  return strncmp(p, "null", 4) == 0 ? NAN : strtod(p, NULL);
+}
+
+/* What a pair costs the client: user and system CPU per pair add up to
+ * CPU per pair, dlock's and raw's; system calls per pair are counted where
+ * the kernel lets the bench (tracefs, root): raw's loop makes 4 (a send and
+ * a receive per call), dlock's direct calls about as many. */
+static void test_cost_rows(void) {
+  static char text[16384];
+  char *args[] = {"--duration", "0.3", "--workload", "W1", "--spin", "0", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(args, 60000, text, sizeof text), 0);
+  for (int bound = 0; bound < 2; bound++) {
+    double cpu = figure(text, "W1", "CPU per pair", bound);
+    double user = figure(text, "W1", "user CPU per pair", bound);
+    double sys = figure(text, "W1", "system CPU per pair", bound);
+    CU_ASSERT(cpu > 0 && user >= 0 && sys > 0);
+    CU_ASSERT(fabs(user + sys - cpu) <= 0.25 * cpu);
+  }
+  double calls = figure(text, "W1", "system calls per pair", 0);
+  double raw = figure(text, "W1", "system calls per pair", 1);
+  CU_ASSERT(strstr(text, "\"metric\": \"system calls per pair\"") != NULL);
+  if (access("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", R_OK) == 0 &&
+      geteuid() == 0) {
+    CU_ASSERT(raw >= 3.9 && raw <= 4.5);
+    CU_ASSERT(calls >= 3.9 && calls <= 7);
+  } else {
+    fprintf(stderr, "\n  system calls not counted here (no tracefs or not root)");
+    CU_ASSERT(isnan(calls) && isnan(raw));
+  }
+}
+
 /* --peers: W1 and W2 beside the three Node.js peers, each a figure (CI
  * installs Node and bench/peers' packages; a missing one is a failure). */
 static void test_peers(void) {
@@ -196,6 +241,7 @@ static void add_tests(void) {
   CU_add_test(s, "server_binary", test_server_binary);
   CU_add_test(s, "failover_workload", test_failover_workload);
   CU_add_test(s, "peers", test_peers);
+  CU_add_test(s, "cost_rows", test_cost_rows);
   CU_add_test(s, "bad_urls", test_bad_urls);
 }
 

@@ -268,9 +268,12 @@ static void test_reply_poll_adapts(void) {
   CU_ASSERT(!dlock__poll_pays(1000, 1160));
   CU_ASSERT(dlock__poll_pays(0, 5000)); /* not measured yet: polls */
   dlock_client *c = th_client(&srv, NULL);
-  for (int i = 0; i < 100; i++)
-    TH_ASSERT_RC(lock_unlock(c, th_name("poll")), DLOCK_OK);
   dlock__poll *p = &c->direct.poll;
+  for (int i = 0; i < 100; i++) {
+    atomic_store(&p->rtt_us, 20); /* a quick server (a loaded machine's
+                                     slow one would turn the poll off) */
+    TH_ASSERT_RC(lock_unlock(c, th_name("poll")), DLOCK_OK);
+  }
   CU_ASSERT(atomic_load(&p->calls) >= 200);
   CU_ASSERT(p->kept[0] > 0 && p->kept[1] > 0); /* both ways measured */
   atomic_store(&p->on, 1);
@@ -301,6 +304,70 @@ static void test_reply_poll_adapts(void) {
     CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), forced ? 300 : 0);
     dlock_client_close(c);
   }
+}
+
+/* One crowded call of the given way (1 rode, 0 its own connection) that
+ * took us, at its place in the round. */
+static void share_fed(dlock_client *c, int way, unsigned phase, int64_t us) {
+  dlock__share_probe pr = {way, phase, dlock__now_us() - us};
+  dlock__share_end(c, &pr);
+}
+
+/* A round of crowded calls: 1,024 the current way taking cur_us each, and
+ * 1,024 the other way taking other_us. */
+static void share_round(dlock_client *c, int64_t cur_us, int64_t other_us) {
+  int ride = atomic_load(&c->direct.share.ride);
+  for (unsigned ph = 0; ph < 1024; ph++)
+    share_fed(c, ride, ph, cur_us);
+  for (unsigned ph = 1024; ph < 2048; ph++)
+    share_fed(c, !ride, ph, other_us);
+}
+
+static void *pairs_thread(void *arg) {
+  dlock_client *c = arg;
+  for (int i = 0; i < 200; i++)
+    if (lock_unlock(c, th_name("crowd")) != DLOCK_OK)
+      return arg;
+  return NULL;
+}
+
+/* With 4 or more calls of a client under way, a call takes a direct
+ * connection of its own or rides the shared one, whichever made calls
+ * faster (riding by 10 %, as it costs more CPU): a crowded client
+ * measures both ways; fed times turn riding on after two rounds that
+ * agree (not one) and off again; direct_conns of 4 or fewer always ride
+ * beyond them. */
+static void test_crowded_calls_choose(void) {
+  CU_ASSERT(dlock__share_rides(1000, 900));
+  CU_ASSERT(!dlock__share_rides(1000, 910));
+  CU_ASSERT(!dlock__share_rides(0, 500)); /* not measured: own connections */
+  dlock_client *c = th_client(&srv, NULL);
+  pthread_t t[16];
+  for (int i = 0; i < 16; i++)
+    pthread_create(&t[i], NULL, pairs_thread, c);
+  int failed = 0;
+  for (int i = 0; i < 16; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    failed += r != NULL;
+  }
+  CU_ASSERT_EQUAL(failed, 0);
+  dlock__share *s = &c->direct.share;
+  CU_ASSERT(atomic_load(&s->tried[0]) > 0 && atomic_load(&s->tried[1]) > 0);
+  atomic_store(&s->ride, 0);
+  atomic_store(&s->against, 0);
+  for (int i = 0; i < 2; i++) {
+    atomic_store(&s->sum_us[i], 0);
+    atomic_store(&s->n[i], 0);
+  }
+  share_round(c, 300, 200); /* riding faster: not after one round */
+  CU_ASSERT_EQUAL(atomic_load(&s->ride), 0);
+  share_round(c, 300, 200);
+  CU_ASSERT_EQUAL(atomic_load(&s->ride), 1);
+  share_round(c, 285, 300); /* riding only 5 % faster: not enough */
+  share_round(c, 285, 300);
+  CU_ASSERT_EQUAL(atomic_load(&s->ride), 0);
+  dlock_client_close(c);
 }
 
 static void test_noscript(void) {
@@ -696,6 +763,7 @@ static void add_tests(void) {
   CU_add_test(s, "idle_connection_killed", test_idle_connection_killed);
   CU_add_test(s, "latch_deleted", test_latch_deleted);
   CU_add_test(s, "reply_poll_adapts", test_reply_poll_adapts);
+  CU_add_test(s, "crowded_calls_choose", test_crowded_calls_choose);
   CU_add_test(s, "noscript", test_noscript);
   CU_add_test(s, "command_timeout", test_command_timeout);
   CU_add_test(s, "close_during_call", test_close_during_call);

@@ -139,10 +139,12 @@ typedef struct dlock_client_opts {
                                   its own (up to
                                   this many, opened on first use), with no
                                   hop through the engine thread; beyond that,
-                                  calls ride one shared connection. 0: every
-                                  call goes through the engine (default 64,
-                                  the most; connections open only as calls
-                                  under way at once need them) */
+                                  calls ride one shared connection (beyond 4
+                                  already, while that is measured faster).
+                                  0: every call goes through the engine
+                                  (default 64, the most; connections open
+                                  only as calls under way at once need
+                                  them) */
   int spin_us;                 /* how long a direct call may poll for its
                                   reply before it sleeps: -1 adapts (the
                                   default: about twice the recent round

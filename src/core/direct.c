@@ -49,6 +49,7 @@ void dlock__direct_init(dlock_client *c) {
   atomic_init(&d->piped, 0);
   atomic_init(&d->waiting, 0);
   dlock__poll_init(&d->poll);
+  dlock__share_init(&d->share);
   atomic_init(&d->calls, 0);
   atomic_init(&d->fallbacks, 0);
   atomic_init(&d->rides, 0);
@@ -448,7 +449,7 @@ static dlock__dpool *pool_for(dlock_client *c, int slot) {
 /* A connection for one call on slot's server, or NULL: all busy and the
  * pool full (*full set), the engine's connection there not up, a
  * connection failed lately (the backoff), or the client closed. */
-static dlock__dconn *take(dlock_client *c, int slot, int *full) {
+static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
   dlock__direct *d = &c->direct;
   for (int i = 0; i <= DLOCK__DIRECT_MAX; i++) {
     pthread_mutex_lock(&d->mu);
@@ -456,8 +457,8 @@ static dlock__dconn *take(dlock_client *c, int slot, int *full) {
     dlock__dconn *dc = p ? p->idle : NULL;
     if (p == NULL || d->closed || !atomic_load(&p->link.ready) ||
         dlock__now_ms() < p->down_until_ms ||
-        (dc == NULL && p->open >= c->opts.direct_conns)) {
-      *full = p && dc == NULL && p->open >= c->opts.direct_conns;
+        (dc == NULL && p->open >= limit)) {
+      *full = p && dc == NULL && p->open >= limit;
       pthread_mutex_unlock(&d->mu);
       return NULL;
     }
@@ -567,9 +568,9 @@ static void sweep_arm(dlock_client *c) {
  * same write. Sent on its own it cost a system call and a wake-up of the
  * server, and its answer a read of its own, on every release (W1: 8
  * system calls per pair against a plain hiredis loop's 4). A connection
- * left idle sends it from the engine's sweep (SWEEP_MS later, sweep()); one
- * closed meanwhile leaves the latch to its own expiry (PX), as a failed
- * DEL would. DLOCK_OK always (out of memory: the latch expires). */
+ * left idle has the engine's sweep send it (SWEEP_MS later, on_sweep());
+ * one closed meanwhile leaves the latch to its own expiry (PX), as a
+ * failed DEL would, and so does a DEL there was no memory to keep. */
 static void drop_key(dlock__dconn *dc, const dlock__buf *key) {
   const char *argv[] = {"DEL", key->p};
   size_t lens[] = {3, key->len};
@@ -978,8 +979,8 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
 
 /* A connection for one call when the direct path takes calls now (counted
  * as under way until end()), or NULL: *full set when that is because
- * direct_conns calls are under way (the call may ride). */
-static dlock__dconn *begin(dlock_client *c, int slot, int *full) {
+ * limit calls are under way (the call may ride). */
+static dlock__dconn *begin(dlock_client *c, int slot, int limit, int *full) {
   dlock__direct *d = &c->direct;
   *full = 0;
   if (c->opts.direct_conns == 0)
@@ -998,10 +999,10 @@ static dlock__dconn *begin(dlock_client *c, int slot, int *full) {
   dlock__dconn *dc = NULL;
   if (atomic_load(&d->waiting) != 0)
     return NULL;
-  if (atomic_load(&d->piped) + atomic_load(&d->active) >= c->opts.direct_conns)
+  if (atomic_load(&d->piped) + atomic_load(&d->active) >= limit)
     *full = 1;
   else
-    dc = take(c, slot, full);
+    dc = take(c, slot, limit, full);
   if (dc == NULL)
     return NULL; /* a rider when full, else the engine's */
   atomic_fetch_add(&d->active, 1);
@@ -1021,7 +1022,8 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   if (req->script < 0 || req->task || (c->net.topo->slotted && req->slot < 0))
     return 0; /* a cluster's keyless calls: the engine picks a node */
   int full;
-  dlock__dconn *dc = begin(c, req->slot, &full);
+  dlock__share_probe probe;
+  dlock__dconn *dc = begin(c, req->slot, dlock__share_begin(c, &probe), &full);
   *sent_ms = dlock__now_ms();
   *reply = NULL;
   int rc;
@@ -1042,6 +1044,8 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
     }
     atomic_fetch_add(&c->direct.rides, 1);
   }
+  if (rc == DLOCK_OK)
+    dlock__share_end(c, &probe);
   if (rc == ROUND_TRIP_UNSENT) {
     req->written = 0; /* it did not run: the engine makes it */
     atomic_fetch_add(&c->direct.fallbacks, 1);

@@ -253,6 +253,34 @@ void dlock__poll_rtt(dlock_client *c, int64_t us);
 /* Whether polling pays, from the two ways' CPU per call (0: unknown). */
 int dlock__poll_pays(int64_t sleeping_ns, int64_t polling_ns);
 
+/* Whether crowded calls ride the shared connection or take their own
+ * (share.c). */
+#define DLOCK__SHARE_FROM 4 /* calls under way from which a call is crowded */
+typedef struct dlock__share {
+  atomic_uint_fast64_t calls;     /* crowded calls so far (rounds) */
+  atomic_int ride;                /* 1: crowded calls ride; 0: their own */
+  atomic_int_fast64_t sum_us[2];  /* this round's measured calls: [0] on
+                                     their own connection, [1] riding */
+  atomic_int_fast64_t n[2];
+  atomic_uint_fast64_t tried[2];  /* measured calls of each way, ever */
+  atomic_int against;             /* rounds in a row that said otherwise */
+} dlock__share;
+
+typedef struct dlock__share_probe {
+  int way;         /* -1 not measured; 0 its own connection, 1 riding */
+  unsigned phase;  /* its place in the round */
+  int64_t t0_us;
+} dlock__share_probe;
+
+void dlock__share_init(dlock__share *s);
+/* Before a direct call: how many direct calls may be under way for it to
+ * take a connection of its own (beyond: it rides). */
+int dlock__share_begin(dlock_client *c, dlock__share_probe *pr);
+/* After a direct or riding call: its measure, maybe the new choice. */
+void dlock__share_end(dlock_client *c, const dlock__share_probe *pr);
+/* Whether riding wins, from the two ways' mean call (us; 0: unknown). */
+int dlock__share_rides(int64_t own_us, int64_t ride_us);
+
 typedef struct dlock__direct {
   pthread_mutex_t mu;      /* guards everything below but the atomics */
   dlock__dpool *pools;     /* 1, or DLOCK__MAX_NODES on a cluster */
@@ -269,6 +297,7 @@ typedef struct dlock__direct {
                               join): while any waits, calls keep to the
                               engine's pipeline (see direct.c) */
   dlock__poll poll;        /* when a call polls for its reply (poll.c) */
+  dlock__share share;      /* when crowded calls ride (share.c) */
   atomic_uint_fast64_t calls, fallbacks; /* direct calls (rides among
                                             them); calls left to the engine
                                             (contention, a server down) */
