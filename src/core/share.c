@@ -14,7 +14,9 @@
  * SHARE_ROUND of them; a round's first SHARE_WINDOW calls go the current
  * way and the next SHARE_WINDOW the other way, and the way whose mean
  * call is faster (riding by SHARE_MARGIN_PCT %, as it costs more CPU)
- * wins; two rounds in a row must agree to change. */
+ * wins; two rounds in a row must agree to change. Over TLS nobody rides
+ * (a session is not written and read by two threads at once): a connection
+ * each, up to direct_conns. */
 #include "core/engine.h"
 
 #define SHARE_ROUND 32768   /* crowded calls per round */
@@ -43,7 +45,7 @@ int dlock__share_begin(dlock_client *c, dlock__share_probe *pr) {
   dlock__direct *d = &c->direct;
   int most = c->opts.direct_conns;
   pr->way = -1;
-  if (most <= DLOCK__SHARE_FROM)
+  if (most <= DLOCK__SHARE_FROM || c->net.tls) /* TLS: nobody rides */
     return most;
   if (atomic_load(&d->piped) + atomic_load(&d->active) < DLOCK__SHARE_FROM)
     return atomic_load(&s->ride) ? DLOCK__SHARE_FROM : most;
