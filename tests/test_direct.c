@@ -353,10 +353,11 @@ static void test_crowded_calls_choose(void) {
   }
   CU_ASSERT_EQUAL(failed, 0);
   dlock__share *s = &c->direct.share;
-  if (rides_on(c)) /* both ways measured */
+  if (rides_on(c)) { /* both ways measured */
     CU_ASSERT(atomic_load(&s->tried[0]) > 0 && atomic_load(&s->tried[1]) > 0);
-  else /* TLS: a connection each, nothing to measure */
+  } else { /* TLS: a connection each, nothing to measure */
     CU_ASSERT(atomic_load(&s->tried[0]) + atomic_load(&s->tried[1]) == 0);
+  }
   atomic_store(&s->ride, 0);
   atomic_store(&s->against, 0);
   for (int i = 0; i < 2; i++) {
