@@ -767,7 +767,7 @@ static void rider_done(dlock__rider *r, int status, redisReply *reply,
   if (status != DLOCK_OK && why)
     snprintf(r->why, r->n, "%s", why);
   r->state = RIDE_DONE;
-  pthread_cond_signal(&r->cv);
+  sem_post(&r->wake);
 }
 
 /* The shared connection broke (ride_mu held): every rider fails with why,
@@ -829,7 +829,7 @@ static void ride_read(dlock_client *c, dlock__dpool *p, dlock__rider *me) {
       next = next->next;
     if (next) {
       next->state = RIDE_READ;
-      pthread_cond_signal(&next->cv);
+      sem_post(&next->wake);
     } else {
       p->reading = 0; /* latch DELs only: the next rider reads past them */
     }
@@ -928,14 +928,20 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
   if (!ok)
     return -1;
   dlock__rider me = {.why = req->errmsg, .n = sizeof req->errmsg};
-  pthread_cond_init(&me.cv, NULL);
+  sem_init(&me.wake, 0, 0);
   int rc;
-  pthread_mutex_lock(&p->ride_mu);
   for (int round = 0; round < 2; round++) { /* a NOSCRIPT: once as EVAL */
+    if (round > 0) { /* a reader posts its own wake when it is done */
+      sem_destroy(&me.wake);
+      sem_init(&me.wake, 0, 0);
+    }
+    pthread_mutex_lock(&p->ride_mu);
     rc = -1; /* no shared connection: the engine makes the call */
     dlock__dconn *dc = shared_get(c, p);
-    if (dc == NULL)
+    if (dc == NULL) {
+      pthread_mutex_unlock(&p->ride_mu);
       break;
+    }
     me.state = RIDE_WAIT;
     me.deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;
     req->written = 1; /* from here on it may have run */
@@ -944,11 +950,17 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
     if (!p->reading) {
       p->reading = 1;
       me.state = RIDE_READ;
+    } else { /* woken without ride_mu: no wake-up queues on the mutex */
+      pthread_mutex_unlock(&p->ride_mu);
+      while (sem_wait(&me.wake) != 0)
+        ; /* EINTR */
+      if (me.state == RIDE_READ) /* the reading was passed to it */
+        pthread_mutex_lock(&p->ride_mu);
     }
-    while (me.state == RIDE_WAIT)
-      pthread_cond_wait(&me.cv, &p->ride_mu);
-    if (me.state == RIDE_READ)
+    if (me.state == RIDE_READ) {
       ride_read(c, p, &me);
+      pthread_mutex_unlock(&p->ride_mu);
+    }
     rc = me.status;
     *reply = me.reply;
     if (rc != DLOCK_OK || round > 0 ||
@@ -962,8 +974,7 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
       break;
     }
   }
-  pthread_mutex_unlock(&p->ride_mu);
-  pthread_cond_destroy(&me.cv);
+  sem_destroy(&me.wake);
   if (rc == DLOCK_EIO)
     back_off(c, p); /* the server is in trouble: the engine knows how to wait */
   if (rc == DLOCK_OK && engine_follows(c, *reply)) {

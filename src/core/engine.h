@@ -181,7 +181,8 @@ enum { RIDE_WAIT, RIDE_DONE, RIDE_READ };
 
 typedef struct dlock__rider {
   struct dlock__rider *next;
-  pthread_cond_t cv;
+  sem_t wake;         /* posted when its state changes from RIDE_WAIT (its
+                         thread then reads it without ride_mu) */
   int state;          /* RIDE_*, under ride_mu */
   int status;         /* RIDE_DONE: DLOCK_OK with reply, or the failure */
   redisReply *reply;
