@@ -7,12 +7,11 @@
  * read their thread's CPU time around the round trip, and 16 calls in
  * every 4,096 go the other way, to keep that way's figure fresh. Polling
  * stays on while a polled call costs at most POLL_MARGIN_PCT % more CPU
- * than a sleeping one, by the medians of each way's last 16 measures (the
+ * than a sleeping one, by the means of each way's last 16 measures (the
  * latency it buys then comes at a cost the program hardly sees); two
  * rounds in a row must agree to change it. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
  * N us). */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,20 +54,14 @@ void dlock__poll_init(dlock__poll *p) {
 
 void dlock__poll_free(dlock__poll *p) { pthread_mutex_destroy(&p->mu); }
 
-static int cmp_ns(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* The median of way's last measures (p->mu held), 0 when it has none. */
-static int64_t median(const dlock__poll *p, int way) {
+/* The mean of way's last measures (p->mu held), 0 when it has none. A
+ * polled call's CPU is its poll: a long one is a real cost, not noise. */
+static int64_t mean(const dlock__poll *p, int way) {
   unsigned n = p->kept[way] < DLOCK__POLL_KEEP ? p->kept[way] : DLOCK__POLL_KEEP;
-  int64_t v[DLOCK__POLL_KEEP];
-  if (n == 0)
-    return 0;
-  memcpy(v, p->ns[way], n * sizeof v[0]);
-  qsort(v, n, sizeof v[0], cmp_ns);
-  return v[n / 2];
+  int64_t sum = 0;
+  for (unsigned i = 0; i < n; i++)
+    sum += p->ns[way][i];
+  return n ? sum / n : 0;
 }
 
 int dlock__poll_pays(int64_t sleeping_ns, int64_t polling_ns) {
@@ -113,10 +106,9 @@ void dlock__poll_end(dlock_client *c, const dlock__poll_probe *pr) {
   pthread_mutex_lock(&p->mu);
   p->ns[pr->way][p->kept[pr->way]++ % DLOCK__POLL_KEEP] = ns;
   if (pr->phase == POLL_TRY_AT + POLL_TRIES - 1) {
-    /* the round's try is done: the medians of each way's last 16 measures
-     * (one slow call does not tip them), and a change needs two rounds in
-     * a row */
-    int pays = dlock__poll_pays(median(p, 0), median(p, 1));
+    /* the round's try is done: the means of each way's last 16 measures,
+     * and a change needs two rounds in a row */
+    int pays = dlock__poll_pays(mean(p, 0), mean(p, 1));
     if (pays == atomic_load(&p->on))
       p->against = 0;
     else if (++p->against >= 2) {
