@@ -261,7 +261,8 @@ static void poll_rounds(dlock_client *c, int64_t sleep_ns, int64_t poll_ns) {
  * 15 % more CPU than a sleeping one (means of the last 16 measures of
  * each way), both measured as calls go: a real client measures both ways;
  * fed costs turn it off after two rounds that agree (not one), and on
- * again; forced on and off it measures nothing. */
+ * again; no poll while other tasks want every core; forced on and off it
+ * measures nothing. */
 static void test_reply_poll_adapts(void) {
   CU_ASSERT(dlock__poll_pays(1000, 1150));
   CU_ASSERT(!dlock__poll_pays(1000, 1160));
@@ -286,12 +287,21 @@ static void test_reply_poll_adapts(void) {
   poll_rounds(c, 10000, 30000);
   CU_ASSERT_EQUAL(atomic_load(&p->on), 0);
   dlock__poll_probe pr;
+  atomic_store(&p->rtt_us, 20); /* a quick server */
   atomic_store(&p->calls, 1); /* a call outside the round's try: sleeps */
   CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), 0);
   atomic_store(&p->calls, 32); /* the try: polls */
   CU_ASSERT(dlock__poll_begin(c, 1, &pr) > 0);
   poll_rounds(c, 30000, 10000); /* polling is the cheaper way again */
   CU_ASSERT_EQUAL(atomic_load(&p->on), 1);
+  atomic_store(&p->rtt_us, 20);
+  atomic_store(&p->calls, 5);
+  CU_ASSERT(dlock__poll_begin(c, 1, &pr) > 0);
+  atomic_store(&p->busy, 1); /* other tasks want every core: no poll */
+  atomic_store(&p->calls, 5);
+  CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), 0);
+  atomic_store(&p->calls, 33); /* not even the round's try */
+  CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), 0);
   dlock_client_close(c);
   for (int forced = 0; forced < 2; forced++) {
     dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;

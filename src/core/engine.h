@@ -227,6 +227,8 @@ typedef struct dlock__poll {
   atomic_int_fast64_t rtt_us;    /* moving average of direct round trips */
   atomic_uint_fast64_t calls;    /* calls that could poll (rounds) */
   atomic_int on;                 /* polling pays now (auto mode) */
+  atomic_int busy;               /* other tasks want every core: no poll */
+  atomic_int taken_seen;         /* looks in a row that found them taken */
   pthread_mutex_t mu;            /* guards the measures below */
   int64_t ns[2][DLOCK__POLL_KEEP]; /* the last measured calls' thread CPU
                                     time: [0] slept for the reply, [1]

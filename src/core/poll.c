@@ -9,9 +9,14 @@
  * stays on while a polled call costs at most POLL_MARGIN_PCT % more CPU
  * than a sleeping one, by the means of each way's last 16 measures (the
  * latency it buys then comes at a cost the program hardly sees); two
- * rounds in a row must agree to change it. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
+ * rounds in a row must agree to change it. And it does not poll at all
+ * while other tasks want every core (/proc/loadavg's runnable count, read
+ * every 1,024 calls, three reads in a row): a poll then takes the core
+ * the server needs. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
  * N us). */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +29,7 @@
 #define POLL_TRIES 16       /* calls of a round made the other way */
 #define POLL_TRY_AT 32      /* where in the round they are */
 #define POLL_SAMPLE 16      /* one call in this many measured */
+#define POLL_LOOK 1024      /* calls between looks at the cores' load */
 #define POLL_MARGIN_PCT 15  /* polling's CPU may pass sleeping's by this */
 
 static int online_cpus(void) {
@@ -37,6 +43,30 @@ static int online_cpus(void) {
   return v;
 }
 
+/* Tasks other than the caller that want a CPU now, as /proc/loadavg's
+ * runnable count says (the fewest of three reads: the server may be
+ * running an instant), or -1 when it cannot be read. */
+static int others_running(void) {
+  int least = -1;
+  for (int i = 0; i < 3; i++) {
+    char buf[128];
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+      return -1;
+    buf[n] = '\0';
+    int running;
+    if (sscanf(buf, "%*s %*s %*s %d/", &running) != 1)
+      return -1;
+    if (least < 0 || running - 1 < least)
+      least = running - 1 < 0 ? 0 : running - 1;
+  }
+  return least;
+}
+
 static int64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -47,6 +77,8 @@ void dlock__poll_init(dlock__poll *p) {
   memset(p, 0, sizeof *p);
   atomic_init(&p->rtt_us, 0);
   atomic_init(&p->calls, 0);
+  atomic_init(&p->busy, 0);
+  atomic_init(&p->taken_seen, 0);
   atomic_init(&p->on, 1); /* until measured: a loopback reply often comes
                              sooner than a sleeping thread is woken */
   pthread_mutex_init(&p->mu, NULL);
@@ -89,6 +121,16 @@ int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr) {
     return budget;
   uint64_t n = atomic_fetch_add_explicit(&p->calls, 1, memory_order_relaxed);
   pr->phase = (unsigned)(n % POLL_ROUND);
+  if (pr->phase % POLL_LOOK == 0) { /* are the cores all taken? Three
+                                       looks in a row say so to stop */
+    int taken = others_running() >= online_cpus();
+    int seen = taken ? atomic_fetch_add(&p->taken_seen, 1) + 1 : 0;
+    if (!taken)
+      atomic_store(&p->taken_seen, 0);
+    atomic_store(&p->busy, seen >= 3);
+  }
+  if (atomic_load_explicit(&p->busy, memory_order_relaxed))
+    return 0; /* a poll would take the core the server needs */
   int trying = pr->phase >= POLL_TRY_AT && pr->phase < POLL_TRY_AT + POLL_TRIES;
   int way = atomic_load_explicit(&p->on, memory_order_relaxed) ^ trying;
   if (trying || pr->phase % POLL_SAMPLE == 0) {
