@@ -19,7 +19,7 @@
  * each, up to direct_conns. */
 #include "core/engine.h"
 
-#define SHARE_ROUND 32768   /* crowded calls per round */
+#define SHARE_ROUND 65536   /* crowded calls per round */
 #define SHARE_WINDOW 1024   /* calls per way measured in a round */
 #define SHARE_MARGIN_PCT 10 /* riding must be this much faster */
 
