@@ -12,8 +12,8 @@
  * rounds in a row must agree to change it. And it does not poll at all
  * while other tasks want every core (/proc/loadavg's runnable count, read
  * every 1,024 calls, three reads in a row): a poll then takes the core
- * the server needs. dlock_client_opts.spin_us: -1 this, 0 never, N always (up to
- * N us). */
+ * the server needs. dlock_client_opts.spin_us: -1 this, 0 never, N always
+ * (up to N us). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
