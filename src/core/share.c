@@ -1,6 +1,6 @@
 /* Whether calls beyond a few under way share a connection (docs/
- * threading.md, "Riding or a connection each"). With more than
- * DLOCK__SHARE_FROM calls of a client under way at once, a call may take a
+ * threading.md, "Riding or a connection each"). With DLOCK__SHARE_FROM
+ * or more calls of a client under way at once, a call may take a
  * direct connection of its own (up to direct_conns) or ride the shared
  * one. Its own connection costs it one wake-up; riding costs two (the
  * reader's, then its own) but lets the server serve many calls per read
