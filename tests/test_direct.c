@@ -351,17 +351,25 @@ static void test_crowded_calls_choose(void) {
   CU_ASSERT(!dlock__share_rides(1000, 910));
   CU_ASSERT(!dlock__share_rides(0, 500)); /* not measured: own connections */
   dlock_client *c = th_client(&srv, NULL);
-  pthread_t t[16];
-  for (int i = 0; i < 16; i++)
-    pthread_create(&t[i], NULL, pairs_thread, c);
+  dlock__share *s = &c->direct.share;
   int failed = 0;
-  for (int i = 0; i < 16; i++) {
-    void *r;
-    pthread_join(t[i], &r);
-    failed += r != NULL;
+  /* 16 threads of 200 pairs, again (up to 4 times) until a round's two
+   * windows (2,048 crowded calls) are in: a loaded machine crowds less */
+  for (int batch = 0; batch < 4 && failed == 0 &&
+                      atomic_load(&s->tried[0]) + atomic_load(&s->tried[1]) < 2048;
+       batch++) {
+    pthread_t t[16];
+    for (int i = 0; i < 16; i++)
+      pthread_create(&t[i], NULL, pairs_thread, c);
+    for (int i = 0; i < 16; i++) {
+      void *r;
+      pthread_join(t[i], &r);
+      failed += r != NULL;
+    }
+    if (!rides_on(c))
+      break; /* TLS: nothing is measured */
   }
   CU_ASSERT_EQUAL(failed, 0);
-  dlock__share *s = &c->direct.share;
   if (rides_on(c)) { /* both ways measured */
     CU_ASSERT(atomic_load(&s->tried[0]) > 0 && atomic_load(&s->tried[1]) > 0);
   } else { /* TLS: a connection each, nothing to measure */
