@@ -131,7 +131,7 @@ void w9(bench_bounds *b) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char why[256];
     double r, p50;
-    if (run_peer(names[i], "W2", &r, &p50, why, sizeof why) && r > best)
+    if (run_peer(names[i], "W2", &r, &p50, NULL, why, sizeof why) && r > best)
       best = r;
   }
   if (best > 0)

@@ -163,10 +163,11 @@ void d1(bench_bounds *b);
 void g1(bench_bounds *b);
 void f1(bench_bounds *b);
 void t1(bench_bounds *b);
-/* One Node.js peer (bench/peers) on workload w: 1 with its pairs/s and
- * p50, 0 with *why set (locks.c). */
+/* One peer (bench/peers: a Node.js library, or redis-py) on workload w: 1
+ * with its pairs/s, p50 and (W6, when handoff is not NULL) its hand-off
+ * p50 (NaN when it has none), 0 with *why set (locks.c). */
 int run_peer(const char *peer, const char *w, double *rate, double *p50,
-             char *why, size_t whylen);
+             double *handoff, char *why, size_t whylen);
 /* Busy for us microseconds (locks.c). */
 void spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */

@@ -21,15 +21,25 @@
 /* ---- the Node.js peers (bench/peers/peers.js) -------------------------------- */
 
 /* Run one peer on one workload; 1 with its figures, 0 with *why set. */
+/* The interpreter for the Python peer: Debian's, whose python3-redis it
+ * needs (a python3 earlier on PATH may lack it), else python3. */
+static const char *python(void) {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
 int run_peer(const char *peer, const char *w, double *rate, double *p50,
-             char *why, size_t whylen) {
+             double *handoff, char *why, size_t whylen) {
   const char *dir = getenv("DLOCK_PEERS_DIR");
   if (dir == NULL)
     dir = DLOCK_PEERS_DIR;
   const char *port = strrchr(opt.urls[0], ':');
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
-           port ? port + 1 : "6379", peer, w, opt.duration);
+  if (strcmp(peer, "redis-py") == 0)
+    snprintf(cmd, sizeof cmd, "%s '%s/redis_py.py' %s %s %.3f 2>&1", python(),
+             dir, port ? port + 1 : "6379", w, opt.duration);
+  else
+    snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
+             port ? port + 1 : "6379", peer, w, opt.duration);
   FILE *f = popen(cmd, "r");
   char line[1024] = "";
   if (f == NULL || fgets(line, sizeof line, f) == NULL)
@@ -37,32 +47,35 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
   int status = f ? pclose(f) : -1;
   const char *r = strstr(line, "\"pairs_per_s\":");
   const char *l = strstr(line, "\"lock_p50_us\":");
+  const char *h = strstr(line, "\"handoff_p50_us\":");
   if (status != 0 || r == NULL || l == NULL) {
     line[strcspn(line, "\n")] = '\0';
-    snprintf(why, whylen, "%s", line[0] ? line : "node did not answer");
+    snprintf(why, whylen, "%s: %s", peer,
+             line[0] ? line : "the peer did not answer");
     return 0;
   }
   *rate = atof(r + strlen("\"pairs_per_s\":"));
   *p50 = atof(l + strlen("\"lock_p50_us\":"));
+  if (handoff)
+    *handoff = h ? atof(h + strlen("\"handoff_p50_us\":")) : NAN;
   return 1;
 }
 
-/* dlock's W1/W2 figures beside node-redlock's, redis-semaphore's and
- * node-redisson's on the same server: value = dlock's, bound = the peer's,
- * ratio = dlock / peer (for p50, lower is better). */
+/* dlock's W1/W2 figures beside node-redlock's, redis-semaphore's,
+ * node-redisson's and redis-py's on the same server: value = dlock's, bound
+ * = the peer's, ratio = dlock / peer (for p50, lower is better). */
 static void peers(bench_bounds *b) {
-  if (system("node --version >/dev/null 2>&1") != 0) {
+  int node = system("node --version >/dev/null 2>&1") == 0;
+  if (!node)
     printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
            "bench/peers to compare)\n");
-    return;
-  }
   static const char *const names[] = {"node-redlock", "redis-semaphore",
-                                      "node-redisson"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+                                      "node-redisson", "redis-py"};
+  for (size_t i = node ? 0 : 3; i < sizeof names / sizeof names[0]; i++) {
     char metric[64], why[256];
     double rate, p50;
     if (selected("W1")) {
-      if (run_peer(names[i], "W1", &rate, &p50, why, sizeof why)) {
+      if (run_peer(names[i], "W1", &rate, &p50, NULL, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
         emit("W1", metric, b->w1_rate, "1/s", rate);
         snprintf(metric, sizeof metric, "lock p50 vs %s", names[i]);
@@ -72,7 +85,7 @@ static void peers(bench_bounds *b) {
       }
     }
     if (selected("W2")) {
-      if (run_peer(names[i], "W2", &rate, &p50, why, sizeof why)) {
+      if (run_peer(names[i], "W2", &rate, &p50, NULL, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
         emit("W2", metric, b->w2_rate, "1/s", rate);
       } else {
@@ -301,6 +314,28 @@ void w3p_report(bench_bounds *b) {
   handoff_report(b, "W3p", w3p_secs, 8);
 }
 
+/* The acquisitions of the last hand-off run's n threads. */
+static long grants(int n) {
+  long total = 0;
+  for (int i = 0; i < n; i++)
+    total += atomic_load(&sh->counts[i]);
+  return total;
+}
+
+/* W6 beside redis-py's Lock (16 threads on one lock; it has no fair lock,
+ * and its waiters retry every 0.1 s where dlock's are woken). */
+static void w6_peer(double p50, double rate) {
+  double peer_rate, peer_p50, peer_hand;
+  char why[256];
+  if (!run_peer("redis-py", "W6", &peer_rate, &peer_p50, &peer_hand, why,
+                sizeof why)) {
+    na("W6", why);
+    return;
+  }
+  emit("W6", "acquisitions/s vs redis-py", rate, "1/s", peer_rate);
+  emit("W6", "hand-off p50 vs redis-py", p50, "us", peer_hand);
+}
+
 void w6(bench_bounds *b) {
   dlock_client *c = open_client(opt.urls[0], 0);
   dlock_lock *l;
@@ -309,7 +344,8 @@ void w6(bench_bounds *b) {
   handoff_arg args[16];
   for (int i = 0; i < 16; i++)
     args[i] = (handoff_arg){i, l, 1};
-  run_threads(16, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = run_threads(16, handoff_thread, args, sizeof args[0],
+                            opt.duration);
   /* A FIFO violation: X got the lock before Y although Y had asked more than
    * 5 ms earlier (time enough to join the queue) and was still waiting. The
    * margin covers the call's way to the server: on two busy cores its tail
@@ -325,7 +361,10 @@ void w6(bench_bounds *b) {
         violations++;
   long ns = nsamples();
   emit("W6", "FIFO violations", (double)violations, "count", 0);
-  emit("W6", "hand-off p50", pct(sh->samples, ns, 50), "us", b->raw_rtt);
+  double p50 = pct(sh->samples, ns, 50);
+  emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
+  if (opt.peers)
+    w6_peer(p50, (double)grants(16) / secs);
   emit("W6", "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
   dlock_lock_free(l);
   dlock_client_close(c);

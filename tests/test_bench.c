@@ -195,14 +195,16 @@ static void test_cost_rows(void) {
   }
 }
 
-/* --peers: W1 and W2 beside the three Node.js peers, each a figure (CI
- * installs Node and bench/peers' packages; a missing one is a failure). */
+/* --peers: W1 beside the three Node.js peers and redis-py, each a figure,
+ * and W6 beside redis-py (CI installs Node, bench/peers' packages and
+ * python3-redis; a missing one is a failure). */
 static void test_peers(void) {
   static char text[16384];
   char *args[] = {"--duration", "0.2", "--workload", "W1", "--peers", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(args, 120000, text, sizeof text), 0);
-  static const char *peers[] = {"node-redlock", "redis-semaphore", "node-redisson"};
-  for (size_t i = 0; i < 3; i++) {
+  static const char *peers[] = {"node-redlock", "redis-semaphore",
+                                "node-redisson", "redis-py"};
+  for (size_t i = 0; i < 4; i++) {
     char key[96];
     snprintf(key, sizeof key, "\"metric\": \"pairs/s vs %s\", \"value\": ", peers[i]);
     const char *row = strstr(text, key);
@@ -212,6 +214,10 @@ static void test_peers(void) {
     const char *bound = row ? strstr(row, "\"bound\": ") : NULL;
     CU_ASSERT(bound && atof(bound + 9) > 0); /* the peer's own pairs/s */
   }
+  char *w6[] = {"--duration", "0.5", "--workload", "W6", "--peers", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(w6, 120000, text, sizeof text), 0);
+  CU_ASSERT(figure(text, "W6", "acquisitions/s vs redis-py", 1) > 0);
+  CU_ASSERT(figure(text, "W6", "hand-off p50 vs redis-py", 0) > 0);
 }
 
 /* Bad options end the tool with exit 2 and a message, never a run on

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""dlock-bench's Python peer: redis-py's Lock (Debian's python3-redis), the
+lock most Python services use, on the same redis-server as dlock's run.
+
+  python3 redis_py.py PORT WORKLOAD SECONDS
+    W1  one thread, lock + unlock pairs over 32 names in turn
+    W2  16 threads at once, each over 32 names of its own (one client: its
+        connection pool gives each thread a connection)
+    W6  16 threads take turns on one lock (1 ms holds, 1 ms outside), as
+        dlock-bench's W6 does on its fair lock (redis-py has none: its Lock
+        is the neighbour); redis-py's blocking acquire retries every
+        `sleep` seconds (its default, 0.1)
+
+Prints one JSON line, as bench/peers/peers.js does: {"peer", "workload",
+"pairs_per_s", "lock_p50_us", "lock_p99_us"}, and for W6 "handoff_p50_us"
+(a waiter's grant after the release it waited for).
+"""
+import json
+import sys
+import threading
+import time
+
+import redis
+
+LEASE_S = 30
+
+
+def pct(values, p):
+    if not values:
+        return 0.0
+    v = sorted(values)
+    return float(v[min(len(v) - 1, int(len(v) * p / 100))])
+
+
+def pairs(client, tasks, seconds):
+    stop = threading.Event()
+    counts = [0] * tasks
+    lat = []
+
+    def run(i):
+        locks = [client.lock(f"bench:py:{i}:{k}", timeout=LEASE_S)
+                 for k in range(32)]
+        n = 0
+        while not stop.is_set():
+            lock = locks[n % 32]
+            t0 = time.perf_counter_ns()
+            if not lock.acquire(blocking=False):
+                raise RuntimeError("not acquired")
+            if i == 0:
+                lat.append((time.perf_counter_ns() - t0) // 1000)
+            lock.release()
+            n += 1
+        counts[i] = n
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(tasks)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    secs = time.monotonic() - t0
+    return sum(counts) / secs, pct(lat, 50), pct(lat, 99), None
+
+
+def handoffs(client, seconds):
+    stop = threading.Event()
+    released = [0]  # ns of the last release
+    grants = []
+    hand = []
+    lock_mu = threading.Lock()
+
+    def run():
+        lock = client.lock("bench:py:w6", timeout=LEASE_S)
+        while not stop.is_set():
+            call = time.perf_counter_ns()
+            if not lock.acquire(blocking=True, blocking_timeout=10):
+                continue
+            got = time.perf_counter_ns()
+            with lock_mu:
+                grants.append((got - call) // 1000)
+                if released[0] > call:  # it waited for that release
+                    hand.append((got - released[0]) // 1000)
+            end = time.perf_counter_ns() + 1_000_000
+            while time.perf_counter_ns() < end:  # hold 1 ms
+                pass
+            lock.release()
+            with lock_mu:
+                released[0] = time.perf_counter_ns()
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=run) for _ in range(16)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    secs = time.monotonic() - t0
+    return len(grants) / secs, pct(grants, 50), pct(grants, 99), pct(hand, 50)
+
+
+def main(argv):
+    if len(argv) != 4 or argv[2] not in ("W1", "W2", "W6"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    port, workload, seconds = int(argv[1]), argv[2], float(argv[3])
+    client = redis.Redis(host="127.0.0.1", port=port,
+                         max_connections=64)
+    if workload == "W6":
+        rate, p50, p99, hand = handoffs(client, seconds)
+    else:
+        rate, p50, p99, hand = pairs(client, 16 if workload == "W2" else 1,
+                                     seconds)
+    out = {"peer": "redis-py", "workload": workload, "pairs_per_s": rate,
+           "lock_p50_us": p50, "lock_p99_us": p99}
+    if hand is not None:
+        out["handoff_p50_us"] = hand
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
