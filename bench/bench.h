@@ -33,6 +33,7 @@ typedef struct bench_opts {
   int peers;             /* --peers: W1, W2 beside the Node.js peers */
   long down_after_ms;    /* --down-after (F1); 0: the servers' defaults */
   char tls_ca[96];       /* T1: the test CA, for rediss:// URLs */
+  const char *plot_dir;  /* --plot DIR: pictures of the run (plot.c) */
 } bench_opts;
 
 extern bench_opts opt;
@@ -165,9 +166,24 @@ void f1(bench_bounds *b);
 void t1(bench_bounds *b);
 /* One peer (bench/peers: a Node.js library, or redis-py) on workload w: 1
  * with its pairs/s, p50 and (W6, when handoff is not NULL) its hand-off
- * p50 (NaN when it has none), 0 with *why set (locks.c). */
+ * p50 (NaN when it has none), 0 with *why set (locks.c). With --plot, its
+ * latency (W6: hand-off) by percentile goes to the chart named chart. */
 int run_peer(const char *peer, const char *w, double *rate, double *p50,
              double *handoff, char *why, size_t whylen);
+
+/* ---- pictures (plot.c, --plot DIR) ---------------------------------------- */
+
+#define PLOT_POINTS 21 /* percentiles 1, 5, 10, ..., 95, 99 */
+const double *plot_percentiles(void);
+/* A curve on chart: us[i] at plot_percentiles()[i]. */
+void plot_points(const char *chart, const char *label, const double *us);
+/* A curve on chart from n samples (sorted here). */
+void plot_samples(const char *chart, const char *label, int64_t *v, long n);
+/* A throughput figure's ratio, for the ratios chart (emit() calls it). */
+void plot_ratio(const char *w, const char *metric, const char *unit,
+                double ratio);
+/* Draw the charts into opt.plot_dir: how many were drawn. */
+int plot_draw(void);
 /* Busy for us microseconds (locks.c). */
 void spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */

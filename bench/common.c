@@ -47,6 +47,7 @@ int64_t now_us(void) {
 void emit(const char *w, const char *metric, double value, const char *unit,
           double bound) {
   double ratio = bound > 0 ? value / bound : NAN;
+  plot_ratio(w, metric, unit, ratio);
   printf("%-4s %-26s %12.1f %-8s %12.1f %7.2f\n", w, metric, value, unit, bound,
          ratio);
   fflush(stdout);

@@ -27,6 +27,29 @@ static const char *python(void) {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
+/* The peer's latency by percentile ("cdf_us" in its line; W6:
+ * "handoff_cdf_us") as a curve of W1's or W6's chart. */
+static void peer_curve(const char *line, const char *peer, const char *w) {
+  int w6 = strcmp(w, "W6") == 0;
+  if (!w6 && strcmp(w, "W1") != 0)
+    return;
+  const char *key = w6 ? "\"handoff_cdf_us\":" : "\"cdf_us\":";
+  const char *p = strstr(line, key);
+  double us[PLOT_POINTS];
+  if (p == NULL)
+    return;
+  p += strlen(key);
+  p += strspn(p, " [");
+  for (int i = 0; i < PLOT_POINTS; i++) {
+    char *end;
+    us[i] = strtod(p, &end);
+    if (end == p)
+      return;
+    p = end + strspn(end, ", ");
+  }
+  plot_points(w6 ? "w6-handoff" : "w1-latency", peer, us);
+}
+
 int run_peer(const char *peer, const char *w, double *rate, double *p50,
              double *handoff, char *why, size_t whylen) {
   const char *dir = getenv("DLOCK_PEERS_DIR");
@@ -41,7 +64,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
     snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
              port ? port + 1 : "6379", peer, w, opt.duration);
   FILE *f = popen(cmd, "r");
-  char line[1024] = "";
+  char line[4096] = "";
   if (f == NULL || fgets(line, sizeof line, f) == NULL)
     line[0] = '\0';
   int status = f ? pclose(f) : -1;
@@ -58,6 +81,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
   *p50 = atof(l + strlen("\"lock_p50_us\":"));
   if (handoff)
     *handoff = h ? atof(h + strlen("\"handoff_p50_us\":")) : NAN;
+  peer_curve(line, peer, w);
   return 1;
 }
 
@@ -101,8 +125,10 @@ void w1_w2(bench_bounds *b) {
   pairs_cpu(1, 1, NULL, &rr, &rp50, &rp99, &rcpu);
   run_cost raw = last_cost();
   long raw_pairs = atomic_load(&sh->pairs);
+  plot_samples("w1-latency", "raw hiredis", sh->samples, nsamples());
   pairs_cpu(1, 0, c, &dr, &dp50, &dp99, &dcpu);
   run_cost mine = last_cost();
+  plot_samples("w1-latency", "dlock", sh->samples, nsamples());
   b->raw_rtt = rp50;
   b->w1_p50 = dp50;
   b->w1_rate = dr;
@@ -362,6 +388,7 @@ void w6(bench_bounds *b) {
   long ns = nsamples();
   emit("W6", "FIFO violations", (double)violations, "count", 0);
   double p50 = pct(sh->samples, ns, 50);
+  plot_samples("w6-handoff", "dlock (fair lock)", sh->samples, ns);
   emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
   if (opt.peers)
     w6_peer(p50, (double)grants(16) / secs);

@@ -14,10 +14,12 @@
  * more for W5). Prints one line per figure:
  *   workload  metric  value  unit  bound  ratio
  * and writes the same as JSON (default build/bench/dlock-bench.json). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <dlock/dlock.h>
 
@@ -60,7 +62,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
-          "                   [--direct N] [--spin US] [--down-after MS]\n"
+          "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
           "  D1 G1 (default: all;\n"
           "  S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters;\n"
@@ -117,8 +119,15 @@ int main(int argc, char **argv) {
       opt.w4_secs = atof(argv[++i]);
     else if (!strcmp(argv[i], "--down-after"))
       opt.down_after_ms = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--plot"))
+      opt.plot_dir = argv[++i];
     else
       usage();
+  }
+  if (opt.plot_dir && mkdir(opt.plot_dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "dlock-bench: --plot %s: %s\n", opt.plot_dir,
+            strerror(errno));
+    return 2;
   }
   if (opt.duration <= 0 || opt.w4_secs <= 0 || opt.threads < 1 || opt.down_after_ms < 0 ||
       opt.threads > MAX_THREADS)
@@ -149,8 +158,9 @@ int main(int argc, char **argv) {
   bench_json_close();
   if (json)
     printf("figures written to %s\n", opt.json_path);
+  int drawn = plot_draw();
   if (own)
     for (int i = 0; i < 5; i++)
       dlock_tool_server_stop(&servers[i]);
-  return 0;
+  return opt.plot_dir && drawn == 0 ? 1 : 0; /* --plot drew nothing */
 }

@@ -195,6 +195,42 @@ static void test_cost_rows(void) {
   }
 }
 
+/* Whether path is a PNG image of some size (its signature, and more than a
+ * header's bytes). */
+static int is_png(const char *path) {
+  static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  unsigned char head[8];
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(head, 1, sizeof head, f);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  return n == sizeof head && memcmp(head, sig, sizeof sig) == 0 && size > 2000;
+}
+
+/* --plot DIR: gnuplot draws W1's latency by percentile (dlock and raw
+ * hiredis) and the throughput ratios from a short run. */
+static void test_plot(void) {
+  char dir[64], path[128];
+  snprintf(dir, sizeof dir, "/tmp/dlock-bench-plot-XXXXXX");
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  static char text[16384];
+  char *args[] = {"--duration", "0.2", "--workload", "W1", "--plot", dir, NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(args, 60000, text, sizeof text), 0);
+  static const char *const pictures[] = {"w1-latency", "ratios"};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s.png", dir, pictures[i]);
+    if (!is_png(path))
+      fprintf(stderr, "\n  no picture %s", path);
+    CU_ASSERT(is_png(path));
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 /* --peers: W1 beside the three Node.js peers and redis-py, each a figure,
  * and W6 beside redis-py (CI installs Node, bench/peers' packages and
  * python3-redis; a missing one is a failure). */
@@ -248,6 +284,7 @@ static void add_tests(void) {
   CU_add_test(s, "failover_workload", test_failover_workload);
   CU_add_test(s, "peers", test_peers);
   CU_add_test(s, "cost_rows", test_cost_rows);
+  CU_add_test(s, "plot", test_plot);
   CU_add_test(s, "bad_urls", test_bad_urls);
 }
 

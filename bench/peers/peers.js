@@ -7,8 +7,8 @@
 //               W2: 16 tasks at once, each over 32 names of its own
 //
 // Prints one JSON line: {"peer", "workload", "pairs_per_s", "lock_p50_us",
-// "lock_p99_us"} (latencies of task 0's lock calls), as dlock-bench's own
-// W1/W2 measure them.
+// "lock_p99_us", "cdf_us"} (latencies of task 0's lock calls; cdf_us at the
+// percentiles CDF_AT), as dlock-bench's own W1/W2 measure them.
 'use strict';
 const Redis = require('ioredis');
 
@@ -67,6 +67,10 @@ function peerOf(name) {
   throw new Error(`unknown peer ${name}`);
 }
 
+// the percentiles of "cdf_us" (dlock-bench --plot's curves)
+const CDF_AT = [1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75,
+                80, 85, 90, 95, 99];
+
 function pct(sorted, p) {
   if (sorted.length === 0) return 0;
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
@@ -97,6 +101,7 @@ async function main() {
   process.stdout.write(JSON.stringify({
     peer, workload, pairs_per_s: pairs / secs,
     lock_p50_us: pct(samples, 50), lock_p99_us: pct(samples, 99),
+    cdf_us: CDF_AT.map((p) => pct(samples, p)),
   }) + '\n');
   await (p.client.quit ? p.client.quit() : p.client.disconnect());
 }

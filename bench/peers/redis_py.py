@@ -12,8 +12,9 @@ lock most Python services use, on the same redis-server as dlock's run.
         `sleep` seconds (its default, 0.1)
 
 Prints one JSON line, as bench/peers/peers.js does: {"peer", "workload",
-"pairs_per_s", "lock_p50_us", "lock_p99_us"}, and for W6 "handoff_p50_us"
-(a waiter's grant after the release it waited for).
+"pairs_per_s", "lock_p50_us", "lock_p99_us", "cdf_us"}, and for W6
+"handoff_p50_us" and "handoff_cdf_us" (a waiter's grant after the release
+it waited for); cdf_us at the percentiles CDF_AT.
 """
 import json
 import sys
@@ -23,6 +24,9 @@ import time
 import redis
 
 LEASE_S = 30
+# the percentiles of "cdf_us" (dlock-bench --plot's curves)
+CDF_AT = [1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80,
+          85, 90, 95, 99]
 
 
 def pct(values, p):
@@ -61,7 +65,7 @@ def pairs(client, tasks, seconds):
     for t in threads:
         t.join()
     secs = time.monotonic() - t0
-    return sum(counts) / secs, pct(lat, 50), pct(lat, 99), None
+    return sum(counts) / secs, lat, None
 
 
 def handoffs(client, seconds):
@@ -99,7 +103,7 @@ def handoffs(client, seconds):
     for t in threads:
         t.join()
     secs = time.monotonic() - t0
-    return len(grants) / secs, pct(grants, 50), pct(grants, 99), pct(hand, 50)
+    return len(grants) / secs, grants, hand
 
 
 def main(argv):
@@ -110,14 +114,16 @@ def main(argv):
     client = redis.Redis(host="127.0.0.1", port=port,
                          max_connections=64)
     if workload == "W6":
-        rate, p50, p99, hand = handoffs(client, seconds)
+        rate, lat, hand = handoffs(client, seconds)
     else:
-        rate, p50, p99, hand = pairs(client, 16 if workload == "W2" else 1,
-                                     seconds)
+        rate, lat, hand = pairs(client, 16 if workload == "W2" else 1, seconds)
+    p50, p99 = pct(lat, 50), pct(lat, 99)
     out = {"peer": "redis-py", "workload": workload, "pairs_per_s": rate,
-           "lock_p50_us": p50, "lock_p99_us": p99}
+           "lock_p50_us": p50, "lock_p99_us": p99,
+           "cdf_us": [pct(lat, p) for p in CDF_AT]}
     if hand is not None:
-        out["handoff_p50_us"] = hand
+        out["handoff_p50_us"] = pct(hand, 50)
+        out["handoff_cdf_us"] = [pct(hand, p) for p in CDF_AT]
     print(json.dumps(out))
     return 0
 

@@ -1,0 +1,148 @@
+/* dlock-bench --plot DIR (bench.h): pictures of a run, drawn by gnuplot.
+ *
+ *   w1-latency.png  W1's lock call latency by percentile: dlock, raw
+ *                   hiredis and each peer on one chart;
+ *   w6-handoff.png  W6's hand-off by percentile: dlock's fair lock and
+ *                   redis-py's Lock (with --peers);
+ *   ratios.png      every throughput figure's ratio to its bound.
+ *
+ * Each chart's data goes to DIR/NAME.dat and its script to DIR/NAME.gp (so
+ * a picture can be redrawn or restyled), then gnuplot draws DIR/NAME.png. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+enum { MAX_CURVES = 8, MAX_BARS = 64 };
+
+static const double at[PLOT_POINTS] = {1,  5,  10, 15, 20, 25, 30, 35,
+                                       40, 45, 50, 55, 60, 65, 70, 75,
+                                       80, 85, 90, 95, 99};
+
+typedef struct curve {
+  char chart[16];
+  char label[48];
+  double us[PLOT_POINTS];
+} curve;
+
+static curve curves[MAX_CURVES * 2];
+static int ncurves;
+static struct {
+  char label[80];
+  double ratio;
+} bars[MAX_BARS];
+static int nbars;
+
+const double *plot_percentiles(void) { return at; }
+
+void plot_points(const char *chart, const char *label, const double *us) {
+  if (opt.plot_dir == NULL || ncurves >= MAX_CURVES * 2)
+    return;
+  curve *c = &curves[ncurves++];
+  snprintf(c->chart, sizeof c->chart, "%s", chart);
+  snprintf(c->label, sizeof c->label, "%s", label);
+  memcpy(c->us, us, sizeof c->us);
+}
+
+void plot_samples(const char *chart, const char *label, int64_t *v, long n) {
+  double us[PLOT_POINTS];
+  if (n <= 0)
+    return;
+  for (int i = 0; i < PLOT_POINTS; i++)
+    us[i] = pct(v, n, at[i]);
+  plot_points(chart, label, us);
+}
+
+void plot_ratio(const char *w, const char *metric, const char *unit,
+                double ratio) {
+  if (opt.plot_dir == NULL || nbars >= MAX_BARS || !isfinite(ratio) ||
+      strcmp(unit, "1/s") != 0)
+    return;
+  snprintf(bars[nbars].label, sizeof bars[nbars].label, "%s %s", w, metric);
+  bars[nbars++].ratio = ratio;
+}
+
+/* One chart of curves by percentile: 0, or -1 when it has none or gnuplot
+ * failed. */
+static int draw_curves(const char *chart, const char *title, const char *ylabel) {
+  char path[512];
+  int idx[MAX_CURVES], n = 0;
+  for (int i = 0; i < ncurves && n < MAX_CURVES; i++)
+    if (strcmp(curves[i].chart, chart) == 0)
+      idx[n++] = i;
+  if (n == 0)
+    return -1;
+  snprintf(path, sizeof path, "%s/%s.dat", opt.plot_dir, chart);
+  FILE *d = fopen(path, "w");
+  if (d == NULL)
+    return -1;
+  for (int p = 0; p < PLOT_POINTS; p++) {
+    fprintf(d, "%g", at[p]);
+    for (int k = 0; k < n; k++)
+      fprintf(d, " %g", curves[idx[k]].us[p]);
+    fprintf(d, "\n");
+  }
+  fclose(d);
+  snprintf(path, sizeof path, "%s/%s.gp", opt.plot_dir, chart);
+  FILE *g = fopen(path, "w");
+  if (g == NULL)
+    return -1;
+  fprintf(g, "set terminal pngcairo size 900,540 noenhanced\n"
+             "set output '%s/%s.png'\nset title '%s'\n"
+             "set xlabel 'percentile'\nset ylabel '%s'\nset logscale y\n"
+             "set grid\nset key left top\nplot ",
+          opt.plot_dir, chart, title, ylabel);
+  for (int k = 0; k < n; k++)
+    fprintf(g, "%s'%s/%s.dat' using 1:%d with linespoints title '%s'",
+            k ? ", " : "", opt.plot_dir, chart, k + 2, curves[idx[k]].label);
+  fprintf(g, "\n");
+  fclose(g);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "gnuplot '%s'", path);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int draw_ratios(void) {
+  if (nbars == 0)
+    return -1;
+  char path[512];
+  snprintf(path, sizeof path, "%s/ratios.dat", opt.plot_dir);
+  FILE *d = fopen(path, "w");
+  if (d == NULL)
+    return -1;
+  for (int i = 0; i < nbars; i++)
+    fprintf(d, "%d \"%s\" %g\n", i, bars[i].label, bars[i].ratio);
+  fclose(d);
+  snprintf(path, sizeof path, "%s/ratios.gp", opt.plot_dir);
+  FILE *g = fopen(path, "w");
+  if (g == NULL)
+    return -1;
+  fprintf(g, "set terminal pngcairo size 900,%d noenhanced\n"
+             "set output '%s/ratios.png'\n"
+             "set title 'throughput: ratio to its bound (raw hiredis, or the peer)'\n"
+             "set style fill solid 0.6\nset xrange [0:*]\nset grid x\n"
+             "set ytics nomirror\nset yrange [-1:%d]\nunset key\n"
+             "set arrow from 1, graph 0 to 1, graph 1 nohead dt 2\n"
+             "plot '%s/ratios.dat' using (0.5*$3):1:(0.5*$3):(0.35):ytic(2) "
+             "with boxxyerror\n",
+          160 + 22 * nbars, opt.plot_dir, nbars, opt.plot_dir);
+  fclose(g);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "gnuplot '%s'", path);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int plot_draw(void) {
+  if (opt.plot_dir == NULL)
+    return 0;
+  int drawn = 0;
+  drawn += draw_curves("w1-latency", "W1: lock call latency, one thread",
+                       "microseconds") == 0;
+  drawn += draw_curves("w6-handoff", "W6: hand-off to a waiter, 16 threads",
+                       "microseconds") == 0;
+  drawn += draw_ratios() == 0;
+  printf("pictures: %d drawn in %s\n", drawn, opt.plot_dir);
+  return drawn;
+}
