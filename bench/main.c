@@ -80,7 +80,8 @@ static void usage(void) {
   exit(2);
 }
 
-int main(int argc, char **argv) {
+/* The command line into opt: 0, or 2 (said why). */
+static int parse_args(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
       opt.peers = 1;
@@ -124,6 +125,12 @@ int main(int argc, char **argv) {
     else
       usage();
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (parse_args(argc, argv) != 0)
+    return 2;
   if (opt.plot_dir && mkdir(opt.plot_dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "dlock-bench: --plot %s: %s\n", opt.plot_dir,
             strerror(errno));

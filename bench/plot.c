@@ -64,6 +64,20 @@ void plot_ratio(const char *w, const char *metric, const char *unit,
   bars[nbars++].ratio = ratio;
 }
 
+/* DIR/NAME.EXT open for writing (path filled), or NULL. */
+static FILE *plot_file(const char *name, const char *ext, char *path,
+                       size_t n) {
+  snprintf(path, n, "%s/%s.%s", opt.plot_dir, name, ext);
+  return fopen(path, "w");
+}
+
+/* gnuplot runs the script at path: 0, or -1. */
+static int gnuplot(const char *path) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "gnuplot '%s'", path);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
 /* One chart of curves by percentile: 0, or -1 when it has none or gnuplot
  * failed. */
 static int draw_curves(const char *chart, const char *title, const char *ylabel) {
@@ -74,8 +88,7 @@ static int draw_curves(const char *chart, const char *title, const char *ylabel)
       idx[n++] = i;
   if (n == 0)
     return -1;
-  snprintf(path, sizeof path, "%s/%s.dat", opt.plot_dir, chart);
-  FILE *d = fopen(path, "w");
+  FILE *d = plot_file(chart, "dat", path, sizeof path);
   if (d == NULL)
     return -1;
   for (int p = 0; p < PLOT_POINTS; p++) {
@@ -85,8 +98,7 @@ static int draw_curves(const char *chart, const char *title, const char *ylabel)
     fprintf(d, "\n");
   }
   fclose(d);
-  snprintf(path, sizeof path, "%s/%s.gp", opt.plot_dir, chart);
-  FILE *g = fopen(path, "w");
+  FILE *g = plot_file(chart, "gp", path, sizeof path);
   if (g == NULL)
     return -1;
   fprintf(g, "set terminal pngcairo size 900,540 noenhanced\n"
@@ -99,24 +111,20 @@ static int draw_curves(const char *chart, const char *title, const char *ylabel)
             k ? ", " : "", opt.plot_dir, chart, k + 2, curves[idx[k]].label);
   fprintf(g, "\n");
   fclose(g);
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "gnuplot '%s'", path);
-  return system(cmd) == 0 ? 0 : -1;
+  return gnuplot(path);
 }
 
 static int draw_ratios(void) {
   if (nbars == 0)
     return -1;
   char path[512];
-  snprintf(path, sizeof path, "%s/ratios.dat", opt.plot_dir);
-  FILE *d = fopen(path, "w");
+  FILE *d = plot_file("ratios", "dat", path, sizeof path);
   if (d == NULL)
     return -1;
   for (int i = 0; i < nbars; i++)
     fprintf(d, "%d \"%s\" %g\n", i, bars[i].label, bars[i].ratio);
   fclose(d);
-  snprintf(path, sizeof path, "%s/ratios.gp", opt.plot_dir);
-  FILE *g = fopen(path, "w");
+  FILE *g = plot_file("ratios", "gp", path, sizeof path);
   if (g == NULL)
     return -1;
   fprintf(g, "set terminal pngcairo size 900,%d noenhanced\n"
@@ -129,9 +137,7 @@ static int draw_ratios(void) {
              "with boxxyerror\n",
           160 + 22 * nbars, opt.plot_dir, nbars, opt.plot_dir);
   fclose(g);
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "gnuplot '%s'", path);
-  return system(cmd) == 0 ? 0 : -1;
+  return gnuplot(path);
 }
 
 int plot_draw(void) {
