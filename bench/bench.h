@@ -22,7 +22,7 @@
 /* The command line (main.c). */
 typedef struct bench_opts {
   double duration;       /* seconds per workload */
-  const char *only;      /* --workload ID, or NULL: all */
+  const char *only;      /* --workload ID[,ID...], or NULL: all */
   const char *json_path; /* --json FILE (default: in the build tree) */
   int threads;           /* --threads N (W2 and the like) */
   int direct;            /* --direct N: client option direct_conns (-1: its default) */
@@ -55,7 +55,7 @@ int64_t now_us(void);
 void emit(const char *w, const char *metric, double value, const char *unit,
           double bound);
 void na(const char *w, const char *why);
-/* Is workload w selected (--workload)? */
+/* Is workload w selected (--workload ID or a list ID,ID,...)? */
 int selected(const char *w);
 /* The JSON file of the figures: opened by main.c (1, or 0 when it cannot
  * be: figures on stdout only), closed at the end. */

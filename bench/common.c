@@ -70,7 +70,15 @@ void na(const char *w, const char *why) {
   printf("%-4s %-26s %12s %-8s %12s %7s   (%s)\n", w, "-", "n/a", "-", "-", "-", why);
 }
 
-int selected(const char *w) { return opt.only == NULL || strcmp(opt.only, w) == 0; }
+int selected(const char *w) {
+  if (opt.only == NULL)
+    return 1;
+  size_t n = strlen(w);
+  for (const char *p = opt.only; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
+    if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+  return 0;
+}
 
 int cmp64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

@@ -60,7 +60,7 @@ static const struct {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: dlock-bench [--duration S] [--workload ID] [--url URL] "
+          "usage: dlock-bench [--duration S] [--workload ID[,ID...]] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
     if (workloads[i].always > 0 ||
         (workloads[i].always == 0 && selected(workloads[i].id)) ||
-        (workloads[i].always < 0 && opt.only && !strcmp(opt.only, workloads[i].id)))
+        (workloads[i].always < 0 && opt.only && selected(workloads[i].id)))
       workloads[i].run(&bounds);
   bench_json_close();
   if (json)
