@@ -293,6 +293,53 @@ static void test_t00_checker_fails_a_broken_lock(void) {
   EXPECT(&r, "violations", >, 0);
 }
 
+/* The text of file path into buf (NUL-terminated, truncated); its size or
+ * -1. */
+static long slurp(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return -1;
+  size_t k = fread(buf, 1, n - 1, f);
+  buf[k] = '\0';
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fclose(f);
+  return size;
+}
+
+/* --timeline PNG draws a run (gnuplot): a broken lock's overlapping holds
+ * in red, a run's faults shaded. */
+static void test_t00_timeline_draws_a_run(void) {
+  static char buf[1 << 16];
+  char png[96], path[128], args[512];
+  snprintf(png, sizeof png, "/tmp/dlock-timeline-%d.png", (int)getpid());
+  for (int faulty = 0; faulty < 2; faulty++) {
+    run r;
+    snprintf(args, sizeof args, "%s --timeline %s",
+             faulty ? "--kind lock --procs 2 --threads 2 --duration 1500 "
+                      "--nemesis client-kill --every 300"
+                    : "--kind lock --procs 2 --threads 2 --duration 800 "
+                      "--hold-us 2000 --broken",
+             png);
+    torture_env(&r, "TSAN_OPTIONS=report_bugs=0", args);
+    CU_ASSERT(slurp(png, buf, 9) > 2000 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0);
+    snprintf(path, sizeof path, "%s.dat", png);
+    CU_ASSERT(slurp(path, buf, sizeof buf) > 0);
+    if (!faulty) /* the broken lock's overlaps: red bars */
+      CU_ASSERT(strstr(buf, " 13631488\n") != NULL);
+    snprintf(path, sizeof path, "%s.gp", png);
+    CU_ASSERT(slurp(path, buf, sizeof buf) > 0);
+    if (faulty) /* a client-kill, shaded */
+      CU_ASSERT(strstr(buf, "set object 1 rect") != NULL &&
+                strstr(buf, "client-kill") != NULL);
+    static const char *const ext[] = {"", ".dat", ".gp", ".lost"};
+    for (int i = 0; i < 4; i++) {
+      snprintf(path, sizeof path, "%s%s", png, ext[i]);
+      unlink(path);
+    }
+  }
+}
+
 /* 1. 8 processes x 8 threads, one lock */
 static void test_t01_lock_8x8(void) {
   run r;
@@ -1530,6 +1577,7 @@ static void add(void) {
               test_t00_checker_sees_fifo_inversions);
   CU_add_test(s, "t00_checker_fails_a_broken_lock",
               test_t00_checker_fails_a_broken_lock);
+  CU_add_test(s, "t00_timeline_draws_a_run", test_t00_timeline_draws_a_run);
   CU_add_test(s, "t01_lock_8x8", test_t01_lock_8x8);
   CU_add_test(s, "t02_lock_kills", test_t02_lock_kills);
   CU_add_test(s, "t03_redlock_subsets", test_t03_redlock_subsets);

@@ -73,7 +73,7 @@ static void usage(void) {
           "  [--writes plain|guarded] (--kind fenced, election; plain: one server)\n"
           "  [--loss PCT] (one server: PCT %% of the workers' packets dropped)\n"
           "  [--delay MS[:JITTER]] (one server: the workers' link delayed)\n"
-          "  [--every MS] [--seed N] [--json] [--broken] [--trace]\n"
+          "  [--every MS] [--seed N] [--json] [--broken] [--trace] [--timeline PNG]\n"
           "  [--cluster [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
           "migrate,failover,pause,restart,stop]]\n"
           "  [--sentinel [--nemesis kill,kill-waiter,client-kill,pubsub-kill,"
@@ -146,6 +146,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--java") == 0) O.java = (int)num(v);
     else if (strcmp(a, "--command-timeout") == 0) O.command_timeout_ms = num(v);
     else if (strcmp(a, "--every") == 0) O.every_ms = num(v);
+    else if (strcmp(a, "--timeline") == 0) O.timeline = v;
     else if (strcmp(a, "--seed") == 0) O.seed = (unsigned)num(v);
     else if (strcmp(a, "--worker") == 0) *worker = (int)num(v);
     else if (strcmp(a, "--arena-fd") == 0) arena_fd = (int)num(v);
@@ -756,7 +757,17 @@ static int slow_link(void) {
   return rc == 0;
 }
 
+static void fault_now(int f);
+
+/* Fault f, and when it was made for the timeline. */
 static void fault(int f) {
+  int64_t from = tt_now_ns(), before = R.faults[f];
+  fault_now(f);
+  if (R.faults[f] > before)
+    tt_timeline_fault(f, from, tt_now_ns());
+}
+
+static void fault_now(int f) {
   if ((1 << f) == TT_F_SLOW) {
     R.faults[f] += slow_link();
     return;
@@ -1288,6 +1299,8 @@ static int harness_main(void) {
     R.keys_left = count_keys(&R.latches_left);
   }
   tt_print(&O, &R);
+  if (O.timeline && tt_timeline_draw(O.timeline, &O, A, faults) != 0)
+    fprintf(stderr, "torture: no timeline drawn into %s\n", O.timeline);
   atomic_store(&nemesis_exit, 1);
   pthread_join(nem, NULL);
   dlock_delay_stop();

@@ -56,6 +56,7 @@ typedef struct tt_opts {
   int64_t command_timeout_ms;
   unsigned seed;
   int json;
+  const char *timeline; /* --timeline FILE: the run drawn (timeline.c) */
   int broken;          /* checker self-test: each thread locks a name of its
                           own, so nothing excludes (--broken) */
   int cluster;         /* the server is a Redis Cluster of 3 masters with a
@@ -232,6 +233,12 @@ typedef struct tt_arena {
 } tt_arena;
 
 int64_t tt_now_ns(void);
+
+/* timeline.c: a fault of kind made from..to (ns), and the run drawn into
+ * png by gnuplot (0, or -1) */
+void tt_timeline_fault(int kind, int64_t from_ns, int64_t to_ns);
+int tt_timeline_draw(const char *png, const tt_opts *o, const tt_arena *a,
+                     const char *const *fault_names);
 
 /* worker.c: run one worker process (its threads loop until stop) */
 int tt_worker_main(const tt_opts *o, tt_arena *a, int proc);
