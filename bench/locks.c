@@ -61,7 +61,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
     snprintf(cmd, sizeof cmd, "%s '%s/redis_py.py' %s %s %.3f 2>&1", python(),
              dir, port ? port + 1 : "6379", w, opt.duration);
   else
-    snprintf(cmd, sizeof cmd, "node '%s/peers.js' %s %s %s %.3f 2>&1", dir,
+    snprintf(cmd, sizeof cmd, "node --no-warnings '%s/peers.js' %s %s %s %.3f 2>&1", dir,
              port ? port + 1 : "6379", peer, w, opt.duration);
   FILE *f = popen(cmd, "r");
   char line[4096] = "";
@@ -348,18 +348,33 @@ static long grants(int n) {
   return total;
 }
 
-/* W6 beside redis-py's Lock (16 threads on one lock; it has no fair lock,
- * and its waiters retry every 0.1 s where dlock's are woken). */
-static void w6_peer(double p50, double rate) {
-  double peer_rate, peer_p50, peer_hand;
-  char why[256];
-  if (!run_peer("redis-py", "W6", &peer_rate, &peer_p50, &peer_hand, why,
-                sizeof why)) {
-    na("W6", why);
-    return;
+/* W6 beside each peer's lock (16 tasks or threads on one lock, each
+ * waiting as its library waits by default: none has a fair lock; redis-py
+ * and node-redlock retry every 0.1-0.2 s, redis-semaphore every 10 ms,
+ * node-redisson is woken by pub/sub), and raw hiredis's round trip as the
+ * chart's floor. */
+static void w6_peers(double p50, double rate, double raw_rtt) {
+  double floor_us[PLOT_POINTS];
+  for (int i = 0; i < PLOT_POINTS; i++)
+    floor_us[i] = raw_rtt;
+  if (raw_rtt > 0) /* W1 measured it */
+    plot_points("w6-handoff", "raw hiredis round trip (p50)", floor_us);
+  int node = system("node --version >/dev/null 2>&1") == 0;
+  static const char *const names[] = {"redis-py", "node-redlock",
+                                      "redis-semaphore", "node-redisson"};
+  for (size_t i = 0; i < (node ? 4 : 1); i++) {
+    double peer_rate, peer_p50, peer_hand;
+    char why[256], metric[64];
+    if (!run_peer(names[i], "W6", &peer_rate, &peer_p50, &peer_hand, why,
+                  sizeof why)) {
+      na("W6", why);
+      continue;
+    }
+    snprintf(metric, sizeof metric, "acquisitions/s vs %s", names[i]);
+    emit("W6", metric, rate, "1/s", peer_rate);
+    snprintf(metric, sizeof metric, "hand-off p50 vs %s", names[i]);
+    emit("W6", metric, p50, "us", peer_hand);
   }
-  emit("W6", "acquisitions/s vs redis-py", rate, "1/s", peer_rate);
-  emit("W6", "hand-off p50 vs redis-py", p50, "us", peer_hand);
 }
 
 void w6(bench_bounds *b) {
@@ -391,7 +406,7 @@ void w6(bench_bounds *b) {
   plot_samples("w6-handoff", "dlock (fair lock)", sh->samples, ns);
   emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
   if (opt.peers)
-    w6_peer(p50, (double)grants(16) / secs);
+    w6_peers(p50, (double)grants(16) / secs, b->raw_rtt);
   emit("W6", "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
   dlock_lock_free(l);
   dlock_client_close(c);
