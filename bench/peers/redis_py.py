@@ -36,6 +36,20 @@ def pct(values, p):
     return float(v[min(len(v) - 1, int(len(v) * p / 100))])
 
 
+def run_for(seconds, stop, jobs):
+    """Run each (function, args) job on a thread of its own for seconds,
+    then set stop and wait for them: the seconds they ran."""
+    threads = [threading.Thread(target=f, args=a) for f, a in jobs]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return time.monotonic() - t0
+
+
 def pairs(client, tasks, seconds):
     stop = threading.Event()
     counts = [0] * tasks
@@ -56,15 +70,7 @@ def pairs(client, tasks, seconds):
             n += 1
         counts[i] = n
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(tasks)]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    secs = time.monotonic() - t0
+    secs = run_for(seconds, stop, [(run, (i,)) for i in range(tasks)])
     return sum(counts) / secs, lat, None
 
 
@@ -94,15 +100,7 @@ def handoffs(client, seconds):
                 released[0] = time.perf_counter_ns()
             time.sleep(0.001)
 
-    threads = [threading.Thread(target=run) for _ in range(16)]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    secs = time.monotonic() - t0
+    secs = run_for(seconds, stop, [(run, ())] * 16)
     return len(grants) / secs, grants, hand
 
 
