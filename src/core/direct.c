@@ -66,7 +66,8 @@ int dlock__direct_pools(dlock_client *c) {
   for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].link.ready, 0);
     atomic_init(&d->pools[i].link.replicas, 0);
-    pthread_mutex_init(&d->pools[i].ride_mu, NULL);
+    for (int k = 0; k < DLOCK__LANES; k++)
+      pthread_mutex_init(&d->pools[i].lanes[k].mu, NULL);
   }
   return DLOCK_OK;
 }
@@ -122,7 +123,8 @@ static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
 }
 
 static void hello_wipe(dlock__dconn *dc);
-static void sweep_arm(dlock_client *c);
+static void sweep_due(dlock_client *c);
+static int lanes_sweep(dlock_client *c);
 static void busy_add(dlock__dpool *p, dlock__dconn *dc);
 static void busy_del(dlock__dpool *p, dlock__dconn *dc);
 
@@ -413,12 +415,10 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   dc->next = p->idle;
   p->idle = dc;
   p->backoff_ms = 0; /* a round trip went well */
-  int arm = dc->later.len > 0 && !d->sweep_armed;
-  if (arm)
-    d->sweep_armed = 1;
+  int kept = dc->later.len > 0;
   pthread_mutex_unlock(&d->mu);
-  if (arm)
-    sweep_arm(c);
+  if (kept)
+    sweep_due(c);
 }
 
 /* Calls to p's server go to the engine for a while: it could not be
@@ -524,8 +524,9 @@ static void on_sweep(uv_timer_t *t) {
   dlock_client *c = t->data;
   dlock__direct *d = &c->direct;
   dlock__dconn *list = NULL;
+  atomic_store(&d->sweep_armed, 0);
+  int again = lanes_sweep(c);
   pthread_mutex_lock(&d->mu);
-  d->sweep_armed = 0;
   for (int i = 0; i < d->npools; i++) {
     dlock__dpool *p = &d->pools[i];
     for (dlock__dconn **at = &p->idle; *at != NULL;) {
@@ -548,6 +549,8 @@ static void on_sweep(uv_timer_t *t) {
     int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
     give_back(c, dc, send_later(c, dc, deadline, why, sizeof why) != DLOCK_OK);
   }
+  if (again)
+    sweep_due(c);
 }
 
 static void sweep_start(dlock_client *c, dlock__req *req) {
@@ -556,8 +559,13 @@ static void sweep_start(dlock_client *c, dlock__req *req) {
   dlock__req_finish(req, NULL, DLOCK_OK, NULL);
 }
 
-static void sweep_arm(dlock_client *c) {
-  dlock__req *req = &c->direct.sweep_req;
+/* Latch DELs were kept: the sweep is armed unless it is already. */
+static void sweep_due(dlock_client *c) {
+  dlock__direct *d = &c->direct;
+  if (atomic_load_explicit(&d->sweep_armed, memory_order_relaxed) ||
+      atomic_exchange(&d->sweep_armed, 1))
+    return;
+  dlock__req *req = &d->sweep_req;
   dlock__req_task(req, sweep_start, NULL);
   req->done = sweep_done;
   dlock__submit(c, req); /* fails only when closing: the latches expire */
@@ -718,67 +726,71 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   return DLOCK_OK;
 }
 
-/* ---- riders: calls that share one connection ------------------------------ */
+/* ---- riders: calls that share a connection -------------------------------- */
 
 /* While every direct connection of a pool is busy, a call does not go to
  * the engine (two thread switches: caller to engine, engine to caller) but
- * rides the pool's shared connection: its thread writes its own command
- * (under ride_mu, so the order of the writes is the order of the replies)
- * and waits. One rider at a time reads: the oldest, whose reply comes
- * first (after the answers of latch DELs, skipped). It sleeps in recv(2)
- * until its own reply is in, hands every reply parsed by then to its rider
- * (one wake-up each), and passes the reading to the oldest rider left.
- * Many riders' commands reach the server in few reads and their
- * replies come back in few, as on the engine's pipeline, without the
- * engine's thread in between. Plain connections only (a TLS session is
- * not to be written and read by two threads at once), and no call that
- * waits for replicas or the disk after its reply (the engine does those). */
+ * rides one of the pool's shared connections, a lane: DLOCK__LANE_RIDERS
+ * riders under way open a lane, up to DLOCK__LANES, and a thread keeps to
+ * its seat's lane. A rider queues its command; one rider at a time drives
+ * the lane: it writes every command queued (in one write, the kept latch
+ * DELs in front), reads replies in order and hands each to its rider (one
+ * wake-up each), writing what was queued meanwhile before it reads again;
+ * once its own reply is in, the driving passes to the oldest rider
+ * left. Many riders' calls reach the server in few reads and come back
+ * in few, as on the engine's pipeline, without the engine's thread in
+ * between; a lane of a few riders keeps the chain of wake-ups behind one
+ * read short (measured in docs/performance.md: 16 threads did 1.2-1.6x
+ * the pairs of 16 connections as four lanes, 0.8x as one). Plain
+ * connections only (a TLS session would be driven the same way, but is
+ * not measured yet), and no call that waits for replicas or the disk
+ * after its reply (the engine does those). */
 
-static void rider_push(dlock__dpool *p, dlock__rider *r) {
+static void rider_push(dlock__rider **first, dlock__rider **last,
+                       dlock__rider *r) {
   r->next = NULL;
-  if (p->last)
-    p->last->next = r;
+  if (*last)
+    (*last)->next = r;
   else
-    p->first = r;
-  p->last = r;
+    *first = r;
+  *last = r;
 }
 
-static dlock__rider *rider_pop(dlock__dpool *p) {
-  dlock__rider *r = p->first;
+static dlock__rider *rider_pop(dlock__rider **first, dlock__rider **last) {
+  dlock__rider *r = *first;
   if (r) {
-    p->first = r->next;
-    if (p->first == NULL)
-      p->last = NULL;
+    *first = r->next;
+    if (*first == NULL)
+      *last = NULL;
   }
   return r;
 }
 
-/* Hand r its outcome (ride_mu held). */
-static void rider_done(dlock__rider *r, int status, redisReply *reply,
-                       const char *why) {
-  if (r->discard) {
-    if (reply)
-      freeReplyObject(reply);
-    free(r);
-    return;
-  }
+/* Hand r its outcome (the lane's mu held); the driver me needs no
+ * wake-up. */
+static void rider_done(dlock__rider *r, const dlock__rider *me, int status,
+                       redisReply *reply, const char *why) {
   r->status = status;
   r->reply = reply;
   if (status != DLOCK_OK && why)
     snprintf(r->why, r->n, "%s", why);
   r->state = RIDE_DONE;
-  sem_post(&r->wake);
+  if (r != me)
+    sem_post(&r->wake);
 }
 
-/* The shared connection broke (ride_mu held): every rider fails with why,
- * and the connection is let go; it is closed by the caller (*gone). */
-static void shared_fail(dlock__dpool *p, const char *why, dlock__dconn **gone) {
+/* The lane's connection broke (its mu held): every rider fails (those
+ * whose command was not written yet go to the engine), the connection is
+ * let go; it is closed by the caller (*gone). */
+static void lane_fail(dlock__lane *l, const dlock__rider *me, const char *why,
+                      dlock__dconn **gone) {
   dlock__rider *r;
-  while ((r = rider_pop(p)) != NULL)
-    rider_done(r, DLOCK_EIO, NULL, why);
-  p->reading = 0;
-  *gone = p->shared;
-  p->shared = NULL;
+  while ((r = rider_pop(&l->sent, &l->sent_last)) != NULL)
+    rider_done(r, me, DLOCK_EIO, NULL, why);
+  while ((r = rider_pop(&l->queued, &l->queued_last)) != NULL)
+    rider_done(r, me, ROUND_TRIP_UNSENT, NULL, NULL);
+  *gone = l->conn;
+  l->conn = NULL;
 }
 
 static void shared_close(dlock_client *c, dlock__dconn *dc) {
@@ -790,127 +802,220 @@ static void shared_close(dlock_client *c, dlock__dconn *dc) {
   dconn_close(dc);
 }
 
-/* The reading rider me (ride_mu held on entry and exit): replies in order
- * to their riders until its own is in, then the reading passes on. */
-static void ride_read(dlock_client *c, dlock__dpool *p, dlock__rider *me) {
-  dlock__dconn *dc = p->shared, *gone = NULL;
+/* The lane's next write (its mu held): the handshake of a new connection,
+ * the latch DELs kept, then the queued commands, which are sent from
+ * now on. DLOCK_OK, or DLOCK_ENOMEM (nothing taken). */
+static int lane_gather(dlock__lane *l) {
+  dlock__dconn *dc = l->conn;
+  dlock__buf *b = &l->out;
+  b->len = 0;
+  int rc = DLOCK_OK;
+  if (dc->hello.len > 0)
+    rc = dlock__buf_add(b, dc->hello.p, dc->hello.len);
+  if (rc == DLOCK_OK && dc->later.len > 0)
+    rc = dlock__buf_add(b, dc->later.p, dc->later.len);
+  for (dlock__rider *r = l->queued; r && rc == DLOCK_OK; r = r->next)
+    rc = dlock__buf_add(b, r->cmd, r->len);
+  if (rc != DLOCK_OK)
+    return rc;
+  hello_wipe(dc);
+  dc->discard += dc->later_n;
+  dc->later_n = 0;
+  dc->later.len = 0;
+  dlock__rider *r;
+  while ((r = rider_pop(&l->queued, &l->queued_last)) != NULL)
+    rider_push(&l->sent, &l->sent_last, r);
+  return DLOCK_OK;
+}
+
+/* Write what the lane holds to write (its mu held on entry and exit). A
+ * failed write shuts the connection down: the read that follows finds it
+ * broken and fails every rider. */
+static void lane_write(dlock_client *c, dlock__lane *l, int64_t deadline_us) {
   char why[1024];
-  while (me->state == RIDE_READ) {
-    redisReply *x = NULL;
-    pthread_mutex_unlock(&p->ride_mu);
-    /* parsed already, or (nothing is) sleep in recv until it comes */
-    int rc = read_reply(c, dc, me->deadline_us, 0, &x, why, sizeof why);
-    pthread_mutex_lock(&p->ride_mu);
-    if (rc == DLOCK_OK && dc->refused) { /* its AUTH, SELECT or SETNAME: the
-                                            server changed since the engine
-                                            connected (the engine says how) */
-      freeReplyObject(x);
-      rc = DLOCK_EIO;
-      say(c, dc, why, sizeof why, "the server refused the handshake");
-    }
-    if (rc != DLOCK_OK) {
-      shared_fail(p, why, &gone);
-      break;
-    }
-    rider_done(rider_pop(p), DLOCK_OK, x, NULL);
+  if (lane_gather(l) != DLOCK_OK) {
+    shutdown(l->conn->s.fd, SHUT_RDWR); /* out of memory: they all fail */
+    return;
   }
-  if (gone)
-    ; /* failed: every rider was handed its outcome by shared_fail */
-  else if (p->first) { /* its own reply is in: the reading passes on */
-    for (;;) { /* the answers parsed already go out without a read */
-      redisReply *x = NULL;
-      if (p->first == NULL || pump(c, dc, 0, &x, why, sizeof why) != DLOCK_OK ||
-          x == NULL)
-        break;
-      rider_done(rider_pop(p), DLOCK_OK, x, NULL);
-    }
-    dlock__rider *next = p->first;
-    while (next && next->discard)
-      next = next->next;
-    if (next) {
-      next->state = RIDE_READ;
-      sem_post(&next->wake);
-    } else {
-      p->reading = 0; /* latch DELs only: the next rider reads past them */
-    }
+  if (l->out.len == 0)
+    return;
+  pthread_mutex_unlock(&l->mu);
+  if (send_all(c, l->conn, l->out.p, l->out.len, deadline_us, why,
+               sizeof why) != DLOCK_OK)
+    shutdown(l->conn->s.fd, SHUT_RDWR);
+  pthread_mutex_lock(&l->mu);
+}
+
+/* Read one reply, then those parsed with it, to their riders (the lane's
+ * mu held on entry and exit; a rider's reply is awaited). 0, or -1 when
+ * the connection failed (*gone: to close). */
+static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
+                     dlock__dconn **gone) {
+  dlock__dconn *dc = l->conn;
+  char why[1024];
+  redisReply *x = NULL;
+  int64_t deadline = l->sent->deadline_us;
+  pthread_mutex_unlock(&l->mu);
+  /* parsed already, or (nothing is) sleep in recv until it comes */
+  int rc = read_reply(c, dc, deadline, 0, &x, why, sizeof why);
+  pthread_mutex_lock(&l->mu);
+  if (rc == DLOCK_OK && dc->refused) { /* its AUTH, SELECT or SETNAME: the
+                                          server changed since the engine
+                                          connected (the engine says how) */
+    freeReplyObject(x);
+    rc = DLOCK_EIO;
+    say(c, dc, why, sizeof why, "the server refused the handshake");
+  }
+  while (rc == DLOCK_OK && x != NULL && l->sent != NULL) {
+    rider_done(rider_pop(&l->sent, &l->sent_last), me, DLOCK_OK, x, NULL);
+    rc = pump(c, dc, 0, &x, why, sizeof why); /* parsed, not read */
+  }
+  if (rc == DLOCK_OK && x != NULL) { /* a reply nobody asked for */
+    freeReplyObject(x);
+    rc = DLOCK_EIO;
+    say(c, dc, why, sizeof why, "a reply to no command");
+  }
+  if (rc == DLOCK_OK)
+    return 0;
+  lane_fail(l, me, why, gone);
+  return -1;
+}
+
+/* Drive the lane until me's reply is in (its mu held on entry and exit),
+ * then pass the driving on. */
+static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
+  dlock__dconn *gone = NULL;
+  while (me->state != RIDE_DONE) {
+    if (l->queued)
+      lane_write(c, l, me->deadline_us);
+    if (lane_read(c, l, me, &gone) != 0)
+      break;
+  }
+  dlock__rider *next = l->sent ? l->sent : l->queued;
+  if (next) {
+    next->state = RIDE_DRIVE;
+    sem_post(&next->wake);
   } else {
-    p->reading = 0;
+    l->driving = 0;
   }
   if (gone) {
-    pthread_mutex_unlock(&p->ride_mu);
+    pthread_mutex_unlock(&l->mu);
     shared_close(c, gone);
-    pthread_mutex_lock(&p->ride_mu);
+    pthread_mutex_lock(&l->mu);
   }
 }
 
-/* The pool's shared connection (ride_mu held), opened now when there is
- * none: NULL when it cannot be (the engine then makes the call). */
-static dlock__dconn *shared_get(dlock_client *c, dlock__dpool *p) {
-  if (p->shared && !p->reading && p->first == NULL && !still_open(p->shared)) {
-    dlock__dconn *gone = p->shared; /* idle, and closed meanwhile (a
-                                       restart, CLIENT KILL, a move) */
-    p->shared = NULL;
-    pthread_mutex_unlock(&p->ride_mu);
+/* The lane's connection (its mu held), opened now when there is none:
+ * NULL when it cannot be (the engine then makes the call). */
+static dlock__dconn *lane_conn(dlock_client *c, dlock__dpool *p,
+                               dlock__lane *l) {
+  if (l->conn && !l->driving && !still_open(l->conn)) {
+    dlock__dconn *gone = l->conn; /* idle, and closed meanwhile (a restart,
+                                     CLIENT KILL, a move) */
+    l->conn = NULL;
+    pthread_mutex_unlock(&l->mu);
     shared_close(c, gone);
-    pthread_mutex_lock(&p->ride_mu);
+    pthread_mutex_lock(&l->mu);
   }
-  if (p->shared || p->opening)
-    return p->shared;
-  p->opening = 1;
-  pthread_mutex_unlock(&p->ride_mu);
+  if (l->conn || l->opening)
+    return l->conn;
+  l->opening = 1;
+  pthread_mutex_unlock(&l->mu);
   int moved;
   dlock__dconn *dc = dconn_open(c, p, &moved); /* on the busy list */
-  pthread_mutex_lock(&p->ride_mu);
-  p->opening = 0;
+  pthread_mutex_lock(&l->mu);
+  l->opening = 0;
   if (dc != NULL)
-    p->shared = dc;
+    l->conn = dc;
   else if (!moved)
     back_off(c, p); /* the engine says what is wrong */
   return dc;
 }
 
-/* Write rider r's bytes (ride_mu held): the handshake's in front on a new
- * connection. A failed write shuts the connection down: the reader finds
- * it broken and fails every rider, r among them. */
-static void ride_send(dlock_client *c, dlock__dconn *dc, const char *b,
-                      size_t len, int64_t deadline_us) {
-  char why[1024];
-  int rc;
-  if (dc->hello.len > 0) {
-    rc = dlock__buf_add(&dc->hello, b, len);
-    if (rc == DLOCK_OK)
-      rc = send_all(c, dc, dc->hello.p, dc->hello.len, deadline_us, why,
-                    sizeof why);
-    hello_wipe(dc);
-  } else {
-    rc = send_all(c, dc, b, len, deadline_us, why, sizeof why);
-  }
-  if (rc != DLOCK_OK)
-    shutdown(dc->s.fd, SHUT_RDWR);
+/* The lane of the calling thread: threads take seats in turn, and the
+ * riders under way decide how many lanes are open. */
+static dlock__lane *lane_for(dlock_client *c, dlock__dpool *p) {
+  static atomic_uint seats;
+  static _Thread_local unsigned seat;
+  if (seat == 0)
+    seat = atomic_fetch_add_explicit(&seats, 1, memory_order_relaxed) + 1;
+  int riders = atomic_load_explicit(&c->direct.piped, memory_order_relaxed);
+  int n = (riders + DLOCK__LANE_RIDERS - 1) / DLOCK__LANE_RIDERS;
+  n = n < 1 ? 1 : n > DLOCK__LANES ? DLOCK__LANES : n;
+  return &p->lanes[seat % (unsigned)n];
 }
 
-/* The DEL of a release's latch, behind the release, its answer skipped. */
-static void ride_drop(dlock_client *c, dlock__dpool *p, const dlock__buf *key) {
-  dlock__buf b = {0};
-  const char *argv[] = {"DEL", key->p};
-  size_t lens[] = {3, key->len};
-  dlock__rider *r = calloc(1, sizeof *r);
-  if (r == NULL || dlock__resp_command(&b, 2, argv, lens) != DLOCK_OK) {
-    free(r); /* out of memory: the latch expires */
-    dlock__buf_free(&b);
-    return;
+/* The DEL of a release's latch, kept to go in front of the lane's next
+ * write (the sweep sends it when the lane stays idle). */
+static void ride_drop(dlock_client *c, dlock__lane *l, const dlock__buf *key) {
+  pthread_mutex_lock(&l->mu);
+  if (l->conn != NULL)
+    drop_key(l->conn, key);
+  pthread_mutex_unlock(&l->mu);
+  sweep_due(c);
+}
+
+/* Engine thread, the sweep: the latch DELs of idle lanes are written
+ * (and their answers left to the next driver). 1 when a lane that kept
+ * some was being driven (the sweep comes again). */
+static int lanes_sweep(dlock_client *c) {
+  int again = 0;
+  for (int i = 0; i < c->direct.npools; i++) {
+    for (int k = 0; k < DLOCK__LANES; k++) {
+      dlock__lane *l = &c->direct.pools[i].lanes[k];
+      pthread_mutex_lock(&l->mu);
+      if (l->conn && l->conn->later.len > 0 && l->driving) {
+        again = 1;
+      } else if (l->conn && l->conn->later.len > 0) {
+        l->driving = 1; /* riders that come meanwhile queue */
+        lane_write(c, l, dlock__now_us() + c->opts.command_timeout_ms * 1000);
+        if (l->queued) { /* they drive on */
+          l->queued->state = RIDE_DRIVE;
+          sem_post(&l->queued->wake);
+        } else {
+          l->driving = 0;
+        }
+      }
+      pthread_mutex_unlock(&l->mu);
+    }
   }
-  r->discard = 1;
-  pthread_mutex_lock(&p->ride_mu);
-  if (p->shared == NULL) {
-    free(r);
-  } else {
-    rider_push(p, r);
-    ride_send(c, p->shared, b.p, b.len,
-              dlock__now_us() + c->opts.command_timeout_ms * 1000);
+  return again;
+}
+
+/* One ride of req on lane l: DLOCK_OK with *reply, an error with
+ * req->errmsg, ROUND_TRIP_UNSENT (not written: the engine makes it), or
+ * -1 when there is no connection (the engine makes the call). */
+static int ride_once(dlock_client *c, dlock__dpool *p, dlock__lane *l,
+                     dlock__req *req, dlock__rider *me, redisReply **reply) {
+  pthread_mutex_lock(&l->mu);
+  dlock__dconn *dc = l->driving ? l->conn : lane_conn(c, p, l);
+  if (dc == NULL) {
+    pthread_mutex_unlock(&l->mu);
+    return -1;
   }
-  pthread_mutex_unlock(&p->ride_mu);
-  dlock__buf_free(&b);
+  me->state = RIDE_WAIT;
+  me->cmd = req->cmd.p;
+  me->len = req->cmd.len;
+  me->deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;
+  req->written = 1; /* from here on it may have run */
+  rider_push(&l->queued, &l->queued_last, me);
+  if (!l->driving) {
+    l->driving = 1;
+    lane_drive(c, l, me);
+  } else { /* woken without the lane's mu unless it is to drive */
+    pthread_mutex_unlock(&l->mu);
+    while (sem_wait(&me->wake) != 0 || me->state == RIDE_WAIT)
+      ; /* EINTR */
+    if (me->state == RIDE_DONE) {
+      *reply = me->reply;
+      return me->status;
+    }
+    pthread_mutex_lock(&l->mu);
+    lane_drive(c, l, me);
+  }
+  pthread_mutex_unlock(&l->mu);
+  *reply = me->reply;
+  return me->status;
 }
 
 /* req's round trip as a rider on slot's pool: as round_trip's outcomes
@@ -927,51 +1032,18 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
   pthread_mutex_unlock(&d->mu);
   if (!ok)
     return -1;
+  dlock__lane *l = lane_for(c, p);
   dlock__rider me = {.why = req->errmsg, .n = sizeof req->errmsg};
   sem_init(&me.wake, 0, 0);
-  int rc;
-  for (int round = 0; round < 2; round++) { /* a NOSCRIPT: once as EVAL */
-    if (round > 0) { /* a reader posts its own wake when it is done */
-      sem_destroy(&me.wake);
-      sem_init(&me.wake, 0, 0);
-    }
-    pthread_mutex_lock(&p->ride_mu);
-    rc = -1; /* no shared connection: the engine makes the call */
-    dlock__dconn *dc = shared_get(c, p);
-    if (dc == NULL) {
-      pthread_mutex_unlock(&p->ride_mu);
-      break;
-    }
-    me.state = RIDE_WAIT;
-    me.deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;
-    req->written = 1; /* from here on it may have run */
-    rider_push(p, &me);
-    ride_send(c, dc, req->cmd.p, req->cmd.len, me.deadline_us);
-    if (!p->reading) {
-      p->reading = 1;
-      me.state = RIDE_READ;
-    } else { /* woken without ride_mu: no wake-up queues on the mutex */
-      pthread_mutex_unlock(&p->ride_mu);
-      while (sem_wait(&me.wake) != 0)
-        ; /* EINTR */
-      if (me.state == RIDE_READ) /* the reading was passed to it */
-        pthread_mutex_lock(&p->ride_mu);
-    }
-    if (me.state == RIDE_READ) {
-      ride_read(c, p, &me);
-      pthread_mutex_unlock(&p->ride_mu);
-    }
-    rc = me.status;
-    *reply = me.reply;
-    if (rc != DLOCK_OK || round > 0 ||
-        dlock__classify(*reply) != DLOCK__C_NOSCRIPT)
-      break;
-    freeReplyObject(*reply);
+  int rc = ride_once(c, p, l, req, &me, reply);
+  if (rc == DLOCK_OK && dlock__classify(*reply) == DLOCK__C_NOSCRIPT) {
+    freeReplyObject(*reply); /* once more as EVAL */
     *reply = NULL;
     if (dlock__req_to_eval(req) != DLOCK_OK) {
       snprintf(req->errmsg, sizeof req->errmsg, "out of memory");
       rc = DLOCK_ENOMEM;
-      break;
+    } else {
+      rc = ride_once(c, p, l, req, &me, reply);
     }
   }
   sem_destroy(&me.wake);
@@ -984,7 +1056,7 @@ static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
     return ROUND_TRIP_UNSENT;
   }
   if (rc == DLOCK_OK && req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
-    ride_drop(c, p, &req->drop);
+    ride_drop(c, l, &req->drop);
   return rc;
 }
 
@@ -1125,8 +1197,25 @@ static void send_and_close(dlock__dconn *list) {
   close_all(list);
 }
 
+/* A closing client's idle lanes send the latch DELs they kept, without
+ * waiting (their connections are shut down next). */
+static void lanes_flush(dlock_client *c) {
+  for (int i = 0; i < c->direct.npools; i++) {
+    for (int k = 0; k < DLOCK__LANES; k++) {
+      dlock__lane *l = &c->direct.pools[i].lanes[k];
+      char why[256];
+      pthread_mutex_lock(&l->mu);
+      if (l->conn && !l->driving && l->conn->later.len > 0)
+        dlock__sock_send(&l->conn->s, l->conn->later.p, l->conn->later.len,
+                         dlock__now_us(), why, sizeof why);
+      pthread_mutex_unlock(&l->mu);
+    }
+  }
+}
+
 void dlock__direct_close(dlock_client *c) {
   dlock__direct *d = &c->direct;
+  lanes_flush(c);
   pthread_mutex_lock(&d->mu);
   d->closed = 1;
   for (int i = 0; i < d->npools; i++)
@@ -1137,13 +1226,13 @@ void dlock__direct_close(dlock_client *c) {
 void dlock__direct_free(dlock_client *c) {
   dlock__direct_close(c); /* a client that never got as far as closing */
   for (int i = 0; i < c->direct.npools; i++) { /* no rider is left */
-    dlock__dpool *p = &c->direct.pools[i];
-    dlock__rider *r;
-    while ((r = rider_pop(p)) != NULL)
-      free(r); /* latch DELs whose answers were never read */
-    shared_close(c, p->shared);
-    p->shared = NULL;
-    pthread_mutex_destroy(&p->ride_mu);
+    for (int k = 0; k < DLOCK__LANES; k++) {
+      dlock__lane *l = &c->direct.pools[i].lanes[k];
+      shared_close(c, l->conn);
+      l->conn = NULL;
+      dlock__buf_free(&l->out);
+      pthread_mutex_destroy(&l->mu);
+    }
   }
   pthread_mutex_destroy(&c->direct.mu);
   dlock__poll_free(&c->direct.poll);

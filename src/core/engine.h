@@ -176,22 +176,37 @@ typedef struct dlock__dconn {
   struct dlock__dconn *swept; /* on the sweep's list (direct.c, sweep) */
 } dlock__dconn;
 
-/* A call riding a pool's shared connection (direct.c, "Riders"). */
-enum { RIDE_WAIT, RIDE_DONE, RIDE_READ };
+/* A call riding one of a pool's shared connections (direct.c, "Riders"). */
+enum { RIDE_WAIT, RIDE_DONE, RIDE_DRIVE };
 
 typedef struct dlock__rider {
   struct dlock__rider *next;
   sem_t wake;         /* posted when its state changes from RIDE_WAIT (its
-                         thread then reads it without ride_mu) */
-  int state;          /* RIDE_*, under ride_mu */
+                         thread then reads it without the lane's mu) */
+  int state;          /* RIDE_*, under the lane's mu */
   int status;         /* RIDE_DONE: DLOCK_OK with reply, or the failure */
   redisReply *reply;
   char *why;          /* the call's errmsg */
   size_t n;
+  const char *cmd;    /* its command (the call's buffer) */
+  size_t len;
   int64_t deadline_us;
-  int discard;        /* a latch's DEL nobody waits for (heap, freed when
-                         its answer is read) */
 } dlock__rider;
+
+/* A shared connection and the riders on it (direct.c, "Riders"): one rider
+ * at a time drives it (writes what the others queued, in one write, and
+ * reads the replies in order, handing each to its rider). */
+#define DLOCK__LANES 8       /* shared connections per server, at most */
+#define DLOCK__LANE_RIDERS 4 /* riders under way per lane opened */
+typedef struct dlock__lane {
+  pthread_mutex_t mu;      /* guards all of it */
+  dlock__dconn *conn;      /* NULL: none open */
+  int opening;             /* a rider opens it: the others use the engine */
+  int driving;             /* a rider drives it now */
+  dlock__rider *queued, *queued_last; /* to write */
+  dlock__rider *sent, *sent_last;     /* written, replies not read yet */
+  dlock__buf out;          /* the driver's write */
+} dlock__lane;
 
 /* The connections to one server: a standalone client's one, or one cluster
  * master (the same index as its node in net/cluster.c). */
@@ -211,14 +226,9 @@ struct dlock__dpool {
   socklen_t addr_len;      /* 0: not resolved yet */
   dlock__link link;        /* what the engine's command connection to this
                               server tells of it (net/conn.h) */
-  /* The shared connection (direct.c, "Riders"): calls made while every
-   * direct connection is busy are written on it by their own threads and
-   * their replies read in order by one of them. Guarded by ride_mu. */
-  pthread_mutex_t ride_mu;
-  dlock__dconn *shared;    /* NULL: none open */
-  int opening;             /* a rider opens it: the others use the engine */
-  int reading;             /* a rider reads its replies now */
-  dlock__rider *first, *last; /* written, replies not read yet */
+  /* The shared connections (direct.c, "Riders"): calls made while every
+   * direct connection is busy ride them, a few calls to each. */
+  dlock__lane lanes[DLOCK__LANES];
 };
 
 /* When a direct call polls for its reply instead of sleeping (poll.c). */
@@ -305,7 +315,7 @@ typedef struct dlock__direct {
                                             them); calls left to the engine
                                             (contention, a server down) */
   atomic_uint_fast64_t rides; /* of the calls, those made as riders */
-  int sweep_armed;         /* the engine's latch sweep is due (direct.c) */
+  atomic_int sweep_armed;  /* the engine's latch sweep is due (direct.c) */
   dlock__req sweep_req;    /* the task that arms it */
 } dlock__direct;
 

@@ -1,31 +1,32 @@
-/* Whether calls beyond a few under way share a connection (docs/
+/* Whether calls beyond a few under way share connections (docs/
  * threading.md, "Riding or a connection each"). With DLOCK__SHARE_FROM
  * or more calls of a client under way at once, a call may take a
- * direct connection of its own (up to direct_conns) or ride the shared
- * one. Its own connection costs it one wake-up; riding costs two (the
- * reader's, then its own) but lets the server serve many calls per read
- * and write. Which is faster depends on the machine: where wake-ups are
- * dear, 16 threads on 16 connections did 1.4x the pairs of 4 connections
- * and riders for a third of their CPU; where the server's system calls
- * are, riders did 1.5x raw hiredis's 16 connections.
+ * direct connection of its own (up to direct_conns) or ride a lane (a
+ * shared connection, direct.c "Riders"). Its own connection costs it its
+ * own write and read, and the server one read and one write per call;
+ * riding costs a wake-up by the lane's driver, but the server serves a
+ * lane's calls in one read and one write. Measured with 16 threads:
+ * lanes did 1.1-1.2x the pairs of 16 connections at no more CPU on a
+ * quiet machine, 1.4-1.9x beside two CPU hogs; riding all on one
+ * connection did 0.7x (the driver's chain of wake-ups), and before
+ * lanes, where the server's system calls were dear, riders did 1.5x.
  *
- * So the client measures: the calls that begin while DLOCK__SHARE_FROM or
- * more are under way ("crowded" calls) are timed, in rounds of
- * SHARE_ROUND of them; a round's first SHARE_WINDOW calls go the current
- * way and the next SHARE_WINDOW the other way, and the way whose mean
- * call is faster (riding by SHARE_MARGIN_PCT %, as it costs more CPU)
- * wins; two rounds in a row must agree to change. Over TLS nobody rides
- * (a session is not written and read by two threads at once): a connection
- * each, up to direct_conns. */
+ * So the client rides, and measures: the calls that begin while
+ * DLOCK__SHARE_FROM or more are under way ("crowded" calls) are timed, in
+ * rounds of SHARE_ROUND of them; a round's first SHARE_WINDOW calls go
+ * the current way and the next SHARE_WINDOW the other way, and riding
+ * wins unless its mean call was more than SHARE_MARGIN_PCT % slower; two
+ * rounds in a row must agree to change. Over TLS nobody rides (not
+ * measured yet): a connection each, up to direct_conns. */
 #include "core/engine.h"
 
 #define SHARE_ROUND 65536   /* crowded calls per round */
 #define SHARE_WINDOW 1024   /* calls per way measured in a round */
-#define SHARE_MARGIN_PCT 10 /* riding must be this much faster */
+#define SHARE_MARGIN_PCT 10 /* own connections must be this much faster */
 
 void dlock__share_init(dlock__share *s) {
   atomic_init(&s->calls, 0);
-  atomic_init(&s->ride, 0); /* until measured: a connection each */
+  atomic_init(&s->ride, 1); /* until measured otherwise */
   for (int i = 0; i < 2; i++) {
     atomic_init(&s->sum_us[i], 0);
     atomic_init(&s->n[i], 0);
@@ -36,8 +37,8 @@ void dlock__share_init(dlock__share *s) {
 
 int dlock__share_rides(int64_t own_us, int64_t ride_us) {
   if (own_us <= 0 || ride_us <= 0)
-    return 0;
-  return ride_us * (100 + SHARE_MARGIN_PCT) < own_us * 100;
+    return 1;
+  return ride_us * 100 <= own_us * (100 + SHARE_MARGIN_PCT);
 }
 
 int dlock__share_begin(dlock_client *c, dlock__share_probe *pr) {
