@@ -139,8 +139,9 @@ typedef struct dlock_client_opts {
                                   its own (up to
                                   this many, opened on first use), with no
                                   hop through the engine thread; beyond that,
-                                  calls ride one shared connection (beyond 4
-                                  already, while that is measured faster).
+                                  calls ride a few shared connections, one
+                                  per 4 riders (beyond 4 already, unless a
+                                  connection each is measured faster).
                                   0: every call goes through the engine
                                   (default 64, the most; connections open
                                   only as calls under way at once need
