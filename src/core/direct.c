@@ -37,7 +37,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/direct.h"
 #include "net/sock.h"
 #include "net/topology.h"
 
@@ -66,8 +66,7 @@ int dlock__direct_pools(dlock_client *c) {
   for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].link.ready, 0);
     atomic_init(&d->pools[i].link.replicas, 0);
-    for (int k = 0; k < DLOCK__LANES; k++)
-      pthread_mutex_init(&d->pools[i].lanes[k].mu, NULL);
+    dlock__lanes_init(&d->pools[i]);
   }
   return DLOCK_OK;
 }
@@ -102,10 +101,8 @@ int dlock__client_masters(dlock_client *c, int *first, int max) {
 
 /* A failed round trip on dc: "HOST:PORT (direct connection): what" into
  * why. */
-static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
-                const char *fmt, ...) {
+void dlock__dconn_say(dlock_client *c, const dlock__dconn *dc, char *why,
+                      size_t n, const char *fmt, ...) {
   char addr[300];
   pthread_mutex_lock(&c->direct.mu); /* a sentinel's master may move */
   if (dc->pool->host)
@@ -122,29 +119,26 @@ static void say(dlock_client *c, const dlock__dconn *dc, char *why, size_t n,
   va_end(ap);
 }
 
-static void hello_wipe(dlock__dconn *dc);
-static void sweep_due(dlock_client *c);
-static int lanes_sweep(dlock_client *c);
 static void busy_add(dlock__dpool *p, dlock__dconn *dc);
 static void busy_del(dlock__dpool *p, dlock__dconn *dc);
 
-static void dconn_close(dlock__dconn *dc) {
+void dlock__dconn_close(dlock__dconn *dc) {
   if (dc == NULL)
     return;
-  hello_wipe(dc);
+  dlock__dconn_hello_wipe(dc);
   dlock__buf_free(&dc->later);
   dlock__sock_close(&dc->s);
   free(dc);
 }
 
 /* Write all of p. DLOCK_OK, or DLOCK_EIO with why. */
-static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
+int dlock__dconn_send(dlock_client *c, dlock__dconn *dc, const char *p,
                     size_t len, int64_t deadline_us, char *why, size_t n) {
   char msg[256];
   if (dlock__sock_send(&dc->s, p, len, deadline_us, msg, sizeof msg) ==
       DLOCK_OK)
     return DLOCK_OK;
-  say(c, dc, why, n, "%s", msg);
+  dlock__dconn_say(c, dc, why, n, "%s", msg);
   return DLOCK_EIO;
 }
 
@@ -153,24 +147,24 @@ static int send_all(dlock_client *c, dlock__dconn *dc, const char *p,
 static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
                        const char *what, char *why, size_t n) {
   if (k == -1)
-    say(c, dc, why, n, "connection closed by the server");
+    dlock__dconn_say(c, dc, why, n, "connection closed by the server");
   else if (k == -3)
-    say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+    dlock__dconn_say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
   else
-    say(c, dc, why, n, "%s", what);
+    dlock__dconn_say(c, dc, why, n, "%s", what);
   return DLOCK_EIO;
 }
 
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
  * *out the next reply (the dc->discard ones skipped), or NULL when none is
  * complete yet; DLOCK_EIO with why. */
-static int pump(dlock_client *c, dlock__dconn *dc, int read_socket,
+int dlock__dconn_pump(dlock_client *c, dlock__dconn *dc, int read_socket,
                 redisReply **out, char *why, size_t n) {
   *out = NULL;
   for (;;) {
     void *r = NULL;
     if (redisReaderGetReply(dc->s.reader, &r) != REDIS_OK) {
-      say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+      dlock__dconn_say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
       return DLOCK_EIO;
     }
     if (r != NULL) {
@@ -213,7 +207,7 @@ static int alone(dlock_client *c) {
 /* Read the next reply. spin_us > 0: poll without sleeping for up to that
  * long while the call is alone. DLOCK_OK with *out, or DLOCK_EIO with
  * why. */
-static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
+int dlock__dconn_read(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
                       int64_t spin_us, redisReply **out, char *why, size_t n) {
   int64_t spin_until = spin_us > 0 && alone(c) ? dlock__now_us() + spin_us : 0;
   /* Not polling (other calls under way, or no spin): a reply just asked
@@ -224,7 +218,7 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
    * reads after (a record read before may hold the reply already). */
   int wait_first = spin_until == 0 && dc->s.tls == NULL;
   for (;;) {
-    int rc = pump(c, dc, !wait_first, out, why, n);
+    int rc = dlock__dconn_pump(c, dc, !wait_first, out, why, n);
     if (rc != DLOCK_OK || *out != NULL)
       return rc;
     if (spin_until != 0) {
@@ -241,19 +235,19 @@ static int read_reply(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
         continue;
       if (k != 0)
         return take_failed(c, dc, k, what, why, n);
-      say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
+      dlock__dconn_say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
           (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     wait_first = 0;
     int w = dlock__sock_wait(dc->s.fd, POLLIN, deadline_us);
     if (w == 0) {
-      say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
+      dlock__dconn_say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
           (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     if (w < 0) {
-      say(c, dc, why, n, "read failed: %s", strerror(errno));
+      dlock__dconn_say(c, dc, why, n, "read failed: %s", strerror(errno));
       return DLOCK_EIO;
     }
   }
@@ -304,7 +298,7 @@ static int hello(dlock_client *c, dlock__dconn *dc) {
 }
 
 /* Forget the handshake's bytes (the password among them). */
-static void hello_wipe(dlock__dconn *dc) {
+void dlock__dconn_hello_wipe(dlock__dconn *dc) {
   if (dc->hello.p)
     memset(dc->hello.p, 0, dc->hello.cap);
   dlock__buf_free(&dc->hello);
@@ -316,7 +310,7 @@ static void hello_wipe(dlock__dconn *dc) {
  * no reason to back off). The connection is on the busy list while it
  * connects, so a move shuts it down there: a TLS handshake with a stalled
  * old master does not hold the call for the connect timeout. */
-static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
+dlock__dconn *dlock__dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   int64_t deadline = dlock__now_us() + c->opts.connect_timeout_ms * 1000;
   struct sockaddr_storage ss;
   socklen_t len = 0;
@@ -334,7 +328,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   if (hello(c, dc) != DLOCK_OK ||
       dlock__sock_init(&dc->s, ss.ss_family, c->opts.source_addr, why,
                        sizeof why) != DLOCK_OK) {
-    dconn_close(dc);
+    dlock__dconn_close(dc);
     return NULL;
   }
   dlock__direct *d = &c->direct;
@@ -344,7 +338,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
     busy_add(p, dc);
   pthread_mutex_unlock(&d->mu);
   if (*moved) {
-    dconn_close(dc);
+    dlock__dconn_close(dc);
     return NULL;
   }
   int rc = dlock__sock_connect(&dc->s, &ss, len, c->net.tls, host, deadline, why,
@@ -361,7 +355,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
   }
   pthread_mutex_unlock(&d->mu);
   if (rc != DLOCK_OK) {
-    dconn_close(dc); /* the engine's connection says what is wrong */
+    dlock__dconn_close(dc); /* the engine's connection says what is wrong */
     return NULL;
   }
   return dc;
@@ -371,7 +365,7 @@ static dlock__dconn *dconn_open(dlock_client *c, dlock__dpool *p, int *moved) {
  * CLIENT KILL, its idle timeout): 1 when it is still open. What arrived
  * while it was idle (the answer to a latch's DEL) is read first: the end
  * of the stream may be behind it. */
-static int still_open(dlock__dconn *dc) {
+int dlock__dconn_alive(dlock__dconn *dc) {
   char why[1024];
   ssize_t k;
   while ((k = dlock__sock_take(&dc->s, why, sizeof why)) > 0) {
@@ -409,7 +403,7 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   if (broken || d->closed || dc->gen != p->gen) {
     p->open--;
     pthread_mutex_unlock(&d->mu);
-    dconn_close(dc);
+    dlock__dconn_close(dc);
     return;
   }
   dc->next = p->idle;
@@ -418,7 +412,7 @@ static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
   int kept = dc->later.len > 0;
   pthread_mutex_unlock(&d->mu);
   if (kept)
-    sweep_due(c);
+    dlock__direct_sweep_due(c);
 }
 
 /* Calls to p's server go to the engine for a while: it could not be
@@ -428,7 +422,7 @@ static void back_off_locked(dlock__dpool *p) {
   p->down_until_ms = dlock__now_ms() + p->backoff_ms;
 }
 
-static void back_off(dlock_client *c, dlock__dpool *p) {
+void dlock__dpool_back_off(dlock_client *c, dlock__dpool *p) {
   pthread_mutex_lock(&c->direct.mu);
   back_off_locked(p);
   pthread_mutex_unlock(&c->direct.mu);
@@ -444,6 +438,26 @@ static dlock__dpool *pool_for(dlock_client *c, int slot) {
               ? atomic_load_explicit(&d->slots[slot], memory_order_relaxed)
               : -1;
   return i >= 0 && i < d->npools ? &d->pools[i] : NULL;
+}
+
+dlock__dpool *dlock__dpool_ready(dlock_client *c, int slot) {
+  dlock__direct *d = &c->direct;
+  pthread_mutex_lock(&d->mu);
+  dlock__dpool *p = pool_for(c, slot);
+  if (p && (d->closed || !atomic_load(&p->link.ready) ||
+            dlock__now_ms() < p->down_until_ms))
+    p = NULL;
+  pthread_mutex_unlock(&d->mu);
+  return p;
+}
+
+void dlock__dconn_discard(dlock_client *c, dlock__dconn *dc) {
+  if (dc == NULL)
+    return;
+  pthread_mutex_lock(&c->direct.mu);
+  busy_del(dc->pool, dc);
+  pthread_mutex_unlock(&c->direct.mu);
+  dlock__dconn_close(dc);
 }
 
 /* A connection for one call on slot's server, or NULL: all busy and the
@@ -466,7 +480,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
       p->idle = dc->next;
       busy_add(p, dc);
       pthread_mutex_unlock(&d->mu);
-      if (still_open(dc))
+      if (dlock__dconn_alive(dc))
         return dc;
       give_back(c, dc, 1);
       continue;
@@ -474,7 +488,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
     p->open++;
     pthread_mutex_unlock(&d->mu);
     int moved;
-    dc = dconn_open(c, p, &moved); /* on the busy list */
+    dc = dlock__dconn_open(c, p, &moved); /* on the busy list */
     pthread_mutex_lock(&d->mu);
     if (dc == NULL || d->closed || dc->gen != p->gen) {
       p->open--;
@@ -483,7 +497,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
       if (dc)
         busy_del(p, dc);
       pthread_mutex_unlock(&d->mu);
-      dconn_close(dc);
+      dlock__dconn_close(dc);
       return NULL;
     }
     pthread_mutex_unlock(&d->mu);
@@ -496,7 +510,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
  * answers come first and are skipped. */
 static int send_later(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
                       char *why, size_t n) {
-  int rc = send_all(c, dc, dc->later.p, dc->later.len, deadline_us, why, n);
+  int rc = dlock__dconn_send(c, dc, dc->later.p, dc->later.len, deadline_us, why, n);
   dc->discard += dc->later_n;
   dc->later_n = 0;
   dc->later.len = 0;
@@ -525,7 +539,7 @@ static void on_sweep(uv_timer_t *t) {
   dlock__direct *d = &c->direct;
   dlock__dconn *list = NULL;
   atomic_store(&d->sweep_armed, 0);
-  int again = lanes_sweep(c);
+  int again = dlock__lanes_sweep(c);
   pthread_mutex_lock(&d->mu);
   for (int i = 0; i < d->npools; i++) {
     dlock__dpool *p = &d->pools[i];
@@ -550,7 +564,7 @@ static void on_sweep(uv_timer_t *t) {
     give_back(c, dc, send_later(c, dc, deadline, why, sizeof why) != DLOCK_OK);
   }
   if (again)
-    sweep_due(c);
+    dlock__direct_sweep_due(c);
 }
 
 static void sweep_start(dlock_client *c, dlock__req *req) {
@@ -560,7 +574,7 @@ static void sweep_start(dlock_client *c, dlock__req *req) {
 }
 
 /* Latch DELs were kept: the sweep is armed unless it is already. */
-static void sweep_due(dlock_client *c) {
+void dlock__direct_sweep_due(dlock_client *c) {
   dlock__direct *d = &c->direct;
   if (atomic_load_explicit(&d->sweep_armed, memory_order_relaxed) ||
       atomic_exchange(&d->sweep_armed, 1))
@@ -579,7 +593,7 @@ static void sweep_due(dlock_client *c) {
  * left idle has the engine's sweep send it (SWEEP_MS later, on_sweep());
  * one closed meanwhile leaves the latch to its own expiry (PX), as a
  * failed DEL would, and so does a DEL there was no memory to keep. */
-static void drop_key(dlock__dconn *dc, const dlock__buf *key) {
+void dlock__dconn_keep_del(dlock__dconn *dc, const dlock__buf *key) {
   const char *argv[] = {"DEL", key->p};
   size_t lens[] = {3, key->len};
   if (dlock__resp_command(&dc->later, 2, argv, lens) == DLOCK_OK)
@@ -605,11 +619,11 @@ static int send_ack(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
     rc = dlock__resp_command(&b, a.argc, a.argv, a.lens);
   }
   if (rc == DLOCK_OK)
-    rc = send_all(c, dc, b.p, b.len, deadline, why, sizeof why);
+    rc = dlock__dconn_send(c, dc, b.p, b.len, deadline, why, sizeof why);
   dlock__buf_free(&b);
   for (int i = 0; i < n && rc == DLOCK_OK; i++) {
     redisReply *r = NULL;
-    rc = read_reply(c, dc, deadline, 0, &r, why, sizeof why);
+    rc = dlock__dconn_read(c, dc, deadline, 0, &r, why, sizeof why);
     if (rc == DLOCK_OK)
       dlock__ack_answer(req, i, r);
     if (r)
@@ -620,7 +634,7 @@ static int send_ack(dlock_client *c, dlock__dconn *dc, dlock__req *req) {
 
 /* A new connection's first write: its handshake and the call together.
  * The handshake's answers are read (and checked: dc->refused) before the
- * call's, by pump(). */
+ * call's, by dlock__dconn_pump(). */
 /* The call's command behind the latch DELs kept (drop_key), in one write;
  * their answers come first and are skipped. */
 static int send_behind_later(dlock_client *c, dlock__dconn *dc,
@@ -637,7 +651,7 @@ static int send_behind_later(dlock_client *c, dlock__dconn *dc,
 /* An answer saying the call did not run there, which the engine follows:
  * a redirect of the topology's (counted), or a passing refusal that it
  * sends again after a pause (net/conn.c). */
-static int engine_follows(dlock_client *c, const redisReply *r) {
+int dlock__direct_followed(dlock_client *c, const redisReply *r) {
   dlock__class k = dlock__classify(r);
   if (k == DLOCK__C_PASSING)
     return 1;
@@ -654,17 +668,14 @@ static int send_first(dlock_client *c, dlock__dconn *dc, const dlock__req *req,
     snprintf(why, n, "out of memory");
     return rc;
   }
-  rc = send_all(c, dc, dc->hello.p, dc->hello.len, deadline, why, n);
-  hello_wipe(dc);
+  rc = dlock__dconn_send(c, dc, dc->hello.p, dc->hello.len, deadline, why, n);
+  dlock__dconn_hello_wipe(dc);
   return rc;
 }
 
-/* The outcomes of a round trip beside DLOCK_OK and the errors. */
-#define ROUND_TRIP_UNSENT 1 /* not done: the engine is to make the call */
-
 /* req's round trip on dc (NOSCRIPT answered by resending as EVAL, as the
  * engine does). DLOCK_OK with *reply (an error reply included), an error
- * with req->errmsg, or ROUND_TRIP_UNSENT. */
+ * with req->errmsg, or DLOCK__UNSENT. */
 static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
                       redisReply **reply, int *broken) {
   int64_t start = dlock__now_us();
@@ -680,9 +691,9 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   else if (dc->later.len > 0)
     rc = send_behind_later(c, dc, req, deadline, why, n);
   else
-    rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
+    rc = dlock__dconn_send(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
   if (rc == DLOCK_OK)
-    rc = read_reply(c, dc, deadline, spin, reply, why, n);
+    rc = dlock__dconn_read(c, dc, deadline, spin, reply, why, n);
   if (rc == DLOCK_OK && dc->refused) {
     *broken = 1; /* and the pool backs off (give_back) */
     if ((*reply)->type != REDIS_REPLY_ERROR)
@@ -690,7 +701,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     freeReplyObject(*reply); /* refused too: the engine says why */
     *reply = NULL;
     why[0] = '\0';
-    return ROUND_TRIP_UNSENT;
+    return DLOCK__UNSENT;
   }
   if (rc == DLOCK_OK && dlock__classify(*reply) == DLOCK__C_NOSCRIPT) {
     freeReplyObject(*reply);
@@ -699,18 +710,18 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
       snprintf(why, n, "out of memory");
       return DLOCK_ENOMEM;
     }
-    rc = send_all(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
+    rc = dlock__dconn_send(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
     if (rc == DLOCK_OK)
-      rc = read_reply(c, dc, deadline, spin, reply, why, n);
+      rc = dlock__dconn_read(c, dc, deadline, spin, reply, why, n);
   }
   /* an answer (to the EVALSHA or its EVAL) that the call did not run there,
    * which the engine follows (a slot that moved, a demoted master, a passing
    * refusal): it makes the call */
-  if (rc == DLOCK_OK && engine_follows(c, *reply)) {
+  if (rc == DLOCK_OK && dlock__direct_followed(c, *reply)) {
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     why[0] = '\0';
-    return ROUND_TRIP_UNSENT;
+    return DLOCK__UNSENT;
   }
   if (rc != DLOCK_OK) {
     *broken = 1;
@@ -722,342 +733,8 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
       send_ack(c, dc, req) != DLOCK_OK)
     *broken = 1; /* the reply is in hand: the call itself succeeded */
   if (req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
-    drop_key(dc, &req->drop);
+    dlock__dconn_keep_del(dc, &req->drop);
   return DLOCK_OK;
-}
-
-/* ---- riders: calls that share a connection -------------------------------- */
-
-/* While every direct connection of a pool is busy, a call does not go to
- * the engine (two thread switches: caller to engine, engine to caller) but
- * rides one of the pool's shared connections, a lane: DLOCK__LANE_RIDERS
- * riders under way open a lane, up to DLOCK__LANES, and a thread keeps to
- * its seat's lane. A rider queues its command; one rider at a time drives
- * the lane: it writes every command queued (in one write, the kept latch
- * DELs in front), reads replies in order and hands each to its rider (one
- * wake-up each), writing what was queued meanwhile before it reads again;
- * once its own reply is in, the driving passes to the oldest rider
- * left. Many riders' calls reach the server in few reads and come back
- * in few, as on the engine's pipeline, without the engine's thread in
- * between; a lane of a few riders keeps the chain of wake-ups behind one
- * read short (measured in docs/performance.md: 16 threads did 1.2-1.6x
- * the pairs of 16 connections as four lanes, 0.8x as one). Plain
- * connections only (a TLS session would be driven the same way, but is
- * not measured yet), and no call that waits for replicas or the disk
- * after its reply (the engine does those). */
-
-static void rider_push(dlock__rider **first, dlock__rider **last,
-                       dlock__rider *r) {
-  r->next = NULL;
-  if (*last)
-    (*last)->next = r;
-  else
-    *first = r;
-  *last = r;
-}
-
-static dlock__rider *rider_pop(dlock__rider **first, dlock__rider **last) {
-  dlock__rider *r = *first;
-  if (r) {
-    *first = r->next;
-    if (*first == NULL)
-      *last = NULL;
-  }
-  return r;
-}
-
-/* Hand r its outcome (the lane's mu held); the driver me needs no
- * wake-up. */
-static void rider_done(dlock__rider *r, const dlock__rider *me, int status,
-                       redisReply *reply, const char *why) {
-  r->status = status;
-  r->reply = reply;
-  if (status != DLOCK_OK && why)
-    snprintf(r->why, r->n, "%s", why);
-  r->state = RIDE_DONE;
-  if (r != me)
-    sem_post(&r->wake);
-}
-
-/* The lane's connection broke (its mu held): every rider fails (those
- * whose command was not written yet go to the engine), the connection is
- * let go; it is closed by the caller (*gone). */
-static void lane_fail(dlock__lane *l, const dlock__rider *me, const char *why,
-                      dlock__dconn **gone) {
-  dlock__rider *r;
-  while ((r = rider_pop(&l->sent, &l->sent_last)) != NULL)
-    rider_done(r, me, DLOCK_EIO, NULL, why);
-  while ((r = rider_pop(&l->queued, &l->queued_last)) != NULL)
-    rider_done(r, me, ROUND_TRIP_UNSENT, NULL, NULL);
-  *gone = l->conn;
-  l->conn = NULL;
-}
-
-static void shared_close(dlock_client *c, dlock__dconn *dc) {
-  if (dc == NULL)
-    return;
-  pthread_mutex_lock(&c->direct.mu);
-  busy_del(dc->pool, dc);
-  pthread_mutex_unlock(&c->direct.mu);
-  dconn_close(dc);
-}
-
-/* The lane's next write (its mu held): the handshake of a new connection,
- * the latch DELs kept, then the queued commands, which are sent from
- * now on. DLOCK_OK, or DLOCK_ENOMEM (nothing taken). */
-static int lane_gather(dlock__lane *l) {
-  dlock__dconn *dc = l->conn;
-  dlock__buf *b = &l->out;
-  b->len = 0;
-  int rc = DLOCK_OK;
-  if (dc->hello.len > 0)
-    rc = dlock__buf_add(b, dc->hello.p, dc->hello.len);
-  if (rc == DLOCK_OK && dc->later.len > 0)
-    rc = dlock__buf_add(b, dc->later.p, dc->later.len);
-  for (dlock__rider *r = l->queued; r && rc == DLOCK_OK; r = r->next)
-    rc = dlock__buf_add(b, r->cmd, r->len);
-  if (rc != DLOCK_OK)
-    return rc;
-  hello_wipe(dc);
-  dc->discard += dc->later_n;
-  dc->later_n = 0;
-  dc->later.len = 0;
-  dlock__rider *r;
-  while ((r = rider_pop(&l->queued, &l->queued_last)) != NULL)
-    rider_push(&l->sent, &l->sent_last, r);
-  return DLOCK_OK;
-}
-
-/* Write what the lane holds to write (its mu held on entry and exit). A
- * failed write shuts the connection down: the read that follows finds it
- * broken and fails every rider. */
-static void lane_write(dlock_client *c, dlock__lane *l, int64_t deadline_us) {
-  char why[1024];
-  if (lane_gather(l) != DLOCK_OK) {
-    shutdown(l->conn->s.fd, SHUT_RDWR); /* out of memory: they all fail */
-    return;
-  }
-  if (l->out.len == 0)
-    return;
-  pthread_mutex_unlock(&l->mu);
-  if (send_all(c, l->conn, l->out.p, l->out.len, deadline_us, why,
-               sizeof why) != DLOCK_OK)
-    shutdown(l->conn->s.fd, SHUT_RDWR);
-  pthread_mutex_lock(&l->mu);
-}
-
-/* Read one reply, then those parsed with it, to their riders (the lane's
- * mu held on entry and exit; a rider's reply is awaited). 0, or -1 when
- * the connection failed (*gone: to close). */
-static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
-                     dlock__dconn **gone) {
-  dlock__dconn *dc = l->conn;
-  char why[1024];
-  redisReply *x = NULL;
-  int64_t deadline = l->sent->deadline_us;
-  pthread_mutex_unlock(&l->mu);
-  /* parsed already, or (nothing is) sleep in recv until it comes */
-  int rc = read_reply(c, dc, deadline, 0, &x, why, sizeof why);
-  pthread_mutex_lock(&l->mu);
-  if (rc == DLOCK_OK && dc->refused) { /* its AUTH, SELECT or SETNAME: the
-                                          server changed since the engine
-                                          connected (the engine says how) */
-    freeReplyObject(x);
-    rc = DLOCK_EIO;
-    say(c, dc, why, sizeof why, "the server refused the handshake");
-  }
-  while (rc == DLOCK_OK && x != NULL && l->sent != NULL) {
-    rider_done(rider_pop(&l->sent, &l->sent_last), me, DLOCK_OK, x, NULL);
-    rc = pump(c, dc, 0, &x, why, sizeof why); /* parsed, not read */
-  }
-  if (rc == DLOCK_OK && x != NULL) { /* a reply nobody asked for */
-    freeReplyObject(x);
-    rc = DLOCK_EIO;
-    say(c, dc, why, sizeof why, "a reply to no command");
-  }
-  if (rc == DLOCK_OK)
-    return 0;
-  lane_fail(l, me, why, gone);
-  return -1;
-}
-
-/* Drive the lane until me's reply is in (its mu held on entry and exit),
- * then pass the driving on. */
-static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
-  dlock__dconn *gone = NULL;
-  while (me->state != RIDE_DONE) {
-    if (l->queued)
-      lane_write(c, l, me->deadline_us);
-    if (lane_read(c, l, me, &gone) != 0)
-      break;
-  }
-  dlock__rider *next = l->sent ? l->sent : l->queued;
-  if (next) {
-    next->state = RIDE_DRIVE;
-    sem_post(&next->wake);
-  } else {
-    l->driving = 0;
-  }
-  if (gone) {
-    pthread_mutex_unlock(&l->mu);
-    shared_close(c, gone);
-    pthread_mutex_lock(&l->mu);
-  }
-}
-
-/* The lane's connection (its mu held), opened now when there is none:
- * NULL when it cannot be (the engine then makes the call). */
-static dlock__dconn *lane_conn(dlock_client *c, dlock__dpool *p,
-                               dlock__lane *l) {
-  if (l->conn && !l->driving && !still_open(l->conn)) {
-    dlock__dconn *gone = l->conn; /* idle, and closed meanwhile (a restart,
-                                     CLIENT KILL, a move) */
-    l->conn = NULL;
-    pthread_mutex_unlock(&l->mu);
-    shared_close(c, gone);
-    pthread_mutex_lock(&l->mu);
-  }
-  if (l->conn || l->opening)
-    return l->conn;
-  l->opening = 1;
-  pthread_mutex_unlock(&l->mu);
-  int moved;
-  dlock__dconn *dc = dconn_open(c, p, &moved); /* on the busy list */
-  pthread_mutex_lock(&l->mu);
-  l->opening = 0;
-  if (dc != NULL)
-    l->conn = dc;
-  else if (!moved)
-    back_off(c, p); /* the engine says what is wrong */
-  return dc;
-}
-
-/* The lane of the calling thread: threads take seats in turn, and the
- * riders under way decide how many lanes are open. */
-static dlock__lane *lane_for(dlock_client *c, dlock__dpool *p) {
-  static atomic_uint seats;
-  static _Thread_local unsigned seat;
-  if (seat == 0)
-    seat = atomic_fetch_add_explicit(&seats, 1, memory_order_relaxed) + 1;
-  int riders = atomic_load_explicit(&c->direct.piped, memory_order_relaxed);
-  int n = (riders + DLOCK__LANE_RIDERS - 1) / DLOCK__LANE_RIDERS;
-  n = n < 1 ? 1 : n > DLOCK__LANES ? DLOCK__LANES : n;
-  return &p->lanes[seat % (unsigned)n];
-}
-
-/* The DEL of a release's latch, kept to go in front of the lane's next
- * write (the sweep sends it when the lane stays idle). */
-static void ride_drop(dlock_client *c, dlock__lane *l, const dlock__buf *key) {
-  pthread_mutex_lock(&l->mu);
-  if (l->conn != NULL)
-    drop_key(l->conn, key);
-  pthread_mutex_unlock(&l->mu);
-  sweep_due(c);
-}
-
-/* Engine thread, the sweep: the latch DELs of idle lanes are written
- * (and their answers left to the next driver). 1 when a lane that kept
- * some was being driven (the sweep comes again). */
-static int lanes_sweep(dlock_client *c) {
-  int again = 0;
-  for (int i = 0; i < c->direct.npools; i++) {
-    for (int k = 0; k < DLOCK__LANES; k++) {
-      dlock__lane *l = &c->direct.pools[i].lanes[k];
-      pthread_mutex_lock(&l->mu);
-      if (l->conn && l->conn->later.len > 0 && l->driving) {
-        again = 1;
-      } else if (l->conn && l->conn->later.len > 0) {
-        l->driving = 1; /* riders that come meanwhile queue */
-        lane_write(c, l, dlock__now_us() + c->opts.command_timeout_ms * 1000);
-        if (l->queued) { /* they drive on */
-          l->queued->state = RIDE_DRIVE;
-          sem_post(&l->queued->wake);
-        } else {
-          l->driving = 0;
-        }
-      }
-      pthread_mutex_unlock(&l->mu);
-    }
-  }
-  return again;
-}
-
-/* One ride of req on lane l: DLOCK_OK with *reply, an error with
- * req->errmsg, ROUND_TRIP_UNSENT (not written: the engine makes it), or
- * -1 when there is no connection (the engine makes the call). */
-static int ride_once(dlock_client *c, dlock__dpool *p, dlock__lane *l,
-                     dlock__req *req, dlock__rider *me, redisReply **reply) {
-  pthread_mutex_lock(&l->mu);
-  dlock__dconn *dc = l->driving ? l->conn : lane_conn(c, p, l);
-  if (dc == NULL) {
-    pthread_mutex_unlock(&l->mu);
-    return -1;
-  }
-  me->state = RIDE_WAIT;
-  me->cmd = req->cmd.p;
-  me->len = req->cmd.len;
-  me->deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;
-  req->written = 1; /* from here on it may have run */
-  rider_push(&l->queued, &l->queued_last, me);
-  if (!l->driving) {
-    l->driving = 1;
-    lane_drive(c, l, me);
-  } else { /* woken without the lane's mu unless it is to drive */
-    pthread_mutex_unlock(&l->mu);
-    while (sem_wait(&me->wake) != 0 || me->state == RIDE_WAIT)
-      ; /* EINTR */
-    if (me->state == RIDE_DONE) {
-      *reply = me->reply;
-      return me->status;
-    }
-    pthread_mutex_lock(&l->mu);
-    lane_drive(c, l, me);
-  }
-  pthread_mutex_unlock(&l->mu);
-  *reply = me->reply;
-  return me->status;
-}
-
-/* req's round trip as a rider on slot's pool: as round_trip's outcomes
- * (DLOCK_OK with *reply, an error with req->errmsg, ROUND_TRIP_UNSENT),
- * or -1 when it cannot ride (the engine makes the call). */
-static int ride(dlock_client *c, dlock__req *req, redisReply **reply) {
-  dlock__direct *d = &c->direct;
-  if (c->net.tls || req->ack_wanted || atomic_load(&d->waiting) != 0)
-    return -1; /* (a lock's waiter may have come since begin() looked) */
-  pthread_mutex_lock(&d->mu);
-  dlock__dpool *p = pool_for(c, req->slot);
-  int ok = p && !d->closed && atomic_load(&p->link.ready) &&
-           dlock__now_ms() >= p->down_until_ms;
-  pthread_mutex_unlock(&d->mu);
-  if (!ok)
-    return -1;
-  dlock__lane *l = lane_for(c, p);
-  dlock__rider me = {.why = req->errmsg, .n = sizeof req->errmsg};
-  sem_init(&me.wake, 0, 0);
-  int rc = ride_once(c, p, l, req, &me, reply);
-  if (rc == DLOCK_OK && dlock__classify(*reply) == DLOCK__C_NOSCRIPT) {
-    freeReplyObject(*reply); /* once more as EVAL */
-    *reply = NULL;
-    if (dlock__req_to_eval(req) != DLOCK_OK) {
-      snprintf(req->errmsg, sizeof req->errmsg, "out of memory");
-      rc = DLOCK_ENOMEM;
-    } else {
-      rc = ride_once(c, p, l, req, &me, reply);
-    }
-  }
-  sem_destroy(&me.wake);
-  if (rc == DLOCK_EIO)
-    back_off(c, p); /* the server is in trouble: the engine knows how to wait */
-  if (rc == DLOCK_OK && engine_follows(c, *reply)) {
-    freeReplyObject(*reply); /* not run there: the engine follows it */
-    *reply = NULL;
-    req->errmsg[0] = '\0';
-    return ROUND_TRIP_UNSENT;
-  }
-  if (rc == DLOCK_OK && req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
-    ride_drop(c, l, &req->drop);
-  return rc;
 }
 
 /* A connection for one call when the direct path takes calls now (counted
@@ -1097,7 +774,7 @@ static void end(dlock_client *c, dlock__dconn *dc, int broken) {
   atomic_fetch_sub(&c->direct.active, 1);
   give_back(c, dc, broken);
   if (broken) /* the server is in trouble: the engine knows how to wait */
-    back_off(c, p);
+    dlock__dpool_back_off(c, p);
 }
 
 int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
@@ -1118,7 +795,7 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
     rc = -1; /* not full: the engine makes it (it knows how to wait) */
     if (full) {
       atomic_fetch_add(&c->direct.piped, 1);
-      rc = ride(c, req, reply);
+      rc = dlock__ride(c, req, reply);
       atomic_fetch_sub(&c->direct.piped, 1);
     }
     if (rc == -1) {
@@ -1129,7 +806,7 @@ int dlock__direct_call(dlock_client *c, dlock__req *req, redisReply **reply,
   }
   if (rc == DLOCK_OK)
     dlock__share_end(c, &probe);
-  if (rc == ROUND_TRIP_UNSENT) {
+  if (rc == DLOCK__UNSENT) {
     req->written = 0; /* it did not run: the engine makes it */
     atomic_fetch_add(&c->direct.fallbacks, 1);
     return 0;
@@ -1163,7 +840,7 @@ static dlock__dconn *drain_locked(dlock__dpool *p) {
 static void close_all(dlock__dconn *list) {
   while (list) {
     dlock__dconn *next = list->next;
-    dconn_close(list);
+    dlock__dconn_close(list);
     list = next;
   }
 }
@@ -1189,7 +866,7 @@ void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port) 
  * closing client), then the connections closed. */
 static void send_and_close(dlock__dconn *list) {
   for (dlock__dconn *dc = list; dc; dc = dc->next) {
-    char why[256]; /* d->mu held: not say(), which takes it */
+    char why[256]; /* d->mu held: not dlock__dconn_say(), which takes it */
     if (dc->later.len > 0)
       dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(),
                        why, sizeof why);
@@ -1197,25 +874,9 @@ static void send_and_close(dlock__dconn *list) {
   close_all(list);
 }
 
-/* A closing client's idle lanes send the latch DELs they kept, without
- * waiting (their connections are shut down next). */
-static void lanes_flush(dlock_client *c) {
-  for (int i = 0; i < c->direct.npools; i++) {
-    for (int k = 0; k < DLOCK__LANES; k++) {
-      dlock__lane *l = &c->direct.pools[i].lanes[k];
-      char why[256];
-      pthread_mutex_lock(&l->mu);
-      if (l->conn && !l->driving && l->conn->later.len > 0)
-        dlock__sock_send(&l->conn->s, l->conn->later.p, l->conn->later.len,
-                         dlock__now_us(), why, sizeof why);
-      pthread_mutex_unlock(&l->mu);
-    }
-  }
-}
-
 void dlock__direct_close(dlock_client *c) {
   dlock__direct *d = &c->direct;
-  lanes_flush(c);
+  dlock__lanes_flush(c);
   pthread_mutex_lock(&d->mu);
   d->closed = 1;
   for (int i = 0; i < d->npools; i++)
@@ -1225,15 +886,8 @@ void dlock__direct_close(dlock_client *c) {
 
 void dlock__direct_free(dlock_client *c) {
   dlock__direct_close(c); /* a client that never got as far as closing */
-  for (int i = 0; i < c->direct.npools; i++) { /* no rider is left */
-    for (int k = 0; k < DLOCK__LANES; k++) {
-      dlock__lane *l = &c->direct.pools[i].lanes[k];
-      shared_close(c, l->conn);
-      l->conn = NULL;
-      dlock__buf_free(&l->out);
-      pthread_mutex_destroy(&l->mu);
-    }
-  }
+  for (int i = 0; i < c->direct.npools; i++) /* no rider is left */
+    dlock__lanes_free(c, &c->direct.pools[i]);
   pthread_mutex_destroy(&c->direct.mu);
   dlock__poll_free(&c->direct.poll);
   free(c->direct.pools);

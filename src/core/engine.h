@@ -176,7 +176,7 @@ typedef struct dlock__dconn {
   struct dlock__dconn *swept; /* on the sweep's list (direct.c, sweep) */
 } dlock__dconn;
 
-/* A call riding one of a pool's shared connections (direct.c, "Riders"). */
+/* A call riding one of a pool's shared connections (ride.c). */
 enum { RIDE_WAIT, RIDE_DONE, RIDE_DRIVE };
 
 typedef struct dlock__rider {
@@ -193,7 +193,7 @@ typedef struct dlock__rider {
   int64_t deadline_us;
 } dlock__rider;
 
-/* A shared connection and the riders on it (direct.c, "Riders"): one rider
+/* A shared connection and the riders on it (ride.c): one rider
  * at a time drives it (writes what the others queued, in one write, and
  * reads the replies in order, handing each to its rider). */
 #define DLOCK__LANES 8       /* shared connections per server, at most */
@@ -226,7 +226,7 @@ struct dlock__dpool {
   socklen_t addr_len;      /* 0: not resolved yet */
   dlock__link link;        /* what the engine's command connection to this
                               server tells of it (net/conn.h) */
-  /* The shared connections (direct.c, "Riders"): calls made while every
+  /* The shared connections (ride.c): calls made while every
    * direct connection is busy ride them, a few calls to each. */
   dlock__lane lanes[DLOCK__LANES];
 };

@@ -2,7 +2,7 @@
  * threading.md, "Riding or a connection each"). With DLOCK__SHARE_FROM
  * or more calls of a client under way at once, a call may take a
  * direct connection of its own (up to direct_conns) or ride a lane (a
- * shared connection, direct.c "Riders"). Its own connection costs it its
+ * shared connection, ride.c). Its own connection costs it its
  * own write and read, and the server one read and one write per call;
  * riding costs a wake-up by the lane's driver, but the server serves a
  * lane's calls in one read and one write. Measured with 16 threads:
