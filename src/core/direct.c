@@ -133,7 +133,7 @@ void dlock__dconn_close(dlock__dconn *dc) {
 
 /* Write all of p. DLOCK_OK, or DLOCK_EIO with why. */
 int dlock__dconn_send(dlock_client *c, dlock__dconn *dc, const char *p,
-                    size_t len, int64_t deadline_us, char *why, size_t n) {
+                      size_t len, int64_t deadline_us, char *why, size_t n) {
   char msg[256];
   if (dlock__sock_send(&dc->s, p, len, deadline_us, msg, sizeof msg) ==
       DLOCK_OK)
@@ -149,7 +149,8 @@ static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
   if (k == -1)
     dlock__dconn_say(c, dc, why, n, "connection closed by the server");
   else if (k == -3)
-    dlock__dconn_say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+    dlock__dconn_say(c, dc, why, n, "reply parse error: %s",
+                     dc->s.reader->errstr);
   else
     dlock__dconn_say(c, dc, why, n, "%s", what);
   return DLOCK_EIO;
@@ -159,12 +160,13 @@ static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
  * *out the next reply (the dc->discard ones skipped), or NULL when none is
  * complete yet; DLOCK_EIO with why. */
 int dlock__dconn_pump(dlock_client *c, dlock__dconn *dc, int read_socket,
-                redisReply **out, char *why, size_t n) {
+                      redisReply **out, char *why, size_t n) {
   *out = NULL;
   for (;;) {
     void *r = NULL;
     if (redisReaderGetReply(dc->s.reader, &r) != REDIS_OK) {
-      dlock__dconn_say(c, dc, why, n, "reply parse error: %s", dc->s.reader->errstr);
+      dlock__dconn_say(c, dc, why, n, "reply parse error: %s",
+                       dc->s.reader->errstr);
       return DLOCK_EIO;
     }
     if (r != NULL) {
@@ -235,15 +237,17 @@ int dlock__dconn_read(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
         continue;
       if (k != 0)
         return take_failed(c, dc, k, what, why, n);
-      dlock__dconn_say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
-          (long long)c->opts.command_timeout_ms);
+      dlock__dconn_say(c, dc, why, n,
+                       "no reply within the command timeout (%lld ms)",
+                       (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     wait_first = 0;
     int w = dlock__sock_wait(dc->s.fd, POLLIN, deadline_us);
     if (w == 0) {
-      dlock__dconn_say(c, dc, why, n, "no reply within the command timeout (%lld ms)",
-          (long long)c->opts.command_timeout_ms);
+      dlock__dconn_say(c, dc, why, n,
+                       "no reply within the command timeout (%lld ms)",
+                       (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
     if (w < 0) {
@@ -510,7 +514,8 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
  * answers come first and are skipped. */
 static int send_later(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
                       char *why, size_t n) {
-  int rc = dlock__dconn_send(c, dc, dc->later.p, dc->later.len, deadline_us, why, n);
+  int rc =
+      dlock__dconn_send(c, dc, dc->later.p, dc->later.len, deadline_us, why, n);
   dc->discard += dc->later_n;
   dc->later_n = 0;
   dc->later.len = 0;
@@ -868,8 +873,8 @@ static void send_and_close(dlock__dconn *list) {
   for (dlock__dconn *dc = list; dc; dc = dc->next) {
     char why[256]; /* d->mu held: not dlock__dconn_say(), which takes it */
     if (dc->later.len > 0)
-      dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(),
-                       why, sizeof why);
+      dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(), why,
+                       sizeof why);
   }
   close_all(list);
 }

@@ -102,20 +102,22 @@ static int lane_gather(dlock__lane *l) {
 
 /* Write what the lane holds to write (its mu held on entry and exit). A
  * failed write shuts the connection down: the read that follows finds it
- * broken and fails every rider. */
-static void lane_write(dlock_client *c, dlock__lane *l, int64_t deadline_us) {
+ * broken and fails every rider. -1 when there was no memory to gather it
+ * (nothing written, the connection shut down). */
+static int lane_write(dlock_client *c, dlock__lane *l, int64_t deadline_us) {
   char why[1024];
   if (lane_gather(l) != DLOCK_OK) {
-    shutdown(l->conn->s.fd, SHUT_RDWR); /* out of memory: they all fail */
-    return;
+    shutdown(l->conn->s.fd, SHUT_RDWR);
+    return -1;
   }
   if (l->out.len == 0)
-    return;
+    return 0;
   pthread_mutex_unlock(&l->mu);
   if (dlock__dconn_send(c, l->conn, l->out.p, l->out.len, deadline_us, why,
-               sizeof why) != DLOCK_OK)
+                        sizeof why) != DLOCK_OK)
     shutdown(l->conn->s.fd, SHUT_RDWR);
   pthread_mutex_lock(&l->mu);
+  return 0;
 }
 
 /* Read one reply, then those parsed with it, to their riders (the lane's
@@ -136,11 +138,13 @@ static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
                                           connected (the engine says how) */
     freeReplyObject(x);
     rc = DLOCK_EIO;
-    dlock__dconn_say(c, dc, why, sizeof why, "the server refused the handshake");
+    dlock__dconn_say(c, dc, why, sizeof why,
+                     "the server refused the handshake");
   }
   while (rc == DLOCK_OK && x != NULL && l->sent != NULL) {
     rider_done(rider_pop(&l->sent, &l->sent_last), me, DLOCK_OK, x, NULL);
-    rc = dlock__dconn_pump(c, dc, 0, &x, why, sizeof why); /* parsed, not read */
+    /* parsed already, not read */
+    rc = dlock__dconn_pump(c, dc, 0, &x, why, sizeof why);
   }
   if (rc == DLOCK_OK && x != NULL) { /* a reply nobody asked for */
     freeReplyObject(x);
@@ -158,8 +162,10 @@ static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
 static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
   dlock__dconn *gone = NULL;
   while (me->state != RIDE_DONE) {
-    if (l->queued)
-      lane_write(c, l, me->deadline_us);
+    if (l->queued && lane_write(c, l, me->deadline_us) != 0) {
+      lane_fail(l, me, "out of memory", &gone);
+      break;
+    }
     if (lane_read(c, l, me, &gone) != 0)
       break;
   }
@@ -240,7 +246,8 @@ int dlock__lanes_sweep(dlock_client *c) {
         again = 1;
       } else if (l->conn && l->conn->later.len > 0) {
         l->driving = 1; /* riders that come meanwhile queue */
-        lane_write(c, l, dlock__now_us() + c->opts.command_timeout_ms * 1000);
+        (void)lane_write(c, l,
+                         dlock__now_us() + c->opts.command_timeout_ms * 1000);
         if (l->queued) { /* they drive on */
           l->queued->state = RIDE_DRIVE;
           sem_post(&l->queued->wake);
@@ -316,14 +323,16 @@ int dlock__ride(dlock_client *c, dlock__req *req, redisReply **reply) {
   }
   sem_destroy(&me.wake);
   if (rc == DLOCK_EIO)
-    dlock__dpool_back_off(c, p); /* the server is in trouble: the engine knows how to wait */
+    /* the server is in trouble: the engine knows how to wait */
+    dlock__dpool_back_off(c, p);
   if (rc == DLOCK_OK && dlock__direct_followed(c, *reply)) {
     freeReplyObject(*reply); /* not run there: the engine follows it */
     *reply = NULL;
     req->errmsg[0] = '\0';
     return DLOCK__UNSENT;
   }
-  if (rc == DLOCK_OK && req->drop.len > 0 && (*reply)->type != REDIS_REPLY_ERROR)
+  if (rc == DLOCK_OK && req->drop.len > 0 &&
+      (*reply)->type != REDIS_REPLY_ERROR)
     ride_drop(c, l, &req->drop);
   return rc;
 }
