@@ -867,15 +867,18 @@ void dlock__direct_retarget(dlock_client *c, int i, const char *host, int port) 
   close_all(idle);
 }
 
+void dlock__dconn_flush_kept(dlock__dconn *dc) {
+  char why[256]; /* no dlock__dconn_say(): callers may hold d->mu */
+  if (dc->later.len > 0)
+    dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(), why,
+                     sizeof why);
+}
+
 /* The kept latch DELs of list's connections, sent without waiting (a
  * closing client), then the connections closed. */
 static void send_and_close(dlock__dconn *list) {
-  for (dlock__dconn *dc = list; dc; dc = dc->next) {
-    char why[256]; /* d->mu held: not dlock__dconn_say(), which takes it */
-    if (dc->later.len > 0)
-      dlock__sock_send(&dc->s, dc->later.p, dc->later.len, dlock__now_us(), why,
-                       sizeof why);
-  }
+  for (dlock__dconn *dc = list; dc; dc = dc->next)
+    dlock__dconn_flush_kept(dc);
   close_all(list);
 }
 

@@ -40,6 +40,9 @@ void dlock__dconn_discard(dlock_client *c, dlock__dconn *dc);
 void dlock__dconn_close(dlock__dconn *dc);
 /* Keep the DEL of a release's unlock latch for dc's next write. */
 void dlock__dconn_keep_del(dlock__dconn *dc, const dlock__buf *key);
+/* A closing client: the DELs dc kept, sent without waiting (a failure is
+ * left to the latches' own expiry). */
+void dlock__dconn_flush_kept(dlock__dconn *dc);
 
 /* ---- the pool (direct.c) ---- */
 

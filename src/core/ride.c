@@ -157,6 +157,18 @@ static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
   return -1;
 }
 
+/* The driving passes to the oldest rider left, whose reply comes first
+ * (the lane's mu held); with none, the lane is free. */
+static void lane_pass(dlock__lane *l) {
+  dlock__rider *next = l->sent ? l->sent : l->queued;
+  if (next) {
+    next->state = RIDE_DRIVE;
+    sem_post(&next->wake);
+  } else {
+    l->driving = 0;
+  }
+}
+
 /* Drive the lane until me's reply is in (its mu held on entry and exit),
  * then pass the driving on. */
 static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
@@ -169,13 +181,7 @@ static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
     if (lane_read(c, l, me, &gone) != 0)
       break;
   }
-  dlock__rider *next = l->sent ? l->sent : l->queued;
-  if (next) {
-    next->state = RIDE_DRIVE;
-    sem_post(&next->wake);
-  } else {
-    l->driving = 0;
-  }
+  lane_pass(l);
   if (gone) {
     pthread_mutex_unlock(&l->mu);
     dlock__dconn_discard(c, gone);
@@ -248,12 +254,7 @@ int dlock__lanes_sweep(dlock_client *c) {
         l->driving = 1; /* riders that come meanwhile queue */
         (void)lane_write(c, l,
                          dlock__now_us() + c->opts.command_timeout_ms * 1000);
-        if (l->queued) { /* they drive on */
-          l->queued->state = RIDE_DRIVE;
-          sem_post(&l->queued->wake);
-        } else {
-          l->driving = 0;
-        }
+        lane_pass(l); /* riders that came meanwhile drive on */
       }
       pthread_mutex_unlock(&l->mu);
     }
@@ -344,11 +345,9 @@ void dlock__lanes_flush(dlock_client *c) {
   for (int i = 0; i < c->direct.npools; i++) {
     for (int k = 0; k < DLOCK__LANES; k++) {
       dlock__lane *l = &c->direct.pools[i].lanes[k];
-      char why[256];
       pthread_mutex_lock(&l->mu);
-      if (l->conn && !l->driving && l->conn->later.len > 0)
-        dlock__sock_send(&l->conn->s, l->conn->later.p, l->conn->later.len,
-                         dlock__now_us(), why, sizeof why);
+      if (l->conn && !l->driving)
+        dlock__dconn_flush_kept(l->conn);
       pthread_mutex_unlock(&l->mu);
     }
   }
