@@ -122,7 +122,7 @@ void w9(bench_bounds *b) {
   emit("W9", "pairs/s (1.5x W2)", rate, "1/s", bound);
   emit("W9", "pairs/s, engine callbacks", w9_run(DLOCK_COMPLETE_ENGINE), "1/s",
        bound);
-  if (!opt.peers || system("node --version >/dev/null 2>&1") != 0)
+  if (!opt.peers || !node_found())
     return;
   /* and 1.5x the best Node peer at 16 tasks (its W2), in the same run */
   static const char *const names[] = {"node-redlock", "redis-semaphore",

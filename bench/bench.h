@@ -164,6 +164,9 @@ void d1(bench_bounds *b);
 void g1(bench_bounds *b);
 void f1(bench_bounds *b);
 void t1(bench_bounds *b);
+/* Whether Node.js runs here, asked once (the Node.js peers need it;
+ * locks.c). */
+int node_found(void);
 /* One peer (bench/peers: a Node.js library, or redis-py) on workload w: 1
  * with its pairs/s, p50 and (W6, when handoff is not NULL) its hand-off
  * p50 (NaN when it has none), 0 with *why set (locks.c). With --plot, its

@@ -20,6 +20,14 @@
 
 /* ---- the Node.js peers (bench/peers/peers.js) -------------------------------- */
 
+/* Whether Node.js runs here (asked once): the Node.js peers need it. */
+int node_found(void) {
+  static int found = -1;
+  if (found < 0)
+    found = system("node --version >/dev/null 2>&1") == 0;
+  return found;
+}
+
 /* Run one peer on one workload; 1 with its figures, 0 with *why set. */
 /* The interpreter for the Python peer: Debian's, whose python3-redis it
  * needs (a python3 earlier on PATH may lack it), else python3. */
@@ -89,7 +97,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
  * node-redisson's and redis-py's on the same server: value = dlock's, bound
  * = the peer's, ratio = dlock / peer (for p50, lower is better). */
 static void peers(bench_bounds *b) {
-  int node = system("node --version >/dev/null 2>&1") == 0;
+  int node = node_found();
   if (!node)
     printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
            "bench/peers to compare)\n");
@@ -359,7 +367,7 @@ static void w6_peers(double p50, double rate, double raw_rtt) {
     floor_us[i] = raw_rtt;
   if (raw_rtt > 0) /* W1 measured it */
     plot_points("w6-handoff", "raw hiredis round trip (p50)", floor_us);
-  int node = system("node --version >/dev/null 2>&1") == 0;
+  int node = node_found();
   static const char *const names[] = {"redis-py", "node-redlock",
                                       "redis-semaphore", "node-redisson"};
   for (size_t i = 0; i < (node ? 4 : 1); i++) {
