@@ -111,6 +111,12 @@ typedef struct run_cost {
 /* Around a run (run_threads does it): *c is then the run's cost. */
 void cost_begin(run_cost *c);
 void cost_end(run_cost *c);
+/* Piecewise: counters on every thread alive now (0, or -1 when system
+ * calls cannot be counted: NaN then), the cost so far at any moment, the
+ * cost from one moment to another added to *sum, and counters_close. */
+int cost_open(void);
+void cost_now(run_cost *c);
+void cost_add(run_cost *sum, const run_cost *from, const run_cost *to);
 void counters_close(void);
 /* The cost of the last run_threads. */
 run_cost last_cost(void);
@@ -124,8 +130,11 @@ void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
 redisContext *raw_connect(const char *url);
 redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
                      int argc);
+/* One raw lock+unlock (common.c): kept holds the name's last unlock latch,
+ * deleted in front of the lock call. */
+#define RAW_LATCH_MAX 256
 void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
-              const char *publish, int64_t *lock_us);
+              const char *publish, int64_t *lock_us, char kept[RAW_LATCH_MAX]);
 /* n threads of lock/unlock pairs, dlock's (client c) or raw: pairs/s and
  * the lock call's p50 and p99 (us). On a cluster (raw): routed by hand
  * over its masters; on one server: url (NULL: the first). */
@@ -136,9 +145,19 @@ void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
               dlock_client *c, double *rate, double *p50, double *p99);
 void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
            double *p99);
-/* pairs() and the run's CPU time per pair (*cpu, microseconds) */
-void pairs_cpu(int n, int raw, dlock_client *c, double *rate, double *p50,
-               double *p99, double *cpu);
+/* One side's figures of pairs_in_turns. */
+typedef struct pair_figures {
+  long pairs;
+  double rate, p50, p99; /* pairs/s; the lock call's p50 and p99 (us) */
+  double cpu;            /* CPU time per pair (us) */
+  run_cost cost;
+  int64_t *lat;          /* the lock call times sampled (thread 0's) */
+  long nlat;
+} pair_figures;
+/* n threads of pairs on the single server, raw and dlock's (client c) in
+ * turns: slices of 200 ms in alternation, opt.duration in all for each. */
+void pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
+                    pair_figures *mine);
 
 /* ---- the workloads (main.c's table) --------------------------------------- */
 

@@ -195,8 +195,10 @@ redisContext *raw_connect(const char *url) {
   return c;
 }
 
-redisReply *raw_eval(redisContext *c, int script, int nkeys,
-                     const char **argv, int argc) {
+/* script's EVALSHA appended to c's output (sent by the next
+ * redisGetReply, with whatever was appended before it). */
+static void raw_append(redisContext *c, int script, int nkeys,
+                       const char **argv, int argc) {
   const char *a[16];
   size_t l[16];
   char nk[8];
@@ -208,14 +210,30 @@ redisReply *raw_eval(redisContext *c, int script, int nkeys,
     a[3 + i] = argv[i];
   for (int i = 0; i < 3 + argc; i++)
     l[i] = strlen(a[i]);
-  return redisCommandArgv(c, 3 + argc, a, l);
+  redisAppendCommandArgv(c, 3 + argc, a, l);
+}
+
+static redisReply *raw_reply(redisContext *c) {
+  void *r = NULL;
+  return redisGetReply(c, &r) == REDIS_OK ? r : NULL;
+}
+
+redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
+                     int argc) {
+  raw_append(c, script, nkeys, argv, argc);
+  return raw_reply(c);
 }
 
 /* One lock+unlock with the reentrant scripts: two round trips. publish:
- * PUBLISH, or SPUBLISH on a cluster node (as dlock does there). */
-void raw_pair(redisContext *c, const char *name, const char *owner,
-              long seq, const char *publish, int64_t *lock_us) {
-  char latch[256];
+ * PUBLISH, or SPUBLISH on a cluster node (as dlock does there). kept: the
+ * unlock latch the name's last release left ("" none), deleted in front of
+ * the lock call, in its write, as Redisson and dlock delete theirs (a
+ * latch kept for 60 s a pair was 1.2 million live keys a minute at 20,000
+ * pairs/s, and a command a pair less than dlock runs); then this
+ * release's. */
+void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
+              const char *publish, int64_t *lock_us, char kept[RAW_LATCH_MAX]) {
+  char latch[RAW_LATCH_MAX];
   static _Thread_local int64_t run; /* latch ids must never repeat */
   if (seq == 0 || run == 0)
     run = now_us();
@@ -225,11 +243,17 @@ void raw_pair(redisContext *c, const char *name, const char *owner,
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
   const char *acq[] = {name, "30000", owner};
   int64_t t0 = now_us();
-  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_ACQUIRE, 1, acq, 3));
+  if (kept[0])
+    redisAppendCommand(c, "DEL %s", kept);
+  raw_append(c, DLOCK__SCRIPT_LOCK_ACQUIRE, 1, acq, 3);
+  if (kept[0])
+    freeReplyObject(raw_reply(c));
+  freeReplyObject(raw_reply(c));
   if (lock_us)
     *lock_us = now_us() - t0;
   const char *rel[] = {name, latch, "30000", owner, "60000", publish, channel, "0"};
   freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
+  snprintf(kept, RAW_LATCH_MAX, "%s", latch);
 }
 
 typedef struct pair_arg {
@@ -261,47 +285,73 @@ static void route_by_hand(const dlock_tool_cluster *k, char names[32][96],
   }
 }
 
+/* A thread's means for pairs: dlock's locks and/or raw connections, on
+ * the same 32 names. */
+typedef struct pair_kit {
+  char names[32][96];
+  dlock_lock *locks[32];
+  redisContext *conns[DLOCK_TOOL_CLUSTER_MAX], *by_name[32];
+  int nconns;
+  char owner[64];
+  char kept[32][RAW_LATCH_MAX]; /* each name's unlock latch (raw_pair) */
+} pair_kit;
+
+static void kit_open(pair_kit *k, const pair_arg *a, int raw, int mine) {
+  memset(k, 0, sizeof *k);
+  k->nconns = a->cluster ? a->cluster->n : 1;
+  for (int i = 0; i < 32; i++)
+    snprintf(k->names[i], sizeof k->names[i], "bench:pair:%d:%d", a->id, i);
+  if (raw && a->cluster) {
+    route_by_hand(a->cluster, k->names, k->conns, k->by_name);
+  } else if (raw) {
+    k->conns[0] = raw_connect(a->url ? a->url : opt.urls[0]);
+    for (int i = 0; i < 32; i++)
+      k->by_name[i] = k->conns[0];
+  }
+  for (int i = 0; mine && i < 32; i++)
+    dlock_reentrant_lock_new(a->client, k->names[i], NULL, &k->locks[i]);
+  snprintf(k->owner, sizeof k->owner, "raw-%d:1", a->id);
+}
+
+/* Pair number seq, raw or dlock's: the lock call's time (us). */
+static int64_t kit_pair(pair_kit *k, const pair_arg *a, int raw, long seq) {
+  int64_t lat;
+  if (raw) {
+    raw_pair(k->by_name[seq % 32], k->names[seq % 32], k->owner, seq,
+             a->cluster ? "SPUBLISH" : "PUBLISH", &lat, k->kept[seq % 32]);
+    return lat;
+  }
+  int64_t t0 = now_us();
+  int rc = dlock_acquire(k->locks[seq % 32], 0, 30000);
+  if (rc != DLOCK_OK) /* held: a bench killed before left it (30 s) */
+    die("acquire", rc);
+  lat = now_us() - t0;
+  dlock_release(k->locks[seq % 32]);
+  return lat;
+}
+
+static void kit_close(pair_kit *k) {
+  for (int i = 0; i < 32; i++)
+    if (k->kept[i][0])
+      freeReplyObject(redisCommand(k->by_name[i], "DEL %s", k->kept[i]));
+  for (int i = 0; i < k->nconns; i++)
+    if (k->conns[i])
+      redisFree(k->conns[i]);
+  for (int i = 0; i < 32; i++)
+    dlock_lock_free(k->locks[i]);
+}
+
 static void *pair_thread(void *p) {
   pair_arg *a = p;
-  char names[32][96];
-  dlock_lock *locks[32] = {0};
-  redisContext *conns[DLOCK_TOOL_CLUSTER_MAX] = {0}, *by_name[32];
-  int nconns = a->cluster ? a->cluster->n : 1;
-  for (int i = 0; i < 32; i++)
-    snprintf(names[i], sizeof names[i], "bench:pair:%d:%d", a->id, i);
-  if (a->raw && a->cluster) {
-    route_by_hand(a->cluster, names, conns, by_name);
-  } else if (a->raw) {
-    conns[0] = raw_connect(a->url ? a->url : opt.urls[0]);
-    for (int i = 0; i < 32; i++)
-      by_name[i] = conns[0];
-  } else
-    for (int i = 0; i < 32; i++)
-      dlock_reentrant_lock_new(a->client, names[i], NULL, &locks[i]);
-  char owner[64];
-  snprintf(owner, sizeof owner, "raw-%d:1", a->id);
-  for (long k = 0; !atomic_load(&sh->stop); k++) {
-    int64_t lat;
-    if (a->raw) {
-      raw_pair(by_name[k % 32], names[k % 32], owner, k,
-               a->cluster ? "SPUBLISH" : "PUBLISH", &lat);
-    } else {
-      int64_t t0 = now_us();
-      int rc = dlock_acquire(locks[k % 32], 0, 30000);
-      if (rc != DLOCK_OK) /* held: a bench killed before left it (30 s) */
-        die("acquire", rc);
-      lat = now_us() - t0;
-      dlock_release(locks[k % 32]);
-    }
+  pair_kit k;
+  kit_open(&k, a, a->raw, !a->raw);
+  for (long seq = 0; !atomic_load(&sh->stop); seq++) {
+    int64_t lat = kit_pair(&k, a, a->raw, seq);
     if (a->id == 0)
       sample(lat);
     atomic_fetch_add(&sh->pairs, 1);
   }
-  for (int i = 0; i < nconns; i++)
-    if (conns[i])
-      redisFree(conns[i]);
-  for (int i = 0; i < 32; i++)
-    dlock_lock_free(locks[i]);
+  kit_close(&k);
   return NULL;
 }
 
@@ -331,10 +381,103 @@ void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
   pairs_at(n, raw, NULL, c, rate, p50, p99);
 }
 
-/* pairs() and the run's CPU time per pair (*cpu, microseconds) */
-void pairs_cpu(int n, int raw, dlock_client *c, double *rate,
-               double *p50, double *p99, double *cpu) {
-  pairs(n, raw, c, rate, p50, p99);
-  *cpu = cpu_per_pair();
+
+
+/* ---- raw and dlock in turns (W1, W2) ----------------------------------- */
+
+/* W1 and W2 compare dlock with raw in turns: the same threads run raw
+ * pairs and dlock pairs by slices of TURN_US in alternation, and each
+ * side's figures sum its slices. Two runs one after the other met two
+ * machine states whenever the machine changed between them: beside two
+ * CPU hogs, where the scheduler puts a one-thread loop beside the server
+ * or away from it changed either's pairs/s by 4x from run to run. */
+#define TURN_US 200000
+
+static struct {
+  atomic_int side;  /* 0 raw, 1 dlock, -1 not begun */
+  atomic_int ready; /* threads with their connections and locks */
+  atomic_long pairs[2];
+  atomic_long nlat[2];
+  int64_t lat[2][MAX_SAMPLES]; /* thread 0's lock call times */
+} turns;
+
+static void *turns_thread(void *p) {
+  pair_arg *a = p;
+  pair_kit k;
+  kit_open(&k, a, 1, 1);
+  atomic_fetch_add(&turns.ready, 1);
+  for (long seq = 0; !atomic_load(&sh->stop); seq++) {
+    int side = atomic_load(&turns.side);
+    if (side < 0) { /* the others are still getting ready */
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    int64_t lat = kit_pair(&k, a, side == 0, seq);
+    long i = a->id == 0 ? atomic_fetch_add(&turns.nlat[side], 1) : -1;
+    if (i >= 0 && i < MAX_SAMPLES)
+      turns.lat[side][i] = lat;
+    atomic_fetch_add(&turns.pairs[side], 1);
+  }
+  kit_close(&k);
+  return NULL;
 }
 
+static void turn_figures(int side, int64_t us, const run_cost *cost,
+                         pair_figures *f) {
+  long n = atomic_load(&turns.pairs[side]);
+  long ns = atomic_load(&turns.nlat[side]);
+  ns = ns < MAX_SAMPLES ? ns : MAX_SAMPLES;
+  f->pairs = n;
+  f->rate = us > 0 ? (double)n * 1e6 / (double)us : 0;
+  f->p50 = pct(turns.lat[side], ns, 50);
+  f->p99 = pct(turns.lat[side], ns, 99);
+  f->cpu = n > 0 ? (double)(cost->user_us + cost->sys_us) / (double)n : NAN;
+  f->cost = *cost;
+  f->lat = turns.lat[side];
+  f->nlat = ns;
+}
+
+void pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
+                    pair_figures *mine) {
+  pthread_t t[MAX_THREADS];
+  pair_arg args[MAX_THREADS];
+  reset();
+  atomic_store(&turns.side, -1);
+  atomic_store(&turns.ready, 0);
+  for (int s = 0; s < 2; s++) {
+    atomic_store(&turns.pairs[s], 0);
+    atomic_store(&turns.nlat[s], 0);
+  }
+  for (int i = 0; i < n; i++) {
+    args[i] = (pair_arg){i, 1, c, NULL, NULL};
+    pthread_create(&t[i], NULL, turns_thread, &args[i]);
+  }
+  for (int i = 0; i < 30000 && atomic_load(&turns.ready) < n; i++)
+    usleep(1000); /* up to 30 s for the connections */
+  (void)cost_open(); /* every thread has one counter of its own now */
+  int slices = (int)(opt.duration * 1e6 / TURN_US + 0.5);
+  slices = slices < 1 ? 1 : slices;
+  int64_t us[2] = {0, 0};
+  run_cost cost[2] = {{0, 0, 0}, {0, 0, 0}}, at, was;
+  cost_now(&was);
+  int64_t t0 = now_us();
+  for (int k = 0; k < 2 * slices; k++) {
+    int side = k % 2;
+    atomic_store(&turns.side, side);
+    struct timespec ts = {0, TURN_US * 1000L};
+    nanosleep(&ts, NULL);
+    int64_t t1 = now_us();
+    cost_now(&at);
+    us[side] += t1 - t0;
+    cost_add(&cost[side], &was, &at);
+    t0 = t1;
+    was = at;
+  }
+  atomic_store(&sh->stop, 1);
+  for (int i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
+  counters_close();
+  turn_figures(0, us[0], &cost[0], raw);
+  turn_figures(1, us[1], &cost[1], mine);
+}

@@ -109,26 +109,39 @@ void counters_close(void) {
   ncounters = 0;
 }
 
-void cost_begin(run_cost *c) {
+int cost_open(void) {
   char why[160];
+  if (counters_open(why, sizeof why) == 0)
+    return 0;
+  if (!said_why++)
+    fprintf(stderr, "dlock-bench: system calls not counted (%s)\n", why);
+  return -1;
+}
+
+void cost_now(run_cost *c) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   c->user_us = tv_us(ru.ru_utime);
   c->sys_us = tv_us(ru.ru_stime);
-  c->syscalls = NAN;
-  if (counters_open(why, sizeof why) == 0)
-    c->syscalls = counters_read();
-  else if (!said_why++)
-    fprintf(stderr, "dlock-bench: system calls not counted (%s)\n", why);
+  c->syscalls = ncounters > 0 ? counters_read() : NAN;
+}
+
+void cost_add(run_cost *sum, const run_cost *from, const run_cost *to) {
+  sum->user_us += to->user_us - from->user_us;
+  sum->sys_us += to->sys_us - from->sys_us;
+  sum->syscalls += to->syscalls - from->syscalls; /* NaN stays NaN */
+}
+
+void cost_begin(run_cost *c) {
+  (void)cost_open();
+  cost_now(c);
 }
 
 void cost_end(run_cost *c) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  c->user_us = tv_us(ru.ru_utime) - c->user_us;
-  c->sys_us = tv_us(ru.ru_stime) - c->sys_us;
-  if (!isnan(c->syscalls))
-    c->syscalls = counters_read() - c->syscalls;
+  run_cost at, begun = *c;
+  cost_now(&at);
+  *c = (run_cost){0, 0, 0};
+  cost_add(c, &begun, &at);
   counters_close();
   last = *c;
 }
@@ -143,6 +156,5 @@ void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
        (double)raw->user_us / r);
   emit(w, "system CPU per pair", (double)dlock->sys_us / d, "us",
        (double)raw->sys_us / r);
-  emit(w, "system calls per pair", dlock->syscalls / d, "",
-       raw->syscalls / r);
+  emit(w, "system calls per pair", dlock->syscalls / d, "", raw->syscalls / r);
 }

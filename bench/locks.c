@@ -127,45 +127,41 @@ static void peers(bench_bounds *b) {
   }
 }
 
+/* W1's or W2's rows: dlock beside raw, measured in turns. */
+static void turn_rows(const char *w, const pair_figures *raw,
+                      const pair_figures *mine, int latency) {
+  emit(w, "pairs/s", mine->rate, "1/s", raw->rate);
+  if (latency) {
+    emit(w, "lock p50", mine->p50, "us", raw->p50);
+    emit(w, "lock p99", mine->p99, "us", raw->p99);
+  }
+  emit(w, "CPU per pair", mine->cpu, "us", raw->cpu);
+  emit_costs(w, mine->pairs, &mine->cost, raw->pairs, &raw->cost);
+}
+
 void w1_w2(bench_bounds *b) {
   dlock_client *c = open_client(opt.urls[0], 0);
-  double rr, rp50, rp99, dr, dp50, dp99, rcpu, dcpu;
-  pairs_cpu(1, 1, NULL, &rr, &rp50, &rp99, &rcpu);
-  run_cost raw = last_cost();
-  long raw_pairs = atomic_load(&sh->pairs);
-  plot_samples("w1-latency", "raw hiredis", sh->samples, nsamples());
-  pairs_cpu(1, 0, c, &dr, &dp50, &dp99, &dcpu);
-  run_cost mine = last_cost();
-  plot_samples("w1-latency", "dlock", sh->samples, nsamples());
-  b->raw_rtt = rp50;
-  b->w1_p50 = dp50;
-  b->w1_rate = dr;
-  if (selected("W1")) {
-    emit("W1", "pairs/s", dr, "1/s", rr);
-    emit("W1", "lock p50", dp50, "us", rp50);
-    emit("W1", "lock p99", dp99, "us", rp99);
-    emit("W1", "CPU per pair", dcpu, "us", rcpu);
-    emit_costs("W1", atomic_load(&sh->pairs), &mine, raw_pairs, &raw);
-  }
+  pair_figures raw, mine;
+  pairs_in_turns(1, c, &raw, &mine);
+  plot_samples("w1-latency", "raw hiredis", raw.lat, raw.nlat);
+  plot_samples("w1-latency", "dlock", mine.lat, mine.nlat);
+  b->raw_rtt = raw.p50;
+  b->w1_p50 = mine.p50;
+  b->w1_rate = mine.rate;
+  if (selected("W1"))
+    turn_rows("W1", &raw, &mine, 1);
   if (selected("W2")) {
-    int n = opt.threads;
-    pairs_cpu(n, 1, NULL, &rr, &rp50, &rp99, &rcpu);
-    raw = last_cost();
-    raw_pairs = atomic_load(&sh->pairs);
-    pairs_cpu(n, 0, c, &dr, &dp50, &dp99, &dcpu);
-    mine = last_cost();
-    emit("W2", "pairs/s", dr, "1/s", rr);
-    emit("W2", "CPU per pair", dcpu, "us", rcpu);
-    emit_costs("W2", atomic_load(&sh->pairs), &mine, raw_pairs, &raw);
-    b->w2_rate = dr;
+    pairs_in_turns(opt.threads, c, &raw, &mine);
+    turn_rows("W2", &raw, &mine, 0);
+    b->w2_rate = mine.rate;
   }
   dlock_client_close(c);
   if (opt.peers)
     peers(b);
 }
 
-
-/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------ */
+/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------
+ */
 
 typedef struct handoff_arg {
   int id;
@@ -218,13 +214,14 @@ static void handoff_report(bench_bounds *b, const char *w, double secs,
   long ns = nsamples();
   double p50 = pct(sh->samples, ns, 50), p99 = pct(sh->samples, ns, 99);
   double max = ns ? (double)sh->samples[ns - 1] : NAN;
-  double ceiling = 1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
+  double ceiling =
+      1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
   emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
   emit(w, "hand-off p50", p50, "us", b->raw_rtt);
   emit(w, "hand-off p99", p99, "us", b->raw_rtt);
   emit(w, "hand-off max", max, "us", b->raw_rtt);
-  emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
-       "index", 1.0);
+  emit(w, "Jain fairness",
+       sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0, "index", 1.0);
 }
 
 /* 8 threads taking turns on lock name on url (1 ms holds): the hand-off
@@ -238,7 +235,8 @@ double handoff_run(bench_bounds *b, const char *url, const char *name,
   handoff_arg args[8];
   for (int i = 0; i < 8; i++)
     args[i] = (handoff_arg){i, l, 0};
-  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs =
+      run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
   if (report_as)
     handoff_report(b, report_as, secs, 8);
   double p50 = pct(sh->samples, nsamples(), 50);
@@ -247,7 +245,9 @@ double handoff_run(bench_bounds *b, const char *url, const char *name,
   return p50;
 }
 
-void w3(bench_bounds *b) { b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3"); }
+void w3(bench_bounds *b) {
+  b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3");
+}
 
 /* The server's commands so far (INFO stats). */
 static long long server_commands(redisContext *c) {
@@ -278,7 +278,8 @@ static void s1_run(bench_bounds *b, int spin, const char *w) {
   dlock_stats st0 = {.version = DLOCK_STATS_VERSION}, st1 = st0;
   dlock_client_stats(c, &st0);
   long long cmd0 = server_commands(raw);
-  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs =
+      run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
   long long cmds = server_commands(raw) - cmd0 - 1; /* less the INFO */
   dlock_client_stats(c, &st1);
   long grants = 0;
@@ -393,8 +394,8 @@ void w6(bench_bounds *b) {
   handoff_arg args[16];
   for (int i = 0; i < 16; i++)
     args[i] = (handoff_arg){i, l, 1};
-  double secs = run_threads(16, handoff_thread, args, sizeof args[0],
-                            opt.duration);
+  double secs =
+      run_threads(16, handoff_thread, args, sizeof args[0], opt.duration);
   /* A FIFO violation: X got the lock before Y although Y had asked more than
    * 5 ms earlier (time enough to join the queue) and was still waiting. The
    * margin covers the call's way to the server: on two busy cores its tail
@@ -406,7 +407,8 @@ void w6(bench_bounds *b) {
     n = MAX_SAMPLES;
   for (long x = 0; x < n; x++)
     for (long y = 0; y < n; y++)
-      if (sh->rec_call[y] + 5000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
+      if (sh->rec_call[y] + 5000 < sh->rec_call[x] &&
+          sh->rec_got[y] > sh->rec_got[x])
         violations++;
   long ns = nsamples();
   emit("W6", "FIFO violations", (double)violations, "count", 0);
@@ -420,8 +422,8 @@ void w6(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-
-/* ---- W4: 10,000 holds under the watchdog ---------------------------------- */
+/* ---- W4: 10,000 holds under the watchdog ----------------------------------
+ */
 
 static long long evalsha_calls(redisContext *c) {
   redisReply *r = redisCommand(c, "INFO commandstats");
@@ -486,7 +488,8 @@ void w4(bench_bounds *b) {
   double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
                         ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
-                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) /
+                   1e6;
   long held = 0;
   for (int i = 0; i < W4_LOCKS; i++)
     redisAppendCommand(rc, "EXISTS bench:w4:%d", i);
@@ -513,12 +516,12 @@ void w4(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-
-/* ---- W7: read-write lock, 90 % reads -------------------------------------- */
+/* ---- W7: read-write lock, 90 % reads --------------------------------------
+ */
 
 typedef struct mix_arg {
   int id;
-  dlock_rwlock *rw;  /* NULL: use lock for both */
+  dlock_rwlock *rw; /* NULL: use lock for both */
   dlock_lock *lock;
 } mix_arg;
 
@@ -527,8 +530,9 @@ static void *mix_thread(void *p) {
   unsigned seed = (unsigned)a->id * 2654435761u;
   while (!atomic_load(&sh->stop)) {
     int write = rand_r(&seed) % 10 == 0;
-    dlock_lock *l = a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
-                          : a->lock;
+    dlock_lock *l =
+        a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
+              : a->lock;
     if (dlock_acquire(l, 10000, 30000) != DLOCK_OK)
       continue;
     usleep(1000); /* 1 ms inside: a sleep, so 16 threads do not need 16 cores */
@@ -550,7 +554,8 @@ void w7(bench_bounds *b) {
     for (int i = 0; i < 16; i++)
       args[i] = (mix_arg){i, k == 0 ? rw : NULL, plain};
     reset();
-    double secs = run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
+    double secs =
+        run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
     rate[k] = (double)atomic_load(&sh->pairs) / secs;
   }
   emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
@@ -559,9 +564,8 @@ void w7(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-
-
-/* ---- M2: 100 values of one group beside a multi-lock of 100 locks --------- */
+/* ---- M2: 100 values of one group beside a multi-lock of 100 locks ---------
+ */
 
 /* Acquire/release pairs of l on one thread for the run's duration: the
  * pairs per second. */
