@@ -281,6 +281,38 @@ static void test_resp_and_numbers(void) {
   }
   CU_ASSERT_EQUAL(dlock__fmt_u64(out, UINT64_MAX), 20);
   CU_ASSERT_STRING_EQUAL(out, "18446744073709551615");
+  /* a header's length at each digit count's edges */
+  static const size_t edges[] = {9, 10, 99, 100, 999, 1000};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    char want[16];
+    b.len = 0;
+    TH_ASSERT_RC(dlock__resp_bulk(&b, big, edges[i]), DLOCK_OK);
+    int n = snprintf(want, sizeof want, "$%zu\r\nx", edges[i]);
+    CU_ASSERT_NSTRING_EQUAL(b.p, want, (size_t)n);
+    CU_ASSERT_EQUAL(b.len, (size_t)n - 1 + edges[i] + 2);
+    CU_ASSERT_EQUAL(b.p[b.len], '\0');
+  }
+  b.len = 0;
+  TH_ASSERT_RC(dlock__resp_array(&b, 12), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, "*12\r\n");
+  dlock__buf_free(&b);
+}
+
+/* Redis Cluster's slots: CRC16 of the key or its hash tag (the values
+ * CLUSTER KEYSLOT gives). */
+static void test_key_slots(void) {
+  CU_ASSERT_EQUAL(dlock__key_slot("123456789", 9), 12739);
+  CU_ASSERT_EQUAL(dlock__key_slot("foo", 3), 12182);
+  CU_ASSERT_EQUAL(dlock__key_slot("bar", 3), 5061);
+  CU_ASSERT_EQUAL(dlock__key_slot("{user1000}.following", 20), 3443);
+  CU_ASSERT_EQUAL(dlock__key_slot("x{user1000}", 11), 3443);
+  CU_ASSERT_EQUAL(dlock__key_slot("foo{bar}{zap}", 13), 5061);
+  /* an empty tag: the whole key */
+  CU_ASSERT_EQUAL(dlock__key_slot("{}foo", 5), 9500);
+  CU_ASSERT_EQUAL(dlock__key_slot("foo{}{bar}", 10), 8363);
+  CU_ASSERT_EQUAL(dlock__key_slot("", 0), 0);
+  CU_ASSERT_EQUAL(dlock__key_slot("\xff\x00\x80", 3),
+                  dlock__key_slot("a{\xff\x00\x80}", 6));
 }
 
 static void test_errors(void) {
@@ -1020,6 +1052,7 @@ static void add_tests(void) {
   CU_add_test(s, "uri_parse", test_uri_parse);
   CU_add_test(s, "keys_follow_redisson", test_keys_follow_redisson);
   CU_add_test(s, "resp_and_numbers", test_resp_and_numbers);
+  CU_add_test(s, "key_slots", test_key_slots);
   CU_add_test(s, "wait_recipe", test_wait_recipe);
   CU_add_test(s, "errors", test_errors);
   CU_add_test(s, "open_bad_uri_and_options", test_open_bad_uri_and_options);

@@ -107,19 +107,23 @@ size_t dlock__fmt_i64(char *out, int64_t v) {
  * request has a dozen of them; printf's formatting was a measured share of
  * a call's CPU). */
 static int resp_header(dlock__buf *b, char lead, size_t n, size_t then) {
-  char digits[24];
-  size_t nd = dlock__fmt_u64(digits, n);
-  size_t len = 1 + nd + 2;
-  if (then > SIZE_MAX - len || dlock__buf_reserve(b, len + then) != DLOCK_OK)
+  size_t most = 1 + 20 + 2; /* the lead, n's digits, CRLF */
+  if (then > SIZE_MAX - most || dlock__buf_reserve(b, most + then) != DLOCK_OK)
     return DLOCK_ENOMEM;
   char *p = b->p + b->len;
   *p++ = lead;
-  memcpy(p, digits, nd);
-  p += nd;
+  if (n < 10) { /* most headers: a count or a short argument */
+    *p++ = (char)('0' + n);
+  } else if (n < 100) {
+    *p++ = (char)('0' + n / 10);
+    *p++ = (char)('0' + n % 10);
+  } else {
+    p += dlock__fmt_u64(p, n);
+  }
   *p++ = '\r';
   *p++ = '\n';
-  b->len += len;
-  b->p[b->len] = '\0';
+  *p = '\0';
+  b->len = (size_t)(p - b->p);
   return DLOCK_OK;
 }
 

@@ -70,7 +70,14 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   const dlock__script *s = &dlock__scripts[script];
   char num[24];
   size_t n = dlock__fmt_u64(num, nkeys);
-  int rc = dlock__buf_reserve(&req->cmd, 96 + 16 * (nkeys + nargs));
+  /* the whole command's room at once (a RESP header is at most 23
+   * bytes and a bulk's end 2): one allocation, not a growth or two */
+  size_t room = 24 + 3 * 25 + 7 + 40 + n;
+  for (size_t i = 0; i < nkeys; i++)
+    room += 25 + klens[i];
+  for (size_t i = 0; i < nargs; i++)
+    room += 25 + alens[i];
+  int rc = dlock__buf_reserve(&req->cmd, room);
   if (rc == DLOCK_OK)
     rc = dlock__resp_array(&req->cmd, req->argc);
   if (rc == DLOCK_OK)
