@@ -66,6 +66,14 @@ int dlock__resp_array(dlock__buf *b, size_t n);
 size_t dlock__fmt_i64(char *out, int64_t v);
 size_t dlock__fmt_u64(char *out, uint64_t v);
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
+/* The same written at p, unchecked, into room already reserved: at most
+ * DLOCK__RESP_HEADER_MAX bytes for an array header, a bulk's length plus
+ * DLOCK__RESP_BULK_MORE for a bulk string. They return the end (no NUL
+ * written). */
+#define DLOCK__RESP_HEADER_MAX 23 /* the lead, 20 digits, CRLF */
+#define DLOCK__RESP_BULK_MORE 25  /* a header and the closing CRLF */
+char *dlock__resp_put_array(char *p, size_t n);
+char *dlock__resp_put_bulk(char *p, const void *data, size_t len);
 /* Append a whole command: the array header and argc bulk strings. */
 int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
                         const size_t *lens);

@@ -62,6 +62,20 @@ int dlock__req_command(dlock__req *req, size_t argc, const char *const *argv,
   return DLOCK_OK;
 }
 
+/* The most room a script call's command can take (its bulks and their
+ * headers), or 0 when that would pass SIZE_MAX. */
+static size_t script_room(size_t n, size_t nkeys, const size_t *klens,
+                          size_t nargs, const size_t *alens) {
+  size_t room = DLOCK__RESP_HEADER_MAX + 3 * DLOCK__RESP_BULK_MORE + 7 + 40 + n;
+  for (size_t i = 0; i < nkeys + nargs; i++) {
+    size_t len = i < nkeys ? klens[i] : alens[i - nkeys];
+    if (len > SIZE_MAX - DLOCK__RESP_BULK_MORE - room)
+      return 0;
+    room += len + DLOCK__RESP_BULK_MORE;
+  }
+  return room;
+}
+
 int dlock__req_script(dlock__req *req, int script, size_t nkeys,
                       const char *const *keys, const size_t *klens,
                       size_t nargs, const char *const *args,
@@ -70,37 +84,30 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   const dlock__script *s = &dlock__scripts[script];
   char num[24];
   size_t n = dlock__fmt_u64(num, nkeys);
-  /* the whole command's room at once (a RESP header is at most 23
-   * bytes and a bulk's end 2): one allocation, not a growth or two */
-  size_t room = 24 + 3 * 25 + 7 + 40 + n;
-  for (size_t i = 0; i < nkeys; i++)
-    room += 25 + klens[i];
-  for (size_t i = 0; i < nargs; i++)
-    room += 25 + alens[i];
-  int rc = dlock__buf_reserve(&req->cmd, room);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_array(&req->cmd, req->argc);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, "EVALSHA", 7);
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, s->sha1, 40);
-  req->script_tail = req->cmd.len;
-  if (rc == DLOCK_OK)
-    rc = dlock__resp_bulk(&req->cmd, num, n);
-  for (size_t i = 0; rc == DLOCK_OK && i < nkeys; i++) {
-    rc = dlock__resp_bulk(&req->cmd, keys[i], klens[i]);
+  /* the whole command's room at once (one allocation), then written
+   * without a check a bulk */
+  size_t room = script_room(n, nkeys, klens, nargs, alens);
+  if (room == 0 || dlock__buf_reserve(&req->cmd, room) != DLOCK_OK) {
+    dlock__buf_free(&req->cmd);
+    return dlock__fail(DLOCK_ENOMEM, "out of memory building a script call");
+  }
+  char *p = dlock__resp_put_array(req->cmd.p + req->cmd.len, req->argc);
+  p = dlock__resp_put_bulk(p, "EVALSHA", 7);
+  p = dlock__resp_put_bulk(p, s->sha1, 40);
+  req->script_tail = (size_t)(p - req->cmd.p);
+  p = dlock__resp_put_bulk(p, num, n);
+  for (size_t i = 0; i < nkeys; i++) {
+    p = dlock__resp_put_bulk(p, keys[i], klens[i]);
     int slot = dlock__key_slot(keys[i], klens[i]);
     if (i == 0)
       req->slot = slot;
     else if (slot != req->slot)
       req->slot = DLOCK__SLOT_CROSS;
   }
-  for (size_t i = 0; rc == DLOCK_OK && i < nargs; i++)
-    rc = dlock__resp_bulk(&req->cmd, args[i], alens[i]);
-  if (rc != DLOCK_OK) {
-    dlock__buf_free(&req->cmd);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory building a script call");
-  }
+  for (size_t i = 0; i < nargs; i++)
+    p = dlock__resp_put_bulk(p, args[i], alens[i]);
+  *p = '\0';
+  req->cmd.len = (size_t)(p - req->cmd.p);
   req->script = script;
   return DLOCK_OK;
 }
