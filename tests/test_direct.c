@@ -276,7 +276,10 @@ static void test_reply_poll_adapts(void) {
                                      slow one would turn the poll off) */
     TH_ASSERT_RC(lock_unlock(c, th_name("poll")), DLOCK_OK);
   }
-  CU_ASSERT(atomic_load(&p->calls) >= 200);
+  /* the acquires at least (a release's poll goes by the acquire's round
+   * trip, which a loaded machine makes slow): phases 0-99, the round's
+   * tries (32-47) among them */
+  CU_ASSERT(atomic_load(&p->calls) >= 100);
   CU_ASSERT(p->kept[0] > 0 && p->kept[1] > 0); /* both ways measured */
   atomic_store(&p->on, 1);
   p->against = 0;
