@@ -1088,7 +1088,11 @@ static void test_t24_pause_fencing(void) {
   run r;
   snprintf(args, sizeof args, "%s --lease 300 --duration %" PRId64
            " --nemesis pause --writes plain", base, ms);
-  torture(&r, args);
+  /* a paused holder writes stale data only when its write comes before
+   * it is told of the loss (a race: a short sanitizer run has one or two
+   * pauses): up to three runs for one */
+  for (int i = 0; i < 3 && (i == 0 || field(&r, "stale_accepted") == 0); i++)
+    torture(&r, args);
   printf("    plain writes: %" PRId64 " stale accepted, %" PRId64
          " lost updates (counter %" PRId64 ", %" PRId64 " writes)\n",
          field(&r, "stale_accepted"), field(&r, "lost_updates"),
