@@ -281,6 +281,9 @@ static void test_reply_poll_adapts(void) {
    * tries (32-47) among them */
   CU_ASSERT(atomic_load(&p->calls) >= 100);
   CU_ASSERT(p->kept[0] > 0 && p->kept[1] > 0); /* both ways measured */
+  atomic_store(&p->busy, 0); /* a loaded machine's looks said busy: the
+                                rest feeds the measures by hand */
+  atomic_store(&p->taken_seen, 0);
   atomic_store(&p->on, 1);
   p->against = 0;
   /* polling costs 3x sleeping: one round is not enough, two are */
@@ -318,6 +321,44 @@ static void test_reply_poll_adapts(void) {
     CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), forced ? 300 : 0);
     dlock_client_close(c);
   }
+}
+
+static atomic_int spinning;
+
+static void *spin_thread(void *arg) {
+  (void)arg;
+  int64_t end = th_now_ms() + 10000;
+  while (atomic_load(&spinning) && th_now_ms() < end) {
+  }
+  return NULL;
+}
+
+/* Beside tasks that want every core, a new client stops polling within
+ * its first 129 calls (its looks at calls 0, 64 and 128), not its first
+ * 2,049. */
+static void test_poll_stops_beside_busy_cores(void) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  pthread_t t[8];
+  int n = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+  atomic_store(&spinning, 1);
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, spin_thread, NULL);
+  dlock_client *c = th_client(&srv, NULL);
+  dlock__poll *p = &c->direct.poll;
+  /* a call is counted while the round trip looks quick (a release's goes
+   * by its acquire's, slow beside the spinners): until 129 are */
+  for (int i = 0; i < 400 && atomic_load(&p->calls) < 129; i++) {
+    atomic_store(&p->rtt_us, 20);
+    TH_ASSERT_RC(lock_unlock(c, th_name("busy")), DLOCK_OK);
+  }
+  CU_ASSERT(atomic_load(&p->calls) >= 129);
+  CU_ASSERT_EQUAL(atomic_load(&p->busy), 1);
+  dlock__poll_probe pr;
+  CU_ASSERT_EQUAL(dlock__poll_begin(c, 1, &pr), 0);
+  atomic_store(&spinning, 0);
+  for (int i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
+  dlock_client_close(c);
 }
 
 /* One crowded call of the given way (1 rode, 0 its own connection) that
@@ -819,6 +860,8 @@ static void add_tests(void) {
   CU_add_test(s, "idle_connection_killed", test_idle_connection_killed);
   CU_add_test(s, "latch_deleted", test_latch_deleted);
   CU_add_test(s, "reply_poll_adapts", test_reply_poll_adapts);
+  CU_add_test(s, "poll_stops_beside_busy_cores",
+              test_poll_stops_beside_busy_cores);
   CU_add_test(s, "crowded_calls_choose", test_crowded_calls_choose);
   CU_add_test(s, "noscript", test_noscript);
   CU_add_test(s, "command_timeout", test_command_timeout);

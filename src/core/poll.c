@@ -11,9 +11,9 @@
  * latency it buys then comes at a cost the program hardly sees); two
  * rounds in a row must agree to change it. And it does not poll at all
  * while other tasks want every core (/proc/loadavg's runnable count, read
- * every 1,024 calls, three reads in a row): a poll then takes the core
- * the server needs. dlock_client_opts.spin_us: -1 this, 0 never, N always
- * (up to N us). */
+ * every 1,024 calls and at a new client's calls 0, 64 and 128, three reads
+ * in a row): a poll then takes the core the server needs.
+ * dlock_client_opts.spin_us: -1 this, 0 never, N always (up to N us). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,6 +30,9 @@
 #define POLL_TRY_AT 32      /* where in the round they are */
 #define POLL_SAMPLE 16      /* one call in this many measured */
 #define POLL_LOOK 1024      /* calls between looks at the cores' load */
+#define POLL_FIRST_LOOK 64  /* a new client's first three looks: calls 0,
+                               64, 128 (beside busy cores it stops within
+                               129 calls, not 2,049) */
 #define POLL_MARGIN_PCT 15  /* polling's CPU may pass sleeping's by this */
 
 static int online_cpus(void) {
@@ -121,8 +124,11 @@ int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr) {
     return budget;
   uint64_t n = atomic_fetch_add_explicit(&p->calls, 1, memory_order_relaxed);
   pr->phase = (unsigned)(n % POLL_ROUND);
-  if (pr->phase % POLL_LOOK == 0) { /* are the cores all taken? Three
-                                       looks in a row say so to stop */
+  int look = n < POLL_LOOK
+                 ? n % POLL_FIRST_LOOK == 0 && n <= 2 * POLL_FIRST_LOOK
+                 : pr->phase % POLL_LOOK == 0;
+  if (look) { /* are the cores all taken? Three looks in a row say so to
+                 stop */
     int taken = others_running() >= online_cpus();
     int seen = taken ? atomic_fetch_add(&p->taken_seen, 1) + 1 : 0;
     if (!taken)
