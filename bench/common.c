@@ -381,8 +381,6 @@ void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
   pairs_at(n, raw, NULL, c, rate, p50, p99);
 }
 
-
-
 /* ---- raw and dlock in turns (W1, W2) ----------------------------------- */
 
 /* W1 and W2 compare dlock with raw in turns: the same threads run raw
