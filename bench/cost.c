@@ -156,5 +156,6 @@ void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
        (double)raw->user_us / r);
   emit(w, "system CPU per pair", (double)dlock->sys_us / d, "us",
        (double)raw->sys_us / r);
-  emit(w, "system calls per pair", dlock->syscalls / d, "", raw->syscalls / r);
+  emit(w, "system calls per pair", dlock->syscalls / d, "",
+       raw->syscalls / r);
 }

@@ -160,8 +160,8 @@ void w1_w2(bench_bounds *b) {
     peers(b);
 }
 
-/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------
- */
+
+/* ---- W3, W3p, W6: hand-off on one lock ------------------------------------ */
 
 typedef struct handoff_arg {
   int id;
@@ -214,14 +214,13 @@ static void handoff_report(bench_bounds *b, const char *w, double secs,
   long ns = nsamples();
   double p50 = pct(sh->samples, ns, 50), p99 = pct(sh->samples, ns, 99);
   double max = ns ? (double)sh->samples[ns - 1] : NAN;
-  double ceiling =
-      1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
+  double ceiling = 1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
   emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
   emit(w, "hand-off p50", p50, "us", b->raw_rtt);
   emit(w, "hand-off p99", p99, "us", b->raw_rtt);
   emit(w, "hand-off max", max, "us", b->raw_rtt);
-  emit(w, "Jain fairness",
-       sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0, "index", 1.0);
+  emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
+       "index", 1.0);
 }
 
 /* 8 threads taking turns on lock name on url (1 ms holds): the hand-off
@@ -235,8 +234,7 @@ double handoff_run(bench_bounds *b, const char *url, const char *name,
   handoff_arg args[8];
   for (int i = 0; i < 8; i++)
     args[i] = (handoff_arg){i, l, 0};
-  double secs =
-      run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
   if (report_as)
     handoff_report(b, report_as, secs, 8);
   double p50 = pct(sh->samples, nsamples(), 50);
@@ -245,9 +243,7 @@ double handoff_run(bench_bounds *b, const char *url, const char *name,
   return p50;
 }
 
-void w3(bench_bounds *b) {
-  b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3");
-}
+void w3(bench_bounds *b) { b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3"); }
 
 /* The server's commands so far (INFO stats). */
 static long long server_commands(redisContext *c) {
@@ -278,8 +274,7 @@ static void s1_run(bench_bounds *b, int spin, const char *w) {
   dlock_stats st0 = {.version = DLOCK_STATS_VERSION}, st1 = st0;
   dlock_client_stats(c, &st0);
   long long cmd0 = server_commands(raw);
-  double secs =
-      run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
   long long cmds = server_commands(raw) - cmd0 - 1; /* less the INFO */
   dlock_client_stats(c, &st1);
   long grants = 0;
@@ -394,8 +389,8 @@ void w6(bench_bounds *b) {
   handoff_arg args[16];
   for (int i = 0; i < 16; i++)
     args[i] = (handoff_arg){i, l, 1};
-  double secs =
-      run_threads(16, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = run_threads(16, handoff_thread, args, sizeof args[0],
+                            opt.duration);
   /* A FIFO violation: X got the lock before Y although Y had asked more than
    * 5 ms earlier (time enough to join the queue) and was still waiting. The
    * margin covers the call's way to the server: on two busy cores its tail
@@ -407,8 +402,7 @@ void w6(bench_bounds *b) {
     n = MAX_SAMPLES;
   for (long x = 0; x < n; x++)
     for (long y = 0; y < n; y++)
-      if (sh->rec_call[y] + 5000 < sh->rec_call[x] &&
-          sh->rec_got[y] > sh->rec_got[x])
+      if (sh->rec_call[y] + 5000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
         violations++;
   long ns = nsamples();
   emit("W6", "FIFO violations", (double)violations, "count", 0);
@@ -422,8 +416,8 @@ void w6(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-/* ---- W4: 10,000 holds under the watchdog ----------------------------------
- */
+
+/* ---- W4: 10,000 holds under the watchdog ---------------------------------- */
 
 static long long evalsha_calls(redisContext *c) {
   redisReply *r = redisCommand(c, "INFO commandstats");
@@ -488,8 +482,7 @@ void w4(bench_bounds *b) {
   double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
                         ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
-                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) /
-                   1e6;
+                        ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
   long held = 0;
   for (int i = 0; i < W4_LOCKS; i++)
     redisAppendCommand(rc, "EXISTS bench:w4:%d", i);
@@ -516,12 +509,12 @@ void w4(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-/* ---- W7: read-write lock, 90 % reads --------------------------------------
- */
+
+/* ---- W7: read-write lock, 90 % reads -------------------------------------- */
 
 typedef struct mix_arg {
   int id;
-  dlock_rwlock *rw; /* NULL: use lock for both */
+  dlock_rwlock *rw;  /* NULL: use lock for both */
   dlock_lock *lock;
 } mix_arg;
 
@@ -530,9 +523,8 @@ static void *mix_thread(void *p) {
   unsigned seed = (unsigned)a->id * 2654435761u;
   while (!atomic_load(&sh->stop)) {
     int write = rand_r(&seed) % 10 == 0;
-    dlock_lock *l =
-        a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
-              : a->lock;
+    dlock_lock *l = a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
+                          : a->lock;
     if (dlock_acquire(l, 10000, 30000) != DLOCK_OK)
       continue;
     usleep(1000); /* 1 ms inside: a sleep, so 16 threads do not need 16 cores */
@@ -554,8 +546,7 @@ void w7(bench_bounds *b) {
     for (int i = 0; i < 16; i++)
       args[i] = (mix_arg){i, k == 0 ? rw : NULL, plain};
     reset();
-    double secs =
-        run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
+    double secs = run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
     rate[k] = (double)atomic_load(&sh->pairs) / secs;
   }
   emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
@@ -564,8 +555,9 @@ void w7(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-/* ---- M2: 100 values of one group beside a multi-lock of 100 locks ---------
- */
+
+
+/* ---- M2: 100 values of one group beside a multi-lock of 100 locks --------- */
 
 /* Acquire/release pairs of l on one thread for the run's duration: the
  * pairs per second. */
