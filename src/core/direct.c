@@ -444,17 +444,19 @@ static dlock__dpool *pool_for(dlock_client *c, int slot) {
   return i >= 0 && i < d->npools ? &d->pools[i] : NULL;
 }
 
-/* While calls to p's server go to the engine after a failed open (d->mu
- * held; the clock is read only then). */
-static int backing_off(const dlock__dpool *p) {
-  return p->down_until_ms != 0 && dlock__now_ms() < p->down_until_ms;
+/* Whether calls may go to p's server directly (d->mu held): the client
+ * open, the engine's connection there up, and no backoff after a failed
+ * open (the clock is read only while one is set). */
+static int usable(const dlock__direct *d, const dlock__dpool *p) {
+  return !d->closed && atomic_load(&p->link.ready) &&
+         (p->down_until_ms == 0 || dlock__now_ms() >= p->down_until_ms);
 }
 
 dlock__dpool *dlock__dpool_ready(dlock_client *c, int slot) {
   dlock__direct *d = &c->direct;
   pthread_mutex_lock(&d->mu);
   dlock__dpool *p = pool_for(c, slot);
-  if (p && (d->closed || !atomic_load(&p->link.ready) || backing_off(p)))
+  if (p && !usable(d, p))
     p = NULL;
   pthread_mutex_unlock(&d->mu);
   return p;
@@ -478,8 +480,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
     pthread_mutex_lock(&d->mu);
     dlock__dpool *p = pool_for(c, slot);
     dlock__dconn *dc = p ? p->idle : NULL;
-    if (p == NULL || d->closed || !atomic_load(&p->link.ready) ||
-        backing_off(p) || (dc == NULL && p->open >= limit)) {
+    if (p == NULL || !usable(d, p) || (dc == NULL && p->open >= limit)) {
       *full = p && dc == NULL && p->open >= limit;
       pthread_mutex_unlock(&d->mu);
       return NULL;
