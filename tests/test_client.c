@@ -298,9 +298,30 @@ static void test_resp_and_numbers(void) {
   dlock__buf_free(&b);
 }
 
+/* CRC16 (XMODEM) a bit at a time, as Redis Cluster's spec states it: the
+ * reference for the library's table. */
+static int slot_by_bits(const unsigned char *p, size_t n) {
+  unsigned crc = 0;
+  for (size_t i = 0; i < n; i++) {
+    crc ^= (unsigned)p[i] << 8;
+    for (int b = 0; b < 8; b++)
+      crc =
+          (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return (int)(crc & 16383);
+}
+
 /* Redis Cluster's slots: CRC16 of the key or its hash tag (the values
  * CLUSTER KEYSLOT gives). */
 static void test_key_slots(void) {
+  /* every byte value, alone and behind another: each table entry */
+  int wrong = 0;
+  for (int b = 0; b < 256; b++) {
+    unsigned char k[2] = {(unsigned char)b, (unsigned char)(255 - b)};
+    wrong += dlock__key_slot((const char *)k, 1) != slot_by_bits(k, 1);
+    wrong += dlock__key_slot((const char *)k, 2) != slot_by_bits(k, 2);
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
   CU_ASSERT_EQUAL(dlock__key_slot("123456789", 9), 12739);
   CU_ASSERT_EQUAL(dlock__key_slot("foo", 3), 12182);
   CU_ASSERT_EQUAL(dlock__key_slot("bar", 3), 5061);
