@@ -704,6 +704,13 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms) {
   return c;
 }
 
+int th_lost_count(th_lost_log *log) {
+  pthread_mutex_lock(&log->mu);
+  int c = log->count;
+  pthread_mutex_unlock(&log->mu);
+  return c;
+}
+
 dlock_client *th_watchdog_client(th_server *s, th_lost_log *log,
                                  int64_t watchdog_ms) {
   th_lost_init(log);

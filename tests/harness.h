@@ -244,6 +244,8 @@ void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
                 dlock_lost_reason reason);
 /* Wait until log->count >= n or timeout_ms; returns the count. */
 int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
+/* The count now (read under the log's mutex: the engine thread writes it). */
+int th_lost_count(th_lost_log *log);
 /* A client on s whose holds are renewed (600 ms watchdog) for 1 s at most
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);
