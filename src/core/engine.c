@@ -341,6 +341,7 @@ static void net_reconnected(dlock__net *n, const char *where) {
   dlock_event ev = {DLOCK_EVENT_RECONNECTED, where, strlen(where), 0, 0,
                     DLOCK_OK, 0};
   dlock__event(dlock__net_client(n), &ev);
+  dlock__watchdog_soon(dlock__net_client(n));
 }
 
 static dlock__link *net_link(dlock__net *n, int i) {

@@ -461,6 +461,7 @@ void dlock__pubsub_shutdown(dlock_client *c);
 
 /* watchdog.c (engine thread) */
 void dlock__watchdog_start(dlock_client *c);
+void dlock__watchdog_soon(dlock_client *c); /* a connection came back */
 void dlock__holds_free(dlock_client *c);
 
 #endif /* DLOCK_ENGINE_H */

@@ -629,3 +629,15 @@ void dlock__watchdog_start(dlock_client *c) {
   uint64_t period = (uint64_t)c->opts.watchdog_timeout_ms / 3;
   uv_timer_start(&c->watchdog_timer, tick, period, period);
 }
+
+/* A connection came back: renew now, not at the next tick. The outage ate
+ * into every lease, and a failover's new master has seen no renewal since
+ * its promotion (a copy replicated then expires a lease after the last one
+ * it saw). The tick runs on the next turn of the loop, after the
+ * connection's waiting requests are written; the ticks go on from it. */
+void dlock__watchdog_soon(dlock_client *c) {
+  if (c->net.stopping || !uv_is_active((uv_handle_t *)&c->watchdog_timer))
+    return;
+  uint64_t period = (uint64_t)c->opts.watchdog_timeout_ms / 3;
+  uv_timer_start(&c->watchdog_timer, tick, 0, period);
+}
