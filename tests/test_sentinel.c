@@ -549,8 +549,8 @@ static void test_graceful_failover(void) {
   /* 9 s: a renewal every 3 s. The new master's copy expires a lease after
    * the last renewal it saw (before the promotion); the sentinels announce
    * the promotion 1-3 s after it (they read roles once a second), and the
-   * first renewal there comes at the next tick: a 3 s lease lost it under
-   * TSan. */
+   * client renews there once its connection has moved. A 3 s lease was
+   * lost under TSan when that renewal waited for the next tick. */
   o.watchdog_timeout_ms = 9000;
   o.on_lost = th_on_lost;
   o.on_lost_data = &log;
