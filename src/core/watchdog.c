@@ -625,9 +625,13 @@ static void tick(uv_timer_t *t) {
   tell_lost(c, &lost);
 }
 
+/* The ticks come a third of the lease apart. */
+static uint64_t tick_period(const dlock_client *c) {
+  return (uint64_t)c->opts.watchdog_timeout_ms / 3;
+}
+
 void dlock__watchdog_start(dlock_client *c) {
-  uint64_t period = (uint64_t)c->opts.watchdog_timeout_ms / 3;
-  uv_timer_start(&c->watchdog_timer, tick, period, period);
+  uv_timer_start(&c->watchdog_timer, tick, tick_period(c), tick_period(c));
 }
 
 /* A connection came back: renew now, not at the next tick. The outage ate
@@ -636,8 +640,6 @@ void dlock__watchdog_start(dlock_client *c) {
  * it saw). The tick runs on the next turn of the loop, after the
  * connection's waiting requests are written; the ticks go on from it. */
 void dlock__watchdog_soon(dlock_client *c) {
-  if (c->net.stopping || !uv_is_active((uv_handle_t *)&c->watchdog_timer))
-    return;
-  uint64_t period = (uint64_t)c->opts.watchdog_timeout_ms / 3;
-  uv_timer_start(&c->watchdog_timer, tick, 0, period);
+  if (!c->net.stopping && uv_is_active((uv_handle_t *)&c->watchdog_timer))
+    uv_timer_start(&c->watchdog_timer, tick, 0, tick_period(c));
 }
