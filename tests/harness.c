@@ -711,11 +711,20 @@ int th_lost_wait(th_lost_log *log, int n, int timeout_ms) {
   return c;
 }
 
-int th_lost_count(th_lost_log *log) {
-  pthread_mutex_lock(&log->mu);
-  int c = log->count;
-  pthread_mutex_unlock(&log->mu);
-  return c;
+int th_lost_count(th_lost_log *log) { return th_lost_wait(log, 0, 0); }
+
+int th_pttl_rises(th_server *s, const char *key, int timeout_ms) {
+  int64_t end = th_now_ms() + timeout_ms;
+  for (long long was = th_int(s, "PTTL %s", key); was > 0;) {
+    if (th_now_ms() >= end)
+      return 0;
+    usleep(10000);
+    long long now = th_int(s, "PTTL %s", key);
+    if (now > was)
+      return 1;
+    was = now;
+  }
+  return 0;
 }
 
 dlock_client *th_watchdog_client(th_server *s, th_lost_log *log,

@@ -246,6 +246,9 @@ void th_on_lost(void *data, const char *name, size_t len, uint64_t owner,
 int th_lost_wait(th_lost_log *log, int n, int timeout_ms);
 /* The count now (read under the log's mutex: the engine thread writes it). */
 int th_lost_count(th_lost_log *log);
+/* 1 once key's PTTL on s rises between two reads (10 ms apart: a renewal)
+ * within timeout_ms; 0 when it does not, or the key is gone. */
+int th_pttl_rises(th_server *s, const char *key, int timeout_ms);
 /* A client on s whose holds are renewed (600 ms watchdog) for 1 s at most
  * (max_hold_ms), its losses logged in log (initialised here). */
 dlock_client *th_max_hold_client(th_server *s, th_lost_log *log);

@@ -834,17 +834,7 @@ static void test_watchdog_renews_direct_grant(void) {
   TH_ASSERT_RC(dlock_acquire(l, 1000, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
   CU_ASSERT_EQUAL(direct_calls(c), before + 1);
   /* the event: the lease goes up again (a renewal) */
-  long long first = th_int(&srv, "PTTL %s", name), last = first;
-  int renewed = 0;
-  int64_t until = th_now_ms() + 3000;
-  while (!renewed && th_now_ms() < until) {
-    long long now = th_int(&srv, "PTTL %s", name);
-    renewed = now > last;
-    last = now;
-    if (!renewed)
-      usleep(10000);
-  }
-  CU_ASSERT(renewed);
+  CU_ASSERT(th_pttl_rises(&srv, name, 3000));
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
   dlock_lock_free(l);

@@ -572,16 +572,12 @@ static void test_graceful_failover(void) {
   CU_ASSERT_EQUAL(th_int(now, "EXISTS %s", later), 1);
   /* renewed on the new master: its PTTL there rises between two reads
    * (the watchdog ticks every 3 s; bounded at four ticks) */
-  long long pttl0 = th_int(now, "PTTL %s", held), was = pttl0, pttl = pttl0;
-  for (int64_t end = th_now_ms() + 12000;
-       pttl > 0 && pttl <= was && th_now_ms() < end; usleep(20000)) {
-    was = pttl;
-    pttl = th_int(now, "PTTL %s", held);
-  }
-  if (pttl <= was)
-    printf("\n    PTTL %lld, at last %lld on port %d (old %d), lost %d ", pttl0,
-           pttl, now->port, old->port, th_lost_count(&log));
-  CU_ASSERT(pttl > was);
+  int renewed = th_pttl_rises(now, held, 12000);
+  if (!renewed)
+    printf("\n    no renewal: PTTL %lld on port %d (old %d), lost %d ",
+           th_int(now, "PTTL %s", held), now->port, old->port,
+           th_lost_count(&log));
+  CU_ASSERT(renewed);
   CU_ASSERT_EQUAL(th_lost_count(&log), 0);
   TH_ASSERT_RC(dlock_release(lh), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(ll), DLOCK_OK);
