@@ -313,6 +313,18 @@ static void test_lost_and_fenced(void) {
   TH_ASSERT_RC(dlock_guarded_call(dlock_election_lock(a), 3, set, lens, NULL),
                DLOCK_OK);
   TH_ASSERT_RC(dlock_fenced_call(cl, name, ta, 3, set, lens, NULL), DLOCK_OK);
+  /* a term above the current one was never granted: refused, and the
+   * leader's own writes go on */
+  const char *forged[] = {"SET", key, "forg"};
+  TH_ASSERT_RC(dlock_fenced_call(cl, name, ta + 1, 3, forged, lens, NULL),
+               DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "was never granted"));
+  TH_ASSERT_RC(dlock_fenced_call(cl, name, ta, 3, set, lens, NULL), DLOCK_OK);
+  redisReply *data = th_cmd(node, "GET %s", key);
+  CU_ASSERT(data && data->type == REDIS_REPLY_STRING &&
+            strcmp(data->str, "by-a") == 0);
+  if (data)
+    freeReplyObject(data);
   /* the leadership disappears (as on a failover that lost it) */
   CU_ASSERT_EQUAL(th_int(node, "DEL %s", name), 1);
   CU_ASSERT_EQUAL(th_lost_wait(&lost, 1, 5000), 1);

@@ -20,10 +20,10 @@ static int suite_clean(void) { return th_suite_close(&srv, cl); }
 
 /* A data key in the slot of lock name: "{NAME}:what". */
 static const char *data_key(const char *name, const char *what) {
-  static _Thread_local char buf[4][160];
+  static _Thread_local char buf[4][300];
   static _Thread_local int i;
   char *b = buf[i++ % 4];
-  snprintf(b, 160, "{%s}:%s", name, what);
+  snprintf(b, 300, "{%s}:%s", name, what);
   return b;
 }
 
@@ -174,6 +174,68 @@ static void test_token_alone(void) {
   TH_ASSERT_RC(dlock_fenced_call(cl, name, 0, 3, argv, lens, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_fenced_call(cl, NULL, 1, 3, argv, lens, NULL), DLOCK_EINVAL);
   TH_ASSERT_RC(dlock_fenced_call(NULL, name, 1, 3, argv, lens, NULL), DLOCK_EINVAL);
+}
+
+/* A token the lock never granted (above its counter) is refused as such
+ * (DLOCK_EINVAL: forged or mistyped) and leaves the fence alone, so the
+ * real holder's writes go on; a token below the newest grant is refused
+ * before the newer holder writes anything; a name with no fenced lock on
+ * it (another type, a read-write lock, a lock without a counter) is the
+ * wrong kind and nothing is left behind. */
+static void test_token_forged(void) {
+  const char *name = th_name("forged");
+  const char *k = data_key(name, "v");
+  const char *argv[] = {"SET", k, "x"};
+  size_t lens[] = {3, strlen(k), 1};
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, name, NULL, &l), DLOCK_OK);
+  dlock_grant g1;
+  TH_ASSERT_RC(dlock_acquire_grant(l, 0, 30000, &g1), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fenced_call(cl, name, g1.token + 998, 3, argv, lens, NULL),
+               DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "was never granted"));
+  CU_ASSERT_FALSE(key_exists(k));
+  char fence[300];
+  snprintf(fence, sizeof fence, "dlock_fence:{%s}", name);
+  CU_ASSERT_FALSE(key_exists(fence));
+  /* the holder's own token still writes */
+  TH_ASSERT_RC(dlock_fenced_call(cl, name, g1.token, 3, argv, lens, NULL), DLOCK_OK);
+  /* a newer grant fences the older token off before it writes anything */
+  TH_ASSERT_RC(dlock_force_release(l, NULL), DLOCK_OK);
+  dlock_lock *l2 = NULL;
+  dlock_grant g2;
+  TH_ASSERT_RC(dlock_fenced_lock_new(cl, name, NULL, &l2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_grant(l2, 0, 30000, &g2), DLOCK_OK);
+  TH_ASSERT_RC(dlock_fenced_call(cl, name, g1.token, 3, argv, lens, NULL),
+               DLOCK_EFENCED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "later holder"));
+  TH_ASSERT_RC(dlock_release(l2), DLOCK_OK);
+  dlock_lock_free(l2);
+  dlock_lock_free(l);
+  /* names that hold no fenced lock: the type found is named */
+  static const struct {
+    const char *setup, *says;
+  } other[] = {{"SET %s hello", "holds a string"},
+               {"RPUSH %s a", "holds a list"},
+               {"SADD %s a", "holds a set"},
+               {"ZADD %s 1 a", "holds a zset"},
+               {"HSET %s mode read", "holds a read-write lock"},
+               {"HSET %s someone:1 1", "lock without fencing tokens"}};
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+    char n[200];
+    snprintf(n, sizeof n, "%s-%zu", th_name("other"), i);
+    freeReplyObject(th_cmd(&srv, other[i].setup, n));
+    const char *kk = data_key(n, "v");
+    const char *av[] = {"SET", kk, "x"};
+    size_t al[] = {3, strlen(kk), 1};
+    TH_ASSERT_RC(dlock_fenced_call(cl, n, 1, 3, av, al, NULL), DLOCK_EKIND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), other[i].says));
+    if (strstr(dlock_errmsg(), other[i].says) == NULL)
+      fprintf(stderr, "\n  %s: %s", other[i].setup, dlock_errmsg());
+    CU_ASSERT_FALSE(key_exists(kk));
+    snprintf(fence, sizeof fence, "dlock_fence:{%s}", n);
+    CU_ASSERT_FALSE(key_exists(fence));
+  }
 }
 
 /* Every kind that can guard: fair, both read-write halves (a reader guards
@@ -390,7 +452,8 @@ static void test_async(void) {
 static void test_cli(void) {
   const char *bin = getenv("DLOCK_BIN");
   CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
-  const char *name = th_name("cli");
+  char name[256];
+  snprintf(name, sizeof name, "%s", th_name("cli"));
   char line[2048], out[4096];
   snprintf(line, sizeof line,
            "'%s' --redis '%s' run --fenced %s -- sh -c '"
@@ -403,6 +466,36 @@ static void test_cli(void) {
   char want[512];
   snprintf(want, sizeof want, "%s 1\nOK\nread 64\n", name);
   CU_ASSERT_STRING_EQUAL(out, want);
+  /* while held with token 1: a forged token is refused (64) and the
+   * holder's own writes go on */
+  char held[256], str[256];
+  snprintf(held, sizeof held, "%s", th_name("cli-held"));
+  snprintf(line, sizeof line,
+           "'%s' --redis '%s' run --fenced %s -- sh -c '"
+           "\"$0\" --redis \"$1\" write --token 999 %s SET \"{%s}:y\" forged 2>&1; "
+           "echo \"forged $?\"; "
+           "\"$0\" --redis \"$1\" write %s SET \"{%s}:y\" mine; "
+           "echo \"own $?\"' '%s' '%s'",
+           bin, srv.url, held, held, held, held, held, bin, srv.url);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 0);
+  snprintf(want, sizeof want, "dlock: guarded write on \"%s\" refused, nothing "
+           "written: token 999 was never granted (the lock's newest grant is 1)\n"
+           "forged 64\nOK\nown 0\n", held);
+  CU_ASSERT_STRING_EQUAL(out, want);
+  char *y = get_str(data_key(held, "y"));
+  CU_ASSERT_STRING_EQUAL(y ? y : "", "mine");
+  free(y);
+  /* a name that holds no fenced lock: the wrong kind (65), nothing left */
+  snprintf(str, sizeof str, "%s", th_name("cli-str"));
+  freeReplyObject(th_cmd(&srv, "SET %s hello", str));
+  snprintf(line, sizeof line, "'%s' --redis '%s' write --token 1 %s SET '{%s}:x' y 2>&1",
+           bin, srv.url, str, str);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 65);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "holds a string"));
+  CU_ASSERT_FALSE(key_exists(data_key(str, "x")));
+  char fk[300];
+  snprintf(fk, sizeof fk, "dlock_fence:{%s}", str);
+  CU_ASSERT_FALSE(key_exists(fk));
   snprintf(line, sizeof line, "'%s' --redis '%s' write --token 1 %s SET '{%s}:v' late 2>&1",
            bin, srv.url, name, name);
   CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 76);
@@ -461,6 +554,7 @@ static void add_tests(void) {
   CU_add_test(s, "runs_only_while_held", test_runs_only_while_held);
   CU_add_test(s, "lease_passed", test_lease_passed);
   CU_add_test(s, "token_alone", test_token_alone);
+  CU_add_test(s, "token_forged", test_token_forged);
   CU_add_test(s, "kinds", test_kinds);
   CU_add_test(s, "eval", test_eval);
   CU_add_test(s, "bad_input", test_bad_input);

@@ -73,9 +73,14 @@ DLOCK_API int dlock_guarded_eval(dlock_lock *lock, const char *body,
 
 /* A guarded write by token alone, for a process that does not hold the
  * lock itself but was handed its token (a command run by `dlock run
- * --fenced`, with DLOCK_FENCE_TOKEN): the fenced lock name must be held (by
- * anyone), token must be its newest grant, and the data must have seen no
- * newer one. As dlock_guarded_call() otherwise. */
+ * --fenced`, with DLOCK_FENCE_TOKEN; an election's term): the fenced lock
+ * name must be held (by anyone), token must be its newest grant, and the
+ * data must have seen no newer one. A token above the newest grant was
+ * never granted: DLOCK_EINVAL, nothing written (the fence untouched). A
+ * token below it: DLOCK_EFENCED, even before the newer holder writes. A
+ * name holding no fenced lock or election (another type, a read-write lock,
+ * a lock without a token counter): DLOCK_EKIND, naming what it holds. As
+ * dlock_guarded_call() otherwise. */
 DLOCK_API int dlock_fenced_call(dlock_client *client, const char *name,
                                 int64_t token, size_t argc,
                                 const char *const *argv, const size_t *lens,

@@ -195,7 +195,7 @@ static int answer(const guard *g, redisReply *r, dlock_reply **out) {
   int rc;
   if (r->type == REDIS_REPLY_ERROR) {
     rc = dlock__fail_reply(r, "guarded write");
-  } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+  } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
              r->element[0]->type != REDIS_REPLY_INTEGER) {
     rc = dlock__fail(DLOCK_EPROTO, "guarded write: unexpected reply");
   } else if (r->element[0]->integer == 1) {
@@ -205,6 +205,13 @@ static int answer(const guard *g, redisReply *r, dlock_reply **out) {
   } else if (r->element[0]->integer == 2) {
     rc = dlock__fail(DLOCK_EREDIS, "guarded write: the command failed, "
                      "nothing was written: %s", r->element[1]->str);
+  } else if (r->elements == 3 && r->element[2]->type == REDIS_REPLY_INTEGER &&
+             r->element[1]->str && !strcmp(r->element[1]->str, "never granted")) {
+    /* a token above the counter: forged or mistyped, not stale */
+    rc = dlock__fail(DLOCK_EINVAL, "guarded write on \"%.*s%s\" refused, "
+                     "nothing written: token %s was never granted (the "
+                     "lock's newest grant is %lld)", SHOW(g->name, g->name_len),
+                     g->token, (long long)r->element[2]->integer);
   } else {
     const char *why = r->element[1]->str ? r->element[1]->str : "";
     rc = dlock__fail(DLOCK_EFENCED, "guarded write on \"%.*s%s\" refused, "
