@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "redis_server.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -609,6 +610,65 @@ int th_wait_worker(pid_t pid, int timeout_ms) {
   return -1;
 }
 
+/* ---- the codes each public call returned ---------------------------------- */
+
+#define RC_SEEN_MAX 2048
+static struct {
+  pthread_mutex_t mu;
+  size_t n;
+  struct {
+    char call[64];
+    int rc;
+  } v[RC_SEEN_MAX];
+} rc_seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void th_rc_seen(const char *expr, int rc) {
+  if (rc >= 0)
+    return;
+  const char *p = strstr(expr, "dlock_");
+  while (p && p > expr && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))
+    p = strstr(p + 1, "dlock_"); /* a name that only ends in dlock_ */
+  if (p == NULL)
+    return;
+  size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_0123456789");
+  if (p[len] != '(' || len >= sizeof rc_seen.v[0].call)
+    return; /* not a call (a variable, a macro) */
+  pthread_mutex_lock(&rc_seen.mu);
+  int found = 0;
+  for (size_t i = 0; i < rc_seen.n && !found; i++)
+    found = rc_seen.v[i].rc == rc && strncmp(rc_seen.v[i].call, p, len) == 0 &&
+            rc_seen.v[i].call[len] == '\0';
+  if (!found && rc_seen.n < RC_SEEN_MAX) {
+    memcpy(rc_seen.v[rc_seen.n].call, p, len);
+    rc_seen.v[rc_seen.n].call[len] = '\0';
+    rc_seen.v[rc_seen.n++].rc = rc;
+  }
+  pthread_mutex_unlock(&rc_seen.mu);
+}
+
+/* Each call's man page names every code the run saw it return: 0, or 1
+ * with what is missing on stderr. */
+static int rc_seen_documented(void) {
+  const char *docs = getenv("DLOCK_DOCS");
+  if (docs == NULL || rc_seen.n == 0)
+    return 0;
+  char path[] = "/tmp/dlock-rc-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return 1;
+  FILE *f = fdopen(fd, "w");
+  for (size_t i = 0; f && i < rc_seen.n; i++)
+    fprintf(f, "%s %s\n", rc_seen.v[i].call, dlock_errname(rc_seen.v[i].rc));
+  if (f)
+    fclose(f);
+  char line[1400];
+  snprintf(line, sizeof line, "python3 '%s/../tools/manpages.py' "
+           "'%s/../include/dlock' --returns '%s' >&2", docs, docs, path);
+  int st = system(line);
+  unlink(path);
+  return st == 0 ? 0 : 1;
+}
+
 /* The failures of CUnit's last run: asserts, tests and suites. */
 /* The failures of the last run, also on stderr: a CI log that keeps only
  * the tail of a failed suite's output still names the failed assert. */
@@ -671,6 +731,11 @@ int th_main(int argc, char **argv, void (*add)(void), th_worker_fn worker) {
   CU_basic_run_tests();
   unsigned failed = run_failures(), ran = CU_get_number_of_tests_run();
   CU_cleanup_registry();
+  if (rc_seen_documented() != 0) {
+    fprintf(stderr, "FAILED: a call returned a code its man page does not "
+            "name (above)\n");
+    failed++;
+  }
   return failed || ran == 0 ? 1 : 0;
 }
 

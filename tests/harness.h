@@ -335,9 +335,16 @@ extern _Thread_local int th_flag;
     CU_ASSERT_EQUAL(th_flag, (want));                                         \
   } while (0)
 
+/* Every code a public call returned under TH_ASSERT_RC is recorded (the
+ * call: the first dlock_ name in expr); after the run, th_main checks
+ * that each call's man page names each code it returned
+ * (tools/manpages.py --returns). */
+void th_rc_seen(const char *expr, int rc);
+
 #define TH_ASSERT_RC(expr, want)                                              \
   do {                                                                        \
     int th_rc_ = (expr);                                                      \
+    th_rc_seen(#expr, th_rc_);                                                \
     if (th_rc_ != (want))                                                     \
       fprintf(stderr, "\n  %s:%d: %s = %s (%s), want %s\n", __FILE__, __LINE__, \
               #expr, dlock_errname(th_rc_), dlock_errmsg(), dlock_errname(want)); \

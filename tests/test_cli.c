@@ -1634,6 +1634,47 @@ static void test_wall_clock_jump(void) {
   }
 }
 
+/* The bash completion (tools/dlock/dlock.bash-completion) offers every
+ * command `dlock --help` lists, every option each command's --help names,
+ * and the kinds after `run`; after `--` it completes commands. */
+static void test_bash_completion(void) {
+  static const char script[] =
+      "D=$1; . \"$2/../tools/dlock/dlock.bash-completion\"\n"
+      "comp() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); COMPREPLY=()\n"
+      "  _dlock; printf '%s\\n' \"${COMPREPLY[@]}\"; }\n"
+      "bad=0\n"
+      /* the commands: the help's lines "  word ..." */
+      "for c in $($D --help 2>&1 | sed -n '/^usage/,/^--redis/s/^  \\([a-z][a-z]*\\) .*/\\1/p' | sort -u); do\n"
+      "  comp dlock '' | grep -qx \"$c\" || { echo \"no command $c\"; bad=1; }\n"
+      /* each command's options: every --flag of its usage lines (run's
+       * and elect's "[options]": every --flag of their help) */
+      "  sub=; case $c in latch) sub=wait;; sem) sub=acquire;; esac\n"
+      "  help=$($D $c --help 2>&1)\n"
+      "  case $c in run|elect) ;; *) help=$(echo \"$help\" | awk 'NR==1 || /^ /{print; next} {exit}');; esac\n"
+      "  for o in $(echo \"$help\" | grep -o -- '--[a-z][a-z-]*' | sort -u); do\n"
+      "    comp dlock $c $sub '-' | grep -qx -- \"$o\" ||\n"
+      "      { echo \"$c: no option $o\"; bad=1; }\n"
+      "  done\n"
+      "done\n"
+      "for k in --fair --fenced --spin --read --write --semaphore; do\n"
+      "  comp dlock run '-' | grep -qx -- $k || { echo \"run: no kind $k\"; bad=1; }\n"
+      "done\n"
+      "comp dlock run x -- sh | grep -qx sh || { echo 'after --: no command'; bad=1; }\n"
+      "exit $bad\n";
+  char path[512], line[2048], out[8192];
+  snprintf(path, sizeof path, "%s/completion.sh", tmpdir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(script, f);
+  fclose(f);
+  snprintf(line, sizeof line, "bash '%s' '%s' '%s' 2>&1", path, dlock_bin,
+           getenv("DLOCK_DOCS"));
+  int rc = th_shell(line, out, sizeof out);
+  CU_ASSERT_EQUAL(rc, 0);
+  if (rc != 0)
+    fprintf(stderr, "\n%s", out);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("cli", suite_init, suite_clean);
   CU_add_test(s, "run_exact_count", test_run_exact_count);
@@ -1665,6 +1706,7 @@ static void add_tests(void) {
   CU_add_test(s, "messages_say_it_once", test_messages_say_it_once);
   CU_add_test(s, "demo_tells_the_order", test_demo_tells_the_order);
   CU_add_test(s, "docs_agree_with_code", test_docs_agree_with_code);
+  CU_add_test(s, "bash_completion", test_bash_completion);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -145,11 +145,15 @@ DLOCK_API int dlock_non_reentrant_fair_lock_new(dlock_client *client,
                                                 const dlock_lock_opts *opts,
                                                 dlock_lock **out);
 
-/* Acquire: try, then wait for the lock up to wait_ms (pub/sub wake-ups, no
- * polling), holding it for lease_ms or under the watchdog.
+/* Acquire: try, then wait for the lock up to wait_ms (woken by pub/sub; the
+ * spin lock retries after a back-off instead), holding it for lease_ms or
+ * under the watchdog.
  * Returns DLOCK_OK when held (again, for a re-entry), DLOCK_EBUSY when
  * wait_ms is 0 and another owner holds it, DLOCK_ETIMEDOUT when the budget
- * ran out, DLOCK_EINVAL (bad arguments, engine thread), DLOCK_EIO (no
+ * ran out, DLOCK_EINTR (dlock_interrupt() ended the wait: nothing held),
+ * DLOCK_EREENTRY (a non-reentrant kind the owner holds already: the hold
+ * stays, counted once), DLOCK_EQUORUM (a RedLock without a quorum of its
+ * members), DLOCK_EINVAL (bad arguments, engine thread), DLOCK_EIO (no
  * connection within the connect or command timeout), DLOCK_EKIND (the name
  * holds another kind of object, or data that is not dlock's: nothing was
  * changed), DLOCK_ETLS and DLOCK_ECONFIG (the client's settings do not fit
