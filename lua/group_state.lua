@@ -7,7 +7,13 @@
 --          smallest lock_count over the values, 0 unless every value is
 --          its live hold); ms how long the owner's holds last (its soonest
 --          expiry), else the hash's PTTL
+-- errors   WRONGKIND when G holds another kind (kind.lua names it)
 -- #include now.lua
+-- #include kind.lua
+local found = name_kind(KEYS[1])
+if found ~= 'none' and found ~= 'lock' then
+  return wrong_kind(found, 'a grouped multi-lock')
+end
 local now = server_now()
 local me = ARGV[1]
 local held, count, soonest = 0, nil, nil

@@ -6,6 +6,12 @@
 -- ARGV[3]  a permit id, or "" for none
 -- reply    {available, acquired, lease of ARGV[3] in ms (-1 never, -2
 --          unknown or expired)}; expired permits go back to the pool first
+-- errors   WRONGKIND when N holds another kind (kind.lua names it)
+-- #include kind.lua
+local found = name_kind(KEYS[1])
+if found ~= 'none' and found ~= 'count' then
+  return wrong_kind(found, 'an expirable-permit semaphore')
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)

@@ -214,10 +214,90 @@ static void test_reader_beside_lock_holder(void) {
   dlock_lock_free(holder.lock);
 }
 
+/* Every call that reads a name answers a name of another type with
+ * DLOCK_EKIND naming what it found (a string, a list, a set, a sorted set,
+ * a hash of another kind), and changes nothing. */
+static int read_kind(object *o, int64_t *n) {
+  dlock_lock_state st;
+  dlock_leader leader;
+  int64_t a, b;
+  switch (o->k) {
+  case LATCH: {
+    int rc = dlock_latch_get_count(o->latch, n);
+    if (rc == DLOCK_EKIND) /* the wait reads it too */
+      TH_ASSERT_RC(dlock_latch_await(o->latch, 0), DLOCK_EKIND);
+    return rc;
+  }
+  case SEMAPHORE:
+    return dlock_semaphore_available(o->sem, n);
+  case PERMITS:
+    return dlock_permits_counts(o->permits, &a, &b);
+  case ELECTION: {
+    int rc = dlock_election_leader(o->election, &leader);
+    if (rc == DLOCK_OK)
+      dlock_leader_clear(&leader);
+    return rc;
+  }
+  default:
+    return dlock_lock_state_get(o->lock, &st);
+  }
+}
+
+static void test_readers_name_the_type(void) {
+  static const struct {
+    const char *setup, *says;
+  } found[] = {{"SET %s hello", "a string"},
+               {"RPUSH %s a", "a list"},
+               {"SADD %s a", "a set"},
+               {"ZADD %s 1 a", "a sorted set"},
+               {"HSET %s mode read", "a read-write lock"},
+               {"HSET %s someone:1 1", "a lock (a hash)"}};
+  /* the hash a kind reads as its own is not a wrong type for it */
+  const enum kind readers[] = {REENTRANT, FENCED, FAIR, ELECTION, READ,
+                               LATCH, SEMAPHORE, PERMITS};
+  int checked = 0;
+  for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
+    for (size_t f = 0; f < sizeof found / sizeof found[0]; f++) {
+      int hash_of_its_own = (family[readers[r]] == 0 && f == 5) ||
+                            (family[readers[r]] == 1 && f == 4);
+      if (hash_of_its_own)
+        continue;
+      char name[160];
+      snprintf(name, sizeof name, "%s:%s:%zu", th_name("reader"),
+               kind_names[readers[r]], f);
+      freeReplyObject(th_cmd(&srv, found[f].setup, name));
+      redisReply *before = dump(name);
+      object o = make(cl, readers[r], name);
+      int64_t n = 0;
+      int rc = read_kind(&o, &n);
+      CU_ASSERT_EQUAL(rc, DLOCK_EKIND);
+      CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), found[f].says));
+      if (rc != DLOCK_EKIND || strstr(dlock_errmsg(), found[f].says) == NULL)
+        fprintf(stderr, "\n  %s over \"%s\": %s (%s)\n", kind_names[readers[r]],
+                found[f].setup, dlock_errname(rc), dlock_errmsg());
+      redisReply *after = dump(name);
+      CU_ASSERT(same_dump(before, after));
+      freeReplyObject(before);
+      freeReplyObject(after);
+      switch (o.k) {
+      case LATCH: dlock_latch_free(o.latch); break;
+      case SEMAPHORE: dlock_semaphore_free(o.sem); break;
+      case PERMITS: dlock_permits_free(o.permits); break;
+      case ELECTION: dlock_election_free(o.election); break;
+      default: dlock_lock_free(o.lock); break;
+      }
+      freeReplyObject(th_cmd(&srv, "DEL %s", name));
+      checked++;
+    }
+  }
+  CU_ASSERT_EQUAL(checked, 8 * 6 - 5);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("kinds", suite_init, suite_clean);
   CU_add_test(s, "every_pair", test_every_pair);
   CU_add_test(s, "reader_beside_lock_holder", test_reader_beside_lock_holder);
+  CU_add_test(s, "readers_name_the_type", test_readers_name_the_type);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

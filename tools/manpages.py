@@ -240,10 +240,21 @@ def return_codes(call, by_name, errors, seen=None):
         like = re.search(r"(\b[Aa]s (?:for |in )?|^|[Tt]he same as )" + other, comment)
         if other in by_name and other not in seen and (like or "The same" in comment):
             codes += return_codes(by_name[other], by_name, errors, seen)
+    # "Try once: dlock_acquire(lock, 0, lease_ms)": that call, so called
+    for other in re.findall(r": (dlock_\w+)\(\w", comment[:200]):
+        if other in by_name and other not in seen:
+            codes += return_codes(by_name[other], by_name, errors, seen)
+    # a call that starts without blocking checks its arguments first
+    if name.endswith("_async"):
+        codes.append("DLOCK_EINVAL")
     if comment.startswith("The same") and call[6] and call[6] not in seen:
         codes += return_codes(by_name[call[6]], by_name, errors, seen)
     if ret == "int" and not LOCAL.match(name):
         codes += SERVER_CODES
+        # a call on a name: the name may hold another kind of object
+        if re.search(r"\bdlock_(lock|latch|semaphore|permits|election|rwlock)"
+                     r" \*|const char \*name\b", call[3]):
+            codes.append("DLOCK_EKIND")
     return list(dict.fromkeys(codes))
 
 

@@ -119,8 +119,9 @@ DLOCK_API int dlock_election_proclaim(dlock_election *e, const void *value,
 DLOCK_API int dlock_election_resign(dlock_election *e);
 
 /* Who leads now, into *out; free its value with dlock_leader_clear().
- * Errors: DLOCK_EINVAL, those of any call (DLOCK_EKIND: the name holds
- * another kind). */
+ * Errors: DLOCK_EINVAL, DLOCK_EKIND (the name holds another kind: a
+ * string, a list, a read-write lock, ...; the message names it), those of
+ * any call. */
 DLOCK_API int dlock_election_leader(dlock_election *e, dlock_leader *out);
 /* Free what dlock_election_leader() filled in; zeroes *l. NULL: nothing. */
 DLOCK_API void dlock_leader_clear(dlock_leader *l);

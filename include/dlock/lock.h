@@ -200,7 +200,10 @@ DLOCK_API int dlock_interrupt_owner(uint64_t owner, int *count);
  * (lost callback) or release (DLOCK_ELOST). */
 DLOCK_API int dlock_force_release(dlock_lock *lock, int *released);
 
-/* One consistent snapshot of the lock's state on the server (OUT *state). */
+/* One consistent snapshot of the lock's state on the server (OUT *state).
+ * DLOCK_EKIND when the name holds another kind (a count, a list, a
+ * read-write lock for a lock, a lock for a read-write lock: the message
+ * names it), DLOCK_EINVAL (NULL arguments), or the errors of any call. */
 DLOCK_API int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state);
 
 /* Bind the handle to an explicit owner id (from dlock_owner_id_new()), so

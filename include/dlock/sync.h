@@ -40,12 +40,16 @@ DLOCK_API int dlock_latch_try_set_count(dlock_latch *latch, int64_t count,
  * OUT *left (may be NULL): the count after. */
 DLOCK_API int dlock_latch_count_down(dlock_latch *latch, int64_t *left);
 
-/* The current count (0 for a missing latch). */
+/* The current count (0 for a missing latch). DLOCK_EKIND when the name
+ * holds something else (a lock, a list, a string that is not a count: the
+ * message names it). */
 DLOCK_API int dlock_latch_get_count(dlock_latch *latch, int64_t *count);
 
 /* Wait until the count is 0. Returns DLOCK_OK (at once for 0 or a missing
  * latch), DLOCK_ETIMEDOUT when the budget ran out (DLOCK_EBUSY for a
- * wait_ms of 0 and a count above 0), or an error. */
+ * wait_ms of 0 and a count above 0), DLOCK_EINTR (dlock_latch_interrupt()),
+ * DLOCK_EKIND (the name holds something else: the message names it), or
+ * an error. */
 DLOCK_API int dlock_latch_await(dlock_latch *latch, int64_t wait_ms);
 
 /* Delete the latch (waiters re-check and see 0). OUT *deleted (may be
@@ -93,7 +97,8 @@ DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *sem, int64_t n,
  * is missing. Wakes as many waiters as the permits can serve. */
 DLOCK_API int dlock_semaphore_release(dlock_semaphore *sem, int64_t n);
 
-/* Available permits now (may be negative after a negative add). */
+/* Available permits now (may be negative after a negative add).
+ * DLOCK_EKIND when the name holds something else (the message names it). */
 DLOCK_API int dlock_semaphore_available(dlock_semaphore *sem, int64_t *n);
 
 /* Take every available permit; OUT *drained (may be NULL) how many. */
@@ -167,12 +172,14 @@ DLOCK_API int dlock_permits_update_lease(dlock_permits *p,
                                          const dlock_permit_id *id,
                                          int64_t lease_ms, int *updated);
 
-/* Remaining lease of a permit: ms, -1 never expires, -2 unknown/expired. */
+/* Remaining lease of a permit: ms, -1 never expires, -2 unknown/expired.
+ * DLOCK_EKIND when the name holds something else (the message names it). */
 DLOCK_API int dlock_permits_lease_remaining(dlock_permits *p,
                                             const dlock_permit_id *id,
                                             int64_t *ms);
 
-/* Available and acquired (live) permits; either pointer may be NULL. */
+/* Available and acquired (live) permits; either pointer may be NULL.
+ * DLOCK_EKIND when the name holds something else (the message names it). */
 DLOCK_API int dlock_permits_counts(dlock_permits *p, int64_t *available,
                                    int64_t *acquired);
 

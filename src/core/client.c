@@ -254,7 +254,8 @@ static int first_contact(dlock_client *c) {
     if (reply)
       freeReplyObject(reply);
     rc = c->net.topo->contact_rc(&c->net, rc);
-  } while (rc == DLOCK_EIO && dlock__now_ms() < until);
+  } while (rc == DLOCK_EIO && dlock__now_ms() < until &&
+           !__atomic_load_n(&c->net.refused, __ATOMIC_ACQUIRE));
   if (rc == DLOCK_OK)
     return DLOCK_OK;
   char *msg = strdup(dlock_errmsg());

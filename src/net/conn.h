@@ -134,6 +134,9 @@ struct dlock__net {
   int live;       /* the client's handles not closed yet and requests
                      (resolves) not finished: its memory is in the loop's
                      hands until 0 (hooks->live_done) */
+  int refused; /* a standalone server refused the first connection: the
+                 * waiting requests failed at once (engine thread; read by
+                 * dlock_client_open after its first call returned) */
   int conns_lost; /* ready connections lost and not made again yet (to
                      the same server, or to the one that took its place:
                      a failover's new master) */

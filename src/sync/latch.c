@@ -72,7 +72,7 @@ int dlock_latch_delete(dlock_latch *l, int *deleted) {
 }
 
 static int get_count(dlock_latch *l, int64_t *count) {
-  return dlock__synchronizer_get(&l->o, "latch count", count);
+  return dlock__synchronizer_get(&l->o, "latch", count);
 }
 
 int dlock_latch_get_count(dlock_latch *l, int64_t *count) {
@@ -91,7 +91,7 @@ static int await_req(dlock__wait *w, dlock__req *req) {
 }
 
 static int await_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
-  int rc = dlock__reply_int(r, &w->count, "latch count");
+  int rc = dlock__reply_int(r, &w->count, "latch");
   *hint = -1; /* no bound: the zero message (or the periodic re-check) */
   return rc != DLOCK_OK ? rc : w->count <= 0;
 }
@@ -115,6 +115,8 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   dlock__wait w = {.k = &latch_wait, .h = &l->o.h, .what = what,
                    .owner = dlock_thread_id(), .wait_ms = wait_ms};
   rc = dlock__wait_run(&w);
+  if (rc == DLOCK_EKIND && strstr(dlock_errmsg(), "not a count") == NULL)
+    rc = dlock__synchronizer_kind(&l->o, "latch"); /* say which type */
   return rc == 1 ? DLOCK_OK : rc;
 }
 

@@ -170,7 +170,7 @@ int dlock_semaphore_available(dlock_semaphore *s, int64_t *n) {
     return rc;
   if (n == NULL)
     return dlock__fail(DLOCK_EINVAL, "n is NULL");
-  return dlock__synchronizer_get(&s->o, "available permits", n);
+  return dlock__synchronizer_get(&s->o, "semaphore", n);
 }
 
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained) {

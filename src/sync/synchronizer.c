@@ -47,9 +47,47 @@ int dlock__reply_int(const redisReply *r, int64_t *out, const char *what) {
       *out = v;
       return DLOCK_OK;
     }
-    return dlock__fail(DLOCK_EPROTO, "%s: \"%.40s\" is not a count", what, r->str);
+    return dlock__fail(DLOCK_EKIND, "the name holds a string that is not a "
+                       "count (\"%.40s\"), not a %s: nothing was changed",
+                       r->str, what);
   }
   return dlock__fail_reply(r, what);
+}
+
+/* One command's reply on name (NULL: failed, its error set). */
+static redisReply *ask(dlock_client *c, const char *cmd, const char *name,
+                       size_t len, const char *arg) {
+  const char *argv[] = {cmd, name, arg};
+  size_t lens[] = {strlen(cmd), len, arg ? strlen(arg) : 0};
+  dlock__req req;
+  redisReply *r = NULL;
+  if (dlock__req_command(&req, arg ? 3 : 2, argv, lens) != DLOCK_OK)
+    return NULL;
+  dlock__req_route(&req, name, len);
+  if (dlock__call(c, &req, &r) != DLOCK_OK)
+    return NULL;
+  return r;
+}
+
+int dlock__synchronizer_kind(dlock__synchronizer *o, const char *what) {
+  redisReply *t = ask(o->h.client, "TYPE", o->h.name, o->h.name_len, NULL);
+  if (t == NULL)
+    return DLOCK_EKIND; /* its error says why the question failed */
+  char found[64] = "data of another type";
+  if (t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0) {
+    redisReply *m = ask(o->h.client, "HEXISTS", o->h.name, o->h.name_len, "mode");
+    snprintf(found, sizeof found, "%s", m && m->type == REDIS_REPLY_INTEGER &&
+             m->integer == 1 ? "a read-write lock" : "a lock (a hash)");
+    if (m)
+      freeReplyObject(m);
+  } else if (t->type == REDIS_REPLY_STATUS) {
+    snprintf(found, sizeof found, "%s %.40s",
+             strchr("aeiou", t->str[0]) ? "an" : "a",
+             strcmp(t->str, "zset") == 0 ? "sorted set" : t->str);
+  }
+  freeReplyObject(t);
+  return dlock__fail(DLOCK_EKIND, "the name holds %s, not a %s: nothing was "
+                     "changed", found, what);
 }
 
 uint32_t dlock__wake_by_count(const char *msg, size_t len) {
@@ -131,10 +169,15 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
   int rc = dlock__synchronizer_get_req(o, &req);
   if (rc == DLOCK_OK)
     rc = dlock__call(o->h.client, &req, &r);
+  if (rc == DLOCK_EKIND) /* WRONGTYPE: say which type */
+    return dlock__synchronizer_kind(o, what);
   if (rc != DLOCK_OK)
     return rc;
   rc = dlock__reply_int(r, out, what);
+  int wrongtype = rc == DLOCK_EKIND && r->type == REDIS_REPLY_ERROR;
   freeReplyObject(r);
+  if (wrongtype)
+    rc = dlock__synchronizer_kind(o, what); /* say which type */
   return rc;
 }
 

@@ -24,6 +24,11 @@ int dlock__synchronizer_check(const void *o);
 /* Parse a count reply (integer, numeric string, or nil = 0). */
 int dlock__reply_int(const redisReply *r, int64_t *out, const char *what);
 
+/* A count's name that held something else (a WRONGTYPE answer): ask what
+ * (TYPE; a hash's mode field) and fail with DLOCK_EKIND naming it, not
+ * what ("latch", "semaphore"). */
+int dlock__synchronizer_kind(dlock__synchronizer *o, const char *what);
+
 /* Wake fn for semaphore channels: the message is the available count. */
 uint32_t dlock__wake_by_count(const char *msg, size_t len);
 

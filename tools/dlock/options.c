@@ -115,10 +115,18 @@ int fail(int rc, const char *what) {
 int64_t parse_duration(const char *s) {
   if (strcmp(s, "forever") == 0)
     return -1;
+  /* digits, then at most one '.' and digits (strtod alone would take
+   * 1e3, 0x10, inf and nan) */
+  size_t digits = strspn(s, "0123456789");
+  if (digits == 0)
+    return -2;
+  if (s[digits] == '.' && strspn(s + digits + 1, "0123456789") == 0)
+    return -2;
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (end == s || errno || v < 0 || v > 1e9)
+  if (end == s || errno || v < 0 || v > 1e9 ||
+      strspn(s, "0123456789.") != (size_t)(end - s))
     return -2;
   double scale;
   if (*end == '\0' || strcmp(end, "s") == 0)
