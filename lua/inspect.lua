@@ -3,8 +3,10 @@
 -- KEYS[1]  N
 -- KEYS[2]  the fair lock's queue redisson_lock_queue:{N}
 -- KEYS[3]  the expirable-permit semaphore's {N}:timeout
+-- KEYS[4]  the election's record dlock_election:{N}
 -- reply    {type of N, PTTL of N, length of the queue (0 when it is not a
---          list), type of KEYS[3], contents, permits}: contents = the
+--          list), type of KEYS[3], contents, permits, type of KEYS[4]}:
+--          contents = the
 --          hash's fields and values (flat) when N is a hash, {value} when a
 --          string, {} otherwise; permits = {live permits held, ms until the
 --          first of them expires (-1: none expires)} when KEYS[3] is a zset,
@@ -35,4 +37,5 @@ if ptype == 'zset' then
   end
   permits = {held, next}
 end
-return {kind, redis.call('pttl', KEYS[1]), queued, ptype, contents, permits}
+return {kind, redis.call('pttl', KEYS[1]), queued, ptype, contents, permits,
+        redis.call('type', KEYS[4])['ok']}

@@ -328,6 +328,42 @@ static void test_list(void) {
   CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "stopped at --limit"));
   CU_ASSERT_EQUAL(th_dlock_output("list --limit 0 2>/dev/null", out, sizeof out), 64);
+  /* a fenced lock with a guarded write and an election with a leader: a
+   * pattern that also matches their helper keys (the token counter, the
+   * fence, the record) lists the two objects, the election as such */
+  char fenced[160], elected[160], fdata[200];
+  snprintf(fenced, sizeof fenced, "%s-f", prefix);
+  snprintf(elected, sizeof elected, "%s-e", prefix);
+  snprintf(fdata, sizeof fdata, "{%s}:data", fenced);
+  dlock_lock *fl = NULL;
+  dlock_grant g;
+  TH_ASSERT_RC(dlock_fenced_lock_new(c, fenced, NULL, &fl), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire_grant(fl, 0, 30000, &g), DLOCK_OK);
+  const char *set[] = {"SET", fdata, "v"};
+  size_t setl[] = {3, strlen(fdata), 1};
+  TH_ASSERT_RC(dlock_guarded_call(fl, 3, set, setl, NULL), DLOCK_OK);
+  dlock_election *el = NULL;
+  TH_ASSERT_RC(dlock_election_new(c, elected, NULL, &el), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_campaign(el, "v", 1, 0, 30000, NULL), DLOCK_OK);
+  snprintf(args, sizeof args, "list --json '*%s-[ef]*' 2>/dev/null", prefix);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_EQUAL(count_of(out, "\"name\": "), 2);
+  CU_ASSERT_PTR_NULL(strstr(out, "dlock_fence:"));
+  CU_ASSERT_PTR_NULL(strstr(out, "dlock_election:"));
+  CU_ASSERT_PTR_NULL(strstr(out, "redisson_lock_token:"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"kind\": \"election\""));
+  if (count_of(out, "\"name\": ") != 2 || !strstr(out, "\"kind\": \"election\""))
+    fprintf(stderr, "\n%s\n", out);
+  /* dlock status says so too */
+  snprintf(args, sizeof args, "status '%s' 2>&1", elected);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "kind:    election\n"));
+  if (!strstr(out, "kind:    election\n"))
+    fprintf(stderr, "\n%s\n", out);
+  TH_ASSERT_RC(dlock_election_resign(el), DLOCK_OK);
+  dlock_election_free(el);
+  TH_ASSERT_RC(dlock_release(fl), DLOCK_OK);
+  dlock_lock_free(fl);
   TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
   if (big) { /* the junk goes (this suite's server: its own tests' names) */
     r = th_cmd(&srv, "FLUSHDB");

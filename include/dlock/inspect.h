@@ -28,6 +28,7 @@ typedef struct dlock_holder {
 typedef struct dlock_inspection {
   /* "none" (nothing stored), "lock" (a reentrant or fenced lock's hash, or
    * a fair lock's with no one queued), "fair lock" (someone queued),
+   * "election" (a leader's lock beside its record),
    * "rwlock", "group" (a grouped multi-lock), "count" (a latch's count or a semaphore's permits: on the
    * wire they are the same string, and so is an expirable-permit semaphore
    * with no permit out), "permit semaphore" (an expirable-permit semaphore
@@ -78,8 +79,8 @@ typedef struct dlock_listing {
  * next page's on return, 0 again when every key was seen. count: SCAN's
  * COUNT hint (0: 1000). On a cluster the masters are scanned in turn.
  * dlock's own helper keys (unlock latches, fair queues and their timeouts,
- * expirable permits' timeouts, read-write lock timeouts, fencing tokens)
- * are left out; other keys stay (dlock_inspect tells their kind). A page
+ * expirable permits' timeouts, read-write lock timeouts, fencing tokens,
+ * guarded writes' fences dlock_fence:{N}, elections' records) are left out; other keys stay (dlock_inspect tells their kind). A page
  * may be empty while *cursor is not 0. OUT *out: the page, freed with
  * dlock_listing_free(). Errors: DLOCK_EINVAL (NULL client, cursor or out),
  * DLOCK_ENOMEM, DLOCK_EIO, DLOCK_EREDIS, DLOCK_ECLOSED. */

@@ -12,7 +12,7 @@
 
 static const char *kind_of(const redisReply *type, int64_t queued,
                            const redisReply *timeouts, const redisReply *c,
-                           const char **mode) {
+                           const redisReply *record, const char **mode) {
   const char *t = type->str;
   if (strcmp(t, "hash") == 0) {
     for (size_t k = 0; k + 1 < c->elements; k += 2)
@@ -24,6 +24,8 @@ static const char *kind_of(const redisReply *type, int64_t queued,
       if (c->element[k]->len > 12 &&
           strcmp(c->element[k]->str + c->element[k]->len - 12, ":expire_time") == 0)
         return "group"; /* a grouped multi-lock's per-holder entries */
+    if (strcmp(record->str, "hash") == 0)
+      return "election"; /* a leader's lock, beside its record */
     return queued > 0 ? "fair lock" : "lock";
   }
   if (strcmp(t, "string") == 0)
@@ -37,7 +39,7 @@ static const char *kind_of(const redisReply *type, int64_t queued,
 }
 
 static int well_formed(const redisReply *r) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 6)
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 7)
     return 0;
   redisReply *const *e = r->element;
   if (e[0]->type != REDIS_REPLY_STATUS && e[0]->type != REDIS_REPLY_STRING)
@@ -49,6 +51,8 @@ static int well_formed(const redisReply *r) {
   for (size_t k = 0; k < e[4]->elements; k++)
     if (e[4]->element[k]->type != REDIS_REPLY_STRING)
       return 0;
+  if (e[6]->type != REDIS_REPLY_STATUS && e[6]->type != REDIS_REPLY_STRING)
+    return 0;
   return e[5]->type == REDIS_REPLY_ARRAY && e[5]->elements == 2 &&
          e[5]->element[0]->type == REDIS_REPLY_INTEGER &&
          e[5]->element[1]->type == REDIS_REPLY_INTEGER;
@@ -162,7 +166,7 @@ static int build(const redisReply *r, const char *clients,
   redisReply *const *e = r->element;
   const redisReply *c = e[4];
   int is_hash = strcmp(e[0]->str, "hash") == 0;
-  const char *mode = NULL, *kind = kind_of(e[0], e[2]->integer, e[3], c, &mode);
+  const char *mode = NULL, *kind = kind_of(e[0], e[2]->integer, e[3], c, e[6], &mode);
   int group = strcmp(kind, "group") == 0;
   size_t nholders = 0, bytes = 0, len;
   const char *at, *o;
@@ -211,15 +215,17 @@ int dlock_inspect(dlock_client *client, const char *name,
     free(h);
     return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread");
   }
-  dlock__buf queue = {0}, timeouts = {0};
+  dlock__buf queue = {0}, timeouts = {0}, record = {0};
   rc = dlock__key(&queue, DLOCK__KEY_FAIR_QUEUE, h->name, h->name_len);
   if (rc == DLOCK_OK)
     rc = dlock__key(&timeouts, DLOCK__KEY_PERMITS_TIMEOUT, h->name, h->name_len);
+  if (rc == DLOCK_OK)
+    rc = dlock__key(&record, DLOCK__KEY_ELECTION, h->name, h->name_len);
   redisReply *r = NULL;
   if (rc == DLOCK_OK) {
-    const char *keys[] = {h->name, queue.p, timeouts.p};
-    size_t klens[] = {h->name_len, queue.len, timeouts.len};
-    rc = dlock__script_call(client, DLOCK__SCRIPT_INSPECT, 3, keys, klens, 0,
+    const char *keys[] = {h->name, queue.p, timeouts.p, record.p};
+    size_t klens[] = {h->name_len, queue.len, timeouts.len, record.len};
+    rc = dlock__script_call(client, DLOCK__SCRIPT_INSPECT, 4, keys, klens, 0,
                             NULL, NULL, &r);
   }
   /* who the holders are: the server's connection names, where the ACL
@@ -244,6 +250,7 @@ int dlock_inspect(dlock_client *client, const char *name,
     freeReplyObject(r);
   dlock__buf_free(&queue);
   dlock__buf_free(&timeouts);
+  dlock__buf_free(&record);
   dlock__handle_free(h);
   free(h);
   return rc;

@@ -13,10 +13,10 @@
 
 static void status_help(void) {
   printf("usage: dlock status [--json] NAME\n"
-         "Print what is stored under NAME: its kind (lock, fair lock, read-write\n"
-         "lock, grouped multi-lock, latch or semaphore count, expirable-permit\n"
-         "semaphore), holders and their hold counts (a group: the values each\n"
-         "holds), remaining TTL and fair-queue length.\n");
+         "Print what is stored under NAME: its kind (lock, fair lock, election,\n"
+         "read-write lock, grouped multi-lock, latch or semaphore count,\n"
+         "expirable-permit semaphore), holders and their hold counts (a group:\n"
+         "the values each holds), remaining TTL and fair-queue length.\n");
 }
 
 static void print_status_json(const char *name, const dlock_inspection *in) {
@@ -126,6 +126,7 @@ static void list_help(void) {
 /* Is kind one of dlock's objects (dlock_inspection.kind)? */
 static int dlock_kind(const char *kind) {
   return !strcmp(kind, "lock") || !strcmp(kind, "fair lock") ||
+         !strcmp(kind, "election") ||
          !strcmp(kind, "rwlock") || !strcmp(kind, "group") ||
          !strcmp(kind, "count") || !strcmp(kind, "permit semaphore");
 }
