@@ -1644,6 +1644,41 @@ static void test_elect_and_leader(void) {
                                   sizeof out), 64);
 }
 
+/* `dlock leader`'s line: no double space for an empty value, `since` as
+ * UTC to the millisecond (the number stays in --json); a name that holds
+ * no election is the wrong kind (65), a latch's and a semaphore's readers
+ * likewise. */
+static void test_leader_output(void) {
+  char name[200], str[200], line[2048], out[4096];
+  snprintf(name, sizeof name, "%s", th_name("leader-out"));
+  snprintf(str, sizeof str, "%s", th_name("leader-str"));
+  snprintf(line, sizeof line, "'%s' elect %s -- '%s' leader %s", dlock_bin,
+           name, dlock_bin, name);
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 0);
+  int y, mo, d, h, mi, s, ms, n = 0;
+  char tail[64] = "";
+  const char *at = strstr(out, "since ");
+  CU_ASSERT(strncmp(out, "leader 1 (owner ", 16) == 0);
+  CU_ASSERT(at && sscanf(at, "since %4d-%2d-%2dT%2d:%2d:%2d.%3dZ, version 0)%n",
+                         &y, &mo, &d, &h, &mi, &s, &ms, &n) == 7 && n > 0);
+  CU_ASSERT(y >= 2025 && mo >= 1 && mo <= 12);
+  if (strncmp(out, "leader 1 (owner ", 16) != 0 || n == 0)
+    fprintf(stderr, "\n  dlock leader: %s", out);
+  (void)tail;
+  freeReplyObject(th_cmd(&srv, "SET %s hello", str));
+  struct {
+    const char *cmd;
+  } readers[] = {{"leader"}, {"latch get"}, {"sem available"}};
+  for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
+    snprintf(line, sizeof line, "'%s' %s %s 2>&1", dlock_bin, readers[i].cmd, str);
+    int rc = th_shell(line, out, sizeof out);
+    CU_ASSERT_EQUAL(rc, 65);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "holds a string"));
+    if (rc != 65 || !strstr(out, "holds a string"))
+      fprintf(stderr, "\n  dlock %s over a string: %d %s", readers[i].cmd, rc, out);
+  }
+}
+
 /* A wall clock that jumps (an NTP step: libfaketime on dlock's process
  * only, its monotonic clock left alone) moves nothing of dlock's: `run`'s
  * fixed lease is measured on the monotonic clock, so a jump an hour
@@ -1758,6 +1793,7 @@ static void add_tests(void) {
   CU_add_test(s, "demo_tells_the_order", test_demo_tells_the_order);
   CU_add_test(s, "docs_agree_with_code", test_docs_agree_with_code);
   CU_add_test(s, "bash_completion", test_bash_completion);
+  CU_add_test(s, "leader_output", test_leader_output);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -50,11 +50,21 @@ static void print_leader(const char *name, const dlock_leader *l, int change,
                   : "none (last term %" PRId64 ")%s\n",
            l->term, resync ? " resync" : "");
   } else {
-    printf("%sleader %" PRId64 " %.*s (owner %s, since %" PRId64
-           ", version %" PRId64 ")%s\n",
+    /* since: the server's clock as UTC to the millisecond (the number
+     * stays in --json) */
+    char since[40] = "?";
+    time_t secs = (time_t)(l->since_ms / 1000);
+    struct tm tm;
+    if (l->since_ms >= 0 && gmtime_r(&secs, &tm) != NULL) {
+      size_t n = strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%S", &tm);
+      snprintf(since + n, sizeof since - n, ".%03dZ", (int)(l->since_ms % 1000));
+    }
+    printf("%sleader %" PRId64 "%s%.*s (owner %s, since %s, version %" PRId64
+           ")%s\n",
            change ? change == DLOCK_ELECTED ? "elected " : "proclaimed " : "",
-           l->term, (int)l->value_len, l->value ? l->value : "", l->owner,
-           l->since_ms, l->version, resync ? " resync" : "");
+           l->term, l->value_len ? " " : "", (int)l->value_len,
+           l->value ? l->value : "", l->owner, since, l->version,
+           resync ? " resync" : "");
   }
   fflush(stdout);
 }
