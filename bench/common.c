@@ -46,16 +46,24 @@ int64_t now_us(void) {
 
 void emit(const char *w, const char *metric, double value, const char *unit,
           double bound) {
-  double ratio = bound > 0 ? value / bound : NAN;
+  double ratio = bound > 0 && !isnan(value) ? value / bound : NAN;
   plot_ratio(w, metric, unit, ratio);
-  printf("%-4s %-26s %12.1f %-8s %12.1f %7.2f\n", w, metric, value, unit, bound,
-         ratio);
+  /* a figure not measured here says so; a row without a bound prints
+   * none (never "nan") */
+  char vs[32] = "not measured", bs[32] = "-", rs[16] = "-";
+  if (!isnan(value))
+    snprintf(vs, sizeof vs, "%.1f", value);
+  if (bound > 0)
+    snprintf(bs, sizeof bs, "%.1f", bound);
+  if (!isnan(ratio))
+    snprintf(rs, sizeof rs, "%.2f", ratio);
+  printf("%-4s %-26s %12s %-8s %12s %7s\n", w, metric, vs, unit, bs, rs);
   fflush(stdout);
   if (json) {
     char v[32] = "null", b[32] = "null", r[32] = "null";
     if (!isnan(value))
       snprintf(v, sizeof v, "%.3f", value);
-    if (!isnan(bound))
+    if (bound > 0)
       snprintf(b, sizeof b, "%.3f", bound);
     if (!isnan(ratio))
       snprintf(r, sizeof r, "%.4f", ratio);

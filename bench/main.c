@@ -58,8 +58,10 @@ static const struct {
     {"F1", f1, -1},
 };
 
-static void usage(void) {
-  fprintf(stderr,
+/* The help: on stdout with status 0 when asked for (--help), else on
+ * stderr with status 2. */
+static void usage_to(FILE *to, int status) {
+  fprintf(to,
           "usage: dlock-bench [--duration S] [--workload ID[,ID...]] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
@@ -76,13 +78,31 @@ static void usage(void) {
           "  G1: a guarded write beside the same SET from plain hiredis),\n"
           "  and F1 when named: kill -9 of the master to the first acquire on\n"
           "  a sentinel setup and on a cluster, with the servers' default\n"
-          "  detection times unless --down-after MS)\n");
-  exit(2);
+          "  detection times unless --down-after MS)\n"
+          "options:\n"
+          "  --duration S     seconds each measured side runs (default 2)\n"
+          "  --workload IDS   the workloads to run, comma-separated\n"
+          "  --url URL        a redis:// server to measure on (up to 5; default:\n"
+          "                   throwaway servers the bench starts itself)\n"
+          "  --json FILE      every row as JSON too (default dlock-bench.json)\n"
+          "  --threads N      W2's threads (default 16)\n"
+          "  --w4-seconds S   how long W4 keeps its 10,000 holds (default 10)\n"
+          "  --peers          W1, W2, W6 beside the other lock libraries found\n"
+          "  --direct N       the direct path's pooled connections\n"
+          "  --spin US        the spin lock's first pause (S1)\n"
+          "  --down-after MS  F1's failure detection time\n"
+          "  --plot DIR       draw the pictures of the rows (gnuplot) into DIR\n"
+          "  --help           this text\n");
+  exit(status);
 }
+
+static void usage(void) { usage_to(stderr, 2); }
 
 /* The command line into opt: 0, or 2 (said why). */
 static int parse_args(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+      usage_to(stdout, 0);
     if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
       opt.peers = 1;
       continue;

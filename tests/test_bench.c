@@ -11,8 +11,12 @@
 
 #include "harness.h"
 
+/* What the last bench_json run printed (its table). */
+static char bench_stdout[65536];
+
 /* Run dlock-bench (DLOCK_BENCH) with args, its figures written as JSON into
- * text (NUL-terminated); 0 when it exited 0 within timeout_ms and wrote them. */
+ * text (NUL-terminated) and its table into bench_stdout; 0 when it exited 0
+ * within timeout_ms and wrote them. */
 static int bench_json(char *const args[], int timeout_ms, char *text, size_t size) {
   const char *bench = getenv("DLOCK_BENCH");
   if (bench == NULL)
@@ -26,13 +30,24 @@ static int bench_json(char *const args[], int timeout_ms, char *text, size_t siz
   argv[n++] = "--json";
   argv[n++] = json;
   argv[n] = NULL;
+  char table[64];
+  snprintf(table, sizeof table, "/tmp/dlock-bench-test-%d.out", (int)getpid());
   pid_t pid = fork();
   if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
+    if (freopen(table, "w", stdout) == NULL)
+      _exit(126);
     execv(bench, argv);
     _exit(127);
   }
   int status = th_wait_worker(pid, timeout_ms);
+  bench_stdout[0] = '\0';
+  FILE *t = fopen(table, "r");
+  if (t) {
+    size_t tl = fread(bench_stdout, 1, sizeof bench_stdout - 1, t);
+    bench_stdout[tl] = '\0';
+    fclose(t);
+    unlink(table);
+  }
   FILE *f = fopen(json, "r");
   if (f == NULL)
     return -1;
@@ -148,6 +163,37 @@ static void test_every_workload_runs(void) {
   const char *max = strstr(text, "\"metric\": \"max concurrent holders\", \"value\": ");
   CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
   CU_ASSERT(quoted_rows_printed(text) >= 10);
+  /* the table never says nan: a figure not measured says so, a row
+   * without a bound prints none */
+  CU_ASSERT(strlen(bench_stdout) > 1000);
+  CU_ASSERT_PTR_NULL(strstr(bench_stdout, " nan"));
+  CU_ASSERT_PTR_NULL(strstr(bench_stdout, "-nan"));
+  if (strstr(bench_stdout, "nan "))
+    fprintf(stderr, "\n%s", bench_stdout);
+}
+
+/* A help request succeeds (exit 0, on stdout) and names every option; a
+ * bad option is exit 2. The same for dlock-torture. */
+static void test_help(void) {
+  char line[1024], out[8192];
+  snprintf(line, sizeof line, "'%s' --help 2>/dev/null", getenv("DLOCK_BENCH"));
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 0);
+  static const char *const opts[] = {"--duration", "--workload", "--url",
+                                     "--json", "--threads", "--w4-seconds",
+                                     "--peers", "--direct", "--spin",
+                                     "--down-after", "--plot", "--help"};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    char described[64]; /* "  --plot DIR   ..." in the options list */
+    snprintf(described, sizeof described, "\n  %s ", opts[i]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, described));
+  }
+  snprintf(line, sizeof line, "'%s' --bogus 2>&1", getenv("DLOCK_BENCH"));
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 2);
+  snprintf(line, sizeof line, "'%s' --help 2>/dev/null", getenv("DLOCK_TORTURE"));
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 0);
+  CU_ASSERT(strncmp(out, "usage: dlock-torture", 20) == 0);
+  snprintf(line, sizeof line, "'%s' --bogus x 2>&1", getenv("DLOCK_TORTURE"));
+  CU_ASSERT_EQUAL(th_shell(line, out, sizeof out), 2);
 }
 
 /* The figure (value, or bound when bound is set) of workload w's metric in
@@ -226,6 +272,18 @@ static void test_plot(void) {
       fprintf(stderr, "\n  no picture %s", path);
     CU_ASSERT(is_png(path));
   }
+  /* the ratios' x axis is labelled and reaches past 1.0 (the dashed
+   * line stays inside the frame); the bars' axis has no empty lanes */
+  static char gp[4096];
+  snprintf(path, sizeof path, "%s/ratios.gp", dir);
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  gp[fread(gp, 1, sizeof gp - 1, f)] = '\0';
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(gp, "set xlabel '"));
+  const char *xr = strstr(gp, "set xrange [0:");
+  CU_ASSERT(xr && atof(xr + 14) >= 1.2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(gp, "set yrange [-0.6:"));
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CU_ASSERT_EQUAL(system(cmd), 0);
@@ -293,6 +351,7 @@ static void add_tests(void) {
   CU_add_test(s, "cost_rows", test_cost_rows);
   CU_add_test(s, "plot", test_plot);
   CU_add_test(s, "bad_urls", test_bad_urls);
+  CU_add_test(s, "help", test_help);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

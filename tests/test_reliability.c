@@ -329,6 +329,9 @@ static void test_t00_timeline_draws_a_run(void) {
       CU_ASSERT(strstr(buf, " 13631488\n") != NULL);
     snprintf(path, sizeof path, "%s.gp", png);
     CU_ASSERT(slurp(path, buf, sizeof buf) > 0);
+    /* the lanes' axis: lanes 0-3 (2 processes x 2 threads), no empty
+     * lanes beyond them */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "set yrange [-0.6:3.4]"));
     if (faulty) /* a client-kill, shaded */
       CU_ASSERT(strstr(buf, "set object 1 rect") != NULL &&
                 strstr(buf, "client-kill") != NULL);

@@ -75,8 +75,9 @@ static void write_script(FILE *g, const char *png, int lanes, int64_t t0,
              "set output '%s'\nset title 'dlock-torture: holds by worker "
              "thread (red: overlapping; x: told it lost; grey: faults)'\n"
              "set xlabel 'seconds'\nset ylabel 'worker thread'\n"
-             "set yrange [-1:%d]\nset xrange [0:*]\nset grid x\nunset key\n",
-          200 + 14 * (lanes < 60 ? lanes : 60), png, lanes);
+             "set yrange [-0.6:%d.4]\nset ytics 0, 1, %d\nset xrange [0:*]\n"
+             "set grid x\nunset key\n",
+          200 + 14 * (lanes < 60 ? lanes : 60), png, lanes - 1, lanes - 1);
   for (int i = 0; i < nfaults; i++) {
     double f = (double)(faults[i].from - t0) / 1e9;
     double t = (double)(faults[i].to - t0) / 1e9;

@@ -58,8 +58,10 @@ static const char *faults[TT_F_COUNT] = {
     "stop", "restart", "sleep", "flush", "migrate", "failover", "pause",
     "partition", "clock-forward", "clock-back", "client-clock", "slow"};
 
-static void usage(void) {
-  fprintf(stderr,
+/* The help: on stdout with status 0 when asked for (--help), else on
+ * stderr with status 2. */
+static void usage_to(FILE *to, int status) {
+  fprintf(to,
           "usage: dlock-torture [--kind lock|fenced|fair|rw|multi|redlock|semaphore|\n"
           "                      non-reentrant|non-reentrant-fair|spin|group|election]\n"
           "  [--procs P] [--threads T | --async N] [--duration MS] [--sections N]\n"
@@ -86,9 +88,12 @@ static void usage(void) {
           "   clock jump, modelled: one server, RedLock's, a cluster's name master)\n"
           "  [--nemesis client-clock [--client-offset S]] (the workers' wall\n"
           "   clock S seconds (3600) ahead or behind: libfaketime)\n"
-          "  [--drift PCT --drift-members K] (RedLock: K servers' clocks PCT %% fast)\n");
-  exit(2);
+          "  [--drift PCT --drift-members K] (RedLock: K servers' clocks PCT %% fast)\n"
+          "  [--help]\n");
+  exit(status);
 }
+
+static void usage(void) { usage_to(stderr, 2); }
 
 static int64_t num(const char *s) {
   char *end;
@@ -109,6 +114,8 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     } flags[] = {{"--json", &O.json},       {"--broken", &O.broken},
                  {"--cluster", &O.cluster}, {"--sentinel", &O.sentinel},
                  {"--split", &O.split},     {"--trace", &O.trace}};
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+      usage_to(stdout, 0);
     int flag = 0;
     for (size_t f = 0; f < sizeof flags / sizeof flags[0] && !flag; f++)
       if (strcmp(a, flags[f].name) == 0)
