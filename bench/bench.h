@@ -84,6 +84,10 @@ typedef struct shared {
   atomic_long nsamples;
   atomic_long pairs;
   atomic_long counts[MAX_THREADS];
+  /* fairness: the longest wait (call to grant), the last holder and the
+   * longest run of grants to one thread back to back */
+  atomic_llong max_wait_us;
+  atomic_int last_holder, run, max_run;
   atomic_long nrec;
   int64_t samples[MAX_SAMPLES];
   int64_t rec_call[MAX_SAMPLES], rec_got[MAX_SAMPLES];

@@ -183,6 +183,17 @@ static void *handoff_thread(void *p) {
     if (dlock_acquire(a->lock, 10000, 30000) != DLOCK_OK)
       continue;
     int64_t got = now_us();
+    long long waited = got - call, max = atomic_load(&sh->max_wait_us);
+    while (waited > max &&
+           !atomic_compare_exchange_weak(&sh->max_wait_us, &max, waited))
+      ;
+    /* one holder at a time: the run of back-to-back grants is its own */
+    int run = atomic_exchange(&sh->last_holder, a->id + 1) == a->id + 1
+                  ? atomic_load(&sh->run) + 1
+                  : 1;
+    atomic_store(&sh->run, run);
+    if (run > atomic_load(&sh->max_run))
+      atomic_store(&sh->max_run, run);
     long long rel = atomic_load(&sh->released_us);
     if (rel > call) /* we were waiting when it was released */
       sample(got > rel ? got - rel : 0);
@@ -281,9 +292,21 @@ static void s1_run(bench_bounds *b, int spin, const char *w) {
   for (int i = 0; i < 8; i++)
     grants += atomic_load(&sh->counts[i]);
   long ns = nsamples();
-  emit(w, "acquisitions/s", (double)grants / secs, "1/s", 0);
+  double sum2 = 0;
+  for (int i = 0; i < 8; i++)
+    sum2 += (double)atomic_load(&sh->counts[i]) * (double)atomic_load(&sh->counts[i]);
+  /* the bound: a grant per hold, release and acquire (W3's) */
+  emit(w, "acquisitions/s", (double)grants / secs, "1/s",
+       1e6 / (1000.0 + b->raw_rtt * 2));
   emit(w, "hand-off p50", pct(sh->samples, ns, 50), "us", b->raw_rtt);
   emit(w, "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
+  /* fairness (docs/spin.md): Jain's index over the 8 threads' grants (1:
+   * even), the longest wait, and the most grants one thread took back to
+   * back (a FIFO hand-off: 1 while others wait) */
+  emit(w, "Jain fairness", sum2 > 0 ? (double)grants * grants / (8 * sum2) : 0,
+       "index", 1.0);
+  emit(w, "longest wait", (double)atomic_load(&sh->max_wait_us) / 1000.0, "ms", 0);
+  emit(w, "most grants in a row", atomic_load(&sh->max_run), "count", 0);
   emit(w, "server commands per grant", grants ? (double)cmds / grants : 0,
        "count", 2); /* the bound: one acquire and one release */
   emit(w, "client requests per grant",
