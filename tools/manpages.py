@@ -236,8 +236,8 @@ def return_codes(call, by_name, errors, seen=None):
     seen = seen or set()
     seen.add(name)
     codes = named_codes(comment, errors)
-    for other in re.findall(r"\b(dlock_\w+)\(\)", comment[:300]):
-        like = re.search(r"(\b[Aa]s (?:for |in )?|^|[Tt]he same as )" + other, comment)
+    for other in re.findall(r"\b(dlock_\w+)(?:\(\)|\b)", comment[:400]):
+        like = re.search(r"(\b[Aa]s (?:for |in )?|^|[Tt]he same as )" + other + r"\b", comment)
         if other in by_name and other not in seen and (like or "The same" in comment):
             codes += return_codes(by_name[other], by_name, errors, seen)
     # "Try once: dlock_acquire(lock, 0, lease_ms)": that call, so called

@@ -115,7 +115,8 @@ DLOCK_API int dlock_election_proclaim(dlock_election *e, const void *value,
 
 /* Step down; one standby leads next at once. DLOCK_OK, DLOCK_ENOTOWNER
  * (the handle does not lead), DLOCK_ELOST (the leadership was lost before:
- * someone else may lead already), or the errors of any call. */
+ * someone else may lead already), DLOCK_EINVAL (NULL handle, engine
+ * thread), or the errors of any call. */
 DLOCK_API int dlock_election_resign(dlock_election *e);
 
 /* Who leads now, into *out; free its value with dlock_leader_clear().
@@ -141,7 +142,9 @@ DLOCK_API int64_t dlock_election_term(const dlock_election *e);
  * done runs a last time with DLOCK_ECANCELED (DLOCK_ECLOSED when the
  * client closes; DLOCK_EPERM when the ACL refuses the channel), and
  * result->election NULL. Unlike other operations, it calls back more than
- * once. Any number of observers may share one client. */
+ * once. Any number of observers may share one client. Returns DLOCK_OK
+ * when the observation began, DLOCK_EINVAL (NULL arguments), DLOCK_ENOMEM,
+ * DLOCK_ECLOSED. */
 DLOCK_API int dlock_election_observe(dlock_election *e, dlock_done_fn *done,
                                      void *data, dlock_op *op);
 

@@ -67,7 +67,9 @@ DLOCK_API void dlock_latch_free(dlock_latch *latch);
 
 typedef struct dlock_semaphore dlock_semaphore;
 
-/* Make a semaphore handle (key N = count of available permits). */
+/* Make a semaphore handle (key N = count of available permits). Errors:
+ * DLOCK_EINVAL (NULL, empty or over-long name), DLOCK_ENOMEM,
+ * DLOCK_ECLOSED. */
 DLOCK_API int dlock_semaphore_new(dlock_client *client, const char *name,
                                   const dlock_lock_opts *opts,
                                   dlock_semaphore **out);
