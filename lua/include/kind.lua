@@ -22,7 +22,7 @@ end
 -- not what (a reader changes nothing).
 local function wrong_kind(found, what)
   local words = {lock = 'a lock (a hash)', count = 'a count (a latch or a semaphore)',
-                 string = 'a string that is not a count', list = 'a list',
+                 string = 'a string', list = 'a list',
                  set = 'a set', zset = 'a sorted set', stream = 'a stream'}
   return redis.error_reply('WRONGKIND the name holds ' ..
     (words[found] or ('a ' .. found)) .. ', not ' .. what .. ': nothing was changed')

@@ -85,7 +85,11 @@ struct dlock__aop {
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__recipe recipe;  /* a wait's (await.c) */
   dlock__waiter *w;      /* from its first wait on */
-  uv_timer_t *timer;     /* its one timer (dlock__aop_timer) */
+  /* its one timer (dlock__aop_timer): a place in its client's timer heap
+   * (engine thread) */
+  uint64_t due_ms;       /* the loop's clock (uv_now) */
+  void (*timer_fn)(dlock__aop *op);
+  uint32_t timer_at;     /* its index in the heap + 1; 0: not in it */
   void (*start)(dlock__aop *op);    /* engine: its first step */
   void (*on_ready)(dlock__aop *op); /* engine: woken, or its timer fired */
   int (*blocking)(dlock__aop *op);  /* a pool job's body (any thread) */
@@ -105,6 +109,12 @@ typedef struct dlock__async {
   int efd_set;               /* it was written and not read yet (mu) */
   dlock__parker parker;      /* the mutex its waiters share */
   dlock__aop *live;          /* engine thread: ops not finished */
+  /* engine thread: the ops' timers, a binary heap by due_ms under one
+   * loop timer (made when first needed, closed once the client stops and
+   * the heap is empty): a pending op carries no timer handle of its own */
+  dlock__aop **timers;
+  uint32_t ntimers, timers_cap;
+  uv_timer_t *timer;
   _Atomic(unsigned long) runner; /* the thread running completions, 0 */
 } dlock__async;
 

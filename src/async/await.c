@@ -99,7 +99,7 @@ int dlock__aop_woken(dlock__aop *op) {
   if (w->closed) {
     rc = DLOCK_ECLOSED;
   } else if (w->denied) {
-    rc = dlock__subscribe_denied("", 0, w->denied_why);
+    rc = dlock__subscribe_denied("", 0, w->denied_why ? w->denied_why : "");
   } else if (w->wakes != w->seen) {
     w->seen = w->wakes;
     rc = 1;

@@ -57,6 +57,7 @@ static void async_free(dlock_client *c) {
   pthread_mutex_destroy(&a->mu);
   pthread_mutex_destroy(&a->parker.mu);
   pthread_cond_destroy(&a->parker.cv);
+  free(a->timers);
   free(a);
   dlock__client_set_async(c, NULL);
 }
@@ -201,54 +202,155 @@ int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
 }
 
 
-/* An operation's one timer: a wait's (the hint, the budget) or a
- * combinator's round. */
-typedef struct op_timer {
-  uv_timer_t t;
-  dlock__aop *op; /* NULL once op finished */
-  dlock_client *c;
-  void (*fn)(dlock__aop *op);
-} op_timer;
+/* ---- timers: one heap per client under one loop timer ----------------------- */
 
-static void timer_fired(uv_timer_t *t) {
-  op_timer *ot = (op_timer *)t;
-  if (ot->op && ot->fn)
-    ot->fn(ot->op);
+/* An operation's one timer (a wait's hint or budget, a combinator's round)
+ * is a place in its client's heap of timers, ordered by due time: 10,000
+ * waiting ops share one uv_timer_t instead of one each (issue 61: a
+ * handle each weighed 192 bytes of the waiter's). */
+
+static int earlier(const dlock__aop *x, const dlock__aop *y) {
+  return x->due_ms < y->due_ms;
 }
 
-static void timer_closed(uv_handle_t *h) {
-  dlock_client *c = ((op_timer *)h)->c;
+static void heap_set(dlock__async *a, uint32_t i, dlock__aop *op) {
+  a->timers[i] = op;
+  op->timer_at = i + 1;
+}
+
+static void heap_up(dlock__async *a, uint32_t i) {
+  dlock__aop *op = a->timers[i];
+  while (i > 0 && earlier(op, a->timers[(i - 1) / 2])) {
+    heap_set(a, i, a->timers[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  heap_set(a, i, op);
+}
+
+static void heap_down(dlock__async *a, uint32_t i) {
+  dlock__aop *op = a->timers[i];
+  for (;;) {
+    uint32_t l = 2 * i + 1, r = l + 1, m = i;
+    const dlock__aop *least = op;
+    if (l < a->ntimers && earlier(a->timers[l], least))
+      m = l, least = a->timers[l];
+    if (r < a->ntimers && earlier(a->timers[r], least))
+      m = r;
+    if (m == i)
+      break;
+    heap_set(a, i, a->timers[m]);
+    i = m;
+  }
+  heap_set(a, i, op);
+}
+
+static void heap_remove(dlock__async *a, dlock__aop *op) {
+  uint32_t i = op->timer_at - 1;
+  op->timer_at = 0;
+  dlock__aop *last = a->timers[--a->ntimers];
+  if (last == op)
+    return;
+  heap_set(a, i, last);
+  if (i > 0 && earlier(last, a->timers[(i - 1) / 2]))
+    heap_up(a, i);
+  else
+    heap_down(a, i);
+}
+
+typedef struct client_timer {
+  uv_timer_t t;
+  dlock_client *c;
+} client_timer;
+
+static void client_timer_closed(uv_handle_t *h) {
+  dlock_client *c = ((client_timer *)h)->c;
   free(h);
   dlock__client_live_done(c); /* last: c may go */
 }
 
-int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
-  op_timer *ot = (op_timer *)op->timer;
-  if (ot == NULL) {
-    ot = calloc(1, sizeof *ot);
-    if (ot == NULL)
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    uv_timer_init(dlock__client_loop(op->c), &ot->t);
-    ot->op = op;
-    ot->c = op->c;
-    dlock__client_live(op->c, 1); /* until the timer is closed */
-    op->timer = &ot->t;
+/* The heap emptied on a stopping client: its loop timer goes. */
+static void timer_close_if_done(dlock_client *c, dlock__async *a) {
+  if (a->timer && a->ntimers == 0 && dlock__client_stopping(c)) {
+    uv_close((uv_handle_t *)a->timer, client_timer_closed);
+    a->timer = NULL;
   }
-  ot->fn = fn;
-  if (ms < 0)
-    uv_timer_stop(&ot->t);
-  else
-    uv_timer_start(&ot->t, timer_fired, (uint64_t)ms, 0);
+}
+
+static void timers_fired(uv_timer_t *t);
+
+/* The loop timer set to the heap's first due time (stopped when empty). */
+static void timer_arm(dlock_client *c, dlock__async *a) {
+  if (a->timer == NULL)
+    return;
+  if (a->ntimers == 0) {
+    uv_timer_stop(a->timer);
+    return;
+  }
+  uint64_t now = uv_now(dlock__client_loop(c)), due = a->timers[0]->due_ms;
+  uv_timer_start(a->timer, timers_fired, due > now ? due - now : 0, 0);
+}
+
+static void timers_fired(uv_timer_t *t) {
+  dlock_client *c = ((client_timer *)t)->c;
+  dlock__async *a = dlock__client_async(c);
+  uint64_t now = uv_now(dlock__client_loop(c));
+  /* one at a time: a callback may set, drop or end other ops' timers */
+  while (a->ntimers > 0 && a->timers[0]->due_ms <= now) {
+    dlock__aop *op = a->timers[0];
+    heap_remove(a, op);
+    if (op->timer_fn)
+      op->timer_fn(op);
+  }
+  timer_arm(c, a);
+  timer_close_if_done(c, a);
+}
+
+int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
+  dlock__async *a = dlock__client_async(op->c);
+  op->timer_fn = fn;
+  if (ms < 0) {
+    dlock__aop_timer_drop(op);
+    return DLOCK_OK;
+  }
+  if (a->timer == NULL) {
+    client_timer *ct = calloc(1, sizeof *ct);
+    if (ct == NULL)
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    uv_timer_init(dlock__client_loop(op->c), &ct->t);
+    ct->c = op->c;
+    dlock__client_live(op->c, 1); /* until the timer is closed */
+    a->timer = &ct->t;
+  }
+  if (op->timer_at == 0 && a->ntimers == a->timers_cap) {
+    uint32_t cap = a->timers_cap ? 2 * a->timers_cap : 64;
+    dlock__aop **v = realloc(a->timers, cap * sizeof *v);
+    if (v == NULL)
+      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    a->timers = v;
+    a->timers_cap = cap;
+  }
+  op->due_ms = uv_now(dlock__client_loop(op->c)) + (uint64_t)ms;
+  if (op->timer_at == 0) {
+    a->timers[a->ntimers++] = op;
+    heap_up(a, a->ntimers - 1);
+  } else {
+    uint32_t i = op->timer_at - 1;
+    heap_up(a, i);
+    heap_down(a, op->timer_at - 1);
+  }
+  timer_arm(op->c, a);
   return DLOCK_OK;
 }
 
 void dlock__aop_timer_drop(dlock__aop *op) {
-  op_timer *ot = (op_timer *)op->timer;
-  if (ot == NULL)
+  if (op->timer_at == 0)
     return;
-  ot->op = NULL;
-  uv_close((uv_handle_t *)&ot->t, timer_closed);
-  op->timer = NULL;
+  dlock__async *a = dlock__client_async(op->c);
+  int first = op->timer_at == 1;
+  heap_remove(a, op);
+  if (first)
+    timer_arm(op->c, a);
+  timer_close_if_done(op->c, a);
 }
 
 void dlock__aop_discard(dlock__aop *op) {
@@ -661,6 +763,7 @@ static void async_shutdown(dlock_client *c) {
     dlock__aop_finish(op, DLOCK_ECLOSED);
     op = a->live;
   }
+  timer_close_if_done(c, a); /* else when the last busy op's timer goes */
 }
 
 /* ---- the completion queue --------------------------------------------------- */

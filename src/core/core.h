@@ -334,7 +334,6 @@ typedef struct dlock__recipe {
   int64_t wait_ms, deadline; /* the budget; -1: none */
   int subscribed, asks;
   int64_t pause_ms;       /* the last pause after a passing refusal */
-  char what_buf[160];
 } dlock__recipe;
 
 /* The first step of a wait of wait_ms (0 try once, -1 forever) ending at

@@ -50,26 +50,30 @@ typedef struct dlock__waiter {
   void (*on_message)(struct dlock__waiter *w, const char *msg, size_t len);
   uint64_t wakes;                    /* under parker->mu */
   uint64_t seen;                     /* waiting thread only */
-  int confirmed;                     /* under parker->mu */
-  int closed;                        /* under parker->mu */
   uint64_t unconsumed;               /* passed to unsubscribe */
-  int fifo;                          /* set before subscribing: see below */
-  int lease_hints;                   /* likewise: "-MS" messages (wait.c) */
-  int head;                          /* fifo: oldest waiter; under parker->mu */
-  int turn;                          /* fifo: one try granted behind the head
-                                        by a message that announced enough
-                                        for it and all ahead; parker->mu */
   int64_t demand;                    /* fifo: how much it waits for (permits);
                                         set before subscribing */
   int64_t retry_by;                  /* a lease hint: re-try by then
                                         (monotonic ms, 0 none); parker->mu */
-  int interrupted;                   /* dlock__interrupt; under parker->mu */
-  int denied;                        /* SUBSCRIBE refused; under parker->mu */
-  char denied_why[160];              /* the server's words; under parker->mu */
-  int armed;                         /* under parker->mu */
-  int early_state;                   /* 0 none, 1 sent, 2 answered; parker->mu */
+  char *denied_why;                  /* the server's words (owned, NULL:
+                                        none or out of memory); under
+                                        parker->mu; freed when it leaves
+                                        its channel (dlock__unsubscribe*) */
   struct dlock__early *early;        /* a thread's wait loop: its early
                                         tries; NULL else (never armed) */
+  /* flags, a byte each (a pending async waiter keeps them all) */
+  uint8_t confirmed;                 /* under parker->mu */
+  uint8_t closed;                    /* under parker->mu */
+  uint8_t fifo;                      /* set before subscribing: see below */
+  uint8_t lease_hints;               /* likewise: "-MS" messages (wait.c) */
+  uint8_t head;                      /* fifo: oldest waiter; under parker->mu */
+  uint8_t turn;                      /* fifo: one try granted behind the head
+                                        by a message that announced enough
+                                        for it and all ahead; parker->mu */
+  uint8_t interrupted;               /* dlock__interrupt; under parker->mu */
+  uint8_t denied;                    /* SUBSCRIBE refused; under parker->mu */
+  uint8_t armed;                     /* under parker->mu */
+  uint8_t early_state;               /* 0 none, 1 sent, 2 answered; parker->mu */
 } dlock__waiter;
 
 /* Early tries (wait.c): the last try's request is kept; while the thread

@@ -355,7 +355,8 @@ static int on_error(dlock__conn *conn, const redisReply *r) {
     for (dlock__waiter *w = ch->head; w; w = w->next) {
       pthread_mutex_lock(&w->parker->mu);
       w->denied = 1;
-      snprintf(w->denied_why, sizeof w->denied_why, "%s", c->sub_error);
+      if (w->denied_why == NULL) /* kept only by a refused waiter */
+        w->denied_why = strdup(c->sub_error);
       signal_waiter(w);
       pthread_mutex_unlock(&w->parker->mu);
     }
@@ -629,6 +630,14 @@ static void unsubscribe_task(dlock_client *c, dlock__req *req) {
   dlock__req_finish(req, NULL, DLOCK_OK, NULL);
 }
 
+/* A waiter out of its channel lets go of what it owned. */
+static void waiter_done(dlock__waiter *w) {
+  pthread_mutex_lock(&w->parker->mu);
+  free(w->denied_why);
+  w->denied_why = NULL;
+  pthread_mutex_unlock(&w->parker->mu);
+}
+
 void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w) {
   pthread_mutex_lock(&w->parker->mu);
   w->unconsumed = w->wakes - w->seen;
@@ -636,6 +645,7 @@ void dlock__unsubscribe_async(dlock_client *c, dlock__waiter *w) {
   pthread_mutex_unlock(&w->parker->mu);
   if (!closed)
     unsubscribe_engine(c, w);
+  waiter_done(w);
 }
 
 /* A waiter leaving a channel others of its client still wait on needs
@@ -691,10 +701,13 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
   /* the first confirmation is not news to this waiter */
   w->seen = w->wakes;
   int denied = w->denied;
+  char why[sizeof c->sub_error] = "";
+  if (denied && w->denied_why)
+    snprintf(why, sizeof why, "%s", w->denied_why);
   pthread_mutex_unlock(&w->parker->mu);
   if (denied) {
     dlock__unsubscribe(c, w);
-    return dlock__subscribe_denied(channel, len, w->denied_why);
+    return dlock__subscribe_denied(channel, len, why);
   }
   return DLOCK_OK;
 }
@@ -746,10 +759,10 @@ int dlock__waiter_wait_any(dlock__waiter *const *ws, int n,
 int dlock__fifo_waiters(dlock_client *c) { return atomic_load(&c->fifo_waiters); }
 
 int dlock__waiter_refused(dlock__waiter *w) {
-  char why[sizeof w->denied_why] = "";
+  char why[512] = "";
   pthread_mutex_lock(&w->parker->mu);
   if (w->denied)
-    memcpy(why, w->denied_why, sizeof why);
+    snprintf(why, sizeof why, "%s", w->denied_why ? w->denied_why : "refused");
   pthread_mutex_unlock(&w->parker->mu);
   return why[0] ? dlock__fail(DLOCK_EPERM, "%s", why) : DLOCK_OK;
 }
@@ -776,17 +789,22 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
   w->unconsumed = w->wakes - w->seen;
   int closed = w->closed;
   pthread_mutex_unlock(&w->parker->mu);
-  if (closed || unsubscribe_here(c, w))
-    return; /* the engine has already let go of it, or did not need to */
+  if (closed || unsubscribe_here(c, w)) {
+    waiter_done(w); /* the engine has let go of it, or did not need to */
+    return;
+  }
   dlock__req req;
   redisReply *reply;
   dlock__req_task(&req, unsubscribe_task, w);
-  if (dlock__call(c, &req, &reply) == DLOCK_OK)
+  if (dlock__call(c, &req, &reply) == DLOCK_OK) {
+    waiter_done(w);
     return;
+  }
   /* The client is closing: the engine still holds w in a channel list until
    * its shutdown marks it closed; w must outlive that. */
   pthread_mutex_lock(&w->parker->mu);
   while (!w->closed)
     dlock__park(w->parker, -1);
   pthread_mutex_unlock(&w->parker->mu);
+  waiter_done(w);
 }

@@ -41,13 +41,14 @@ static int64_t next_try(int64_t hint, int64_t now, int64_t deadline) {
 }
 
 /* The messages' subject, made only when a message needs it (the
- * uncontended call formats nothing). */
-static const char *what(dlock__recipe *r) {
+ * uncontended call formats nothing), into the caller's buf: a pending
+ * wait keeps no room for it. */
+#define WHAT_MAX 160
+static const char *what(const dlock__recipe *r, char buf[WHAT_MAX]) {
   if (r->what)
     return r->what;
-  snprintf(r->what_buf, sizeof r->what_buf, "%s \"%.100s%s\"", r->noun,
-           DLOCK__NAME(r->name));
-  return r->what_buf;
+  snprintf(buf, WHAT_MAX, "%s \"%.100s%s\"", r->noun, DLOCK__NAME(r->name));
+  return buf;
 }
 
 static dlock__step failed(dlock__recipe *r, int rc) {
@@ -67,12 +68,13 @@ static dlock__step wait_until(dlock__recipe *r, int64_t until) {
 /* Busy (hint), or for a FIFO waiter not its turn yet (hint -1): a single
  * try ends, a spent budget ends, else wait. */
 static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
+  char w[WHAT_MAX];
   if (r->wait_ms == 0)
-    return failed(r, dlock__busy(what(r), hint));
+    return failed(r, dlock__busy(what(r, w), hint));
   int64_t now = dlock__now_ms();
   if (r->deadline >= 0 && now >= r->deadline)
     return failed(r, dlock__fail(DLOCK_ETIMEDOUT, "%s: still not available "
-                                 "after %" PRId64 " ms", what(r), r->wait_ms));
+                                 "after %" PRId64 " ms", what(r, w), r->wait_ms));
   return wait_until(r, next_try(hint, now, r->deadline));
 }
 
@@ -126,8 +128,8 @@ dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
     return DLOCK__STEP_GRANTED;
   if (rc == DLOCK_EDEADLK || rc == DLOCK_EREENTRY) { /* the caller's own hold
                                                        refuses it: name it */
-    char head[180];
-    snprintf(head, sizeof head, "%s: ", what(r));
+    char head[180], w[WHAT_MAX];
+    snprintf(head, sizeof head, "%s: ", what(r, w));
     return failed(r, dlock__fail_before(rc, head));
   }
   if (rc == DLOCK_EIO && sent == DLOCK__REFUSED)
@@ -146,8 +148,9 @@ dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent) {
 dlock__step dlock__recipe_woken(dlock__recipe *r, int status, int my_turn) {
   if (status == DLOCK_ECLOSED)
     return failed(r, dlock__fail(DLOCK_ECLOSED, "client closed while waiting"));
+  char w[WHAT_MAX];
   if (status == DLOCK_EINTR)
-    return failed(r, dlock__fail(DLOCK_EINTR, "%s: wait interrupted", what(r)));
+    return failed(r, dlock__fail(DLOCK_EINTR, "%s: wait interrupted", what(r, w)));
   if (status < 0) /* its message set (a refused subscription, a cancel) */
     return failed(r, status);
   /* a wake-up, the confirmation or the timer: the deadline's is the last

@@ -286,8 +286,9 @@ static void hub_ready(dlock__aop *op) {
   int closed = w->closed, denied = w->denied, confirmed = w->confirmed;
   int again = w->wakes != w->seen; /* subscribed again after a drop */
   w->seen = w->wakes;
-  char why[160];
-  memcpy(why, w->denied_why, sizeof why);
+  char why[512] = "";
+  if (w->denied_why)
+    snprintf(why, sizeof why, "%s", w->denied_why);
   pthread_mutex_unlock(&w->parker->mu);
   if (closed || denied) {
     int rc = closed ? dlock__fail(DLOCK_ECLOSED, "client closed")
