@@ -35,14 +35,15 @@ typedef struct hold {
   int64_t valid_until_ms;
   int64_t releasing_ms; /* when a release of it was last sent */
   uint64_t epoch;
-  int script, node_script; /* its renewal (dlock__renewal) */
+  dlock__listener *ln;
+  char *extra;
+  /* sizes and flags packed: 10,000s of holds each keep them (M1) */
+  uint32_t extra_len, name_len, label_len; /* names: DLOCK_NAME_MAX */
+  int16_t script, node_script; /* its renewal (dlock__renewal) */
+  uint8_t field_len;           /* <= 255: the key's first byte says it */
   unsigned watchdog : 1, lost : 1, renewing : 1;
   unsigned verify : 1; /* a cluster node's batch found it gone: ask again in
                           a call of its own slot before calling it lost */
-  dlock__listener *ln;
-  char *extra;
-  size_t extra_len;
-  size_t field_len, name_len, label_len;
   char key[]; /* then the label, when there is one */
 } hold;
 
