@@ -2,7 +2,6 @@
 #include "harness.h"
 #include "redis_server.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -625,10 +624,10 @@ static struct {
 void th_rc_seen(const char *expr, int rc) {
   if (rc >= 0)
     return;
-  const char *p = strstr(expr, "dlock_");
-  while (p && p > expr && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))
-    p = strstr(p + 1, "dlock_"); /* a name that only ends in dlock_ */
-  if (p == NULL)
+  /* the outermost call only: "dlock_x(...)", not a helper's call
+   * around one ("other_thread(dlock_rwlock_write(rw), 0)") */
+  const char *p = expr + strspn(expr, " \t\n(");
+  if (strncmp(p, "dlock_", 6) != 0)
     return;
   size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_0123456789");
   if (p[len] != '(' || len >= sizeof rc_seen.v[0].call)

@@ -249,6 +249,8 @@ def return_codes(call, by_name, errors, seen=None):
         codes.append("DLOCK_EINVAL")
     if comment.startswith("The same") and call[6] and call[6] not in seen:
         codes += return_codes(by_name[call[6]], by_name, errors, seen)
+    if ret == "int": # every call checks its arguments (NULL, ranges)
+        codes.append("DLOCK_EINVAL")
     if ret == "int" and not LOCAL.match(name):
         codes += SERVER_CODES
         # a call on a name: the name may hold another kind of object
