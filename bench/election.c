@@ -54,8 +54,10 @@ static void handover(bench_bounds *b) {
   long terms = atomic_load(&sh->counts[0]) + atomic_load(&sh->counts[1]);
   long n = nsamples();
   emit("E1", "terms/s", terms / secs, "1/s", 0);
-  emit("E1", "hand-over p50", pct(sh->samples, n, 50), "us", b->raw_rtt);
-  emit("E1", "hand-over p99", pct(sh->samples, n, 99), "us", b->raw_rtt);
+  /* docs/election.md's goals: a hand-over, and every observer told, in
+   * under 1 ms */
+  emit("E1", "hand-over p50", pct(sh->samples, n, 50), "us", 1000);
+  emit("E1", "hand-over p99", pct(sh->samples, n, 99), "us", 0);
   for (int i = 0; i < 2; i++) {
     dlock_election_free(args[i].e);
     dlock_client_close(cl[i]);
@@ -140,14 +142,14 @@ static void observers(bench_bounds *b) {
   }
   long n = rounds - missed;
   emit("E1", "observers", E1_OBSERVERS, "count", 0);
-  emit("E1", "first observer told p50", pct(first, n, 50), "us", b->raw_rtt);
+  emit("E1", "first observer told p50", pct(first, n, 50), "us", 1000);
   emit("E1", "all observers told p50", pct(sh->samples, nsamples(), 50), "us",
        1000);
   emit("E1", "all observers told p99", pct(sh->samples, nsamples(), 99), "us",
        NAN);
   emit("E1", "terms not told to all in 2 s", (double)missed, "count", 0);
   double grown = heap1 > heap0 ? (double)(heap1 - heap0) : 0;
-  emit("E1", "memory per observer", grown / E1_OBSERVERS, "bytes", NAN);
+  emit("E1", "memory per observer", grown / E1_OBSERVERS, "bytes", 1024);
   for (int i = 0; i < E1_OBSERVERS; i++)
     dlock_cancel(ops[i]);
   for (int64_t end = now_us() + 5000000;

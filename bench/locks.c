@@ -622,8 +622,11 @@ void m2(bench_bounds *b) {
           DLOCK_OK)
     die("M2 locks", -1);
   double g = pairs_of(group), m = pairs_of(multi), k = pairs_of(big);
-  emit("M2", "group of 100: pairs/s", g, "1/s", m * 10);
+  emit("M2", "group of 100: pairs/s", g, "1/s", m);
   emit("M2", "multi-lock of 100: pairs/s", m, "1/s", 0);
+  /* the figure that matters: the group against the multi-lock (goal:
+   * 10x, docs/group.md) */
+  emit("M2", "group / multi-lock", m > 0 ? g / m : NAN, "x", 10);
   emit("M2", "group of 1000: pairs/s", k, "1/s", 0);
   dlock_lock_free(big);
   dlock_lock_free(group);

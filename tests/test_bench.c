@@ -132,6 +132,9 @@ static int quoted_rows_printed(const char *text) {
   return quoted;
 }
 
+static double figure(const char *text, const char *w, const char *metric,
+                     int bound);
+
 static void test_every_workload_runs(void) {
   static char text[65536];
   char *args[] = {"--duration", "0.2", "--w4-seconds", "1", NULL};
@@ -163,6 +166,14 @@ static void test_every_workload_runs(void) {
   const char *max = strstr(text, "\"metric\": \"max concurrent holders\", \"value\": ");
   CU_ASSERT(max && atof(max + strlen("\"metric\": \"max concurrent holders\", \"value\": ")) <= 4);
   CU_ASSERT(quoted_rows_printed(text) >= 10);
+  /* S1's fairness rows (docs/spin.md), for both kinds */
+  static const char *const fair_rows[] = {"Jain fairness", "longest wait",
+                                          "most grants in a row"};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < 3; i++) {
+      double v = figure(text, k ? "S1 spin" : "S1 pub/sub", fair_rows[i], 0);
+      CU_ASSERT(isfinite(v) && v > 0);
+    }
   /* the table never says nan: a figure not measured says so, a row
    * without a bound prints none */
   CU_ASSERT(strlen(bench_stdout) > 1000);
