@@ -44,32 +44,37 @@ int64_t now_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* x with that many decimals into buf, or none when it is not a figure
+ * (NAN, or a bound of 0: no bound). */
+static const char *figure_or(char *buf, size_t n, double x, int is,
+                             int decimals, const char *none) {
+  if (!is)
+    return none;
+  snprintf(buf, n, "%.*f", decimals, x);
+  return buf;
+}
+
 void emit(const char *w, const char *metric, double value, const char *unit,
           double bound) {
   double ratio = bound > 0 && !isnan(value) ? value / bound : NAN;
   plot_ratio(w, metric, unit, ratio);
   /* a figure not measured here says so; a row without a bound prints
    * none (never "nan") */
-  char vs[32] = "not measured", bs[32] = "-", rs[16] = "-";
-  if (!isnan(value))
-    snprintf(vs, sizeof vs, "%.1f", value);
-  if (bound > 0)
-    snprintf(bs, sizeof bs, "%.1f", bound);
-  if (!isnan(ratio))
-    snprintf(rs, sizeof rs, "%.2f", ratio);
-  printf("%-4s %-26s %12s %-8s %12s %7s\n", w, metric, vs, unit, bs, rs);
+  char v[32], b[32], r[32];
+  int has_v = !isnan(value), has_b = bound > 0, has_r = !isnan(ratio);
+  printf("%-4s %-26s %12s %-8s %12s %7s\n", w, metric,
+         figure_or(v, sizeof v, value, has_v, 1, "not measured"), unit,
+         figure_or(b, sizeof b, bound, has_b, 1, "-"),
+         figure_or(r, sizeof r, ratio, has_r, 2, "-"));
   fflush(stdout);
   if (json) {
-    char v[32] = "null", b[32] = "null", r[32] = "null";
-    if (!isnan(value))
-      snprintf(v, sizeof v, "%.3f", value);
-    if (bound > 0)
-      snprintf(b, sizeof b, "%.3f", bound);
-    if (!isnan(ratio))
-      snprintf(r, sizeof r, "%.4f", ratio);
     fprintf(json, "%s\n  {\"workload\": \"%s\", \"metric\": \"%s\", "
-            "\"value\": %s, \"unit\": \"%s\", \"bound\": %s, \"ratio\": %s}",
-            first_json ? "" : ",", w, metric, v, unit, b, r);
+            "\"value\": %s, \"unit\": \"%s\", ",
+            first_json ? "" : ",", w, metric,
+            figure_or(v, sizeof v, value, has_v, 3, "null"), unit);
+    fprintf(json, "\"bound\": %s, \"ratio\": %s}",
+            figure_or(b, sizeof b, bound, has_b, 3, "null"),
+            figure_or(r, sizeof r, ratio, has_r, 4, "null"));
     first_json = 0;
   }
 }

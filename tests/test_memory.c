@@ -50,6 +50,14 @@ static int settled(dlock_client *c, uint64_t from, uint64_t want) {
   return 0;
 }
 
+/* Until *n reaches want (bounded: 30 s): its last value. */
+static int until_count(atomic_int *n, int want) {
+  for (int64_t end = th_now_ms() + 30000;
+       atomic_load(n) < want && th_now_ms() < end;)
+    usleep(5000);
+  return atomic_load(n);
+}
+
 static void report(const char *what, double bytes, double bound) {
   printf("\n    %s: %.1f bytes (bound %.0f) ", what, bytes, bound);
   CU_ASSERT(bytes > 0 && bytes <= bound);
@@ -148,10 +156,7 @@ static void test_async_waiter(void) {
   report("an async waiter", (double)(after - before) / MANY, 1024);
   for (int i = 0; i < MANY; i++)
     dlock_cancel(ops[i]);
-  for (int64_t end = th_now_ms() + 30000;
-       atomic_load(&async_done) < MANY && th_now_ms() < end;)
-    usleep(5000);
-  CU_ASSERT_EQUAL(atomic_load(&async_done), MANY);
+  CU_ASSERT_EQUAL(until_count(&async_done, MANY), MANY);
   TH_ASSERT_RC(dlock_release(held), DLOCK_OK);
   free(ops);
   free(owners);
@@ -183,18 +188,12 @@ static void test_election_observer(void) {
   for (int i = 0; i < MANY; i++)
     TH_ASSERT_RC(dlock_election_observe(e, observed, NULL, &ops[i]), DLOCK_OK);
   /* each told its first state: it observes now */
-  for (int64_t end = th_now_ms() + 30000;
-       atomic_load(&observed_first) < MANY && th_now_ms() < end;)
-    usleep(5000);
-  CU_ASSERT_EQUAL(atomic_load(&observed_first), MANY);
+  CU_ASSERT_EQUAL(until_count(&observed_first, MANY), MANY);
   size_t after = heap_used();
   report("an election observer", (double)(after - before) / MANY, 1024);
   for (int i = 0; i < MANY; i++)
     dlock_cancel(ops[i]);
-  for (int64_t end = th_now_ms() + 30000;
-       atomic_load(&observed_end) < MANY && th_now_ms() < end;)
-    usleep(5000);
-  CU_ASSERT_EQUAL(atomic_load(&observed_end), MANY);
+  CU_ASSERT_EQUAL(until_count(&observed_end, MANY), MANY);
   free(ops);
   dlock_election_free(e);
 }
