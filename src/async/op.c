@@ -294,8 +294,11 @@ static void timers_fired(uv_timer_t *t) {
   dlock_client *c = ((client_timer *)t)->c;
   dlock__async *a = dlock__client_async(c);
   uint64_t now = uv_now(dlock__client_loop(c));
-  /* one at a time: a callback may set, drop or end other ops' timers */
-  while (a->ntimers > 0 && a->timers[0]->due_ms <= now) {
+  /* one at a time: a callback may set, drop or end other ops' timers; at
+   * most as many as were set when it fired, so a timer set again for now
+   * fires on the loop's next turn, as a loop timer of its own did */
+  uint32_t budget = a->ntimers;
+  while (budget-- > 0 && a->ntimers > 0 && a->timers[0]->due_ms <= now) {
     dlock__aop *op = a->timers[0];
     heap_remove(a, op);
     if (op->timer_fn)

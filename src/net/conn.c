@@ -771,8 +771,7 @@ static void on_connect(uv_connect_t *creq, int status) {
      * there, and the kernel said so at once, so the requests waiting for
      * it fail now rather than at the connect timeout. A reconnect (a
      * restart refuses for a moment) and a cluster's or Sentinel's address
-     * (another may answer) wait as before; a caller with a wait budget
-     * tries again within it (docs/client.md). */
+     * (another may answer) wait as before (docs/client.md). */
     if (status == UV_ECONNREFUSED && !conn->was_ready &&
         strcmp(conn->net->topo->name, "standalone") == 0) {
       __atomic_store_n(&conn->net->refused, 1, __ATOMIC_RELEASE);
