@@ -1521,6 +1521,27 @@ static void test_docs_agree_with_code(void) {
   snprintf(said, sizeof said, "`DLOCK_CLIENT_OPTS_VERSION` (%d)", atoi(def + 34));
   CU_ASSERT(strstr(client_md, said) != NULL);
   CU_ASSERT(strstr(lock_h, "DLOCK_EKIND (the name") != NULL);
+  /* every Markdown table whole (a blank line between two rows splits it,
+   * as errors.md's was before DLOCK_EREENTRY), and errors.md has a row for
+   * every code of error.h */
+  char tables[1024], split[2048];
+  snprintf(tables, sizeof tables, "awk 'FNR == 1 { p2 = \"\"; p1 = \"\" } "
+           "/^\\|/ && p1 == \"\" && p2 ~ /^\\|/ { print FILENAME \": \" FNR } "
+           "{ p2 = p1; p1 = $0 }' '%s'/*.md", getenv("DLOCK_DOCS"));
+  CU_ASSERT_EQUAL(th_shell(tables, split, sizeof split), 0);
+  CU_ASSERT_STRING_EQUAL(split, "");
+  char *error_h = source_file("include/dlock/error.h");
+  char *errors_md = source_file("docs/errors.md");
+  CU_ASSERT_FATAL(error_h && errors_md);
+  for (const char *x = strstr(error_h, "  X("); x; x = strstr(x + 1, "  X(")) {
+    char row[64];
+    snprintf(row, sizeof row, "\n| `DLOCK_%.*s` |", (int)strcspn(x + 4, ","), x + 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors_md, row));
+    if (strstr(errors_md, row) == NULL)
+      fprintf(stderr, "\n  errors.md has no row %s", row + 1);
+  }
+  free(error_h);
+  free(errors_md);
   CU_ASSERT(strstr(lock_h, "DLOCK_EREDIS (server\n * error, e.g. WRONGTYPE") == NULL);
   const char *env = strstr(man, ".SH ENVIRONMENT");
   CU_ASSERT(env && strstr(env, "DLOCK_SENTINEL_PASSWORD") != NULL);
