@@ -1,0 +1,170 @@
+/* The Java peer's driver (java_peer.h). */
+#include "java_peer.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+const char *const jp_versions[2] = {"3.52.0", "4.7.0"};
+
+/* The next line it printed (without the newline) into out within ms: 0, or
+ * -1 (none came, or it ended). */
+static int read_line(jpeer *p, int ms, char *out, size_t size) {
+  int64_t end = th_now_ms() + ms;
+  for (;;) {
+    char *nl = memchr(p->buf, '\n', p->len);
+    if (nl) {
+      size_t k = (size_t)(nl - p->buf);
+      snprintf(out, size, "%.*s", (int)k, p->buf);
+      memmove(p->buf, nl + 1, p->len - k - 1);
+      p->len -= k + 1;
+      return 0;
+    }
+    int64_t left = end - th_now_ms();
+    if (left <= 0 || p->len == sizeof p->buf)
+      return -1;
+    struct pollfd pf = {p->out, POLLIN, 0};
+    if (poll(&pf, 1, (int)left) <= 0)
+      continue;
+    ssize_t n = read(p->out, p->buf + p->len, sizeof p->buf - p->len);
+    if (n <= 0)
+      return -1;
+    p->len += (size_t)n;
+  }
+}
+
+int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms) {
+  memset(p, 0, sizeof *p);
+  p->pid = -1;
+  const char *docs = getenv("DLOCK_DOCS");
+  char dir[512], cp[1200], wd[24];
+  snprintf(dir, sizeof dir, "%s/../tests/interop/java/target/%s", docs ? docs : ".",
+           version);
+  snprintf(cp, sizeof cp, "%s/classes:%s/lib/*", dir, dir);
+  snprintf(wd, sizeof wd, "%lld", (long long)watchdog_ms);
+  char probe[600];
+  snprintf(probe, sizeof probe, "%s/classes/dlock/peer/Peer.class", dir);
+  if (access(probe, R_OK) != 0) {
+    fprintf(stderr, "\n  the Java peer for Redisson %s is not built (%s): "
+            "run scripts/setup\n", version, probe);
+    return -1;
+  }
+  int to[2], from[2];
+  if (pipe(to) != 0 || pipe(from) != 0)
+    return -1;
+  p->pid = fork();
+  if (p->pid == 0) {
+    dup2(to[0], 0);
+    dup2(from[1], 1);
+    close(to[1]);
+    close(from[0]);
+    /* a small heap and one GC thread: the suite runs beside redis-servers
+     * on two cores */
+    execlp("java", "java", "-Xmx256m", "-XX:+UseSerialGC",
+           "-XX:TieredStopAtLevel=1", "-cp", cp, "dlock.peer.Peer", url, wd,
+           (char *)NULL);
+    _exit(127);
+  }
+  close(to[0]);
+  close(from[1]);
+  p->in = to[1];
+  p->out = from[0];
+  if (p->pid < 0)
+    return -1;
+  char line[256];
+  if (read_line(p, 60000, line, sizeof line) != 0 || strncmp(line, "ready ", 6) != 0) {
+    fprintf(stderr, "\n  the Java peer (Redisson %s) did not start\n", version);
+    jp_kill(p);
+    return -1;
+  }
+  snprintf(p->version, sizeof p->version, "%.31s", line + 6);
+  return 0;
+}
+
+int jp_send(jpeer *p, const char *slot, const char *fmt, ...) {
+  char req[1024];
+  int id = ++p->next_id;
+  int n = snprintf(req, sizeof req, "%d %s ", id, slot);
+  va_list ap;
+  va_start(ap, fmt);
+  n += vsnprintf(req + n, sizeof req - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (n >= (int)sizeof req - 1)
+    return -1;
+  req[n++] = '\n';
+  return write(p->in, req, (size_t)n) == n ? id : -1;
+}
+
+int jp_wait(jpeer *p, int id, int ms, char *out, size_t size) {
+  for (int i = 0; i < p->nearly; i++)
+    if (p->early[i].id == id) {
+      snprintf(out, size, "%s", p->early[i].text);
+      p->early[i] = p->early[--p->nearly];
+      return 0;
+    }
+  int64_t end = th_now_ms() + ms;
+  char line[600];
+  while (th_now_ms() < end) {
+    if (read_line(p, (int)(end - th_now_ms()), line, sizeof line) != 0)
+      break;
+    char *sp = strchr(line, ' ');
+    int got = atoi(line);
+    if (sp == NULL)
+      continue;
+    if (got == id) {
+      snprintf(out, size, "%s", sp + 1);
+      return 0;
+    }
+    if (p->nearly < JP_MAX_PENDING) {
+      p->early[p->nearly].id = got;
+      snprintf(p->early[p->nearly++].text, sizeof p->early[0].text, "%s", sp + 1);
+    }
+  }
+  out[0] = '\0';
+  return -1;
+}
+
+const char *jp_call(jpeer *p, const char *slot, const char *fmt, ...) {
+  static _Thread_local char answer[512];
+  char req[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req, sizeof req, fmt, ap);
+  va_end(ap);
+  int id = jp_send(p, slot, "%s", req);
+  if (id < 0 || jp_wait(p, id, 10000, answer, sizeof answer) != 0)
+    answer[0] = '\0';
+  return answer;
+}
+
+static void reap(jpeer *p, int ms) {
+  if (p->pid <= 0)
+    return;
+  if (th_wait_worker(p->pid, ms) < 0) {
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+  }
+  close(p->in);
+  close(p->out);
+  p->pid = -1;
+}
+
+void jp_kill(jpeer *p) {
+  if (p->pid > 0)
+    kill(p->pid, SIGKILL);
+  reap(p, 10000);
+}
+
+void jp_stop(jpeer *p) {
+  if (p->pid > 0 && write(p->in, "exit\n", 5) != 5)
+    kill(p->pid, SIGKILL);
+  reap(p, 10000);
+}
