@@ -75,7 +75,7 @@ static void test_lock_both_ways(void) {
     TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
     EXPECT_ANSWER(jp_call(p, "b", "trylock reentrant %s 0 -1", name), "true");
     EXPECT_ANSWER(jp_call(p, "b", "unlock reentrant %s", name), "ok");
-    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, name), "EXISTS %s", name), 0);
     dlock_lock_free(l);
   }
 }
@@ -156,18 +156,18 @@ static void test_watchdogs(void) {
     /* Java's */
     EXPECT_ANSWER(jp_call(&w, "a", "trylock reentrant %s 0 -1", name), "true");
     int64_t t0 = th_now_ms();
-    while (th_now_ms() - t0 < 2500 && th_int(&srv, "EXISTS %s", name) == 1)
+    while (th_now_ms() - t0 < 2500 && th_int(th_node_of(&srv, name), "EXISTS %s", name) == 1)
       usleep(50000);
-    CU_ASSERT(th_pttl_rises(&srv, name, 2000));
-    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 1);
+    CU_ASSERT(th_pttl_rises(th_node_of(&srv, name), name, 2000));
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, name), "EXISTS %s", name), 1);
     TH_ASSERT_RC(dlock_try_acquire(l, DLOCK_LEASE_WATCHDOG), DLOCK_EBUSY);
     EXPECT_ANSWER(jp_call(&w, "a", "unlock reentrant %s", name), "ok");
     /* dlock's */
     TH_ASSERT_RC(dlock_acquire(l, 0, DLOCK_LEASE_WATCHDOG), DLOCK_OK);
     t0 = th_now_ms();
-    while (th_now_ms() - t0 < 2500 && th_int(&srv, "EXISTS %s", name) == 1)
+    while (th_now_ms() - t0 < 2500 && th_int(th_node_of(&srv, name), "EXISTS %s", name) == 1)
       usleep(50000);
-    CU_ASSERT(th_pttl_rises(&srv, name, 2000));
+    CU_ASSERT(th_pttl_rises(th_node_of(&srv, name), name, 2000));
     EXPECT_ANSWER(jp_call(&w, "b", "trylock reentrant %s 0 -1", name), "false");
     TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
     CU_ASSERT_EQUAL(th_lost_count(&lost), 0);
@@ -207,7 +207,7 @@ static void test_force_unlock_told(void) {
 /* ---- the fair lock ------------------------------------------------------------ */
 
 static long long queue_len(const char *name) {
-  return th_int(&srv, "LLEN redisson_lock_queue:{%s}", name);
+  return th_int(th_node_of(&srv, name), "LLEN redisson_lock_queue:{%s}", name);
 }
 
 static int queued(const char *name, long long want) {
@@ -364,7 +364,7 @@ static void test_rwlock(void) {
     EXPECT_ANSWER(jp_call(p, "a", "trylock read %s 0 30000", name), "true");
     EXPECT_ANSWER(jp_call(p, "a", "unlock read %s", name), "ok");
     TH_ASSERT_RC(dlock_release(r), DLOCK_OK);
-    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, name), "EXISTS %s", name), 0);
     dlock_lock_free(r);
     dlock_lock_free(w);
   }
