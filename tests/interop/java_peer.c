@@ -42,6 +42,11 @@ static int read_line(jpeer *p, int ms, char *out, size_t size) {
 }
 
 int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms) {
+  return jp_start_codec(p, version, url, watchdog_ms, "default");
+}
+
+int jp_start_codec(jpeer *p, const char *version, const char *url,
+                   int64_t watchdog_ms, const char *codec) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
   const char *docs = getenv("DLOCK_DOCS");
@@ -70,7 +75,7 @@ int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms
      * on two cores */
     execlp("java", "java", "-Xmx256m", "-XX:+UseSerialGC",
            "-XX:TieredStopAtLevel=1", "-cp", cp, "dlock.peer.Peer", url, wd,
-           (char *)NULL);
+           codec, (char *)NULL);
     _exit(127);
   }
   close(to[0]);

@@ -32,6 +32,10 @@ extern const char *const jp_versions[2];
  * with Redisson's lockWatchdogTimeout watchdog_ms (0: its default); 0 once
  * it said ready (within 60 s), -1 (said why on stderr). */
 int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms);
+/* The same with the client's codec (Peer.java: default, string, bytes,
+ * long). */
+int jp_start_codec(jpeer *p, const char *version, const char *url,
+                   int64_t watchdog_ms, const char *codec);
 /* Send "ID SLOT REQUEST" and return ID (-1 on a broken pipe). */
 int jp_send(jpeer *p, const char *slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

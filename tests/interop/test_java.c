@@ -370,6 +370,55 @@ static void test_rwlock(void) {
   }
 }
 
+/* Redisson's getMultiLock(group, values) and dlock's group lock exclude
+ * each other value by value, for every codec docs/group.md names
+ * (StringCodec, ByteArrayCodec, LongCodec): the fields, HighwayHash of the
+ * codec's bytes, are equal byte for byte. */
+static void test_group(void) {
+  static const struct {
+    const char *codec, *v[5]; /* Java's words; dlock gives the codec's bytes */
+  } cases[] = {{"string", {"row:1", "row:2", "row:3", "row:4", "row:5"}},
+               {"bytes", {"r\xc3\xa9-1", "r2", "r3", "r4", "r5"}},
+               {"long", {"11", "22", "33", "44", "55"}}};
+  for (int v = 0; v < 2; v++) {
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      jpeer p;
+      CU_ASSERT_FATAL(jp_start_codec(&p, jp_versions[v], srv.url, 0,
+                                     cases[k].codec) == 0);
+      char group[256];
+      vname(group, sizeof group, cases[k].codec, v);
+      const char *const *val = cases[k].v;
+      /* Java holds values 0 and 1 */
+      char ask[600];
+      snprintf(ask, sizeof ask, "trylock group %s/%s,%s 0 -1", group, val[0], val[1]);
+      EXPECT_ANSWER(jp_call(&p, "a", "%s", ask), "true");
+      /* dlock's 1 and 2 overlap: refused; 2 and 3: granted */
+      dlock_lock *g12, *g23;
+      const char *v12[] = {val[1], val[2]}, *v23[] = {val[2], val[3]};
+      size_t l12[] = {strlen(val[1]), strlen(val[2])},
+             l23[] = {strlen(val[2]), strlen(val[3])};
+      TH_ASSERT_RC(dlock_group_lock_new(cl, group, v12, l12, 2, NULL, &g12), DLOCK_OK);
+      TH_ASSERT_RC(dlock_group_lock_new(cl, group, v23, l23, 2, NULL, &g23), DLOCK_OK);
+      TH_ASSERT_RC(dlock_try_acquire(g12, 30000), DLOCK_EBUSY);
+      TH_ASSERT_RC(dlock_try_acquire(g23, 30000), DLOCK_OK);
+      /* Java's 3 and 4 overlap dlock's 3: refused */
+      snprintf(ask, sizeof ask, "trylock group %s/%s,%s 0 -1", group, val[3], val[4]);
+      EXPECT_ANSWER(jp_call(&p, "b", "%s", ask), "false");
+      snprintf(ask, sizeof ask, "unlock group %s/%s,%s", group, val[0], val[1]);
+      EXPECT_ANSWER(jp_call(&p, "a", "%s", ask), "ok");
+      /* value 2 is dlock's (another owner is refused) */
+      TH_ASSERT_RC(th_acquire_elsewhere(g12, 0, 30000), DLOCK_EBUSY);
+      TH_ASSERT_RC(dlock_release(g23), DLOCK_OK);
+      TH_ASSERT_RC(dlock_try_acquire(g12, 30000), DLOCK_OK);
+      TH_ASSERT_RC(dlock_release(g12), DLOCK_OK);
+      CU_ASSERT_EQUAL(th_int(th_node_of(&srv, group), "EXISTS %s", group), 0);
+      dlock_lock_free(g12);
+      dlock_lock_free(g23);
+      jp_stop(&p);
+    }
+  }
+}
+
 /* ---- synchronizers ------------------------------------------------------------ */
 
 /* A count set by either side, counted down by both, awaited by both. */
@@ -503,6 +552,7 @@ static void add_tests(void) {
   CU_add_test(s, "fenced_tokens", test_fenced_tokens);
   CU_add_test(s, "spin_and_non_reentrant", test_spin_and_non_reentrant);
   CU_add_test(s, "rwlock", test_rwlock);
+  CU_add_test(s, "group", test_group);
   CU_add_test(s, "latch", test_latch);
   CU_add_test(s, "semaphore", test_semaphore);
   CU_add_test(s, "permits", test_permits);

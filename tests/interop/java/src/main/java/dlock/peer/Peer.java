@@ -21,14 +21,20 @@ import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.ByteArrayCodec;
+import org.redisson.client.codec.LongCodec;
+import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
 
 /**
  * A real Redisson client the C interop suite drives (tests/interop/test_java.c).
  *
- * Started as {@code Peer URL WATCHDOG_MS}: URL is redis://host:port or
- * redis+cluster://h1:p1,h2:p2; WATCHDOG_MS is Redisson's
- * lockWatchdogTimeout (0: its default, 30 s). It prints
+ * Started as {@code Peer URL WATCHDOG_MS [CODEC]}: URL is redis://host:port
+ * or redis+cluster://h1:p1,h2:p2; WATCHDOG_MS is Redisson's
+ * lockWatchdogTimeout (0: its default, 30 s); CODEC the client's codec
+ * (default: Redisson's; string, bytes, long: StringCodec, ByteArrayCodec,
+ * LongCodec, and a group's values are given to it as String, byte[] (UTF-8)
+ * or Long). It prints
  * {@code ready VERSION} once its client is up, then reads one request per
  * line on stdin:
  *
@@ -62,6 +68,7 @@ public final class Peer {
   private static final PrintStream OUT =
       new PrintStream(System.out, true, StandardCharsets.UTF_8);
   private static RedissonClient client;
+  private static String codec;
   private static final Map<String, ExecutorService> SLOTS = new ConcurrentHashMap<>();
 
   private Peer() {}
@@ -82,6 +89,13 @@ public final class Peer {
     long watchdog = args.length > 1 ? Long.parseLong(args[1]) : 0;
     if (watchdog > 0) {
       config.setLockWatchdogTimeout(watchdog);
+    }
+    codec = args.length > 2 ? args[2] : "default";
+    switch (codec) {
+      case "string": config.setCodec(StringCodec.INSTANCE); break;
+      case "bytes": config.setCodec(ByteArrayCodec.INSTANCE); break;
+      case "long": config.setCodec(LongCodec.INSTANCE); break;
+      default: break;
     }
     client = Redisson.create(config);
     String version = Redisson.class.getPackage().getImplementationVersion();
@@ -144,7 +158,11 @@ public final class Peer {
       case "nonreentrantfair": return byName("getNonReentrantFairLock", name);
       case "group": {
         int slash = name.indexOf('/');
-        List<Object> values = new ArrayList<>(Arrays.asList(name.substring(slash + 1).split(",")));
+        List<Object> values = new ArrayList<>();
+        for (String v : name.substring(slash + 1).split(",")) {
+          values.add(codec.equals("bytes") ? v.getBytes(StandardCharsets.UTF_8)
+                     : codec.equals("long") ? (Object) Long.valueOf(v) : v);
+        }
         return client.getMultiLock(name.substring(0, slash), values);
       }
       default: throw new IllegalArgumentException("unknown kind " + kind);
