@@ -391,7 +391,9 @@ static void test_open_dead_server(void) {
   int64_t t0 = th_now_ms();
   TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_EIO);
   int64_t took = th_now_ms() - t0;
-  CU_ASSERT(took >= 250 && took <= 600);
+  /* refused: said at once, not at the 300 ms connect timeout (issue 56;
+   * measured 0-5 ms, quiet and beside two CPU hogs; bound 200 ms) */
+  CU_ASSERT(took < 200);
   CU_ASSERT(strstr(dlock_errmsg(), "refused") != NULL);
   CU_ASSERT_PTR_NULL(c);
   /* no message is cut: a 240-byte host name that cannot be resolved shows
