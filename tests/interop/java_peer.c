@@ -45,8 +45,23 @@ int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms
   return jp_start_codec(p, version, url, watchdog_ms, "default");
 }
 
+static int start(jpeer *p, const char *version, const char *url,
+                 int64_t watchdog_ms, const char *codec, const char *url2,
+                 const char *url3);
+
 int jp_start_codec(jpeer *p, const char *version, const char *url,
                    int64_t watchdog_ms, const char *codec) {
+  return start(p, version, url, watchdog_ms, codec, NULL, NULL);
+}
+
+int jp_start_redlock(jpeer *p, const char *version, const char *url,
+                     const char *url2, const char *url3) {
+  return start(p, version, url, 0, "default", url2, url3);
+}
+
+static int start(jpeer *p, const char *version, const char *url,
+                 int64_t watchdog_ms, const char *codec, const char *url2,
+                 const char *url3) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
   const char *docs = getenv("DLOCK_DOCS");
@@ -75,7 +90,7 @@ int jp_start_codec(jpeer *p, const char *version, const char *url,
      * on two cores */
     execlp("java", "java", "-Xmx256m", "-XX:+UseSerialGC",
            "-XX:TieredStopAtLevel=1", "-cp", cp, "dlock.peer.Peer", url, wd,
-           codec, (char *)NULL);
+           codec, url2, url3, (char *)NULL); /* url2 NULL: the list ends */
     _exit(127);
   }
   close(to[0]);

@@ -36,6 +36,9 @@ int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms
  * long). */
 int jp_start_codec(jpeer *p, const char *version, const char *url,
                    int64_t watchdog_ms, const char *codec);
+/* The same with two more standalone servers (a RedLock's members). */
+int jp_start_redlock(jpeer *p, const char *version, const char *url,
+                     const char *url2, const char *url3);
 /* Send "ID SLOT REQUEST" and return ID (-1 on a broken pipe). */
 int jp_send(jpeer *p, const char *slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

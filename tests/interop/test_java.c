@@ -419,6 +419,84 @@ static void test_group(void) {
   }
 }
 
+/* Redisson's multi-lock (getMultiLock(RLock...)) and dlock's exclude each
+ * other lock by lock, all or nothing on both sides. */
+static void test_multi(void) {
+  for (int v = 0; v < 2; v++) {
+    jpeer *p = &peers[v];
+    char base[200], n[4][256];
+    vname(base, sizeof base, "multi", v);
+    for (int i = 0; i < 4; i++)
+      snprintf(n[i], sizeof n[i], "{%s}:%c", base, 'a' + i); /* one slot */
+    dlock_lock *l[4], *cd, *abc;
+    for (int i = 0; i < 4; i++)
+      TH_ASSERT_RC(dlock_reentrant_lock_new(cl, n[i], NULL, &l[i]), DLOCK_OK);
+    dlock_lock *pair[] = {l[2], l[3]};
+    TH_ASSERT_RC(dlock_multi_new(pair, 2, &cd), DLOCK_OK);
+    TH_ASSERT_RC(dlock_multi_new(l, 3, &abc), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(p, "a", "trylock multi %s,%s,%s 0 -1", n[0], n[1], n[2]),
+                  "true");
+    TH_ASSERT_RC(dlock_try_acquire(cd, 30000), DLOCK_EBUSY); /* c is Java's */
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, n[3]), "EXISTS %s", n[3]), 0); /* none of it */
+    EXPECT_ANSWER(jp_call(p, "a", "unlock multi %s,%s,%s", n[0], n[1], n[2]), "ok");
+    TH_ASSERT_RC(dlock_try_acquire(abc, 30000), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(p, "b", "trylock multi %s,%s 0 -1", n[2], n[3]), "false");
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, n[3]), "EXISTS %s", n[3]), 0);
+    TH_ASSERT_RC(dlock_release(abc), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(p, "b", "trylock multi %s,%s 0 -1", n[2], n[3]), "true");
+    EXPECT_ANSWER(jp_call(p, "b", "unlock multi %s,%s", n[2], n[3]), "ok");
+    dlock_lock_free(cd);
+    dlock_lock_free(abc);
+    for (int i = 0; i < 4; i++)
+      dlock_lock_free(l[i]);
+  }
+}
+
+/* RedissonRedLock and dlock's RedLock over the same three servers exclude
+ * each other. Standalone servers of its own (the cluster run adds nothing
+ * here: the plain run covers it). */
+static void test_redlock(void) {
+  if (th_cluster_mode())
+    return;
+  th_server s[3];
+  dlock_client *c[3];
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_FATAL(th_server_start(&s[i], NULL) == 0);
+    c[i] = th_client(&s[i], NULL);
+  }
+  for (int v = 0; v < 2; v++) {
+    jpeer p;
+    CU_ASSERT_FATAL(jp_start_redlock(&p, jp_versions[v], s[0].url, s[1].url,
+                                     s[2].url) == 0);
+    char name[256];
+    vname(name, sizeof name, "redlock", v);
+    dlock_lock *m[3], *rl;
+    for (int i = 0; i < 3; i++)
+      TH_ASSERT_RC(dlock_reentrant_lock_new(c[i], name, NULL, &m[i]), DLOCK_OK);
+    TH_ASSERT_RC(dlock_redlock_new(m, 3, NULL, &rl), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(&p, "a", "trylock redlock %s 0 -1", name), "true");
+    for (int i = 0; i < 3; i++) /* Java holds it on all three */
+      CU_ASSERT_EQUAL(th_int(&s[i], "EXISTS %s", name), 1);
+    CU_ASSERT_NOT_EQUAL(dlock_try_acquire(rl, 30000), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(&p, "a", "unlock redlock %s", name), "ok");
+    TH_ASSERT_RC(dlock_try_acquire(rl, 30000), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(&p, "b", "trylock redlock %s 0 -1", name), "false");
+    TH_ASSERT_RC(dlock_release(rl), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(&p, "b", "trylock redlock %s 0 -1", name), "true");
+    EXPECT_ANSWER(jp_call(&p, "b", "unlock redlock %s", name), "ok");
+    for (int i = 0; i < 3; i++)
+      CU_ASSERT_EQUAL(th_int(&s[i], "EXISTS %s", name), 0);
+    dlock_lock_free(rl);
+    for (int i = 0; i < 3; i++)
+      dlock_lock_free(m[i]);
+    jp_stop(&p);
+  }
+  for (int i = 0; i < 3; i++) {
+    dlock_client_close(c[i]);
+    th_server_stop(&s[i]);
+  }
+}
+
 /* ---- synchronizers ------------------------------------------------------------ */
 
 /* A count set by either side, counted down by both, awaited by both. */
@@ -553,6 +631,8 @@ static void add_tests(void) {
   CU_add_test(s, "spin_and_non_reentrant", test_spin_and_non_reentrant);
   CU_add_test(s, "rwlock", test_rwlock);
   CU_add_test(s, "group", test_group);
+  CU_add_test(s, "multi", test_multi);
+  CU_add_test(s, "redlock", test_redlock);
   CU_add_test(s, "latch", test_latch);
   CU_add_test(s, "semaphore", test_semaphore);
   CU_add_test(s, "permits", test_permits);

@@ -29,12 +29,13 @@ import org.redisson.config.Config;
 /**
  * A real Redisson client the C interop suite drives (tests/interop/test_java.c).
  *
- * Started as {@code Peer URL WATCHDOG_MS [CODEC]}: URL is redis://host:port
+ * Started as {@code Peer URL WATCHDOG_MS [CODEC [URL2 URL3...]]}: URL is redis://host:port
  * or redis+cluster://h1:p1,h2:p2; WATCHDOG_MS is Redisson's
  * lockWatchdogTimeout (0: its default, 30 s); CODEC the client's codec
  * (default: Redisson's; string, bytes, long: StringCodec, ByteArrayCodec,
  * LongCodec, and a group's values are given to it as String, byte[] (UTF-8)
- * or Long). It prints
+ * or Long); URL2... more standalone servers, each a client of its own, for
+ * RedLock (kind redlock: the lock NAME on URL and on each of them). It prints
  * {@code ready VERSION} once its client is up, then reads one request per
  * line on stdin:
  *
@@ -49,7 +50,8 @@ import org.redisson.config.Config;
  *
  * Verbs (KIND: reentrant, fair, spin, fenced, read, write, nonreentrant,
  * nonreentrantfair (4.x), group (NAME is GROUP/v1,v2,... for
- * getMultiLock(GROUP, values)); LEASE, WAIT in ms, -1: none):
+ * getMultiLock(GROUP, values)), multi (NAME is a,b,c: getMultiLock of
+ * those locks), redlock (above); LEASE, WAIT in ms, -1: none):
  *   lock KIND NAME LEASE          lock(), lock(lease)
  *   trylock KIND NAME WAIT LEASE  tryLock (fenced: token N, or false)
  *   unlock KIND NAME              unlock()
@@ -69,6 +71,7 @@ public final class Peer {
       new PrintStream(System.out, true, StandardCharsets.UTF_8);
   private static RedissonClient client;
   private static String codec;
+  private static final List<RedissonClient> others = new ArrayList<>();
   private static final Map<String, ExecutorService> SLOTS = new ConcurrentHashMap<>();
 
   private Peer() {}
@@ -98,6 +101,14 @@ public final class Peer {
       default: break;
     }
     client = Redisson.create(config);
+    for (int i = 3; i < args.length; i++) {
+      Config more = new Config();
+      more.useSingleServer().setAddress(args[i]);
+      if (watchdog > 0) {
+        more.setLockWatchdogTimeout(watchdog);
+      }
+      others.add(Redisson.create(more));
+    }
     String version = Redisson.class.getPackage().getImplementationVersion();
     say("ready " + (version == null ? "?" : version));
     BufferedReader in =
@@ -120,6 +131,9 @@ public final class Peer {
       e.shutdownNow();
     }
     client.shutdown();
+    for (RedissonClient o : others) {
+      o.shutdown();
+    }
     System.exit(0);
   }
 
@@ -164,6 +178,21 @@ public final class Peer {
                      : codec.equals("long") ? (Object) Long.valueOf(v) : v);
         }
         return client.getMultiLock(name.substring(0, slash), values);
+      }
+      case "multi": {
+        List<RLock> ls = new ArrayList<>();
+        for (String n : name.split(",")) {
+          ls.add(client.getLock(n));
+        }
+        return client.getMultiLock(ls.toArray(new RLock[0]));
+      }
+      case "redlock": {
+        List<RLock> ls = new ArrayList<>();
+        ls.add(client.getLock(name));
+        for (RedissonClient o : others) {
+          ls.add(o.getLock(name));
+        }
+        return client.getRedLock(ls.toArray(new RLock[0]));
       }
       default: throw new IllegalArgumentException("unknown kind " + kind);
     }
