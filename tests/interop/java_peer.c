@@ -54,6 +54,13 @@ int jp_start_codec(jpeer *p, const char *version, const char *url,
   return start(p, version, url, watchdog_ms, codec, NULL, NULL);
 }
 
+int jp_start_fair(jpeer *p, const char *version, const char *url,
+                  int64_t fair_ms) {
+  char times[48];
+  snprintf(times, sizeof times, "0,%lld", (long long)fair_ms);
+  return start(p, version, url, -1, times, NULL, NULL);
+}
+
 int jp_start_redlock(jpeer *p, const char *version, const char *url,
                      const char *url2, const char *url3) {
   return start(p, version, url, 0, "default", url2, url3);
@@ -65,11 +72,15 @@ static int start(jpeer *p, const char *version, const char *url,
   memset(p, 0, sizeof *p);
   p->pid = -1;
   const char *docs = getenv("DLOCK_DOCS");
-  char dir[512], cp[1200], wd[24];
+  char dir[512], cp[1200], wd[48];
   snprintf(dir, sizeof dir, "%s/../tests/interop/java/target/%s", docs ? docs : ".",
            version);
   snprintf(cp, sizeof cp, "%s/classes:%s/lib/*", dir, dir);
   snprintf(wd, sizeof wd, "%lld", (long long)watchdog_ms);
+  if (watchdog_ms < 0) { /* jp_start_fair: the times given, Redisson's codec */
+    snprintf(wd, sizeof wd, "%s", codec);
+    codec = "default";
+  }
   char probe[600];
   snprintf(probe, sizeof probe, "%s/classes/dlock/peer/Peer.class", dir);
   if (access(probe, R_OK) != 0) {

@@ -36,6 +36,10 @@ int jp_start(jpeer *p, const char *version, const char *url, int64_t watchdog_ms
  * long). */
 int jp_start_codec(jpeer *p, const char *version, const char *url,
                    int64_t watchdog_ms, const char *codec);
+/* The same with Redisson's fairLockWaitTimeout (the fair lock's thread
+ * wait time) fair_ms. */
+int jp_start_fair(jpeer *p, const char *version, const char *url,
+                  int64_t fair_ms);
 /* The same with two more standalone servers (a RedLock's members). */
 int jp_start_redlock(jpeer *p, const char *version, const char *url,
                      const char *url2, const char *url3);

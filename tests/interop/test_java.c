@@ -7,6 +7,7 @@
  * one token sequence, the spin lock, the non-reentrant lock (4.x), the
  * read-write lock, the latch, the semaphore and the expirable-permit
  * semaphore. Plain build only (docs/testing.md). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,6 +252,93 @@ static void test_fair_queue(void) {
     CU_ASSERT_EQUAL(queue_len(name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(c1);
+  }
+}
+
+/* A dead waiter of either side is skipped by the other within the fair
+ * lock's thread wait time (2 s on both sides here: every client of one
+ * fair lock uses the same value, docs/fair.md). A Java waiter is killed
+ * (SIGKILL of its JVM) and a dlock waiter behind it gets the lock; a dlock
+ * waiter (a worker process) is killed and a Java waiter behind it does. */
+enum { FAIR_WAIT_MS = 2000 };
+
+static dlock_lock *fair_lock(dlock_client *c, const char *name) {
+  dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+  o.thread_wait_ms = FAIR_WAIT_MS;
+  dlock_lock *l = NULL;
+  TH_ASSERT_RC(dlock_fair_lock_new(c, name, &o, &l), DLOCK_OK);
+  return l;
+}
+
+/* The worker: "fairwait URL NAME" waits on the fair lock NAME until killed. */
+static int worker(int argc, char **argv) {
+  if (argc != 3 || strcmp(argv[0], "fairwait") != 0)
+    return 2;
+  dlock_client *c = NULL;
+  if (dlock_client_open(argv[1], NULL, &c) != DLOCK_OK)
+    return 3;
+  dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+  o.thread_wait_ms = FAIR_WAIT_MS;
+  dlock_lock *l = NULL;
+  if (dlock_fair_lock_new(c, argv[2], &o, &l) != DLOCK_OK)
+    return 4;
+  dlock_acquire(l, 60000, 30000);
+  return 0;
+}
+
+static void test_fair_dead_waiters(void) {
+  for (int v = 0; v < 2; v++) {
+    jpeer j;
+    CU_ASSERT_FATAL(jp_start_fair(&j, jp_versions[v], srv.url, FAIR_WAIT_MS) == 0);
+    char name[256];
+    vname(name, sizeof name, "fair-dead", v);
+    dlock_lock *holder = fair_lock(cl, name), *w = fair_lock(cl, name);
+    /* a dead Java waiter, skipped by dlock */
+    jpeer dead;
+    CU_ASSERT_FATAL(jp_start_fair(&dead, jp_versions[v], srv.url, FAIR_WAIT_MS) == 0);
+    /* Redisson's rule: a waiter's deadline is the lock's remaining lease
+     * and its wait after its arrival (tryLock's wait time, both versions:
+     * a dead tryLock(60 s) keeps its place a minute), so a 1 s holder and
+     * a 2 s wait keep the dead one's place 3 s at most */
+    TH_ASSERT_RC(dlock_acquire(holder, 0, 1000), DLOCK_OK);
+    jp_send(&dead, "a", "trylock fair %s %d -1", name, FAIR_WAIT_MS);
+    CU_ASSERT(queued(name, 1));
+    th_acquirer a = {.lock = w, .wait_ms = 20000, .lease_ms = 30000};
+    th_acquirer_start(&a);
+    CU_ASSERT(queued(name, 2));
+    jp_kill(&dead);
+    int64_t t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+    th_acquirer_join(&a);
+    CU_ASSERT_EQUAL(a.rc, DLOCK_OK);
+    int64_t java_skipped = a.got_ms - t0;
+    /* a dead dlock waiter, skipped by Java */
+    TH_ASSERT_RC(dlock_acquire(holder, 0, 1000), DLOCK_OK);
+    char *args[] = {"fairwait", srv.url, name, NULL};
+    pid_t pid = th_spawn_worker(args);
+    CU_ASSERT(queued(name, 1));
+    int id = jp_send(&j, "a", "trylock fair %s 20000 -1", name);
+    CU_ASSERT(queued(name, 2));
+    kill(pid, SIGKILL);
+    th_wait_worker(pid, 5000);
+    t0 = th_now_ms();
+    TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+    char got[64];
+    CU_ASSERT_EQUAL(jp_wait(&j, id, 20000, got, sizeof got), 0);
+    int64_t c_skipped = th_now_ms() - t0;
+    CU_ASSERT_STRING_EQUAL(got, "true");
+    EXPECT_ANSWER(jp_call(&j, "a", "unlock fair %s", name), "ok");
+    printf("\n    Redisson %s: a dead Java waiter skipped after %lld ms, a dead "
+           "dlock waiter after %lld ms (thread wait %d ms) ", j.version,
+           (long long)java_skipped, (long long)c_skipped, FAIR_WAIT_MS);
+    /* within the holder's lease and the thread wait time after the dead
+     * waiter queued, and a try's round of the one behind it */
+    CU_ASSERT(java_skipped <= 1000 + FAIR_WAIT_MS + 2000);
+    CU_ASSERT(c_skipped <= 1000 + FAIR_WAIT_MS + 3000);
+    CU_ASSERT_EQUAL(queue_len(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(w);
+    jp_stop(&j);
   }
 }
 
@@ -627,6 +715,7 @@ static void add_tests(void) {
   CU_add_test(s, "watchdogs", test_watchdogs);
   CU_add_test(s, "force_unlock_told", test_force_unlock_told);
   CU_add_test(s, "fair_queue", test_fair_queue);
+  CU_add_test(s, "fair_dead_waiters", test_fair_dead_waiters);
   CU_add_test(s, "fenced_tokens", test_fenced_tokens);
   CU_add_test(s, "spin_and_non_reentrant", test_spin_and_non_reentrant);
   CU_add_test(s, "rwlock", test_rwlock);
@@ -638,4 +727,4 @@ static void add_tests(void) {
   CU_add_test(s, "permits", test_permits);
 }
 
-int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }
+int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }

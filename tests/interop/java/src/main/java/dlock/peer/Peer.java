@@ -31,7 +31,8 @@ import org.redisson.config.Config;
  *
  * Started as {@code Peer URL WATCHDOG_MS [CODEC [URL2 URL3...]]}: URL is redis://host:port
  * or redis+cluster://h1:p1,h2:p2; WATCHDOG_MS is Redisson's
- * lockWatchdogTimeout (0: its default, 30 s); CODEC the client's codec
+ * lockWatchdogTimeout (0: its default, 30 s), or WATCHDOG_MS,FAIR_MS with
+ * its fairLockWaitTimeout too (the fair lock's thread wait time); CODEC the client's codec
  * (default: Redisson's; string, bytes, long: StringCodec, ByteArrayCodec,
  * LongCodec, and a group's values are given to it as String, byte[] (UTF-8)
  * or Long); URL2... more standalone servers, each a client of its own, for
@@ -89,9 +90,13 @@ public final class Peer {
     } else {
       config.useSingleServer().setAddress(url);
     }
-    long watchdog = args.length > 1 ? Long.parseLong(args[1]) : 0;
+    String[] times = (args.length > 1 ? args[1] : "0").split(",");
+    long watchdog = Long.parseLong(times[0]);
     if (watchdog > 0) {
       config.setLockWatchdogTimeout(watchdog);
+    }
+    if (times.length > 1) {
+      config.setFairLockWaitTimeout(Long.parseLong(times[1]));
     }
     codec = args.length > 2 ? args[2] : "default";
     switch (codec) {
