@@ -585,6 +585,48 @@ static void test_redlock(void) {
   }
 }
 
+/* Per-hold read leases (Redisson's {N}:OWNER:rwlock_timeout:K keys): when a
+ * reader leaves, the hash's TTL becomes the longest lease left among the
+ * other holds, whoever wrote them: a Java reader's long lease leaving keeps
+ * dlock's short one, and the reverse. (A hold whose own lease ran out
+ * stays in the hash until the hash expires or a release recomputes it, on
+ * both sides alike.) */
+static long long pttl_of(const char *name) {
+  return th_int(th_node_of(&srv, name), "PTTL %s", name);
+}
+
+static void test_read_leases(void) {
+  for (int v = 0; v < 2; v++) {
+    jpeer *p = &peers[v];
+    char name[256];
+    vname(name, sizeof name, "leases", v);
+    dlock_lock *r;
+    TH_ASSERT_RC(dlock_read_lock_new(cl, name, NULL, &r), DLOCK_OK);
+    /* Java's 30 s read leaves; dlock's 1.5 s one sets the TTL */
+    EXPECT_ANSWER(jp_call(p, "a", "trylock read %s 0 30000", name), "true");
+    TH_ASSERT_RC(dlock_acquire(r, 0, 1500), DLOCK_OK);
+    CU_ASSERT(pttl_of(name) > 20000);
+    EXPECT_ANSWER(jp_call(p, "a", "unlock read %s", name), "ok");
+    long long left = pttl_of(name);
+    CU_ASSERT(left > 0 && left <= 1500);
+    TH_ASSERT_RC(dlock_release(r), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, name), "EXISTS %s", name), 0);
+    /* dlock's 30 s read leaves; Java's 1.5 s one sets the TTL */
+    TH_ASSERT_RC(dlock_acquire(r, 0, 30000), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(p, "a", "trylock read %s 0 1500", name), "true");
+    CU_ASSERT(pttl_of(name) > 20000);
+    TH_ASSERT_RC(dlock_release(r), DLOCK_OK);
+    left = pttl_of(name);
+    CU_ASSERT(left > 0 && left <= 1500);
+    if (!(left > 0 && left <= 1500))
+      fprintf(stderr, "\n  Redisson %s: PTTL %lld after dlock's reader left\n",
+              p->version, left);
+    EXPECT_ANSWER(jp_call(p, "a", "unlock read %s", name), "ok");
+    CU_ASSERT_EQUAL(th_int(th_node_of(&srv, name), "EXISTS %s", name), 0);
+    dlock_lock_free(r);
+  }
+}
+
 /* ---- synchronizers ------------------------------------------------------------ */
 
 /* A count set by either side, counted down by both, awaited by both. */
@@ -719,6 +761,7 @@ static void add_tests(void) {
   CU_add_test(s, "fenced_tokens", test_fenced_tokens);
   CU_add_test(s, "spin_and_non_reentrant", test_spin_and_non_reentrant);
   CU_add_test(s, "rwlock", test_rwlock);
+  CU_add_test(s, "read_leases", test_read_leases);
   CU_add_test(s, "group", test_group);
   CU_add_test(s, "multi", test_multi);
   CU_add_test(s, "redlock", test_redlock);
