@@ -750,6 +750,47 @@ static void test_permits(void) {
   }
 }
 
+/* Through Sentinel (a master, two replicas, three sentinels): Redisson's
+ * Sentinel mode and dlock's find the same master; the lock both ways, a
+ * wake-up each way, and the fair queue. */
+static void test_sentinel(void) {
+  if (th_cluster_mode())
+    return; /* the plain run's */
+  th_server s;
+  CU_ASSERT_FATAL(th_sentinel_start(&s, 2, 3) == 0);
+  dlock_client *c = th_client(&s, NULL);
+  for (int v = 0; v < 2; v++) {
+    jpeer p;
+    CU_ASSERT_FATAL(jp_start(&p, jp_versions[v], s.url, 0) == 0);
+    char name[256], channel[300];
+    vname(name, sizeof name, "sentinel", v);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    dlock_lock *l;
+    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+    EXPECT_ANSWER(jp_call(&p, "a", "trylock reentrant %s 0 -1", name), "true");
+    TH_ASSERT_RC(dlock_try_acquire(l, 30000), DLOCK_EBUSY);
+    th_acquirer a = {.lock = l, .wait_ms = 10000, .lease_ms = 30000};
+    th_acquirer_start(&a);
+    CU_ASSERT(th_wait_numsub(th_sentinel_master(&s), channel, 1, 5000));
+    EXPECT_ANSWER(jp_call(&p, "a", "unlock reentrant %s", name), "ok");
+    th_acquirer_join(&a);
+    CU_ASSERT_EQUAL(a.rc, DLOCK_OK); /* woken by Java's unlock */
+    CU_ASSERT(th_wait_numsub(th_sentinel_master(&s), channel, 0, 5000));
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    int id = jp_send(&p, "b", "trylock reentrant %s 10000 -1", name);
+    CU_ASSERT(th_wait_numsub(th_sentinel_master(&s), channel, 1, 5000));
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    char got[64];
+    CU_ASSERT_EQUAL(jp_wait(&p, id, 15000, got, sizeof got), 0);
+    CU_ASSERT_STRING_EQUAL(got, "true"); /* woken by dlock's release */
+    EXPECT_ANSWER(jp_call(&p, "b", "unlock reentrant %s", name), "ok");
+    dlock_lock_free(l);
+    jp_stop(&p);
+  }
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("java", suite_init, suite_clean);
   CU_add_test(s, "lock_both_ways", test_lock_both_ways);
@@ -768,6 +809,7 @@ static void add_tests(void) {
   CU_add_test(s, "latch", test_latch);
   CU_add_test(s, "semaphore", test_semaphore);
   CU_add_test(s, "permits", test_permits);
+  CU_add_test(s, "sentinel", test_sentinel);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }

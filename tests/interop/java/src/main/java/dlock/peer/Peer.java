@@ -29,8 +29,8 @@ import org.redisson.config.Config;
 /**
  * A real Redisson client the C interop suite drives (tests/interop/test_java.c).
  *
- * Started as {@code Peer URL WATCHDOG_MS [CODEC [URL2 URL3...]]}: URL is redis://host:port
- * or redis+cluster://h1:p1,h2:p2; WATCHDOG_MS is Redisson's
+ * Started as {@code Peer URL WATCHDOG_MS [CODEC [URL2 URL3...]]}: URL is redis://host:port,
+ * redis+cluster://h1:p1,h2:p2 or redis+sentinel://s1:p1,s2:p2/MASTER; WATCHDOG_MS is Redisson's
  * lockWatchdogTimeout (0: its default, 30 s), or WATCHDOG_MS,FAIR_MS with
  * its fairLockWaitTimeout too (the fair lock's thread wait time); CODEC the client's codec
  * (default: Redisson's; string, bytes, long: StringCodec, ByteArrayCodec,
@@ -80,7 +80,16 @@ public final class Peer {
   public static void main(String[] args) throws Exception {
     Config config = new Config();
     String url = args[0];
-    if (url.startsWith("redis+cluster://")) {
+    if (url.startsWith("redis+sentinel://")) {
+      /* redis+sentinel://s1:p1,s2:p2/MASTER */
+      String rest = url.substring("redis+sentinel://".length());
+      int slash = rest.indexOf('/');
+      config.useSentinelServers().setMasterName(rest.substring(slash + 1))
+          .setCheckSentinelsList(false);
+      for (String n : rest.substring(0, slash).split(",")) {
+        config.useSentinelServers().addSentinelAddress("redis://" + n);
+      }
+    } else if (url.startsWith("redis+cluster://")) {
       String[] nodes = url.substring("redis+cluster://".length()).split(",");
       List<String> addrs = new ArrayList<>();
       for (String n : nodes) {
