@@ -18,7 +18,13 @@
 
 #include "bench.h"
 
-/* ---- the Node.js peers (bench/peers/peers.js) -------------------------------- */
+/* ---- the peers: Node.js (bench/peers/peers.js), redis-py, Redisson (the
+ * interop suite's Java peer, tests/interop/java), redsync (bench/peers/redsync)
+ * ---------------------------------------------------------------------------- */
+
+/* Which Redisson the bench runs: the newest of the interop suite's two
+ * (java_peer.c's jp_versions). */
+#define REDISSON_PEER "4.7.0"
 
 /* Whether Node.js runs here (asked once): the Node.js peers need it. */
 int node_found(void) {
@@ -64,10 +70,19 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
   if (dir == NULL)
     dir = DLOCK_PEERS_DIR;
   const char *port = strrchr(opt.urls[0], ':');
-  char cmd[1024];
+  char cmd[2048];
   if (strcmp(peer, "redis-py") == 0)
     snprintf(cmd, sizeof cmd, "%s '%s/redis_py.py' %s %s %.3f 2>&1", python(),
              dir, port ? port + 1 : "6379", w, opt.duration);
+  else if (strcmp(peer, "redisson") == 0) /* the interop suite's build */
+    snprintf(cmd, sizeof cmd, "java -XX:+UseSerialGC -cp "
+             "'%s/../../tests/interop/java/target/%s/classes:"
+             "%s/../../tests/interop/java/target/%s/lib/*' dlock.peer.Bench "
+             "%s %s %.3f 2>&1", dir, REDISSON_PEER, dir, REDISSON_PEER,
+             port ? port + 1 : "6379", w, opt.duration);
+  else if (strcmp(peer, "redsync") == 0)
+    snprintf(cmd, sizeof cmd, "'%s/redsync/redsync-peer' %s %s %.3f 2>&1", dir,
+             port ? port + 1 : "6379", w, opt.duration);
   else
     snprintf(cmd, sizeof cmd, "node --no-warnings '%s/peers.js' %s %s %s %.3f 2>&1", dir,
              port ? port + 1 : "6379", peer, w, opt.duration);
@@ -84,6 +99,11 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
     snprintf(why, whylen, "%s: %s", peer,
              line[0] ? line : "the peer did not answer");
     return 0;
+  }
+  const char *v = strstr(line, "\"version\":\"");
+  if (v) { /* said once per peer and workload: which release ran */
+    v += strlen("\"version\":\"");
+    printf("(%s %s: %.*s)\n", w, peer, (int)strcspn(v, "\""), v);
   }
   *rate = atof(r + strlen("\"pairs_per_s\":"));
   *p50 = atof(l + strlen("\"lock_p50_us\":"));
@@ -102,7 +122,8 @@ static void peers(bench_bounds *b) {
     printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
            "bench/peers to compare)\n");
   static const char *const names[] = {"node-redlock", "redis-semaphore",
-                                      "node-redisson", "redis-py"};
+                                      "node-redisson", "redis-py", "redisson",
+                                      "redsync"};
   for (size_t i = node ? 0 : 3; i < sizeof names / sizeof names[0]; i++) {
     char metric[64], why[256];
     double rate, p50;
@@ -387,9 +408,10 @@ static void w6_peers(double p50, double rate, double raw_rtt) {
   if (raw_rtt > 0) /* W1 measured it */
     plot_points("w6-handoff", "raw hiredis round trip (p50)", floor_us);
   int node = node_found();
-  static const char *const names[] = {"redis-py", "node-redlock",
-                                      "redis-semaphore", "node-redisson"};
-  for (size_t i = 0; i < (node ? 4 : 1); i++) {
+  static const char *const names[] = {"redis-py", "redisson", "redsync",
+                                      "node-redlock", "redis-semaphore",
+                                      "node-redisson"};
+  for (size_t i = 0; i < (node ? 6u : 3u); i++) {
     double peer_rate, peer_p50, peer_hand;
     char why[256], metric[64];
     if (!run_peer(names[i], "W6", &peer_rate, &peer_p50, &peer_hand, why,

@@ -300,16 +300,18 @@ static void test_plot(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
-/* --peers: W1 and W6 beside the three Node.js peers and redis-py, each a
- * figure (CI installs Node, bench/peers' packages and python3-redis; a
- * missing one is a failure). */
+/* --peers: W1 and W6 beside the three Node.js peers, redis-py, Redisson
+ * (Java) and redsync (Go), each a figure with its version said (CI
+ * installs Node, bench/peers' packages, python3-redis, and builds the
+ * Java and Go peers; a missing one is a failure). */
 static void test_peers(void) {
   static char text[16384];
   char *args[] = {"--duration", "0.2", "--workload", "W1", "--peers", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(args, 120000, text, sizeof text), 0);
   static const char *peers[] = {"node-redlock", "redis-semaphore",
-                                "node-redisson", "redis-py"};
-  for (size_t i = 0; i < 4; i++) {
+                                "node-redisson", "redis-py", "redisson",
+                                "redsync"};
+  for (size_t i = 0; i < 6; i++) {
     char key[96];
     snprintf(key, sizeof key, "\"metric\": \"pairs/s vs %s\", \"value\": ", peers[i]);
     const char *row = strstr(text, key);
@@ -321,7 +323,9 @@ static void test_peers(void) {
   }
   char *w6[] = {"--duration", "0.5", "--workload", "W6", "--peers", NULL};
   CU_ASSERT_EQUAL_FATAL(bench_json(w6, 120000, text, sizeof text), 0);
-  for (size_t i = 0; i < 4; i++) { /* each peer's hand-offs beside W6's */
+  CU_ASSERT_PTR_NOT_NULL(strstr(bench_stdout, "(W6 redisson: 4.7.0)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(bench_stdout, "(W6 redsync: v"));
+  for (size_t i = 0; i < 6; i++) { /* each peer's hand-offs beside W6's */
     char metric[96];
     snprintf(metric, sizeof metric, "acquisitions/s vs %s", peers[i]);
     double rate = figure(text, "W6", metric, 1);
