@@ -332,9 +332,11 @@ static void test_fair_dead_waiters(void) {
            "dlock waiter after %lld ms (thread wait %d ms) ", j.version,
            (long long)java_skipped, (long long)c_skipped, FAIR_WAIT_MS);
     /* within the holder's lease and the thread wait time after the dead
-     * waiter queued, and a try's round of the one behind it */
-    CU_ASSERT(java_skipped <= 1000 + FAIR_WAIT_MS + 2000);
-    CU_ASSERT(c_skipped <= 1000 + FAIR_WAIT_MS + 3000);
+     * waiter queued, and a retry period of the one behind it (dlock's: a
+     * third of its 5 s wait slot; Redisson's: its deadline's), with 1 s to
+     * spare (measured 2.9 s and 3.0 s, quiet and beside two CPU hogs) */
+    CU_ASSERT(java_skipped <= 1000 + FAIR_WAIT_MS + 1700 + 1000);
+    CU_ASSERT(c_skipped <= 1000 + FAIR_WAIT_MS + 2000 + 1000);
     CU_ASSERT_EQUAL(queue_len(name), 0);
     dlock_lock_free(holder);
     dlock_lock_free(w);
