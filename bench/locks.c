@@ -18,9 +18,10 @@
 
 #include "bench.h"
 
-/* ---- the peers: Node.js (bench/peers/peers.js), redis-py, Redisson (the
- * interop suite's Java peer, tests/interop/java), redsync (bench/peers/redsync)
- * ---------------------------------------------------------------------------- */
+/* ---- the peers ----------------------------------------------------------------
+ * bench/peers/peers.js (the Node.js ones), bench/peers/redis_py.py, Redisson
+ * (the interop suite's Java peer: tests/interop/java) and redsync
+ * (bench/peers/redsync). */
 
 /* Which Redisson the bench runs: the newest of the interop suite's two
  * (java_peer.c's jp_versions). */
@@ -77,7 +78,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
   else if (strcmp(peer, "redisson") == 0) /* the interop suite's build */
     snprintf(cmd, sizeof cmd, "java -XX:+UseSerialGC -cp "
              "'%s/../../tests/interop/java/target/%s/classes:"
-             "%s/../../tests/interop/java/target/%s/lib/*' dlock.peer.Bench "
+             "%s/../../tests/interop/java/target/%s/lib/" "*' dlock.peer.Bench "
              "%s %s %.3f 2>&1", dir, REDISSON_PEER, dir, REDISSON_PEER,
              port ? port + 1 : "6379", w, opt.duration);
   else if (strcmp(peer, "redsync") == 0)

@@ -75,7 +75,8 @@ static int start(jpeer *p, const char *version, const char *url,
   char dir[512], cp[1200], wd[48];
   snprintf(dir, sizeof dir, "%s/../tests/interop/java/target/%s", docs ? docs : ".",
            version);
-  snprintf(cp, sizeof cp, "%s/classes:%s/lib/*", dir, dir);
+  snprintf(cp, sizeof cp, "%s/classes:%s/lib/" "*", dir, dir); /* a glob
+                                                  (split: not a comment) */
   snprintf(wd, sizeof wd, "%lld", (long long)watchdog_ms);
   if (watchdog_ms < 0) { /* jp_start_fair: the times given, Redisson's codec */
     snprintf(wd, sizeof wd, "%s", codec);
