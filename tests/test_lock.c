@@ -388,8 +388,10 @@ static void *relay_thread(void *arg) {
 }
 
 /* Over 200 hand-offs between two threads, the waiter holds the lock within
- * 5 ms (p99) of the holder's release: woken by the unlock message, not by
- * the 10 s lease hint. */
+ * 50 ms (p99) of the holder's release: woken by the unlock message, not by
+ * the 10 s lease hint. Measured p99 1.0-2.6 ms quiet; 3.9-23 ms beside two
+ * CPU hogs and a test run (the code before 2026-12-02 the same: 6-19 ms);
+ * a 5 ms bound failed a CI run once, the 50 ms one keeps 2x headroom. */
 static void test_pubsub_handoff(void) {
   relay *r = calloc(1, sizeof *r);
   const char *name = th_name("handoff");
@@ -407,7 +409,7 @@ static void test_pubsub_handoff(void) {
   int64_t p50 = r->samples[n / 2], p99 = r->samples[(n * 99) / 100];
   printf("\n    hand-off over %d: p50 %lld us, p99 %lld us ", n, (long long)p50,
          (long long)p99);
-  CU_ASSERT(p99 <= th_scaled_us(&srv, 5000));
+  CU_ASSERT(p99 <= th_scaled_us(&srv, 50000));
   dlock_lock_free(r->lock);
   free(r);
 }
