@@ -173,11 +173,8 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
     return dlock__synchronizer_kind(o, what);
   if (rc != DLOCK_OK)
     return rc;
-  rc = dlock__reply_int(r, out, what);
-  int wrongtype = rc == DLOCK_EKIND && r->type == REDIS_REPLY_ERROR;
+  rc = dlock__reply_int(r, out, what); /* an error reply came as rc above */
   freeReplyObject(r);
-  if (wrongtype)
-    rc = dlock__synchronizer_kind(o, what); /* say which type */
   return rc;
 }
 
