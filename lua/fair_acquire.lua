@@ -65,8 +65,15 @@ end
 local mine = redis.call('zscore', KEYS[3], ARGV[2])
 if mine or ARGV[5] == '1' then
   if mine then
-    -- keep my place in a Redisson client's eyes too while I am alive
-    mine = math.max(tonumber(mine), now + wait)
+    -- keep my place in a Redisson client's eyes too while I am alive. Each
+    -- grant ahead of me moves my deadline one wait earlier (above), so
+    -- the deadline I keep is one Redisson would give a newcomer at the
+    -- tail: the lock's expiry plus a wait per waiter in the queue. Raised
+    -- to now plus one wait only, a busy queue's grants between two of my
+    -- tries would put it in the past, and a Redisson client's next try
+    -- would purge me, alive, from the head.
+    local held = math.max(redis.call('pttl', KEYS[1]), 0)
+    mine = math.max(tonumber(mine), now + held + wait * redis.call('llen', KEYS[2]))
   else
     -- Redisson's arithmetic: the tail's deadline (or the lock's expiry)
     -- plus one wait

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,8 +36,12 @@ static int read_line(jpeer *p, int ms, char *out, size_t size) {
     if (poll(&pf, 1, (int)left) <= 0)
       continue;
     ssize_t n = read(p->out, p->buf + p->len, sizeof p->buf - p->len);
-    if (n <= 0)
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      p->eof = 1;
       return -1;
+    }
     p->len += (size_t)n;
   }
 }
@@ -61,6 +66,11 @@ int jp_start_fair(jpeer *p, const char *version, const char *url,
   return start(p, version, url, -1, times, NULL, NULL);
 }
 
+int jp_start_times(jpeer *p, const char *version, const char *url,
+                   const char *times) {
+  return start(p, version, url, -1, times, NULL, NULL);
+}
+
 int jp_start_redlock(jpeer *p, const char *version, const char *url,
                      const char *url2, const char *url3) {
   return start(p, version, url, 0, "default", url2, url3);
@@ -71,6 +81,8 @@ static int start(jpeer *p, const char *version, const char *url,
                  const char *url3) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
   const char *docs = getenv("DLOCK_DOCS");
   char dir[512], cp[1200], wd[48];
   snprintf(dir, sizeof dir, "%s/../tests/interop/java/target/%s", docs ? docs : ".",
@@ -78,7 +90,8 @@ static int start(jpeer *p, const char *version, const char *url,
   snprintf(cp, sizeof cp, "%s/classes:%s/lib/" "*", dir, dir); /* a glob
                                                   (split: not a comment) */
   snprintf(wd, sizeof wd, "%lld", (long long)watchdog_ms);
-  if (watchdog_ms < 0) { /* jp_start_fair: the times given, Redisson's codec */
+  if (watchdog_ms < 0) { /* jp_start_fair, _times: the times given, Redisson's
+                            codec */
     snprintf(wd, sizeof wd, "%s", codec);
     codec = "default";
   }
@@ -92,8 +105,12 @@ static int start(jpeer *p, const char *version, const char *url,
   int to[2], from[2];
   if (pipe(to) != 0 || pipe(from) != 0)
     return -1;
+  pid_t parent = getpid();
   p->pid = fork();
   if (p->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) /* it died before the line above */
+      _exit(127);
     dup2(to[0], 0);
     dup2(from[1], 1);
     close(to[1]);
@@ -123,7 +140,7 @@ static int start(jpeer *p, const char *version, const char *url,
 
 int jp_send(jpeer *p, const char *slot, const char *fmt, ...) {
   char req[1024];
-  int id = ++p->next_id;
+  int id = __atomic_add_fetch(&p->next_id, 1, __ATOMIC_RELAXED);
   int n = snprintf(req, sizeof req, "%d %s ", id, slot);
   va_list ap;
   va_start(ap, fmt);
@@ -135,24 +152,52 @@ int jp_send(jpeer *p, const char *slot, const char *fmt, ...) {
   return write(p->in, req, (size_t)n) == n ? id : -1;
 }
 
-int jp_wait(jpeer *p, int id, int ms, char *out, size_t size) {
+/* its answer among those read for others: 0, else -1 (under mu) */
+static int take_early(jpeer *p, int id, char *out, size_t size) {
   for (int i = 0; i < p->nearly; i++)
     if (p->early[i].id == id) {
       snprintf(out, size, "%s", p->early[i].text);
       p->early[i] = p->early[--p->nearly];
       return 0;
     }
+  return -1;
+}
+
+int jp_wait(jpeer *p, int id, int ms, char *out, size_t size) {
   int64_t end = th_now_ms() + ms;
   char line[600];
-  while (th_now_ms() < end) {
-    if (read_line(p, (int)(end - th_now_ms()), line, sizeof line) != 0)
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    if (take_early(p, id, out, size) == 0) {
+      pthread_mutex_unlock(&p->mu);
+      return 0;
+    }
+    int64_t left = end - th_now_ms();
+    if (left <= 0 || p->eof)
       break;
-    char *sp = strchr(line, ' ');
-    int got = atoi(line);
+    if (p->reading) { /* another thread reads: its broadcast wakes us */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      int64_t step = left < 50 ? left : 50;
+      ts.tv_nsec += step * 1000000;
+      ts.tv_sec += ts.tv_nsec / 1000000000;
+      ts.tv_nsec %= 1000000000;
+      pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+      continue;
+    }
+    p->reading = 1;
+    pthread_mutex_unlock(&p->mu);
+    int got_line = read_line(p, (int)(left < 50 ? left : 50), line, sizeof line);
+    pthread_mutex_lock(&p->mu);
+    p->reading = 0;
+    pthread_cond_broadcast(&p->cv);
+    char *sp = got_line == 0 ? strchr(line, ' ') : NULL;
     if (sp == NULL)
       continue;
+    int got = atoi(line);
     if (got == id) {
       snprintf(out, size, "%s", sp + 1);
+      pthread_mutex_unlock(&p->mu);
       return 0;
     }
     if (p->nearly < JP_MAX_PENDING) {
@@ -160,6 +205,7 @@ int jp_wait(jpeer *p, int id, int ms, char *out, size_t size) {
       snprintf(p->early[p->nearly++].text, sizeof p->early[0].text, "%s", sp + 1);
     }
   }
+  pthread_mutex_unlock(&p->mu);
   out[0] = '\0';
   return -1;
 }
@@ -187,6 +233,8 @@ static void reap(jpeer *p, int ms) {
   close(p->in);
   close(p->out);
   p->pid = -1;
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
 }
 
 void jp_kill(jpeer *p) {

@@ -5,6 +5,7 @@
 #ifndef DLOCK_TEST_JAVA_PEER_H
 #define DLOCK_TEST_JAVA_PEER_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +18,12 @@ typedef struct jpeer {
   char buf[16384];
   size_t len;
   int next_id;
+  /* Threads may wait at once: one reads the pipe at a time (reading), and
+   * what it reads for another id goes to early, with a broadcast. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int reading;
+  int eof; /* its stdout ended: it is gone */
   /* answers read while waiting for another */
   struct {
     int id;
@@ -40,19 +47,27 @@ int jp_start_codec(jpeer *p, const char *version, const char *url,
  * wait time) fair_ms. */
 int jp_start_fair(jpeer *p, const char *version, const char *url,
                   int64_t fair_ms);
+/* The same with Peer.java's times argument as given ("WATCHDOG_MS" or
+ * "WATCHDOG_MS,FAIR_MS"). */
+int jp_start_times(jpeer *p, const char *version, const char *url,
+                   const char *times);
 /* The same with two more standalone servers (a RedLock's members). */
 int jp_start_redlock(jpeer *p, const char *version, const char *url,
                      const char *url2, const char *url3);
-/* Send "ID SLOT REQUEST" and return ID (-1 on a broken pipe). */
+/* Send "ID SLOT REQUEST" and return ID (-1 on a broken pipe). Any thread:
+ * a request is one write of less than PIPE_BUF. */
 int jp_send(jpeer *p, const char *slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The answer to id within ms, into out (its text after the id); 0, or -1
- * when none came. */
+ * when none came. Threads may wait for their own ids at once. */
 int jp_wait(jpeer *p, int id, int ms, char *out, size_t size);
 /* jp_send then jp_wait (10 s): the answer, in a static buffer per call
  * site's thread ("" when none came). */
 const char *jp_call(jpeer *p, const char *slot, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The JVM gets SIGKILL when the thread that started it ends (its parent's
+ * death: PR_SET_PDEATHSIG), so a killed test or torture worker takes its
+ * Java client with it. */
 /* Kill the JVM with SIGKILL (a dead Java client: its locks stay until their
  * leases end) and reap it. */
 void jp_kill(jpeer *p);

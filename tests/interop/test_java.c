@@ -344,6 +344,57 @@ static void test_fair_dead_waiters(void) {
   }
 }
 
+/* A live dlock waiter at the head keeps its place while Java threads come
+ * and go: every grant moves each queued deadline one thread wait earlier
+ * (Redisson's arithmetic), so a dlock waiter that tries seldom (a 6 s wait
+ * slot: every 2 s) must keep a deadline a Redisson client cannot find
+ * passed. Queue J1 (Java), D (dlock), J2 (Java) behind a 1 s holder, a
+ * 300 ms thread wait on both sides; J1 holds 2.5 s. Found by the mixed
+ * torture (t37): D kept its deadline at now plus one wait, J2's try at its
+ * own deadline purged D, alive, and J2 went first. */
+static void test_fair_live_head_kept(void) {
+  for (int v = 0; v < 2; v++) {
+    jpeer j;
+    CU_ASSERT_FATAL(jp_start_fair(&j, jp_versions[v], srv.url, 300) == 0);
+    char name[256];
+    vname(name, sizeof name, "fair-live", v);
+    dlock_lock_opts o = DLOCK_LOCK_OPTS_INIT;
+    o.thread_wait_ms = 300;
+    o.wait_slot_ms = 6000;
+    dlock_lock *holder, *d;
+    TH_ASSERT_RC(dlock_fair_lock_new(cl, name, &o, &holder), DLOCK_OK);
+    TH_ASSERT_RC(dlock_fair_lock_new(cl, name, &o, &d), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(holder, 0, 1000), DLOCK_OK);
+    int j1 = jp_send(&j, "a", "trylock fair %s 20000 -1", name);
+    CU_ASSERT(queued(name, 1));
+    th_acquirer a = {.lock = d, .wait_ms = 20000, .lease_ms = 30000};
+    th_acquirer_start(&a);
+    CU_ASSERT(queued(name, 2));
+    int j2 = jp_send(&j, "b", "enter fair %s 20000 -1", name);
+    CU_ASSERT(queued(name, 3));
+    TH_ASSERT_RC(dlock_release(holder), DLOCK_OK);
+    char got[64];
+    CU_ASSERT_EQUAL(jp_wait(&j, j1, 15000, got, sizeof got), 0);
+    CU_ASSERT_STRING_EQUAL(got, "true");
+    EXPECT_ANSWER(jp_call(&j, "a", "sleep 2500"), "ok");
+    EXPECT_ANSWER(jp_call(&j, "a", "unlock fair %s", name), "ok");
+    th_acquirer_join(&a);
+    CU_ASSERT_EQUAL(a.rc, DLOCK_OK);
+    CU_ASSERT_EQUAL(jp_wait(&j, j2, 15000, got, sizeof got), 0);
+    long long j2_ns = 0;
+    CU_ASSERT(sscanf(got, "true %lld", &j2_ns) == 1);
+    if (a.got_ms > j2_ns / 1000000)
+      printf("\n    Redisson %s: J2 in at %lld ms, before D at %lld ms ",
+             j.version, j2_ns / 1000000, (long long)a.got_ms);
+    CU_ASSERT(a.got_ms <= j2_ns / 1000000); /* D before J2 */
+    EXPECT_ANSWER(jp_call(&j, "b", "unlock fair %s", name), "ok");
+    CU_ASSERT_EQUAL(queue_len(name), 0);
+    dlock_lock_free(holder);
+    dlock_lock_free(d);
+    jp_stop(&j);
+  }
+}
+
 /* ---- fenced, spin, non-reentrant, read-write ----------------------------------- */
 
 /* One token sequence across both: each grant's token is one above the
@@ -801,6 +852,7 @@ static void add_tests(void) {
   CU_add_test(s, "force_unlock_told", test_force_unlock_told);
   CU_add_test(s, "fair_queue", test_fair_queue);
   CU_add_test(s, "fair_dead_waiters", test_fair_dead_waiters);
+  CU_add_test(s, "fair_live_head_kept", test_fair_live_head_kept);
   CU_add_test(s, "fenced_tokens", test_fenced_tokens);
   CU_add_test(s, "spin_and_non_reentrant", test_spin_and_non_reentrant);
   CU_add_test(s, "rwlock", test_rwlock);

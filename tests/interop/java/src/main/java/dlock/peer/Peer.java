@@ -59,6 +59,10 @@ import org.redisson.config.Config;
  *   forceunlock KIND NAME         forceUnlock()
  *   held KIND NAME                isHeldByCurrentThread()
  *   locked KIND NAME              isLocked()
+ *   enter KIND NAME WAIT LEASE    tryLock, then System.nanoTime() (CLOCK_MONOTONIC
+ *                                 on Linux, the C side's clock): true|false NS
+ *   leave KIND NAME               System.nanoTime(), then unlock(): ok NS
+ *   owner                         this slot's owner in Redisson's hashes (ID:THREAD)
  *   latch.set NAME N | latch.down NAME | latch.await NAME WAIT | latch.count NAME
  *   sem.init NAME N | sem.add NAME N | sem.acquire NAME N WAIT
  *   sem.release NAME N | sem.available NAME
@@ -247,6 +251,19 @@ public final class Peer {
         return String.valueOf(lock(w[1], w[2]).isHeldByCurrentThread());
       case "locked":
         return String.valueOf(lock(w[1], w[2]).isLocked());
+      case "enter": {
+        RLock l = lock(w[1], w[2]);
+        boolean got = l.tryLock(num(w[3]), num(w[4]), TimeUnit.MILLISECONDS);
+        return got + " " + System.nanoTime();
+      }
+      case "leave": {
+        RLock l = lock(w[1], w[2]);
+        long at = System.nanoTime();
+        l.unlock();
+        return "ok " + at;
+      }
+      case "owner":
+        return client.getId() + ":" + Thread.currentThread().getId();
       default:
         return sync(w);
     }
