@@ -214,8 +214,13 @@ static void check_fifo(const tt_arena *a, const tt_snapshot *snaps, size_t ns,
           continue;
         if (requeued(a, by, nby, snaps, ns, k, q->slots[i], at[i], q->slots[j], y))
           res->fifo_requeued++;
-        else
-          res->fifo_violations++;
+        else if (res->fifo_violations++ < 5)
+          fprintf(stderr, "torture: out of order: slot %d (invoke %" PRId64
+                  " enter %" PRId64 ") ahead of slot %d (invoke %" PRId64
+                  " enter %" PRId64 ") in the queue read at %" PRId64 "..%"
+                  PRId64 " ms\n", q->slots[i], x->invoke / 1000000,
+                  x->enter / 1000000, q->slots[j], y->invoke / 1000000,
+                  y->enter / 1000000, q->sent / 1000000, q->replied / 1000000);
       }
   }
   for (int s = 0; s < nslots; s++)
@@ -523,7 +528,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
   F(overlaps); F(reported_overlaps); F(untold_overlaps); F(paused_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
-  F(fifo_violations); F(fifo_requeued); F(java_sections); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
+  F(fifo_violations); F(fifo_requeued); F(java_sections); F(java_kills); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
   F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us); F(max_fail_us);
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);

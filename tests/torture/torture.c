@@ -70,6 +70,8 @@ static void usage_to(FILE *to, int status) {
           "  [--watchdog MS] [--wait MS] [--hold-us US] [--hold-min-us US]\n"
           "  [--permits N]\n"
           "  [--read-pct N] [--slot MS] [--command-timeout MS]\n"
+          "  [--java N] (the first N threads of each worker Redisson-behaving)\n"
+          "  [--jvm VERSION] (the odd workers real Redisson VERSION clients)\n"
           "  [--nemesis kill,kill-waiter,client-kill,pubsub-kill,stop,restart,"
           "sleep,flush,pause]\n"
           "  [--writes plain|guarded] (--kind fenced, election; plain: one server)\n"
@@ -151,6 +153,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
     else if (strcmp(a, "--read-pct") == 0) O.read_pct = (int)num(v);
     else if (strcmp(a, "--slot") == 0) O.slot_ms = num(v);
     else if (strcmp(a, "--java") == 0) O.java = (int)num(v);
+    else if (strcmp(a, "--jvm") == 0) O.jvm = v;
     else if (strcmp(a, "--command-timeout") == 0) O.command_timeout_ms = num(v);
     else if (strcmp(a, "--every") == 0) O.every_ms = num(v);
     else if (strcmp(a, "--timeline") == 0) O.timeline = v;
@@ -235,7 +238,12 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
                    O.jitter_ms)) ||
       (!O.split && (O.nemesis & (TT_F_PARTITION | TT_F_SLOW))) ||
       ((O.replica_sync_ms || O.min_replicas) && !O.cluster && !O.sentinel) ||
-      O.replica_sync_ms >= O.command_timeout_ms)
+      O.replica_sync_ms >= O.command_timeout_ms ||
+      (O.jvm && (O.cluster || O.sentinel || O.split || O.async || O.writes ||
+                 O.loss_pct || O.delay_ms ||
+                 (O.kind != TT_LOCK && O.kind != TT_FAIR && O.kind != TT_RW &&
+                  O.kind != TT_SPIN && O.kind != TT_ONCE &&
+                  O.kind != TT_ONCE_FAIR))))
     usage();
 }
 
@@ -352,17 +360,23 @@ static int all_waiting(pid_t pid) {
 static void kill_worker(int waiter_only) {
   pthread_mutex_lock(&procs_mu);
   int start = rand() % O.procs, victim = -1;
-  for (int k = 0; k < O.procs && victim < 0; k++) {
-    int i = (start + k) % O.procs;
-    if (procs[i] > 0 && (!waiter_only || all_waiting(procs[i])))
-      victim = i;
-  }
+  /* --jvm: the side killed less so far, Java (odd) or C (either when that
+   * side has none to kill) */
+  int side = R.java_kills < R.faults[0] + R.faults[1] - R.java_kills;
+  for (int pass = O.jvm ? 0 : 1; pass < 2 && victim < 0; pass++)
+    for (int k = 0; k < O.procs && victim < 0; k++) {
+      int i = (start + k) % O.procs;
+      if (procs[i] > 0 && (!waiter_only || all_waiting(procs[i])) &&
+          (pass == 1 || i % 2 == side))
+        victim = i;
+    }
   if (victim >= 0 && !atomic_load(&A->stop)) {
     pid_t pid = procs[victim];
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     bury(pid);
     R.faults[waiter_only ? 1 : 0]++;
+    R.java_kills += O.jvm && victim % 2 == 1; /* its JVM dies with it */
     procs[victim] = -1; /* the main thread starts a new one: a child's
                            PDEATHSIG follows the thread that forked it */
   }

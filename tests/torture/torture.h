@@ -51,6 +51,10 @@ typedef struct tt_opts {
   int64_t slot_ms;     /* fair */
   int java;            /* lock, fair, rw: this many threads of each worker
                           are Redisson-behaving clients (tests/interop) */
+  const char *jvm;     /* --jvm VERSION (lock, fair, rw, spin,
+                          non-reentrant[-fair]): the odd workers are real
+                          Redisson VERSION clients, one JVM each
+                          (tests/interop/java), all their threads Java */
   unsigned nemesis;    /* TT_F_* bits */
   int64_t every_ms;    /* one fault this often (randomised +-50 %) */
   int64_t command_timeout_ms;
@@ -271,6 +275,7 @@ typedef struct tt_result {
   int64_t shared_sections;   /* reader sections that overlapped another */
   int64_t fifo_checked, fifo_violations;
   int64_t java_sections;     /* of them, granted to Redisson-behaving clients */
+  int64_t java_kills;        /* kills of a real Redisson worker (--jvm) */
   int64_t fifo_requeued;      /* inversions excused: the one ahead was purged
                                  (its slot passed) and queued again */
   int64_t worker_deaths;     /* workers that died not by our hand */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dlock/dlock.h"
+#include "java_peer.h"
 #include "redisson_peer.h"
 #include "torture.h"
 
@@ -19,6 +20,7 @@ typedef struct proc_ctx {
   int proc;
   dlock_client *clients[TT_MAX_SERVERS];
   int first_slot, nthreads;
+  jpeer jvm; /* --jvm, an odd worker: its Redisson client (pid > 0) */
 } proc_ctx;
 
 static proc_ctx P;
@@ -78,15 +80,66 @@ typedef struct thread_ctx {
   dlock_rwlock *rw;
   dlock_election *el; /* --kind election: excl is its lock */
   int java;       /* a Redisson-behaving client instead of dlock */
+  int jvm;        /* ... a thread of the real one (P.jvm) */
+  char jslot[16]; /* its slot there */
   redisContext *raw; /* --writes plain: its own connection to the server */
   rp_client peer; /* its connection and UUID */
   long tid;       /* its thread id in the owner name */
 } thread_ctx;
 
+/* --jvm: Redisson's threadWaitTime (fairLockWaitTimeout), the fair
+ * queue's deadline step, which every client of the lock must share */
+static int64_t jvm_thread_wait(const tt_opts *o) { return 2 * o->slot_ms; }
+
+/* Redisson's name of the lock a real Java thread takes (Peer.java). */
+static const char *jvm_kind(int reading) {
+  switch (P.o->kind) {
+  case TT_FAIR: return "fair";
+  case TT_ONCE: return "nonreentrant";
+  case TT_ONCE_FAIR: return "nonreentrantfair";
+  case TT_SPIN: return "spin";
+  case TT_RW: return reading ? "read" : "write";
+  default: return "reentrant";
+  }
+}
+
+/* A real Java thread's tryLock or unlock; *at: the JVM's System.nanoTime()
+ * at the grant, or just before the unlock (CLOCK_MONOTONIC, as tt_now_ns). */
+static int jvm_call(thread_ctx *t, const char *req, int64_t wait_ms,
+                    int64_t *at, char *err, size_t esize) {
+  char ans[512];
+  int id = jp_send(&P.jvm, t->jslot, "%s", req);
+  if (id < 0 || jp_wait(&P.jvm, id, (int)wait_ms + 15000, ans, sizeof ans) != 0) {
+    snprintf(err, esize, "java client: no answer to %.100s", req);
+    return DLOCK_EIO;
+  }
+  char word[16];
+  long long ns = 0;
+  if (sscanf(ans, "%15s %lld", word, &ns) == 2 &&
+      (strcmp(word, "true") == 0 || strcmp(word, "ok") == 0)) {
+    *at = ns;
+    return DLOCK_OK;
+  }
+  if (strcmp(word, "false") == 0)
+    return DLOCK_ETIMEDOUT;
+  snprintf(err, esize, "java client: %.40s: %.100s", req, ans);
+  /* unlock of a lock this thread no longer holds: its lease ended */
+  return strstr(ans, "IllegalMonitorState") ? DLOCK_ELOST : DLOCK_EIO;
+}
+
 /* A Java client's acquire and release, in dlock's return codes. */
-static int java_acquire(thread_ctx *t, int reading, int64_t lease) {
+static int java_acquire(thread_ctx *t, int reading, int64_t lease,
+                        int64_t *enter, tt_slot *s) {
   const tt_opts *o = P.o;
   const char *name = P.a->name;
+  if (t->jvm) {
+    char req[400];
+    snprintf(req, sizeof req, "enter %s %s %lld %lld", jvm_kind(reading), name,
+             (long long)o->wait_ms, (long long)(lease > 0 ? lease : -1));
+    return jvm_call(t, req, o->wait_ms, enter, s->last_error,
+                    sizeof s->last_error);
+  }
+  *enter = 0;
   if (lease <= 0)
     lease = 30000; /* no watchdog in the peer: sections are short */
   int rc = TT_FIFO(o->kind) ? rp_fair_lock(&t->peer, name, t->tid, lease, 0,
@@ -98,8 +151,13 @@ static int java_acquire(thread_ctx *t, int reading, int64_t lease) {
   return rc == 1 ? DLOCK_OK : rc == 0 ? DLOCK_ETIMEDOUT : DLOCK_EIO;
 }
 
-static int java_release(thread_ctx *t, int reading) {
+static int java_release(thread_ctx *t, int reading, int64_t *exit, tt_slot *s) {
   const char *name = P.a->name;
+  if (t->jvm) {
+    char req[400];
+    snprintf(req, sizeof req, "leave %s %s", jvm_kind(reading), name);
+    return jvm_call(t, req, 0, exit, s->last_error, sizeof s->last_error);
+  }
   int rc = TT_FIFO(P.o->kind) ? rp_fair_unlock(&t->peer, name, t->tid)
            : P.o->kind != TT_RW ? rp_lock_unlock(&t->peer, name, t->tid)
            : reading ? rp_read_unlock(&t->peer, name, t->tid)
@@ -139,6 +197,8 @@ static int make_locks(thread_ctx *t, int index) {
   case TT_ONCE_FAIR: {
     dlock_lock_opts lo = DLOCK_LOCK_OPTS_INIT;
     lo.wait_slot_ms = o->slot_ms;
+    if (o->jvm) /* the JVMs' fairLockWaitTimeout: one value for all */
+      lo.thread_wait_ms = jvm_thread_wait(o);
     return o->kind == TT_FAIR
                ? dlock_fair_lock_new(P.clients[0], name, &lo, &t->excl)
                : dlock_non_reentrant_fair_lock_new(P.clients[0], name, &lo,
@@ -294,9 +354,22 @@ static void *thread_main(void *arg) {
   tt_arena *a = P.a;
   tt_slot *s = &a->slots[t->slot];
   s->owner_id = dlock_thread_id();
-  snprintf(s->owner, sizeof s->owner, "%s:%llu", dlock_client_id(P.clients[0]),
-           (unsigned long long)s->owner_id);
-  if (t->java) {
+  if (t->jvm) { /* Redisson's owner of its slot's thread, for the fair
+                   queue's reader */
+    snprintf(t->jslot, sizeof t->jslot, "s%d", t->slot);
+    const char *own = jp_call(&P.jvm, t->jslot, "owner");
+    snprintf(s->owner, sizeof s->owner, "%s", own);
+    if (strchr(own, ':') == NULL || strncmp(own, "error", 5) == 0) {
+      snprintf(s->last_error, sizeof s->last_error, "java client: owner: %s", own);
+      atomic_fetch_add(&s->errors, 1);
+      atomic_store(&s->phase, TT_P_GONE);
+      return NULL;
+    }
+  } else {
+    snprintf(s->owner, sizeof s->owner, "%s:%llu", dlock_client_id(P.clients[0]),
+             (unsigned long long)s->owner_id);
+  }
+  if (t->java && !t->jvm) {
     t->tid = t->slot;
     const char *colon = strrchr(P.a->urls[0], ':');
     if (colon == NULL || rp_open(&t->peer, atoi(colon + 1)) != 0) {
@@ -317,7 +390,7 @@ static void *thread_main(void *arg) {
       t->raw = NULL;
     }
   }
-  int rc = make_locks(t, t->slot);
+  int rc = t->jvm ? DLOCK_OK : make_locks(t, t->slot);
   if (rc != DLOCK_OK) {
     note_error(s, "make lock", rc);
     atomic_fetch_add(&s->errors, 1);
@@ -342,7 +415,8 @@ static void *thread_main(void *arg) {
     dlock_grant g = {0, 0};
     char value[32];
     snprintf(value, sizeof value, "slot %d", t->slot);
-    rc = t->java ? java_acquire(t, reading, o->lease_ms)
+    int64_t at = 0; /* the JVM's time of the grant (0: take ours) */
+    rc = t->java ? java_acquire(t, reading, o->lease_ms, &at, s)
          : t->el ? dlock_election_campaign(t->el, value, strlen(value),
                                            o->wait_ms, lease, &g.token)
                  : dlock_acquire_grant(l, o->wait_ms, lease, &g);
@@ -356,13 +430,18 @@ static void *thread_main(void *arg) {
         atomic_fetch_add(&s->timeouts, 1);
       else
         atomic_fetch_add(&s->errors, 1);
-      if (rc != DLOCK_ETIMEDOUT)
+      if (rc != DLOCK_ETIMEDOUT && !t->jvm)
         note_error(s, "acquire", rc);
       if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_EQUORUM)
         sleep_us(10000); /* an error is not a reason to spin */
       continue;
     }
-    r->enter = tt_now_ns();
+    r->enter = at ? at : tt_now_ns();
+    if (at && (at < r->invoke || at > tt_now_ns())) { /* not our clock */
+      snprintf(s->last_error, sizeof s->last_error,
+               "java client: grant time %lld outside the call", (long long)at);
+      atomic_fetch_add(&s->errors, 1);
+    }
     atomic_store(&s->phase, TT_P_IN);
     atomic_fetch_add(&s->grants, 1);
     if (t->java)
@@ -382,16 +461,20 @@ static void *thread_main(void *arg) {
     }
     r->exit = tt_now_ns();
     atomic_store(&s->phase, TT_P_RELEASING);
-    rc = t->java ? java_release(t, reading)
+    at = 0;
+    rc = t->java ? java_release(t, reading, &at, s)
          : t->el ? dlock_election_resign(t->el)
                  : dlock_release(l);
     r->done = tt_now_ns();
+    if (at)
+      r->exit = at; /* the JVM's: after ours, before its unlock */
     if (rc == DLOCK_ELOST) {
       atomic_fetch_or(&r->flags, TT_R_ELOST);
     } else if (rc != DLOCK_OK) {
       atomic_fetch_or(&r->flags, TT_R_RELERR);
       atomic_fetch_add(&s->release_errors, 1);
-      note_error(s, "release", rc);
+      if (!t->jvm)
+        note_error(s, "release", rc);
     }
     atomic_store(&s->cur, -1);
     atomic_store(&s->phase, TT_P_START);
@@ -401,7 +484,7 @@ static void *thread_main(void *arg) {
   }
   atomic_store(&s->phase, TT_P_GONE);
   free_locks(t);
-  if (t->java)
+  if (t->java && !t->jvm)
     rp_close(&t->peer);
   if (t->raw)
     redisFree(t->raw);
@@ -667,7 +750,20 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
   P.proc = proc;
   if (o->async > 0)
     return async_main(o, a, proc);
-  int nclients = o->kind == TT_REDLOCK ? o->servers : 1;
+  /* --jvm: the odd workers are real Redisson clients, a JVM each (it dies
+   * with this process), their threads its threads */
+  int jvm = o->jvm != NULL && proc % 2 == 1;
+  if (jvm) {
+    char times[48];
+    snprintf(times, sizeof times, "%lld,%lld", (long long)o->watchdog_ms,
+             (long long)jvm_thread_wait(o));
+    if (jp_start_times(&P.jvm, o->jvm, a->urls[0], times) != 0) {
+      fprintf(stderr, "worker %d: the Java peer (Redisson %s) did not start\n",
+              proc, o->jvm);
+      return 3;
+    }
+  }
+  int nclients = jvm ? 0 : o->kind == TT_REDLOCK ? o->servers : 1;
   for (int i = 0; i < nclients; i++) {
     dlock_client_opts co = DLOCK_CLIENT_OPTS_INIT;
     co.watchdog_timeout_ms = o->watchdog_ms;
@@ -706,6 +802,8 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     ctx[i].java = i < o->java && (o->kind == TT_LOCK || o->kind == TT_FAIR ||
                                   o->kind == TT_RW || o->kind == TT_ONCE ||
                                   o->kind == TT_ONCE_FAIR);
+    ctx[i].jvm = jvm;
+    ctx[i].java |= jvm;
   }
   for (int i = 0; i < n; i++)
     pthread_create(&th[i], NULL, thread_main, &ctx[i]);
@@ -714,5 +812,7 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
   for (int i = 0; i < nclients; i++)
     dlock_client_close(P.clients[i]);
   dlock_election_free(watching);
+  if (jvm)
+    jp_stop(&P.jvm);
   return 0;
 }
