@@ -23,14 +23,19 @@ import org.redisson.config.Config;
  *     W6  16 threads take turns on one fair lock (1 ms holds, 1 ms outside),
  *         as dlock-bench's W6 does on its own
  *
- * Each runs once for a second first (the JIT's warm-up, not counted), then
- * for SECONDS. Prints one JSON line as bench/peers/peers.js does: {"peer",
+ * Each runs once for 3 s first (the JIT's warm-up, not counted; at most 5
+ * x SECONDS), then for SECONDS. Prints one JSON line as bench/peers/peers.js does: {"peer",
  * "version", "workload", "pairs_per_s", "lock_p50_us", "lock_p99_us",
  * "cdf_us"}, and for W6 "handoff_p50_us" and "handoff_cdf_us".
  */
 public final class Bench {
   private static final double[] CDF_AT = {1, 5, 10, 15, 20, 25, 30, 35, 40, 45,
       50, 55, 60, 65, 70, 75, 80, 85, 90, 95, 99};
+
+  /* The warm-up round: long enough for C2 to compile the lock paths on two
+   * busy cores (1 s gave W2 3,300-4,000 pairs/s, 3 s 4,400-4,900); a short
+   * run (the suite's smoke) warms five times its length at most */
+  private static final long WARM_MS = 3000;
 
   private Bench() {}
 
@@ -79,6 +84,7 @@ public final class Bench {
     RedissonClient client = Redisson.create(config);
     String w = args[1];
     long ms = (long) (Double.parseDouble(args[2]) * 1000);
+    long warm = Math.min(WARM_MS, 5 * ms);
     double rate = 0;
     List<Long> lat = new ArrayList<>();
     List<Long> hand = new ArrayList<>();
@@ -91,7 +97,7 @@ public final class Bench {
       if (w.equals("W6")) {
         RLock l = client.getFairLock("bench:java:w6");
         AtomicLong released = new AtomicLong();
-        secs = run(16, round == 0 ? 1000 : ms, stop, () -> {
+        secs = run(16, round == 0 ? warm : ms, stop, () -> {
           while (!stop.get()) {
             long call = System.nanoTime();
             try {
@@ -124,7 +130,7 @@ public final class Bench {
       } else {
         int tasks = w.equals("W2") ? 16 : 1;
         AtomicLong ids = new AtomicLong();
-        secs = run(tasks, round == 0 ? 1000 : ms, stop, () -> {
+        secs = run(tasks, round == 0 ? warm : ms, stop, () -> {
           long me = ids.getAndIncrement();
           RLock[] ls = new RLock[32];
           for (int k = 0; k < 32; k++) {
