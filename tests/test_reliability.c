@@ -1074,9 +1074,13 @@ static void test_t20_cluster_migrate_failover(void) {
     EXPECT(&r, "f_failover", >, 0);
     EXPECT(&r, "errors", ==, 0);
     EXPECT(&r, "timeouts", ==, 0);
-    if (i == 1) {
+    if (i == 1) { /* no dlock waiter passed over; a Java one may leave
+                     the queue by its client's doing (fifo_java_passed) */
       EXPECT(&r, "fifo_checked", >, 0);
       EXPECT(&r, "fifo_violations", ==, 0);
+      printf("    %" PRId64 " queue pairs in order, %" PRId64 " with a Java "
+             "waiter that left its place\n", field(&r, "fifo_checked"),
+             field(&r, "fifo_java_passed"));
     }
   }
 }
@@ -1601,7 +1605,10 @@ static void test_t19_java_beside_dlock(void) {
  * pub/sub connections killed: 0 overlaps, the counter whole, the fair
  * order kept across both kinds of waiters. The Java sections' times are
  * the JVM's own (System.nanoTime, CLOCK_MONOTONIC), taken at its grant
- * and before its unlock. Each kind on one Redisson version here; the
+ * and before its unlock. A Java waiter passed over is counted apart
+ * (fifo_java_passed): Redisson's tryLock takes its own entry out when its
+ * subscription fails and queues again at the tail. Each kind on one
+ * Redisson version here; the
  * longer run of docs/reliability.md takes both. Redisson's own errors
  * under connection kills (a response timeout of a command whose
  * connection died) are counted, not asserted. */
@@ -1624,9 +1631,13 @@ static void test_t37_java_mixed(void) {
     EXPECT(&r, "java_sections", <, field(&r, "sections"));
     EXPECT(&r, "java_kills", >, 0);
     EXPECT(&r, "java_kills", <, field(&r, "f_kill") + field(&r, "f_kill_waiter"));
-    if (i == 1) {
+    if (i == 1) { /* no dlock waiter passed over; a Java one may leave
+                     the queue by its client's doing (fifo_java_passed) */
       EXPECT(&r, "fifo_checked", >, 0);
       EXPECT(&r, "fifo_violations", ==, 0);
+      printf("    %" PRId64 " queue pairs in order, %" PRId64 " with a Java "
+             "waiter that left its place\n", field(&r, "fifo_checked"),
+             field(&r, "fifo_java_passed"));
     }
     printf("    %" PRId64 " sections, %" PRId64 " of them Java's; %" PRId64
            " kills, %" PRId64 " of a JVM; %" PRId64 " errors\n",

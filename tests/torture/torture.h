@@ -278,6 +278,10 @@ typedef struct tt_result {
   int64_t java_kills;        /* kills of a real Redisson worker (--jvm) */
   int64_t fifo_requeued;      /* inversions excused: the one ahead was purged
                                  (its slot passed) and queued again */
+  int64_t fifo_java_passed;   /* --jvm: inversions where the one ahead was a
+                                 real Redisson waiter; not violations: its
+                                 client takes its entry out itself when its
+                                 subscription fails (docs/reliability.md) */
   int64_t worker_deaths;     /* workers that died not by our hand */
   int64_t starved;           /* live worker threads that never got in */
   int64_t max_wait_us, handoff_p50_us, handoff_p99_us, handoffs;
