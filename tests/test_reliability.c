@@ -1602,7 +1602,11 @@ static void test_t19_java_beside_dlock(void) {
 /* 37. Real Redisson clients (tests/interop/java: one JVM per odd worker,
  * all its threads Java; dlock in the even ones) on one lock, fair lock and
  * read-write lock, a Java and a C worker killed by turns, connections and
- * pub/sub connections killed: 0 overlaps, the counter whole, the fair
+ * pub/sub connections killed (the fair lock: pub/sub connections; a
+ * command connection killed costs a Redisson thread its 3 s response
+ * timeout, and with JVMs restarting and dead waiters keeping their
+ * places a short run could end with no Java grant; 9 to 1,344 in 15 runs
+ * of 10-12 s here): 0 overlaps, the counter whole, the fair
  * order kept across both kinds of waiters. The Java sections' times are
  * the JVM's own (System.nanoTime, CLOCK_MONOTONIC), taken at its grant
  * and before its unlock. A Java waiter passed over is counted apart
@@ -1617,8 +1621,7 @@ static void test_t37_java_mixed(void) {
       "--kind lock --jvm 4.7.0 --procs 4 --threads 3 --duration 8000 "
       "--nemesis kill,client-kill,pubsub-kill --every 800",
       "--kind fair --jvm 3.52.0 --procs 4 --threads 2 --slot 1000 "
-      "--duration 10000 --nemesis kill,kill-waiter,client-kill,pubsub-kill "
-      "--every 1200",
+      "--duration 12000 --nemesis kill,kill-waiter,pubsub-kill --every 2500",
       "--kind rw --jvm 4.7.0 --read-pct 60 --procs 4 --threads 3 "
       "--duration 8000 --nemesis kill,client-kill,pubsub-kill --every 800",
   };
