@@ -1,6 +1,7 @@
 /* Passing refusals: a server that is loading its data (LOADING), running a
  * script past its limit (BUSY), short of the replicas min-replicas-to-write
- * asks (NOREPLICAS), or a replica that lost its master (MASTERDOWN) did
+ * asks (NOREPLICAS), a replica that lost its master (MASTERDOWN), or at its
+ * maxmemory with a policy that refuses writes (OOM) did
  * not run the call, and will run it once that state passes. dlock sends it
  * again within the call's budget (the command timeout for one try, the
  * wait for a waiting acquire) and, when the budget runs out, fails with
@@ -282,12 +283,90 @@ static void test_masterdown(void) {
   th_server_stop(&m);
 }
 
+/* A server at its maxmemory whose policy refuses writes (noeviction): a
+ * script's first write is refused with OOM, nothing written. It passes
+ * once memory is freed or maxmemory raised: a single try fails with
+ * DLOCK_EIO naming maxmemory, a waiting acquire gets the lock once the
+ * server takes writes again, a release refused by it is sent again and
+ * lands (a full server must not keep a lock its holder let go), and the
+ * tool exits 69, not 70 with a script's hash. maxmemory 1 stands for a
+ * full server (every write refused at once). */
+typedef struct oom_lift {
+  th_server *s;
+  long long before;
+} oom_lift;
+
+static void set_maxmemory(th_server *s, const char *v) {
+  redisReply *r = th_cmd(s, "CONFIG SET maxmemory %s", v);
+  if (r)
+    freeReplyObject(r);
+}
+
+static int lift_after_refusals(void *arg) {
+  oom_lift *o = arg;
+  int seen = refused_again(o->s, "OOM", o->before, 2);
+  set_maxmemory(o->s, "0");
+  return seen;
+}
+
+static void test_oom(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "--maxmemory-policy noeviction") == 0);
+  dlock_client *c = client_of(&s);
+  const char *name = th_name("oom");
+  set_maxmemory(&s, "1");
+  single_try_refused(&s, c, name, "OOM", "maxmemory", 1);
+  CU_ASSERT(strstr(dlock_errmsg(), "script:") == NULL);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 0);
+  long long before = errorstat(&s, "OOM");
+  th_acquirer a;
+  start_waiter(&a, c, name);
+  CU_ASSERT(refused_again(&s, "OOM", before, 3));
+  set_maxmemory(&s, "0");
+  waiter_gets_it(&a, th_now_ms());
+
+  /* a release the full server refuses is sent again within the command
+   * timeout (3 s here), and lands once memory is there: a re-entered
+   * hold's first release (its count's decrement is a write that may need
+   * memory; the last release deletes, which the server always allows) */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 3000;
+  dlock_client *c2 = th_client(&s, &o);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c2, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+  set_maxmemory(&s, "1");
+  oom_lift lift = {&s, errorstat(&s, "OOM")};
+  th_elsewhere_call e;
+  th_elsewhere_start(&e, lift_after_refusals, &lift);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_elsewhere_join(&e), 1); /* it was refused first */
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 1); /* one hold left */
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 0);
+  dlock_lock_free(l);
+
+  /* the tool: 69 and the words, not 70 and a script's hash */
+  set_maxmemory(&s, "1");
+  char args[400], out[2048];
+  snprintf(args, sizeof args, "--redis %s run --wait 0 %s -- true 2>&1", s.url, name);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 69);
+  CU_ASSERT(strstr(out, "maxmemory") != NULL);
+  CU_ASSERT(strstr(out, "script:") == NULL);
+  set_maxmemory(&s, "0");
+  dlock_client_close(c2);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("refusals", NULL, NULL);
   CU_add_test(s, "noreplicas", test_noreplicas);
   CU_add_test(s, "loading", test_loading);
   CU_add_test(s, "busy_script", test_busy_script);
   CU_add_test(s, "masterdown", test_masterdown);
+  CU_add_test(s, "oom", test_oom);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

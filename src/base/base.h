@@ -122,7 +122,7 @@ void dlock__highway128(const uint64_t key[4], const void *data, size_t len,
  * generator: for jitter (RedLock's retry delay, the spin lock's back-off),
  * never for ids or secrets. */
 int64_t dlock__random_between(int64_t lo, int64_t hi);
-/* n random bytes as 2n lower-case hex characters plus NUL (OpenSSL RAND). */
+/* n random bytes as 2n lower-case hex characters plus NUL (getrandom(2)). */
 int dlock__random_hex(char *out, size_t nbytes);
 /* A request id no other call of any process uses: 32 lower-case hex
  * characters plus NUL (a release's unlock latch). DLOCK_OK or DLOCK_EIO. */

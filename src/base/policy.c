@@ -17,7 +17,8 @@ dlock__class dlock__classify(const redisReply *r) {
                {"LOADING ", DLOCK__C_PASSING},
                {"BUSY ", DLOCK__C_PASSING},
                {"NOREPLICAS ", DLOCK__C_PASSING},
-               {"MASTERDOWN ", DLOCK__C_PASSING}};
+               {"MASTERDOWN ", DLOCK__C_PASSING},
+               {"OOM ", DLOCK__C_PASSING}};
   if (r == NULL || r->type != REDIS_REPLY_ERROR)
     return DLOCK__C_VALUE;
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
@@ -45,7 +46,10 @@ static const struct {
                    "replication)"},
     {"MASTERDOWN", "this server is a replica that lost its master "
                    "(replica-serve-stale-data no): point dlock at the master "
-                   "(or at Sentinel: redis+sentinel://)"}};
+                   "(or at Sentinel: redis+sentinel://)"},
+    {"OOM", "the server's memory is at its maxmemory and its "
+            "maxmemory-policy refuses writes: free memory or raise maxmemory "
+            "(INFO memory)"}};
 
 void dlock__passing_why(const redisReply *r, int refusals, int64_t ms,
                         char *buf, size_t n) {

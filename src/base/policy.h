@@ -21,7 +21,8 @@ typedef enum dlock__class {
   DLOCK__C_CLUSTERDOWN, /* cluster: the slot has no master right now */
   DLOCK__C_READONLY,    /* a replica: the master this was sent to is one now */
   DLOCK__C_PASSING      /* a passing state of the server (LOADING, BUSY,
-                           NOREPLICAS, MASTERDOWN): the call did not run;
+                           NOREPLICAS, MASTERDOWN, OOM: a script is refused
+                           at its first write): the call did not run;
                            the same call succeeds once it has passed */
 } dlock__class;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <openssl/rand.h>
+#include <sys/random.h>
 
 #include "base/base.h"
 #include "dlock/client.h"
@@ -179,9 +179,27 @@ int64_t dlock__random_between(int64_t lo, int64_t hi) {
   return hi > lo ? lo + (int64_t)(seed % (uint64_t)(hi - lo + 1)) : lo;
 }
 
+/* n bytes from the kernel's generator (getrandom(2)): no allocation, no
+ * library state, so it cannot fail halfway through a release the way a
+ * generator whose lazy set-up needs memory can; 0, or -1 only on a kernel
+ * without getrandom (before 3.17) */
+static int kernel_random(void *p, size_t n) {
+  unsigned char *b = p;
+  while (n > 0) {
+    ssize_t got = getrandom(b, n, 0);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return -1;
+    b += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
 int dlock__random_hex(char *out, size_t nbytes) {
   unsigned char raw[64];
-  if (nbytes > sizeof raw || RAND_bytes(raw, (int)nbytes) != 1)
+  if (nbytes > sizeof raw || kernel_random(raw, nbytes) != 0)
     return dlock__fail(DLOCK_EIO, "random bytes unavailable");
   static const char hex[] = "0123456789abcdef";
   for (size_t i = 0; i < nbytes; i++) {
@@ -194,7 +212,9 @@ int dlock__random_hex(char *out, size_t nbytes) {
 
 /* Request ids: 8 random bytes per process (drawn again in a forked child)
  * and a counter. Unique is all a request id must be; OpenSSL's generator
- * per release cost a getpid(2) and a DRBG draw on every call. */
+ * per release cost a getpid(2) and a DRBG draw on every call, and its lazy
+ * set-up allocates: with an allocation refused there, the release path
+ * crashed inside RAND_bytes (the kernel's generator allocates nothing). */
 static _Atomic uint64_t request_base, request_seq;
 static atomic_int request_stale = 1;
 static pthread_mutex_t request_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -217,7 +237,7 @@ int dlock__request_id(char out[33]) {
     uint64_t base;
     int rc = DLOCK_OK;
     if (atomic_load(&request_stale)) {
-      if (RAND_bytes((unsigned char *)&base, sizeof base) == 1) {
+      if (kernel_random(&base, sizeof base) == 0) {
         atomic_store(&request_base, base);
         atomic_store(&request_stale, 0);
       } else

@@ -448,7 +448,7 @@ void dlock__conn_flush(dlock__conn *conn) {
     out_written(conn);
 }
 
-/* A passing refusal (base/policy.h: LOADING, BUSY, NOREPLICAS,
+/* A passing refusal (base/policy.h: LOADING, BUSY, NOREPLICAS, OOM,
  * MASTERDOWN) of req, which did not run: sent again after the reply
  * policy's pause while the command timeout from when it was queued lasts;
  * then it fails with DLOCK_EIO, the server's words and what to check, as

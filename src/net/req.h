@@ -48,7 +48,7 @@ struct dlock__req {
   int redirects;    /* MOVED/ASK/TRYAGAIN answers followed so far */
   int64_t retry_at; /* parked after TRYAGAIN/CLUSTERDOWN, or a passing
                        refusal: resent then */
-  /* A passing refusal (LOADING, BUSY, NOREPLICAS, MASTERDOWN: base/policy.h)
+  /* A passing refusal (LOADING, BUSY, NOREPLICAS, MASTERDOWN, OOM: policy.h)
    * is sent again after a pause (net/conn.c) within the command timeout
    * from queued_ms; then the request fails with DLOCK_EIO and refused set:
    * it did not run. refusal_final: not sent again (the watchdog's
@@ -70,7 +70,7 @@ struct dlock__req {
 
 /* What became of a request that failed, as the waiting recipe reads it:
  * not sent (it did not run), sent (it may have run: its answer was lost),
- * or refused by a passing state of the server (LOADING, BUSY, NOREPLICAS,
+ * or refused by a passing state of the server (LOADING, BUSY, NOREPLICAS, OOM,
  * MASTERDOWN: it did not run, and the same call may succeed soon). */
 enum { DLOCK__UNSENT = 0, DLOCK__SENT = 1, DLOCK__REFUSED = 2 };
 int dlock__req_fate(const dlock__req *req);

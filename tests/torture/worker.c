@@ -113,7 +113,7 @@ static int jvm_call(thread_ctx *t, const char *req, int64_t wait_ms,
     snprintf(err, esize, "java client: no answer to %.100s", req);
     return DLOCK_EIO;
   }
-  char word[16];
+  char word[16] = "";
   long long ns = 0;
   if (sscanf(ans, "%15s %lld", word, &ns) == 2 &&
       (strcmp(word, "true") == 0 || strcmp(word, "ok") == 0)) {
