@@ -63,7 +63,7 @@ int jp_start_fair(jpeer *p, const char *version, const char *url,
                   int64_t fair_ms) {
   char times[48];
   snprintf(times, sizeof times, "0,%lld", (long long)fair_ms);
-  return start(p, version, url, -1, times, NULL, NULL);
+  return jp_start_times(p, version, url, times);
 }
 
 int jp_start_times(jpeer *p, const char *version, const char *url,
