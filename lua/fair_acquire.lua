@@ -64,17 +64,7 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
 end
 local mine = redis.call('zscore', KEYS[3], ARGV[2])
 if mine or ARGV[5] == '1' then
-  if mine then
-    -- keep my place in a Redisson client's eyes too while I am alive. Each
-    -- grant ahead of me moves my deadline one wait earlier (above), so
-    -- the deadline I keep is one Redisson would give a newcomer at the
-    -- tail: the lock's expiry plus a wait per waiter in the queue. Raised
-    -- to now plus one wait only, a busy queue's grants between two of my
-    -- tries would put it in the past, and a Redisson client's next try
-    -- would purge me, alive, from the head.
-    local held = math.max(redis.call('pttl', KEYS[1]), 0)
-    mine = math.max(tonumber(mine), now + held + wait * redis.call('llen', KEYS[2]))
-  else
+  if not mine then
     -- Redisson's arithmetic: the tail's deadline (or the lock's expiry)
     -- plus one wait
     local last = redis.call('lindex', KEYS[2], -1)
@@ -83,6 +73,16 @@ if mine or ARGV[5] == '1' then
     mine = base + wait + now
     redis.call('rpush', KEYS[2], ARGV[2])
   end
+  -- Keep my place in a Redisson client's eyes too while I am alive. Each
+  -- grant ahead of me moves my deadline one wait earlier (above), so the
+  -- deadline I keep is at least the lock's expiry plus a wait per waiter in
+  -- the queue (me included). Raised to less (now plus one wait on a try,
+  -- or the tail's deadline plus one wait when I join behind a waiter about
+  -- to give up), a busy queue's grants before my next try would put it in
+  -- the past, and a Redisson client's next try would purge me, alive, from
+  -- the head.
+  local held = math.max(redis.call('pttl', KEYS[1]), 0)
+  mine = math.max(tonumber(mine), now + held + wait * redis.call('llen', KEYS[2]))
   redis.call('zadd', KEYS[3], mine, ARGV[2])
   redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[2])
   -- the liveness record outlives my Redisson deadline: until then a dead
