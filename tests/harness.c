@@ -460,18 +460,22 @@ void th_guard_refuses(dlock_lock *const *locks, int n, th_server *master,
   }
 }
 
-long long th_cmd_calls(th_server *s, const char *cmd) {
-  redisReply *r = th_cmd(s, "INFO commandstats");
+long long th_info(th_server *s, const char *section, const char *field) {
+  redisReply *r = th_cmd(s, "INFO %s", section);
   long long n = -1;
   if (r && r->type == REDIS_REPLY_STRING) {
-    char key[96];
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, key);
-    n = p ? atoll(p + strlen(key)) : 0;
+    const char *p = strstr(r->str, field);
+    n = p ? atoll(p + strlen(field)) : 0;
   }
   if (r)
     freeReplyObject(r);
   return n;
+}
+
+long long th_cmd_calls(th_server *s, const char *cmd) {
+  char key[96];
+  snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+  return th_info(s, "commandstats", key);
 }
 
 long long th_int(th_server *s, const char *fmt, ...) {

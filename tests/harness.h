@@ -147,6 +147,9 @@ void th_server_stop(th_server *s);
 /* How many times s has run the command cmd (lower case), from INFO
  * commandstats ("cmdstat_CMD:calls="); -1 when it does not answer. */
 long long th_cmd_calls(th_server *s, const char *cmd);
+/* The number after field (its ':' or '=' included) in INFO section's text:
+ * 0 when the field is absent, -1 when INFO was not answered. */
+long long th_info(th_server *s, const char *section, const char *field);
 /* The replica guard with the replicas stopped: each of the n locks (all
  * on name, whose master is master) fails to acquire with DLOCK_EIO naming
  * the guard, not before guard_ms, and leaves name unheld. */

@@ -27,18 +27,9 @@ static dlock_client *client_of(th_server *s) {
 /* INFO errorstats: how many times s answered the error code (-1: INFO not
  * answered). */
 static long long errorstat(th_server *s, const char *code) {
-  redisReply *r = th_cmd(s, "INFO errorstats");
-  if (r == NULL || r->type != REDIS_REPLY_STRING) {
-    if (r)
-      freeReplyObject(r);
-    return -1;
-  }
   char field[64];
   snprintf(field, sizeof field, "errorstat_%s:count=", code);
-  const char *p = strstr(r->str, field);
-  long long n = p ? atoll(p + strlen(field)) : 0;
-  freeReplyObject(r);
-  return n;
+  return th_info(s, "errorstats", field);
 }
 
 /* The event "the server refused a call at least n more times than
@@ -360,6 +351,102 @@ static void test_oom(void) {
   th_server_stop(&s);
 }
 
+/* A server that evicts keys at its maxmemory: a lock's key carries a TTL,
+ * so volatile-lru picks it (filler keys without a TTL are never picked).
+ * `dlock check` fails on such a server (78), naming the policy and what to
+ * set; a holder with the watchdog is told its loss at its next renewal:
+ * the lost callback, DLOCK_ELOST from its release, and `dlock run` sends
+ * COMMAND its signal and exits 76. Bound: one renewal interval (1 s: a
+ * 3 s watchdog) after the eviction, plus EVICT_SLACK_MS; measured with two
+ * CPU hogs (`yes > /dev/null` x2), Redis and Valkey, 4 runs: at most
+ * 970 ms (the callback) and 987 ms (the tool) of the 1,400 allowed. */
+#define EVICT_WATCHDOG_MS 3000
+#define EVICT_SLACK_MS 400
+
+typedef struct evict_run {
+  th_server *s;
+  const char *name;
+  int status;
+  int64_t ended_ms;
+} evict_run;
+
+static int run_until_lost(void *arg) {
+  evict_run *r = arg;
+  char args[512], out[2048];
+  snprintf(args, sizeof args, "--redis %s run --watchdog 3s %s -- sleep 30 2>&1",
+           r->s->url, r->name);
+  r->status = th_dlock_output(args, out, sizeof out);
+  r->ended_ms = th_now_ms();
+  if (r->status != 76)
+    fprintf(stderr, "\n  dlock run: exit %d: %s", r->status, out);
+  return r->status;
+}
+
+static void test_evicted(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "--maxmemory-policy volatile-lru") == 0);
+  char out[16384], args[400];
+  /* no maxmemory: nothing is evicted yet, check passes (and notes it) */
+  snprintf(args, sizeof args, "--redis %s check 2>&1", s.url);
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 0);
+  CU_ASSERT(strstr(out, "ok    server memory: no maxmemory") != NULL);
+  CU_ASSERT(strstr(out, "volatile-lru") != NULL);
+  set_maxmemory(&s, "1gb");
+  CU_ASSERT_EQUAL(th_dlock_output(args, out, sizeof out), 78);
+  CU_ASSERT(strstr(out, "FAIL  server memory") != NULL);
+  CU_ASSERT(strstr(out, "volatile-lru") != NULL);
+  CU_ASSERT(strstr(out, "maxmemory-policy noeviction") != NULL);
+  set_maxmemory(&s, "0");
+
+  th_lost_log log;
+  dlock_client *c = th_watchdog_client(&s, &log, EVICT_WATCHDOG_MS);
+  const char *name = th_name("evicted");
+  char cli_name[256];
+  snprintf(cli_name, sizeof cli_name, "%s:cli", name);
+  dlock_lock *l;
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &l), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(l, 0, -1), DLOCK_OK);
+  evict_run run = {&s, cli_name, -1, 0};
+  th_elsewhere_call e;
+  th_elsewhere_start(&e, run_until_lost, &run);
+  int held = 0;
+  for (int64_t end = th_now_ms() + 10000; !held && th_now_ms() < end; usleep(2000))
+    held = th_int(&s, "EXISTS %s", cli_name) == 1;
+  CU_ASSERT_FATAL(held);
+
+  /* fill: 64 KiB values without a TTL, one at a time, until both lock
+   * keys were evicted; the time of the SET that evicted each */
+  char maxmem[32];
+  snprintf(maxmem, sizeof maxmem, "%lld", th_info(&s, "memory", "used_memory:") + (2 << 20));
+  set_maxmemory(&s, maxmem);
+  static char junk[65536];
+  memset(junk, 'x', sizeof junk);
+  int64_t evicted_ms = 0, cli_evicted_ms = 0;
+  for (int i = 0; i < 400 && (!evicted_ms || !cli_evicted_ms); i++) {
+    redisReply *r = th_cmd(&s, "SET %s:junk:%d %b", name, i, junk, sizeof junk);
+    if (r)
+      freeReplyObject(r);
+    if (!evicted_ms && th_int(&s, "EXISTS %s", name) == 0)
+      evicted_ms = th_now_ms();
+    if (!cli_evicted_ms && th_int(&s, "EXISTS %s", cli_name) == 0)
+      cli_evicted_ms = th_now_ms();
+  }
+  CU_ASSERT_FATAL(evicted_ms > 0 && cli_evicted_ms > 0);
+  int64_t bound = EVICT_WATCHDOG_MS / 3 + EVICT_SLACK_MS;
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, (int)bound + 2000), 1);
+  int64_t told_ms = th_now_ms();
+  CU_ASSERT_EQUAL(th_elsewhere_join(&e), 76);
+  fprintf(stderr, "\n  evicted -> told: callback %lld ms, dlock run %lld ms "
+                  "(bound %lld)\n", (long long)(told_ms - evicted_ms),
+          (long long)(run.ended_ms - cli_evicted_ms), (long long)bound);
+  CU_ASSERT(told_ms - evicted_ms <= bound);
+  CU_ASSERT(run.ended_ms - cli_evicted_ms <= bound);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_ELOST);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("refusals", NULL, NULL);
   CU_add_test(s, "noreplicas", test_noreplicas);
@@ -367,6 +454,7 @@ static void add_tests(void) {
   CU_add_test(s, "busy_script", test_busy_script);
   CU_add_test(s, "masterdown", test_masterdown);
   CU_add_test(s, "oom", test_oom);
+  CU_add_test(s, "evicted", test_evicted);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

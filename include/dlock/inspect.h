@@ -90,6 +90,27 @@ DLOCK_API int dlock_list(dlock_client *client, const char *pattern,
 /* NULL is a no-op. */
 DLOCK_API void dlock_listing_free(dlock_listing *listing);
 
+/* A server's memory settings as they bear on locks (INFO memory): a lock's
+ * key carries a TTL, so every maxmemory-policy but noeviction may evict it
+ * (volatile-* picks among keys with a TTL, allkeys-* among all) once
+ * used memory reaches maxmemory; the holder then learns it only at its
+ * next renewal (docs/operations.md). On a cluster every master is asked;
+ * the first that can evict is the one reported, else the first. */
+typedef struct dlock_server_memory {
+  char policy[32];              /* maxmemory-policy, e.g. "noeviction" */
+  unsigned long long maxmemory; /* bytes; 0: no limit */
+  unsigned long long used;      /* used_memory, bytes */
+  int evicts;                   /* 1: maxmemory is set and the policy is not
+                                   noeviction: a lock's key may be evicted */
+  int masters;                  /* how many servers were asked */
+} dlock_server_memory;
+
+/* Fill *out (blocking; `dlock check` reports it). Errors: DLOCK_EINVAL
+ * (NULL client or out), DLOCK_EIO, DLOCK_EPERM (the ACL refuses INFO),
+ * DLOCK_EPROTO, DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_memory_check(dlock_client *client,
+                                 dlock_server_memory *out);
+
 /* A watch on a name: subscribed to the channels its object announces on
  * (a lock's releases, a read-write lock's, a semaphore's and a latch's),
  * whatever kind it holds, so a tool can refresh what it shows when the

@@ -322,6 +322,42 @@ static void check_list(run *r, dlock_client *c, const char *base) {
   report(r, "dlock list: SCAN", rc, msg);
 }
 
+/* A server whose maxmemory-policy may evict keys can drop a held lock's
+ * key (it has a TTL, so volatile-* as well as allkeys-*): a failure
+ * (DLOCK_ECONFIG, exit 78) naming the policy and what to set. */
+static void check_memory(run *r, dlock_client *c) {
+  dlock_server_memory m;
+  char msg[512] = "", what[200];
+  int rc = dlock_memory_check(c, &m);
+  if (rc != DLOCK_OK) {
+    snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+    report(r, "server memory: INFO memory", rc, msg);
+    return;
+  }
+  if (m.evicts) {
+    snprintf(msg, sizeof msg,
+             "maxmemory-policy %s with maxmemory %llu bytes (%llu used) can "
+             "evict a held lock's key: its holder learns it at its next "
+             "renewal, and another owner may take the lock meanwhile; set "
+             "maxmemory-policy noeviction (docs/operations.md)",
+             m.policy, m.maxmemory, m.used);
+    report(r, "server memory: no lock key can be evicted", DLOCK_ECONFIG, msg);
+    return;
+  }
+  if (m.maxmemory == 0 && strcmp(m.policy, "noeviction") != 0)
+    snprintf(what, sizeof what, "server memory: no maxmemory, nothing is "
+             "evicted (but maxmemory-policy %s would evict lock keys once "
+             "one is set)", m.policy);
+  else if (m.maxmemory == 0)
+    snprintf(what, sizeof what, "server memory: no maxmemory, nothing is "
+             "evicted");
+  else
+    snprintf(what, sizeof what, "server memory: maxmemory-policy %s (a full "
+             "server refuses writes, dlock retries them; no key is evicted)",
+             m.policy);
+  report(r, what, DLOCK_OK, "");
+}
+
 /* Use every primitive through c on throw-away names, uncontended and
  * contended, and SCAN as `dlock list` does; one line each on out, and for
  * an ACL refusal the permission missing. replica_guard: c was opened with
@@ -355,6 +391,7 @@ static int check_all(dlock_client *c, FILE *out, int replica_guard,
     }
   }
   check_list(&r, c, base);
+  check_memory(&r, c);
   if (r.pubsub_refused)
     fprintf(out, "(without pub/sub only the spin lock works: `dlock run "
                  "--spin`; the lock, fair lock, read-write lock, latch and "
@@ -379,7 +416,8 @@ static void check_help(void) {
          "--replica-sync D` uses it (every lock write also sends WAIT).\n"
          "--durable D: with durable grants, as `run --durable D` (every lock\n"
          "write also sends WAITAOF; a server that cannot is refused, exit\n"
-         "78). Keys it makes are deleted or expire within ten seconds.\n");
+         "78). A maxmemory-policy that can evict a lock's key fails too\n"
+         "(exit 78). Keys it makes are deleted or expire within ten seconds.\n");
 }
 
 int cmd_check(int argc, char **argv) {
