@@ -47,7 +47,7 @@ int dlock__aop_wait(dlock__aop *op, int64_t until_ms) {
     if (rc != DLOCK_OK) {
       free(w);
       dlock__buf_free(&channel);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
     }
     w->parker = &dlock__client_async(c)->parker;
     w->notify = notify;

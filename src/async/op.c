@@ -26,7 +26,7 @@ static dlock__aop *reg_get(uint64_t id) {
 static int async_new(dlock_client *c) {
   dlock__async *a = calloc(1, sizeof *a);
   if (a == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   a->efd = -1;
   if (dlock__client_opts(c)->completions == DLOCK_COMPLETE_QUEUE) {
     a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -174,7 +174,7 @@ int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   dlock__aop *op = dlock__aop_new(h, type, done, data);
   if (op == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   op->owner = dlock_thread_id();
   op->wait_ms = wait_ms;
   op->wt = (dlock__wait){.k = k, .h = h, .owner = op->owner,
@@ -188,7 +188,7 @@ int dlock__aop_new_on(dlock_client *c, dlock__handle *h, int type,
                       dlock_done_fn *done, void *data, dlock__aop **out) {
   dlock__aop *op = calloc(1, sizeof *op);
   if (op == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   op->type = type;
   op->h = h;
   op->c = c;
@@ -318,7 +318,7 @@ int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
   if (a->timer == NULL) {
     client_timer *ct = calloc(1, sizeof *ct);
     if (ct == NULL)
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
     uv_timer_init(dlock__client_loop(op->c), &ct->t);
     ct->c = op->c;
     dlock__client_live(op->c, 1); /* until the timer is closed */
@@ -328,7 +328,7 @@ int dlock__aop_timer(dlock__aop *op, int64_t ms, void (*fn)(dlock__aop *op)) {
     uint32_t cap = a->timers_cap ? 2 * a->timers_cap : 64;
     dlock__aop **v = realloc(a->timers, cap * sizeof *v);
     if (v == NULL)
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
     a->timers = v;
     a->timers_cap = cap;
   }
@@ -429,7 +429,7 @@ int dlock__aop_start(dlock__aop *op, void (*start)(dlock__aop *op),
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL) {
     dlock__aop_discard(op);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   op->start = start;
   dlock__req_task(req, start_task, NULL);
@@ -731,7 +731,7 @@ int dlock__aop_emit(dlock__aop *op, void *ctx, const void *election) {
   dlock__aop *e = calloc(1, sizeof *e);
   if (e == NULL) {
     free(ctx);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   e->id = op->id;
   e->type = DLOCK__AOP_OTHER;

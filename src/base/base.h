@@ -27,6 +27,9 @@ int dlock__fail_more(int code, const char *fmt, ...)
 /* The same, the message being head followed by the current one. */
 int dlock__fail_before(int code, const char *head);
 void dlock__clear_error(void);
+/* dlock__fail(DLOCK_ENOMEM, "out of memory"): an allocation failed (the
+ * words need none). */
+int dlock__oom(void);
 /* Map a Redis error reply to DLOCK_EREDIS with its text as detail. */
 int dlock__fail_reply(const redisReply *reply, const char *what);
 /* Append printf-style text to the string in buf (size bytes; cut short

@@ -109,6 +109,11 @@ int dlock__fail(int code, const char *fmt, ...) {
   return code;
 }
 
+int dlock__oom(void) {
+  snprintf(errmsg, errcap, "out of memory");
+  return DLOCK_ENOMEM;
+}
+
 int dlock__fail_more(int code, const char *fmt, ...) {
   char *now = strdup(errmsg);
   va_list ap;

@@ -18,7 +18,7 @@ int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
   if (dlock__buf_printf(b, "%s:%s", prefix, bare ? "" : "{") != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
       dlock__buf_add(b, "}", bare ? 0 : 1) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   return DLOCK_OK;
 }
 
@@ -28,7 +28,7 @@ int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
   if (dlock__buf_add(b, "{", bare ? 0 : 1) != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
       dlock__buf_printf(b, "%s:%s", bare ? "" : "}", suffix) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   return DLOCK_OK;
 }
 
@@ -60,7 +60,7 @@ static int wrapped_name(dlock__buf *b, const char *name, size_t len) {
   if (dlock__buf_add(b, "{", bare ? 0 : 1) != DLOCK_OK ||
       dlock__buf_add(b, name, len) != DLOCK_OK ||
       dlock__buf_add(b, "}", bare ? 0 : 1) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   return DLOCK_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "base/map.h"
 
 uint64_t dlock__hash(const void *key, size_t len) {
@@ -38,7 +39,7 @@ static int grow(dlock__map *m) {
   size_t ns = m->nslots ? m->nslots * 2 : 16;
   dlock__map_node **slots = calloc(ns, sizeof *slots);
   if (slots == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   for (size_t i = 0; i < m->nslots; i++) {
     dlock__map_node *n = m->slots[i];
     while (n) {
@@ -56,7 +57,7 @@ static int grow(dlock__map *m) {
 
 int dlock__map_put(dlock__map *m, dlock__map_node *node) {
   if (m->count >= m->nslots && grow(m) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   node->hash = dlock__hash(node->key, node->klen);
   dlock__map_node **slot = &m->slots[node->hash & (m->nslots - 1)];
   node->next = *slot;

@@ -30,7 +30,7 @@ static int hexval(int c) {
 static int decode(const char *s, size_t n, char **out, const char *what) {
   char *d = malloc(n + 1);
   if (d == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   size_t j = 0;
   for (size_t i = 0; i < n; i++) {
     if (s[i] == '%') {
@@ -103,7 +103,7 @@ void dlock__uri_free(dlock__uri *u) {
 static int replace(char **field, const char *value) {
   char *copy = strdup(value);
   if (copy == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   wipe(*field);
   free(*field);
   *field = copy;
@@ -306,7 +306,7 @@ static int parse_seeds(const char *p, dlock__uri *u) {
   u->seed_hosts = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_hosts);
   u->seed_ports = calloc(DLOCK__MAX_SEEDS, sizeof *u->seed_ports);
   if (u->seed_hosts == NULL || u->seed_ports == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   const char *end = p + strcspn(p, "/?");
   if (end == p)
     return dlock__fail(DLOCK_EINVAL, "%s has no host", seeds_kind(u));

@@ -32,12 +32,12 @@ int dlock__buf_reserve(dlock__buf *b, size_t extra) {
   size_t cap = b->cap ? b->cap : 128;
   while (cap - b->len <= extra) {
     if (cap > SIZE_MAX / 2)
-      return DLOCK_ENOMEM;
+      return dlock__oom();
     cap *= 2;
   }
   char *p = realloc(b->p, cap);
   if (p == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   b->p = p;
   b->cap = cap;
   return DLOCK_OK;
@@ -45,7 +45,7 @@ int dlock__buf_reserve(dlock__buf *b, size_t extra) {
 
 int dlock__buf_add(dlock__buf *b, const void *data, size_t len) {
   if (dlock__buf_reserve(b, len) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   if (len)
     memcpy(b->p + b->len, data, len);
   b->len += len;
@@ -59,7 +59,7 @@ int dlock__buf_printf(dlock__buf *b, const char *fmt, ...) {
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   if (n < 0 || dlock__buf_reserve(b, (size_t)n) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   va_start(ap, fmt);
   vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
   va_end(ap);
@@ -134,7 +134,7 @@ char *dlock__resp_put_bulk(char *p, const void *data, size_t len) {
 
 int dlock__resp_array(dlock__buf *b, size_t n) {
   if (dlock__buf_reserve(b, DLOCK__RESP_HEADER_MAX) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   b->len = (size_t)(dlock__resp_put_array(b->p + b->len, n) - b->p);
   b->p[b->len] = '\0';
   return DLOCK_OK;
@@ -143,7 +143,7 @@ int dlock__resp_array(dlock__buf *b, size_t n) {
 int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len) {
   if (len > SIZE_MAX - DLOCK__RESP_BULK_MORE ||
       dlock__buf_reserve(b, len + DLOCK__RESP_BULK_MORE) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   b->len = (size_t)(dlock__resp_put_bulk(b->p + b->len, data, len) - b->p);
   b->p[b->len] = '\0';
   return DLOCK_OK;

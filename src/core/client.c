@@ -209,7 +209,7 @@ static int client_setup(dlock_client *c, const char *uri,
   c->opts.source_addr = NULL;
   if (opts->source_addr &&
       (c->opts.source_addr = strdup(opts->source_addr)) == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   c->opts.username = c->opts.password = NULL; /* kept in c->uri */
   c->opts.sentinel_username = c->opts.sentinel_password = NULL;
   c->net.topo = dlock__topology_of(&c->uri);
@@ -223,7 +223,7 @@ static int client_setup(dlock_client *c, const char *uri,
                                    c->id);
   c->opts.client_name = c->net.client_name = c->client_name;
   if (c->client_name == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   const dlock__attachment *a = dlock__engine_attached();
   return a && a->open ? a->open(c) : DLOCK_OK;
 }
@@ -277,7 +277,7 @@ int dlock_client_open(const char *uri, const dlock_client_opts *opts,
     return rc;
   dlock_client *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   if ((rc = client_setup(c, uri, &o)) != DLOCK_OK ||
       (rc = dlock__engine_start(c, o.share_engine)) != DLOCK_OK)
     return fail_free(c, rc);

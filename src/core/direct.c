@@ -61,7 +61,7 @@ int dlock__direct_pools(dlock_client *c) {
   d->pools = calloc((size_t)n, sizeof *d->pools);
   d->slots = c->net.topo->slot_map(&c->net);
   if (d->pools == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   d->npools = n;
   for (int i = 0; i < n; i++) {
     atomic_init(&d->pools[i].link.ready, 0);
@@ -718,7 +718,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
     *reply = NULL;
     if (dlock__req_to_eval(req) != DLOCK_OK) {
       snprintf(why, n, "out of memory");
-      return DLOCK_ENOMEM;
+      return dlock__oom();
     }
     rc = dlock__dconn_send(c, dc, req->cmd.p, req->cmd.len, deadline, why, n);
     if (rc == DLOCK_OK)

@@ -7,8 +7,12 @@
  * commands from many threads share one write and one read (automatic
  * pipelining). A blocking call waits on its own thread's condition variable,
  * never on a lock shared with other callers. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,6 +491,31 @@ static void engine_release(dlock__engine *e) {
   free(e);
 }
 
+/* libuv aborts when its table of descriptors must grow and cannot (a
+ * watcher started on a descriptor past its end: uv__io_start). Grow it
+ * here, at open, to cover descriptors below PRESIZE_FDS (or the process's
+ * limit), so that a connection made later (a reconnect mid-hold, a
+ * subscription) allocates nothing there: 16 KiB a loop. A watcher on a
+ * descriptor numbered there, started and stopped before the loop runs. */
+#define PRESIZE_FDS 1024
+static void presize(dlock__engine *e) {
+  struct rlimit rl;
+  int last = PRESIZE_FDS - 1;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < PRESIZE_FDS)
+    last = (int)rl.rlim_cur - 1;
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int high = fd >= 0 && fd < last ? fcntl(fd, F_DUPFD_CLOEXEC, last) : -1;
+  if (high >= 0 && uv_poll_init(&e->loop, &e->presize, high) == 0) {
+    if (uv_poll_start(&e->presize, UV_READABLE, NULL) == 0)
+      uv_poll_stop(&e->presize);
+    uv_close((uv_handle_t *)&e->presize, NULL);
+  }
+  if (high >= 0)
+    close(high);
+  if (fd >= 0)
+    close(fd);
+}
+
 /* A new engine thread for c, which it starts. */
 static int engine_new(dlock_client *c) {
   dlock__engine *e = calloc(1, sizeof *e);
@@ -494,6 +523,7 @@ static int engine_new(dlock_client *c) {
     free(e);
     return dlock__fail(DLOCK_ENOMEM, "cannot set up the client");
   }
+  presize(e);
   atomic_init(&e->users, 1);
   c->engine = e;
   c->net.loop = &e->loop;

@@ -352,6 +352,7 @@ typedef struct dlock__engine {
   uv_loop_t loop;
   uv_thread_t thread;
   atomic_int users;    /* clients on this loop */
+  uv_poll_t presize;   /* grows libuv's descriptor table at the start */
 } dlock__engine;
 
 struct dlock_client {

@@ -43,7 +43,7 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
   if (h == NULL || copy == NULL) {
     free(h);
     free(copy);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   memcpy(copy, name, len);
   copy[len] = '\0';

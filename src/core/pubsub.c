@@ -509,7 +509,7 @@ static int subscribe_engine(dlock_client *c, const sub_args *a) {
     ch = calloc(1, sizeof *ch + a->len);
     if (ch == NULL) {
       pthread_mutex_unlock(&c->cmu);
-      return DLOCK_ENOMEM;
+      return dlock__oom();
     }
     memcpy(ch->name, a->name, a->len);
     ch->len = a->len;
@@ -522,7 +522,7 @@ static int subscribe_engine(dlock_client *c, const sub_args *a) {
     if (dlock__map_put(&c->channels, &ch->node) != DLOCK_OK) {
       free(ch);
       pthread_mutex_unlock(&c->cmu);
-      return DLOCK_ENOMEM;
+      return dlock__oom();
     }
   }
   dlock__waiter *w = a->w;

@@ -66,7 +66,7 @@ int dlock__release_req(dlock__req *req, int script,
   if (dlock__buf_add(&unlock_latch, unlock_prefix->p, unlock_prefix->len) ||
       dlock__buf_add(&unlock_latch, rid, strlen(rid))) {
     dlock__buf_free(&unlock_latch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   keys[1] = unlock_latch.p;
   klens[1] = unlock_latch.len;

@@ -201,7 +201,7 @@ static int subscribe(dlock__wait *w, dlock__waiter *wr, int64_t deadline) {
   dlock__wake_fn *wake = dlock__wake_one;
   if (w->k->wait_channel(w, &ch, &wake) != DLOCK_OK) {
     dlock__buf_free(&ch);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   int rc = dlock__subscribe(w->h->client, ch.p, ch.len, wake, w->k->fifo,
                             w->k->lease_hints, wr, deadline);

@@ -191,7 +191,7 @@ int dlock_election_new(dlock_client *client, const char *name,
       dlock__key(&e->lock_channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
       dlock__key(&e->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   *out = e;
   return DLOCK_OK;
@@ -252,7 +252,7 @@ static char *copy_bytes(const void *p, size_t len) {
 static int set_value(dlock_election *e, const void *value, size_t len) {
   char *copy = copy_bytes(value, len);
   if (copy == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   pthread_mutex_lock(&e->mu);
   free(e->value);
   e->value = copy;
@@ -331,7 +331,7 @@ int dlock_election_campaign_async(dlock_election *e, const void *value,
   campaign_call *cc = malloc(sizeof *cc);
   if (cc == NULL) {
     atomic_store(&e->campaigning, 0);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   *cc = (campaign_call){e, done, data};
   rc = dlock_acquire_async(&e->base, 0, wait_ms, lease_ms, campaign_done, cc,
@@ -408,7 +408,7 @@ int dlock__election_state_req(dlock_election *e, dlock__req *req) {
 static int leader_value(dlock_leader *out, const char *value, size_t len) {
   char *copy = copy_bytes(value, len);
   if (copy == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   out->value = copy;
   out->value_len = len;
   return DLOCK_OK;

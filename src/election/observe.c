@@ -496,7 +496,7 @@ int dlock_election_observe(dlock_election *e, dlock_done_fn *done, void *data,
                      : NULL;
   if (op == NULL) {
     free(o);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   o->op = op;
   op->ctx = o;

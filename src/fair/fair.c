@@ -119,7 +119,7 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   *wake = dlock__wake_all;
   if (dlock__buf_add(channel, f->channel.p, f->channel.len) != DLOCK_OK ||
       dlock__buf_printf(channel, ":%s", owner) != DLOCK_OK)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   return DLOCK_OK;
 }
 
@@ -206,7 +206,7 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
       dlock__key(&f->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
       dlock__key(&f->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   *out = l;
   return DLOCK_OK;

@@ -150,7 +150,7 @@ static int guard_keys(guard *g, int fenced) {
       (!fenced && dlock__buf_add(&g->counter, g->name, g->name_len) != DLOCK_OK) ||
       dlock__key(&g->fence, DLOCK__KEY_FENCE, g->name, g->name_len) != DLOCK_OK) {
     guard_free(g);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   return DLOCK_OK;
 }
@@ -363,7 +363,7 @@ static int eval_text(const char *body, dlock__buf *text) {
       dlock__buf_add(text, "\n", 1) != DLOCK_OK ||
       dlock__buf_add(text, mark + skip, s->len - head - skip) != DLOCK_OK) {
     dlock__buf_free(text);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   return DLOCK_OK;
 }
@@ -517,7 +517,7 @@ static int start_job(dlock_lock *lock, uint64_t owner, packed *p,
                      int (*job)(dlock__aop *), int64_t num, dlock_done_fn *done,
                      void *data, dlock_op *op) {
   if (p == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   return dlock__aop_job(lock->h.client, &lock->h, "lock", DLOCK__AOP_OTHER,
                         job, num, p, owner, done, data, op);
 }

@@ -179,7 +179,7 @@ static int build(const redisReply *r, const char *clients,
       calloc(1, sizeof *in + nholders * (sizeof(dlock_holder) + sizeof(char *)) +
                     bytes);
   if (in == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   dlock_holder *holders = (dlock_holder *)(in + 1);
   in->ttl_ms = e[1]->integer;
   in->queue_length = e[2]->integer;

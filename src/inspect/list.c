@@ -55,7 +55,7 @@ static int page(const redisReply *keys, dlock_listing **out) {
   dlock_listing *l = calloc(1, sizeof *l + n * (sizeof(char *) + sizeof(size_t)) +
                                    bytes);
   if (l == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   const char **names = (const char **)(l + 1);
   size_t *lens = (size_t *)(names + n);
   char *text = (char *)(lens + n);

@@ -57,13 +57,13 @@ int dlock__lock_alloc_combo(const dlock__lock_methods *m,
                            dlock__buf_add(&name, members[i]->h.name,
                                           strnlen(members[i]->h.name, 64)))) {
       dlock__buf_free(&name);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
     }
   }
   dlock_lock *lock = calloc(1, m->size);
   if (lock == NULL) {
     dlock__buf_free(&name);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   lock->m = m;
   lock->caps = m->caps;

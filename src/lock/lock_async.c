@@ -175,7 +175,7 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
     return job_op(l, release_blocking, owner, done, data, out);
   dlock__aop *op = dlock__aop_new(&l->h, DLOCK__AOP_RELEASE, done, data);
   if (op == NULL)
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   op->internal = internal;
   op->owner = owner;
   if (dlock__lock_has_requests(l))

@@ -152,7 +152,7 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
       (rl->fenced && dlock__key(&rl->token_key, DLOCK__KEY_LOCK_TOKEN, n, len)) ||
       dlock__key(&rl->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
     dlock_lock_free(l);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   *out = l;
   return DLOCK_OK;

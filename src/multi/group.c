@@ -242,7 +242,7 @@ static int set_fields(group *g, const char *const *values, const size_t *lens,
                       size_t n) {
   g->fields = calloc(n, sizeof *g->fields);
   if (g->fields == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   for (size_t i = 0; i < n; i++)
     dlock__group_field(values[i], lens ? lens[i] : strlen(values[i]),
                        g->fields[i]);
@@ -255,7 +255,7 @@ static int set_fields(group *g, const char *const *values, const size_t *lens,
     if ((i && dlock__buf_add(&g->joined, " ", 1) != DLOCK_OK) ||
         dlock__buf_add(&g->joined, g->fields[i], DLOCK__GROUP_FIELD_LEN) !=
             DLOCK_OK)
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
   snprintf(g->tag, sizeof g->tag, "%016" PRIx64,
            dlock__highway64(REDISSON_KEY, g->joined.p, g->joined.len));
   return DLOCK_OK;

@@ -63,7 +63,7 @@ static void route(dlock__net *net, dlock__req *req);
 static int cluster_open(dlock__net *net) {
   dlock__cluster *k = calloc(1, sizeof *k);
   if (k == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   for (int i = 0; i < DLOCK__SLOTS; i++)
     k->slots[i] = -1;
   net->topo_state = k;

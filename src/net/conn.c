@@ -752,7 +752,7 @@ static int handshake_send(void *ctx, size_t argc, const char *const *argv,
   dlock__req *req = calloc(1, sizeof *req);
   if (req == NULL || dlock__req_command(req, argc, argv, lens) != DLOCK_OK) {
     free(req);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   req->done = handshake_done;
   req->data = conn;
@@ -902,6 +902,12 @@ void dlock__conn_start(dlock__conn *conn) {
   conn->u.handle.data = NULL;
   conn->connect_req.data = conn;
   n->topo->pick(conn);
+  /* a reader is made with the connection, and again after a failure: an
+   * allocation that failed there fails this attempt (retried as any) */
+  if (conn->reader == NULL && (conn->reader = redisReaderCreate()) == NULL) {
+    conn_fail(conn, "out of memory for the reply reader");
+    return;
+  }
   if (n->uri->path && !conn->host) {
     uv_pipe_init(n->loop, &conn->u.pipe, 0);
     n->live++;

@@ -47,7 +47,7 @@ void dlock__req_task(dlock__req *req,
 int dlock__req_drop_after(dlock__req *req, const char *key, size_t len) {
   if (dlock__buf_add(&req->drop, key, len) != DLOCK_OK) {
     dlock__buf_free(&req->cmd);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   return DLOCK_OK;
 }
@@ -140,7 +140,7 @@ int dlock__req_to_eval(dlock__req *req) {
       dlock__resp_bulk(&b, s->body, s->len) != DLOCK_OK ||
       dlock__buf_add(&b, req->cmd.p + req->script_tail, tail) != DLOCK_OK) {
     dlock__buf_free(&b);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   dlock__buf_free(&req->cmd);
   req->cmd = b;

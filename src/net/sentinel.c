@@ -261,7 +261,7 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
 static int sentinel_open(dlock__net *net) {
   dlock__sentinel *s = calloc(1, sizeof *s);
   if (s == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   net->topo_state = s;
   char why[1536];
   int rc = search(net->uri, net->opts, net->tls, s->host, sizeof s->host, &s->port,

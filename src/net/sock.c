@@ -314,7 +314,7 @@ int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
   if ((s->tls = dlock__tls_new(tls, host)) == NULL) {
     snprintf(why, n, "out of memory for TLS");
     dlock__sock_close(s);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   int rc = tls_handshake(s, deadline_us, why, n);
   if (rc != DLOCK_OK) {

@@ -68,7 +68,7 @@ int dlock__tls_ctx_new(const dlock_client_opts *o, dlock__tls_ctx **out) {
                        "together (a client certificate needs its key)");
   dlock__tls_ctx *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   ERR_clear_error();
   c->ssl = SSL_CTX_new(TLS_client_method());
   if (c->ssl == NULL || (o->tls_server_name &&

@@ -367,7 +367,7 @@ static int try_round(redlock *rl, uint64_t owner, int64_t lease, int64_t t0,
                      int64_t round_end, tally *t) {
   round *r = round_start(rl, TRY, owner, lease, NULL);
   if (r == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   pthread_mutex_lock(&r->mu);
   round_wait(r, rl->quorum, round_end);
   tally_round(rl, r, t0, round_end, t);
@@ -471,7 +471,7 @@ static int release(dlock_lock *l, uint64_t owner) {
   redlock *rl = (redlock *)l;
   round *r = round_start(rl, RELEASE, owner, 0, NULL);
   if (r == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   int64_t t0 = dlock__now_ms();
   /* Wait (up to the member timeout) until as many members answered as the
    * acquire got: in a healthy cluster every member, so nothing of ours runs

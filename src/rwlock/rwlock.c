@@ -49,7 +49,7 @@ static int who_init(rw_half *h, uint64_t owner_id, who *w) {
       dlock__buf_printf(&w->timeout_prefix, ":%s:rwlock_timeout", w->reader) !=
           DLOCK_OK) {
     dlock__buf_free(&w->timeout_prefix);
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   }
   return DLOCK_OK;
 }
@@ -331,7 +331,7 @@ static int half_new(const dlock__lock_methods *m, dlock_client *client,
       dlock__key(&h->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
       dlock__key(&h->tag, DLOCK__KEY_TAG, n, len)) {
     dlock_lock_free(l);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   *out = l;
   return DLOCK_OK;
@@ -354,7 +354,7 @@ int dlock_rwlock_new(dlock_client *client, const char *name,
   *out = NULL;
   dlock_rwlock *rw = calloc(1, sizeof *rw);
   if (rw == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   int rc = half_new(&read_methods, client, name, opts, &rw->read);
   if (rc == DLOCK_OK)
     rc = half_new(&write_methods, client, name, opts, &rw->write);

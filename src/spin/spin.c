@@ -135,7 +135,7 @@ int dlock_spin_lock_new(dlock_client *client, const char *name,
   if (dlock__key(&s->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, l->h.name,
                  l->h.name_len)) {
     dlock_lock_free(l);
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   *out = l;
   return DLOCK_OK;

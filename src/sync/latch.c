@@ -23,7 +23,7 @@ int dlock_latch_new(dlock_client *client, const char *name,
                  l->o.h.name_len)) {
     dlock_latch_free(l);
     *out = NULL;
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   return DLOCK_OK;
 }

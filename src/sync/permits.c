@@ -38,7 +38,7 @@ int dlock_permits_new(dlock_client *client, const char *name,
       dlock__key(&p->unlock_prefix, DLOCK__KEY_PERMITS_LATCH, n, len)) {
     dlock_permits_free(p);
     *out = NULL;
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   return DLOCK_OK;
 }
@@ -253,7 +253,7 @@ int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   attempt *a = calloc(1, sizeof *a);
   if (a == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   a->p = p;
   a->n = n;
   a->watchdog = watchdog;
@@ -488,7 +488,7 @@ int dlock_permits_acquire_async(dlock_permits *p, size_t n, int64_t wait_ms,
     return rc;
   attempt *a = calloc(1, sizeof *a);
   if (a == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   a->p = p;
   a->n = n;
   a->watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
@@ -528,7 +528,7 @@ int dlock_permits_release_async(dlock_permits *p, const dlock_permit_id *ids,
                        MAX_PERMITS);
   release_args *x = calloc(1, sizeof *x);
   if (x == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   x->n = n;
   memcpy(x->ids, ids, n * sizeof *ids); /* the caller's may go */
   return dlock__aop_job(NULL, p ? &p->o.h : NULL, "permits", DLOCK__AOP_OTHER,

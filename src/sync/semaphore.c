@@ -29,7 +29,7 @@ int dlock_semaphore_new(dlock_client *client, const char *name,
                  s->o.h.name_len)) {
     dlock_semaphore_free(s);
     *out = NULL;
-    return DLOCK_ENOMEM;
+    return dlock__oom();
   }
   return DLOCK_OK;
 }

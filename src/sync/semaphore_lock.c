@@ -61,7 +61,7 @@ static int remember(sem_lock *s, held h) {
     held *v = realloc(s->v, cap * sizeof *v);
     if (v == NULL) {
       pthread_mutex_unlock(&s->mu);
-      return dlock__fail(DLOCK_ENOMEM, "out of memory");
+      return dlock__oom();
     }
     s->v = v;
     s->cap = cap;
@@ -108,7 +108,7 @@ static int sl_acquire_async(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   sem_lock *s = (sem_lock *)l;
   sl_async *x = calloc(1, sizeof *x);
   if (x == NULL)
-    return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    return dlock__oom();
   *x = (sl_async){s, owner,
                   lease_ms == DLOCK_LEASE_WATCHDOG
                       ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
