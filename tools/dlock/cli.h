@@ -19,6 +19,7 @@ enum {
   EXIT_NOREDIS = 69,  /* cannot reach Redis, or it refuses calls for now
                          (EX_UNAVAILABLE) */
   EXIT_SOFTWARE = 70, /* unexpected error (EX_SOFTWARE) */
+  EXIT_OSERR = 71,    /* out of memory (DLOCK_ENOMEM: EX_OSERR) */
   EXIT_TIMEOUT = 75,  /* not acquired / not reached in time (EX_TEMPFAIL) */
   EXIT_LOST = 76,     /* the lease was lost while the command ran */
   EXIT_NOPERM = 77,   /* the server's ACL refused a command or channel

@@ -83,11 +83,12 @@ static void usage_main(FILE *f) {
           "Exit status: the command's own for `run`; 64 usage, 65 the name\n"
           "holds another kind of object, 69 Redis unreachable or refusing\n"
           "calls for now (loading, a busy script, too few replicas), 70\n"
-          "unexpected error, 75 not acquired (or not reached) in time, 76 the\n"
-          "lease was lost while the command ran (`write`: refused), 77 refused\n"
-          "by the server's ACL, 78 a configuration to fix: the server refused\n"
-          "the password, ACL user or database, TLS verification failed, or\n"
-          "the URL does not fit the server.\n"
+          "unexpected error, 71 out of memory, 75 not acquired (or not\n"
+          "reached) in time, 76 the lease was lost while the command ran\n"
+          "(`write`: refused), 77 refused by the server's ACL,\n"
+          "78 a configuration to fix: the server refused the password, ACL\n"
+          "user or database, TLS verification failed, or the URL does not\n"
+          "fit the server.\n"
           "`dlock COMMAND --help` describes one command.\n");
 }
 

@@ -106,6 +106,8 @@ int fail(int rc, const char *what) {
     return EXIT_NOPERM;
   case DLOCK_EINVAL:
     return EXIT_USAGE;
+  case DLOCK_ENOMEM:
+    return EXIT_OSERR;
   default:
     return EXIT_SOFTWARE;
   }

@@ -157,10 +157,10 @@ static void run_help(void) {
          "Several --redis: a RedLock over all of them (plain locks only).\n"
          "Exit: COMMAND's status (128+N when killed by signal N); 64 usage,\n"
          "65 NAME holds another kind of object, 69 Redis unreachable or\n"
-         "refusing calls for now, 70 unexpected error, 75 not acquired in\n"
-         "time, 76 the lease was lost while COMMAND ran, 77 refused by the\n"
-         "server's ACL, 78 the server refused the password, ACL user or\n"
-         "database, or TLS verification failed.\n");
+         "refusing calls for now, 70 unexpected error, 71 out of memory,\n"
+         "75 not acquired in time, 76 the lease was lost while COMMAND ran,\n"
+         "77 refused by the server's ACL, 78 the server refused the\n"
+         "password, ACL user or database, or TLS verification failed.\n");
 }
 
 typedef struct run_opts {
