@@ -3,12 +3,11 @@
  * (tests/support/failalloc.h: the library's, hiredis's, libuv's,
  * OpenSSL's, the C library's, on every thread), for N = 1, 2, ... until a
  * run makes no allocation fail. Each run: no crash; DLOCK_OK or
- * DLOCK_ENOMEM with a message; and once allocations succeed again the
- * client works. The ASan build adds that nothing the suite's own
+ * DLOCK_ENOMEM with a message; after an error nothing of the call is left
+ * on the server; and once allocations succeed again the client (and the
+ * handle) works. The ASan build adds that nothing the suite's own
  * process did leaked (LSan at its exit; a child leaves by _exit). Bounded: SWEEP_MAX runs and SWEEP_MS
- * a path. The client's open is swept here; the other paths (every kind's
- * acquire and release, waits, the async calls, renewals, reconnects, the
- * election, the tool) join as issue 59 goes on. */
+ * a path. DLOCK_ALLOC_FROM=N starts the sweeps at N (to debug one). */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
@@ -33,6 +32,11 @@ static int suite_init(void) {
   return 0;
 }
 static int suite_clean(void) { return th_suite_close(&srv, cl); }
+
+static long sweep_from(void) {
+  const char *from = getenv("DLOCK_ALLOC_FROM");
+  return from ? atol(from) : 1;
+}
 
 /* rc is a code a failed allocation may give: DLOCK_OK (the call got by)
  * or DLOCK_ENOMEM, with words. */
@@ -80,8 +84,7 @@ static void test_client_open(void) {
   long n, aborts = 0, bad = 0;
   void *warm[1];
   backtrace(warm, 1); /* loads what backtrace needs, before any failure */
-  const char *from = getenv("DLOCK_ALLOC_FROM"); /* debugging: start there */
-  for (n = from ? atol(from) : 1; n <= SWEEP_MAX && th_now_ms() < end; n++) {
+  for (n = sweep_from(); n <= SWEEP_MAX && th_now_ms() < end; n++) {
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
@@ -131,9 +134,116 @@ static void test_client_open(void) {
   dlock_client_close(c);
 }
 
+/* One path: setup and after run unarmed; run is armed and returns the
+ * call's code; after checks what an error left and that all works again. */
+typedef struct path {
+  const char *what;
+  void *(*setup)(void);
+  int (*run)(void *x);
+  void (*after)(void *x, int rc);
+} path;
+
+
+static void sweep(const path *p) {
+  int64_t end = th_now_ms() + SWEEP_MS;
+  long n, bad = 0, allocs = 0;
+  for (n = sweep_from(); n <= SWEEP_MAX && th_now_ms() < end; n++) {
+    void *x = p->setup ? p->setup() : NULL;
+    fa_arm(n, 0);
+    int rc = p->run(x);
+    long failed = fa_disarm();
+    allocs = fa_counted();
+    if (!acceptable(rc)) {
+      if (bad++ < 5)
+        fprintf(stderr, "\n  %s: allocation %ld failed: %s (%s): %s", p->what,
+                n, dlock_strerror(rc), dlock_errname(rc), dlock_errmsg());
+      CU_FAIL("a failed allocation gave a code other than DLOCK_ENOMEM");
+    }
+    p->after(x, rc);
+    if (failed == 0)
+      break; /* the whole path ran with no allocation failing */
+  }
+  printf("[%s: %ld runs, %ld allocations, %ld bad] ", p->what, n, allocs, bad);
+  CU_ASSERT(n <= SWEEP_MAX && th_now_ms() < end + 1000);
+}
+
+/* ---- acquire and release, every kind of lock ------------------------- */
+
+typedef int (*lock_new_fn)(dlock_client *, const char *, const dlock_lock_opts *,
+                           dlock_lock **);
+
+typedef struct lock_case {
+  const char *name;
+  dlock_lock *l;
+  int acquired;
+} lock_case;
+
+static lock_new_fn current_new;
+static const char *current_name;
+
+static void *lock_setup(void) {
+  static lock_case x;
+  x.name = current_name;
+  x.acquired = 0;
+  x.l = NULL;
+  TH_ASSERT_RC(current_new(cl, x.name, NULL, &x.l), DLOCK_OK);
+  return &x;
+}
+
+/* acquire (a watchdog lease: the renewal is registered too), release */
+static int lock_run(void *arg) {
+  lock_case *x = arg;
+  int rc = dlock_acquire(x->l, 0, -1);
+  if (rc != DLOCK_OK)
+    return rc;
+  x->acquired = 1;
+  rc = dlock_release(x->l);
+  if (rc == DLOCK_OK)
+    x->acquired = 0;
+  return rc;
+}
+
+static void lock_after(void *arg, int rc) {
+  lock_case *x = arg;
+  (void)rc;
+  if (x->acquired) /* the release failed: it is still ours, and goes */
+    TH_ASSERT_RC(dlock_release(x->l), DLOCK_OK);
+  /* nothing of the call is left: no key, no queue */
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", x->name), 0);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS redisson_lock_queue:{%s}", x->name), 0);
+  /* and the same handle works */
+  TH_ASSERT_RC(dlock_acquire(x->l, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(x->l), DLOCK_OK);
+  dlock_lock_free(x->l);
+}
+
+static void lock_sweep(const char *what, lock_new_fn fn) {
+  current_new = fn;
+  current_name = th_name(what);
+  path p = {what, lock_setup, lock_run, lock_after};
+  sweep(&p);
+}
+
+static void test_reentrant(void) { lock_sweep("reentrant", dlock_reentrant_lock_new); }
+static void test_fenced(void) { lock_sweep("fenced", dlock_fenced_lock_new); }
+static void test_non_reentrant(void) {
+  lock_sweep("non-reentrant", dlock_non_reentrant_lock_new);
+}
+static void test_spin(void) { lock_sweep("spin", dlock_spin_lock_new); }
+static void test_fair(void) { lock_sweep("fair", dlock_fair_lock_new); }
+static void test_read(void) { lock_sweep("read", dlock_read_lock_new); }
+static void test_write(void) { lock_sweep("write", dlock_write_lock_new); }
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("alloc", suite_init, suite_clean);
   CU_add_test(s, "client_open", test_client_open);
+  CU_add_test(s, "reentrant", test_reentrant);
+  CU_add_test(s, "fenced", test_fenced);
+  CU_add_test(s, "non_reentrant", test_non_reentrant);
+  CU_add_test(s, "spin", test_spin);
+  CU_add_test(s, "fair", test_fair);
+  CU_add_test(s, "read", test_read);
+  CU_add_test(s, "write", test_write);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -294,6 +294,7 @@ void dlock__await_start(dlock__aop *op) {
                                .noun = w->noun ? w->noun : w->k->noun,
                                .name = op->h->name, .fifo = w->k->fifo,
                                .askable = w->k->ask && !w->no_ask,
+                               .ask_ms = dlock__client_opts(op->c)->command_timeout_ms,
                                .pause_only = w->k->wait_channel == NULL};
   run(op, dlock__recipe_start(&op->recipe, w->wait_ms, op->deadline_ms,
                               w->k->fifo ? dlock__fifo_waiters(op->c) : 0));

@@ -280,9 +280,15 @@ typedef struct dlock__try {
 int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
                     redisReply **reply);
 /* The fate (dlock__req_fate, net/req.h) of the calling thread's last
- * dlock__call / dlock__try_call that failed with DLOCK_EIO; DLOCK__SENT
+ * dlock__call / dlock__try_call that failed with DLOCK_EIO or DLOCK_ENOMEM; DLOCK__SENT
  * after any other outcome. */
 int dlock__last_call_fate(void);
+/* rc is a call's failure whose answer may be lost (its fate says whether
+ * it was sent): the connection broke (DLOCK_EIO), or the reply could not
+ * be read for want of memory (DLOCK_ENOMEM; unsent, it is only that). */
+static inline int dlock__answer_lost(int rc) {
+  return rc == DLOCK_EIO || rc == DLOCK_ENOMEM;
+}
 
 /* Interrupts (wait.c). The top-level handle of the calling thread's
  * acquire (set by lock.c around a lock's acquire, so a multi-lock's or
@@ -325,6 +331,10 @@ typedef struct dlock__recipe {
   const char *name;
   int fifo;               /* a FIFO waiter (semaphores): tries on its turn */
   int askable;            /* a lost try can be asked about */
+  int64_t ask_ms;         /* and for this long past the deadline (the
+                             command timeout): a single try's lost answer
+                             is asked about too, so that a grant it may
+                             have made is neither left behind nor lost */
   int pause_only;         /* no channel: every wait is a pause (no
                              SUBSCRIBE step) */
   /* the recipe's answer to the driver */

@@ -153,7 +153,7 @@ static int take_failed(dlock_client *c, dlock__dconn *dc, ssize_t k,
                      dc->s.reader->errstr);
   else
     dlock__dconn_say(c, dc, why, n, "%s", what);
-  return DLOCK_EIO;
+  return k == -3 && dc->s.reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM : DLOCK_EIO;
 }
 
 /* Take what the socket has, without blocking, and parse it: DLOCK_OK with
@@ -167,7 +167,7 @@ int dlock__dconn_pump(dlock_client *c, dlock__dconn *dc, int read_socket,
     if (redisReaderGetReply(dc->s.reader, &r) != REDIS_OK) {
       dlock__dconn_say(c, dc, why, n, "reply parse error: %s",
                        dc->s.reader->errstr);
-      return DLOCK_EIO;
+      return dc->s.reader->err == REDIS_ERR_OOM ? DLOCK_ENOMEM : DLOCK_EIO;
     }
     if (r != NULL) {
       if (dc->hello_replies > 0) { /* the handshake's, before any call's */

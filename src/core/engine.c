@@ -242,7 +242,7 @@ static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
     atomic_fetch_sub(&c->direct.piped, 1);
   }
   if (cs.status != DLOCK_OK) {
-    if (cs.status == DLOCK_EIO)
+    if (dlock__answer_lost(cs.status))
       tl_fate = dlock__req_fate(req);
     return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
                                                         : dlock_strerror(cs.status));

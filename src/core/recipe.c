@@ -79,12 +79,12 @@ static dlock__step not_yet(dlock__recipe *r, int64_t hint) {
 }
 
 /* rc, an error of a try or of an ask: a lost answer (DLOCK_EIO after the
- * request was written) may have run, so ask while the budget lasts (a
- * refused ask did not run: it is asked again). */
+ * request was written) may have run, so ask while the budget lasts, and
+ * for ask_ms past it (a refused ask did not run: it is asked again). */
 static dlock__step lost(dlock__recipe *r, int rc, int sent) {
-  if (rc == DLOCK_EIO && sent != DLOCK__UNSENT && r->askable &&
+  if (dlock__answer_lost(rc) && sent != DLOCK__UNSENT && r->askable &&
       r->asks < MAX_ASKS &&
-      (r->deadline < 0 || dlock__now_ms() < r->deadline)) {
+      (r->deadline < 0 || dlock__now_ms() < r->deadline + r->ask_ms)) {
     r->asks++;
     return DLOCK__STEP_ASK;
   }

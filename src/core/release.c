@@ -17,14 +17,14 @@ int dlock__release_retry(dlock_client *c,
   char rid[33];
   int rc = dlock__request_id(rid);
   int64_t start = dlock__now_ms();
-  for (int attempt = 0; rc == DLOCK_OK || rc == DLOCK_EIO; attempt++) {
+  for (int attempt = 0; rc == DLOCK_OK || dlock__answer_lost(rc); attempt++) {
     if (!dlock__release_again(c, start, attempt))
       break;
     dlock__req req;
     rc = build(ctx, rid, &req);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &req, reply);
-    if (rc != DLOCK_EIO)
+    if (!dlock__answer_lost(rc))
       break;
   }
   return rc;

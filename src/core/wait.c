@@ -77,7 +77,7 @@ static void give_up(dlock__wait *w) {
   snprintf(saved, sizeof saved, "%s", dlock_errmsg());
   redisReply *r = NULL;
   int rc = DLOCK_EIO;
-  for (int i = 0; i < 2 && rc == DLOCK_EIO; i++) {
+  for (int i = 0; i < 2 && dlock__answer_lost(rc); i++) {
     dlock__req req;
     rc = w->k->give_up(w, &req);
     if (rc == DLOCK_OK)
@@ -106,7 +106,7 @@ static void settle_early(dlock__wait *w, dlock__waiter *wr, int rc) {
     dlock__try t = {wr, 0};
     int64_t hint = 0;
     int got = try_once(w, &t, &hint); /* takes the early answer */
-    if (got == DLOCK_EIO && w->k->ask && !w->no_ask &&
+    if (dlock__answer_lost(got) && w->k->ask && !w->no_ask &&
         dlock__last_call_fate() == DLOCK__SENT)
       got = w->k->ask(w);
     if (got == 1)
@@ -273,6 +273,7 @@ int dlock__wait_run(dlock__wait *w) {
   dlock__recipe r = {.what = w->what, .noun = w->noun ? w->noun : k->noun,
                      .name = w->h->name, .fifo = k->fifo,
                      .askable = k->ask != NULL && !w->no_ask,
+                     .ask_ms = dlock__client_opts(c)->command_timeout_ms,
                      .pause_only = k->wait_channel == NULL};
   int64_t deadline = w->wait_ms < 0 ? -1 : dlock__now_ms() + w->wait_ms;
   dlock__step step = dlock__recipe_start(&r, w->wait_ms, deadline,

@@ -362,7 +362,17 @@ int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req) {
 int dlock__lock_wait_ask(dlock__wait *w) {
   dlock_lock *l = wait_lock(w);
   int64_t known = l->m->reqs->hold_count(l, w->owner);
-  return dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms);
+  int ran = dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms);
+  if (ran != 1 || !l->m->reqs->token_in_answer)
+    return ran;
+  /* it ran, and its token went with the answer: give that hold back (the
+   * count is the one before the try again), and try afresh */
+  lock_release x = {l, w->owner};
+  redisReply *r = NULL;
+  int rc = dlock__release_retry(l->h.client, build_release, &x, &r);
+  if (r)
+    freeReplyObject(r);
+  return rc == DLOCK_OK ? 0 : rc;
 }
 
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
@@ -375,8 +385,8 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
       .lease_ms = watchdog
                       ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
                       : lease_ms,
-      /* without the owner's count (a fenced grant's token cannot be asked
-       * later) a lost answer ends the wait with DLOCK_EIO */
+      /* without the owner's count a lost answer ends the wait with
+       * DLOCK_EIO (or DLOCK_ENOMEM: its reply could not be read) */
       .no_ask = m->hold_count == NULL};
   int rc = dlock__wait_run(&w);
   if (rc != 1)
@@ -409,7 +419,8 @@ int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
   int rc = dlock__release_retry(l->h.client, build_release, &x, &r);
   if (rc != DLOCK_OK) {
     /* Unknown outcome: stop tracking; the lease ends it at the latest. */
-    if (rc == DLOCK_EIO)
+    if (rc == DLOCK_EIO ||
+        (rc == DLOCK_ENOMEM && dlock__last_call_fate() == DLOCK__SENT))
       l->m->reqs->forget(l, owner);
     return rc;
   }

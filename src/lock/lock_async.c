@@ -107,18 +107,18 @@ static void release_send(dlock__aop *op);
 static void release_reply(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
   dlock_lock *l = lock_of(op);
-  int rc = status;
+  int rc = status, sent = dlock__req_fate(req) == DLOCK__SENT;
   if (status != DLOCK_OK)
     rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
                                                   : dlock_strerror(status));
   free(req);
-  if (rc == DLOCK_EIO && dlock__release_again(op->c, op->sent_ms, op->tries)) {
+  if (dlock__answer_lost(rc) && dlock__release_again(op->c, op->sent_ms, op->tries)) {
     release_send(op); /* the same request id: the latch replays it */
     return;
   }
   if (rc != DLOCK_OK) {
-    if (rc == DLOCK_EIO) /* unknown outcome: the lease ends it at the latest */
-      l->m->reqs->forget(l, op->owner);
+    if (rc == DLOCK_EIO || (rc == DLOCK_ENOMEM && sent))
+      l->m->reqs->forget(l, op->owner); /* unknown outcome: the lease ends it */
     dlock__aop_finish(op, rc);
     return;
   }

@@ -55,9 +55,12 @@ typedef struct dlock__lock_reqs {
   /* Optional: the owner's hold count as the client's hold registry has it
    * (-1: reported lost). When a try's answer is lost, the server's count
    * (state) against it says whether the try ran (dlock__lock_ask).
-   * NULL: not asked, the acquire fails with DLOCK_EIO (a fenced grant's
-   * token cannot be asked later). */
+   * NULL: not asked, the acquire fails with DLOCK_EIO. */
   int64_t (*hold_count)(dlock_lock *lock, uint64_t owner);
+  /* 1: a grant's token comes only in its answer (the fenced lock): a lost
+   * try that ran is given back (one hold released) and tried afresh, so
+   * the caller's grant always has its token. */
+  int token_in_answer;
   /* Optional: the owner's field in the lock's hash ("U:T", "U:T:write")
    * into out, its length: a guarded write checks it (src/fence). NULL: the
    * kind cannot guard a write. */

@@ -90,14 +90,16 @@ static const dlock__lock_reqs reentrant_reqs = {
     .wait = {DLOCK__LOCK_WAIT},
 };
 
-/* The same requests, each grant with its token: a lost answer cannot be
- * asked after (no hold_count). */
+/* The same requests, each grant with its token: a lost answer that ran
+ * is given back and tried afresh (its token is gone with it). */
 static const dlock__lock_reqs fenced_reqs = {
     .try_req = try_req,
     .release_req = release_req,
     .read_reply = fenced_read_reply,
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
+    .hold_count = dlock__hashlock_count,
+    .token_in_answer = 1,
     .wait = {DLOCK__LOCK_WAIT},
 };
 

@@ -323,7 +323,11 @@ static void conn_fail(dlock__conn *conn, const char *fmt, ...) {
   conn->reader = redisReaderCreate();
   char why[1024];
   snprintf(why, sizeof why, "%s", conn->last_error);
-  fail_inflight(conn, DLOCK_EIO, why);
+  /* a reply the reader ran out of memory for: the calls' answers are lost
+   * as with a dropped connection (asked after, or a release sent again),
+   * and an outcome still unknown is out of memory, not the server's */
+  fail_inflight(conn, conn->oom ? DLOCK_ENOMEM : DLOCK_EIO, why);
+  conn->oom = 0;
   if (conn->on_down) {
     conn->on_down(conn);
   } else {
@@ -604,12 +608,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
  * longer up. */
 static int take_replies(dlock__conn *conn, const char *p, size_t len) {
   if (redisReaderFeed(conn->reader, p, len) != REDIS_OK) {
+    conn->oom = conn->reader->err == REDIS_ERR_OOM;
     conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
     return -1;
   }
   for (;;) {
     void *reply = NULL;
     if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
+      conn->oom = conn->reader->err == REDIS_ERR_OOM;
       conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
       return -1;
     }

@@ -91,6 +91,7 @@ struct dlock__conn {
                           unanswered (UN)SUBSCRIBEs, in order (core/pubsub.c) */
   size_t sub_fifo_head;
   char last_error[1024];
+  int oom;                 /* the failure is the reply reader's: out of memory */
   char readbuf[65536];
 };
 

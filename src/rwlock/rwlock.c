@@ -38,13 +38,18 @@ typedef struct who {
   dlock__buf timeout_prefix;
 } who;
 
-static int who_init(rw_half *h, uint64_t owner_id, who *w) {
-  dlock_lock *l = &h->base;
+/* The fields alone (no allocation: a release's answer is recorded with
+ * them, which must not fail once the server has released). */
+static void who_fields(rw_half *h, uint64_t owner_id, who *w) {
   w->owner_id = owner_id;
-  w->reader_len = dlock__owner(l->h.client, w->owner_id, w->reader);
+  w->reader_len = dlock__owner(h->base.h.client, w->owner_id, w->reader);
   w->writer_len = (size_t)snprintf(w->writer, sizeof w->writer, "%s:write",
                                    w->reader);
   w->timeout_prefix = (dlock__buf){0};
+}
+
+static int who_init(rw_half *h, uint64_t owner_id, who *w) {
+  who_fields(h, owner_id, w);
   if (dlock__buf_add(&w->timeout_prefix, h->tag.p, h->tag.len) != DLOCK_OK ||
       dlock__buf_printf(&w->timeout_prefix, ":%s:rwlock_timeout", w->reader) !=
           DLOCK_OK) {
@@ -63,10 +68,7 @@ static dlock__hold_id hold_id(rw_half *h, who *w) {
 
 /* The caller's fields without the timeout prefix, and its hold's id. */
 static int who_id(rw_half *h, uint64_t owner_id, who *w, dlock__hold_id *id) {
-  int rc = who_init(h, owner_id, w);
-  if (rc != DLOCK_OK)
-    return rc;
-  dlock__buf_free(&w->timeout_prefix);
+  who_fields(h, owner_id, w);
   *id = hold_id(h, w);
   return DLOCK_OK;
 }
