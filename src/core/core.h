@@ -164,10 +164,14 @@ int dlock__release_req(dlock__req *req, int script,
                        const size_t *alens);
 /* The retry loop of a release: build makes one attempt's request (rid:
  * the request id every attempt shares); an attempt whose reply is lost
- * (DLOCK_EIO) is made again while dlock__release_again allows. */
+ * (dlock__answer_lost) is made again while dlock__release_again allows.
+ * _id: with the id of an attempt made already (a RedLock member's). */
 int dlock__release_retry(dlock_client *c,
                          int (*build)(void *ctx, const char *rid, dlock__req *req),
                          void *ctx, redisReply **reply);
+int dlock__release_retry_id(dlock_client *c, const char *rid,
+                            int (*build)(void *ctx, const char *rid, dlock__req *req),
+                            void *ctx, redisReply **reply);
 /* How long an unlock latch must live: the whole retry window. */
 int64_t dlock__unlock_latch_ms(dlock_client *c);
 /* Whether a release that failed with DLOCK_EIO makes attempt number

@@ -16,6 +16,13 @@ int dlock__release_retry(dlock_client *c,
                          void *ctx, redisReply **reply) {
   char rid[33];
   int rc = dlock__request_id(rid);
+  return rc == DLOCK_OK ? dlock__release_retry_id(c, rid, build, ctx, reply) : rc;
+}
+
+int dlock__release_retry_id(dlock_client *c, const char *rid,
+                            int (*build)(void *ctx, const char *rid, dlock__req *req),
+                            void *ctx, redisReply **reply) {
+  int rc = DLOCK_OK;
   int64_t start = dlock__now_ms();
   for (int attempt = 0; rc == DLOCK_OK || dlock__answer_lost(rc); attempt++) {
     if (!dlock__release_again(c, start, attempt))

@@ -256,6 +256,24 @@ int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r) 
   return lock->m->reqs->released(lock, owner, r);
 }
 
+typedef struct lock_release {
+  dlock_lock *l;
+  uint64_t owner;
+} lock_release;
+
+static int build_release(void *ctx, const char *rid, dlock__req *req) {
+  lock_release *x = ctx;
+  return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
+}
+
+int dlock__lock_release_again(dlock_lock *lock, uint64_t owner, const char *rid,
+                              redisReply **reply) {
+  if (!dlock__lock_has_requests(lock))
+    return no_requests(lock);
+  lock_release x = {lock, owner};
+  return dlock__release_retry_id(lock->h.client, rid, build_release, &x, reply);
+}
+
 void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
   if (dlock__lock_has_requests(lock))
     lock->m->reqs->forget(lock, owner);
@@ -282,15 +300,6 @@ int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
-typedef struct lock_release {
-  dlock_lock *l;
-  uint64_t owner;
-} lock_release;
-
-static int build_release(void *ctx, const char *rid, dlock__req *req) {
-  lock_release *x = ctx;
-  return x->l->m->reqs->release_req(x->l, x->owner, rid, req);
-}
 
 /* ---- the acquire of a kind that is its requests: its wait ------------------ */
 

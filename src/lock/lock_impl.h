@@ -187,6 +187,11 @@ int dlock__lock_release_req(dlock_lock *lock, uint64_t owner, const char *rid,
 int dlock__lock_hold(dlock_lock *lock, uint64_t owner, int watchdog,
                      int64_t lease_ms, int64_t t0_ms, dlock__listener *ln);
 int dlock__lock_released(dlock_lock *lock, uint64_t owner, const redisReply *r);
+/* A release request rid that failed sent again, blocking, while its answer
+ * is lost (the unlock latch replays one that ran): *reply as
+ * dlock__release_retry's. */
+int dlock__lock_release_again(dlock_lock *lock, uint64_t owner, const char *rid,
+                              redisReply **reply);
 void dlock__lock_forget(dlock_lock *lock, uint64_t owner);
 
 /* ---- locks kept in a hash of owner -> hold count (hashlock.c) ------------- */

@@ -35,6 +35,7 @@ typedef struct call {
   int status; /* DLOCK_OK with reply, or the failure */
   redisReply *reply;
   char errmsg[1536];
+  char rid[33]; /* a release's request id: sent again with it */
 } call;
 
 struct round {
@@ -150,7 +151,6 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
   for (size_t i = 0; i < rl->n; i++) {
     call *c = &r->calls[i];
     dlock_lock *m = rl->members[i];
-    char rid[33];
     c->round = r;
     c->m = m->m;
     if (skip && skip[i]) {
@@ -158,9 +158,9 @@ static round *round_start(redlock *rl, int kind, uint64_t owner, int64_t lease_m
       continue;
     }
     int rc = kind == TRY ? dlock__lock_try_req(m, owner, lease_ms, &c->req)
-                         : dlock__request_id(rid);
+                         : dlock__request_id(c->rid);
     if (rc == DLOCK_OK && kind == RELEASE)
-      rc = dlock__lock_release_req(m, owner, rid, &c->req);
+      rc = dlock__lock_release_req(m, owner, c->rid, &c->req);
     if (rc == DLOCK_OK) {
       c->req.done = call_done;
       c->req.data = c;
@@ -467,6 +467,35 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
   }
 }
 
+/* The members whose release answered with a lost answer (or never left,
+ * for want of memory): sent again with the same id, blocking, so one that
+ * ran is replayed, not repeated. r->mu is held on entry and on return; it
+ * is let go meanwhile (the engine answers the round's other calls under
+ * it), and an answered call changes no more. */
+static void release_lost_again(redlock *rl, round *r, uint64_t owner) {
+  int again[DLOCK__MAX_MEMBERS];
+  size_t n = 0;
+  for (size_t i = 0; i < rl->n; i++)
+    if (r->calls[i].done && dlock__answer_lost(r->calls[i].status) &&
+        r->calls[i].rid[0])
+      again[n++] = (int)i;
+  if (n == 0)
+    return;
+  pthread_mutex_unlock(&r->mu);
+  for (size_t k = 0; k < n; k++) {
+    call *c = &r->calls[again[k]];
+    redisReply *reply = NULL;
+    if (dlock__lock_release_again(rl->members[again[k]], owner, c->rid,
+                                  &reply) == DLOCK_OK) {
+      c->status = DLOCK_OK;
+      c->reply = reply;
+    } else {
+      snprintf(c->errmsg, sizeof c->errmsg, "%s", dlock_errmsg());
+    }
+  }
+  pthread_mutex_lock(&r->mu);
+}
+
 static int release(dlock_lock *l, uint64_t owner) {
   redlock *rl = (redlock *)l;
   round *r = round_start(rl, RELEASE, owner, 0, NULL);
@@ -507,6 +536,7 @@ static int release(dlock_lock *l, uint64_t owner) {
     round_wait(r, rl->quorum,
                t0 + dlock__client_opts(rl->members[0]->h.client)->command_timeout_ms);
   }
+  release_lost_again(rl, r, owner);
   size_t released = 0, lost = 0;
   char why[1024] = "", at[300];
   for (size_t i = 0; i < rl->n; i++) {
