@@ -289,6 +289,7 @@ static void run(dlock__aop *op, dlock__step step) {
 
 void dlock__await_start(dlock__aop *op) {
   const dlock__wait *w = &op->wt;
+  dlock__request_id(op->wt.rid);
   op->on_ready = try_ready;
   op->recipe = (dlock__recipe){.what = w->what,
                                .noun = w->noun ? w->noun : w->k->noun,

@@ -101,6 +101,8 @@ typedef enum dlock__key_kind {
   DLOCK__KEY_TAG,             /* {N}: start of a read hold's timeout key */
   DLOCK__KEY_LATCH_CHANNEL,   /* redisson_countdownlatch__channel__{N} */
   DLOCK__KEY_SEM_CHANNEL,     /* redisson_sc:{N} */
+  DLOCK__KEY_SEM_TAKE,        /* dlock_semaphore_take:{N}: (+ request id) */
+  DLOCK__KEY_SEM_RELEASE,     /* dlock_semaphore_release:{N}: (+ id) */
   DLOCK__KEY_PERMITS_TIMEOUT, /* {N}:timeout */
   DLOCK__KEY_PERMITS_LATCH,   /* dlock_permits_release_latch:{N}: (+ id) */
   DLOCK__KEY_FENCE,           /* dlock_fence:{N}: a guarded write's newest

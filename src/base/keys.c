@@ -48,6 +48,8 @@ static const struct {
     /* plain concatenation: the braces are there even when N has a tag */
     [DLOCK__KEY_LATCH_CHANNEL] = {WRAP, "redisson_countdownlatch__channel__", ""},
     [DLOCK__KEY_SEM_CHANNEL] = {PREFIX, "redisson_sc", ""},
+    [DLOCK__KEY_SEM_TAKE] = {PREFIX, "dlock_semaphore_take", ":"},
+    [DLOCK__KEY_SEM_RELEASE] = {PREFIX, "dlock_semaphore_release", ":"},
     [DLOCK__KEY_PERMITS_TIMEOUT] = {SUFFIX, "timeout", ""},
     [DLOCK__KEY_PERMITS_LATCH] = {PREFIX, "dlock_permits_release_latch", ":"},
     [DLOCK__KEY_FENCE] = {PREFIX, "dlock_fence", ""},

@@ -247,8 +247,10 @@ struct dlock__wait {
   int64_t lease_ms;
   int64_t demand;       /* a FIFO wait's need (permits); 0 counts as 1 */
   int watchdog;         /* the grant is renewed until released */
-  int no_ask;           /* lost answers are not asked about (a fenced
-                           grant's token cannot be asked later) */
+  int no_ask;           /* lost answers are not asked about */
+  char rid[33];         /* this wait's request id (the drivers set it at
+                           the start): a kind marks what its tries did
+                           with it (the semaphore) */
   void *res;            /* the async driver's dlock_result, NULL for a
                            blocking wait: what a grant fills in beyond
                            token, validity and count */

@@ -521,7 +521,7 @@ static int engine_new(dlock_client *c) {
   dlock__engine *e = calloc(1, sizeof *e);
   if (e == NULL || uv_loop_init(&e->loop) != 0) {
     free(e);
-    return dlock__fail(DLOCK_ENOMEM, "cannot set up the client");
+    return dlock__fail(DLOCK_ENOMEM, "out of memory setting up the client");
   }
   presize(e);
   atomic_init(&e->users, 1);
@@ -543,7 +543,8 @@ static int engine_new(dlock_client *c) {
     uv_loop_close(&e->loop);
     free(e);
     c->engine = NULL;
-    return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread");
+    return dlock__fail(DLOCK_ENOMEM, "cannot start the engine thread (out of "
+                                     "memory or of threads)");
   }
   return DLOCK_OK;
 }

@@ -270,6 +270,7 @@ static int keep(dlock__wait *w) {
 int dlock__wait_run(dlock__wait *w) {
   const dlock__wait_kind *k = w->k;
   dlock_client *c = w->h->client;
+  dlock__request_id(w->rid);
   dlock__recipe r = {.what = w->what, .noun = w->noun ? w->noun : k->noun,
                      .name = w->h->name, .fifo = k->fifo,
                      .askable = k->ask != NULL && !w->no_ask,

@@ -45,6 +45,8 @@ struct election_hub {
   int resync;             /* tell the next events as a resync */
   int told;               /* the state below was told */
   int vacant;
+  int untold;             /* a change could not be told (out of memory):
+                             the state is read again soon, told as resync */
   int closing;            /* no observer left: end at the next chance */
   dlock_leader last;      /* what was told last; value: value below */
   char *value;            /* the last leader's value, for joiners */
@@ -87,33 +89,40 @@ static dlock_election_event *event(dlock_election_change change,
 }
 
 /* ev to one observer: shared while its callback runs on the engine
- * thread, a copy for the completion queue. */
-static void deliver(observer *o, const dlock_election_event *ev) {
+ * thread, a copy for the completion queue. 0 when out of memory: this
+ * observer was not told. */
+static int deliver(observer *o, const dlock_election_event *ev) {
   if (dlock__client_opts(o->op->c)->completions != DLOCK_COMPLETE_QUEUE) {
     dlock__aop_emit(o->op, NULL, ev);
-    return;
+    return 1;
   }
   size_t size = sizeof *ev + ev->leader.value_len + 1;
   dlock_election_event *copy = malloc(size);
   if (copy == NULL)
-    return; /* out of memory: this observer is not told */
+    return 0;
   memcpy(copy, ev, size);
   copy->leader.value = (char *)(copy + 1);
   dlock__aop_emit(o->op, copy, copy);
+  return 1;
 }
 
-/* Tell one change to every observer that began (all: the hub's first). */
-static void tell(hub *h, int resync, dlock_election_change change,
-                 const dlock_leader *l) {
+/* Tell one change to every observer that began (all: the hub's first).
+ * 0 when out of memory left one untold (h->untold: the state is read and
+ * told again, as a resync, so none misses it for good). */
+static int tell(hub *h, int resync, dlock_election_change change,
+                const dlock_leader *l) {
   dlock_election_event *ev = event(change, l, resync);
-  if (ev == NULL)
-    return; /* out of memory: the change is not told */
-  for (observer *o = h->first; o; o = o->next)
+  int all = ev != NULL;
+  for (observer *o = h->first; ev && o; o = o->next)
     if (o->started || !h->told) {
-      o->started = 1;
-      deliver(o, ev);
+      if (deliver(o, ev))
+        o->started = 1;
+      else
+        all = 0;
     }
   free(ev);
+  h->untold |= !all;
+  return all;
 }
 
 /* Keep l as the last told, its value for those who join later. */
@@ -145,6 +154,7 @@ static void learn(hub *h, const dlock_leader *l) {
   int rs = h->resync || (h->told && l->term > last->term + 1);
   int differs = l->leading != !h->vacant || l->term != last->term ||
                 (l->leading && l->version != last->version);
+  h->untold = 0;
   if (!h->told || (h->resync && differs)) {
     /* the first state; or, after a drop, the state now whatever it is (a
      * server that restarted without its data counts terms from 0 again) */
@@ -162,6 +172,10 @@ static void learn(hub *h, const dlock_leader *l) {
     tell(h, rs, DLOCK_VACANT, &ended);
   } else {
     return; /* old news */
+  }
+  if (h->untold) { /* told again, whole, once it is read again */
+    h->resync = h->due = 1;
+    return;
   }
   h->resync = 0;
   h->told = 1;
@@ -229,7 +243,10 @@ static void read_done(dlock__req *req, redisReply *reply, int status) {
     dlock__aop_timer(op, 1000, timer_fired);
   } else {
     learn(h, &l);
-    arm(op, h, l.lease_ms);
+    if (h->untold)
+      dlock__aop_timer(op, 100, timer_fired); /* read and tell again */
+    else
+      arm(op, h, l.lease_ms);
     dlock_leader_clear(&l);
   }
   hub_ready(op); /* what came meanwhile */
@@ -263,7 +280,9 @@ static void drain(dlock__aop *op, hub *h) {
     dlock_leader l;
     if (h->begun && parse(h, m, &l)) {
       learn(h, &l);
-      if (l.leading && l.lease_ms > 0)
+      if (h->untold)
+        dlock__aop_timer(op, 100, timer_fired); /* read and tell again */
+      else if (l.leading && l.lease_ms > 0)
         arm(op, h, l.lease_ms);
     }
     free(m);

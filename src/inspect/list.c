@@ -30,7 +30,8 @@ static int helper_key(const char *k, size_t len) {
   static const char *const prefixes[] = {
       "redisson_lock_token:",  "redisson_unlock_latch:", "redisson_lock_queue:",
       "redisson_lock_timeout:", "dlock_fair_alive:",     "dlock_permits_release_latch:",
-      "dlock_fence:", "dlock_election:"};
+      "dlock_fence:", "dlock_election:", "dlock_semaphore_take:",
+      "dlock_semaphore_release:"};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
     if (starts(k, len, prefixes[i]))
       return 1;

@@ -219,12 +219,34 @@ static int wait_give_back(dlock__wait *w, const char *rid, dlock__req *req) {
   return release_req(a->p, a->raw, a->n, rid, req);
 }
 
+/* A try whose answer was lost: did it run? Every try of one acquire
+ * carries the same ids, and a try that ran put them in {N}:timeout: the
+ * first is there (1), or not (0: the next try takes them). */
+static int wait_ask(dlock__wait *w) {
+  attempt *a = w->ctx;
+  dlock_permits *p = a->p;
+  const char *argv[] = {"ZSCORE", p->timeouts.p, a->raw[0]};
+  size_t lens[] = {6, p->timeouts.len, 16};
+  dlock__req req;
+  redisReply *r = NULL;
+  int rc = dlock__req_command(&req, 3, argv, lens);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__req_route(&req, p->timeouts.p, p->timeouts.len);
+  if ((rc = dlock__call(p->o.h.client, &req, &r)) != DLOCK_OK)
+    return rc;
+  int ran = r->type == REDIS_REPLY_STRING;
+  freeReplyObject(r);
+  return ran;
+}
+
 static const dlock__wait_kind permits_wait = {
     .noun = "permits of",
     .try_req = wait_try,
     .try_reply = wait_reply,
     .granted = wait_granted,
     .give_back = wait_give_back,
+    .ask = wait_ask,
     .wait_channel = dlock__synchronizer_channel,
     .fifo = 1,
 };

@@ -92,10 +92,55 @@ int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta,
 
 /* ---- the wait for permits (both drivers read permit_wait): w->demand ------- */
 
+/* The mark a try of this wait leaves when it takes permits:
+ * dlock_semaphore_take:{N}:R, R the wait's request id; it lives as long as
+ * an answer may be asked after (an unlock latch's time). */
+static int take_mark(dlock__wait *w, dlock__buf *mark) {
+  dlock_semaphore *s = (void *)w->h;
+  *mark = (dlock__buf){0};
+  if (dlock__key(mark, DLOCK__KEY_SEM_TAKE, s->o.h.name, s->o.h.name_len) ||
+      dlock__buf_add(mark, w->rid, strlen(w->rid)) != DLOCK_OK) {
+    dlock__buf_free(mark);
+    return dlock__oom();
+  }
+  return DLOCK_OK;
+}
+
 static int acquire_req(dlock__wait *w, dlock__req *req) {
   dlock_semaphore *s = (void *)w->h;
-  return dlock__synchronizer_req(&s->o, NULL, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1,
-                                 &w->demand, 0, req);
+  dlock__buf mark;
+  int rc = take_mark(w, &mark);
+  if (rc != DLOCK_OK)
+    return rc;
+  int64_t nums[] = {w->demand, dlock__unlock_latch_ms(s->o.h.client)};
+  rc = dlock__synchronizer_req(&s->o, &mark, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 2,
+                               nums, 0, req);
+  dlock__buf_free(&mark);
+  return rc;
+}
+
+/* A try whose answer was lost: did it take the permits? Its mark says. */
+static int acquire_ask(dlock__wait *w) {
+  dlock_semaphore *s = (void *)w->h;
+  dlock__buf mark;
+  int rc = take_mark(w, &mark);
+  if (rc != DLOCK_OK)
+    return rc;
+  const char *argv[] = {"EXISTS", mark.p};
+  size_t lens[] = {6, mark.len};
+  dlock__req req;
+  redisReply *r = NULL;
+  rc = dlock__req_command(&req, 2, argv, lens);
+  if (rc == DLOCK_OK) {
+    dlock__req_route(&req, mark.p, mark.len);
+    rc = dlock__call(s->o.h.client, &req, &r);
+  }
+  dlock__buf_free(&mark);
+  if (rc != DLOCK_OK)
+    return rc;
+  int ran = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+  freeReplyObject(r);
+  return ran;
 }
 
 static int acquire_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
@@ -120,6 +165,7 @@ static const dlock__wait_kind permit_wait = {
     .try_req = acquire_req,
     .try_reply = acquire_reply,
     .give_back = acquire_give_back,
+    .ask = acquire_ask,
     .wait_channel = dlock__synchronizer_channel,
     .fifo = 1,
 };
@@ -149,6 +195,37 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   return rc;
 }
 
+typedef struct sem_release {
+  dlock_semaphore *s;
+  int64_t n;
+} sem_release;
+
+/* One attempt of a release: its latch dlock_semaphore_release:{N}:R makes
+ * a retry after a lost answer replay the first, not give back twice. */
+static int build_release(void *ctx, const char *rid, dlock__req *req) {
+  sem_release *x = ctx;
+  dlock__synchronizer *o = &x->s->o;
+  dlock__buf latch = {0};
+  if (dlock__key(&latch, DLOCK__KEY_SEM_RELEASE, o->h.name, o->h.name_len) ||
+      dlock__buf_add(&latch, rid, strlen(rid)) != DLOCK_OK) {
+    dlock__buf_free(&latch);
+    return dlock__oom();
+  }
+  char n[24], ttl[24];
+  const char *pub = dlock__publish_cmd(o->h.client);
+  const char *keys[] = {o->h.name, latch.p};
+  size_t klens[] = {o->h.name_len, latch.len};
+  const char *args[] = {n, pub, o->channel.p, ttl};
+  size_t alens[] = {(size_t)snprintf(n, sizeof n, "%" PRId64, x->n), strlen(pub),
+                    o->channel.len,
+                    (size_t)snprintf(ttl, sizeof ttl, "%" PRId64,
+                                     dlock__unlock_latch_ms(o->h.client))};
+  int rc = dlock__req_script(req, DLOCK__SCRIPT_SEM_RELEASE, 2, keys, klens, 4,
+                             args, alens);
+  dlock__buf_free(&latch);
+  return rc;
+}
+
 int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
   int rc = dlock__synchronizer_check(s);
   if (rc != DLOCK_OK)
@@ -157,7 +234,15 @@ int dlock_semaphore_release(dlock_semaphore *s, int64_t n) {
     return dlock__fail(DLOCK_EINVAL, "n must be >= 0");
   if (n == 0)
     return DLOCK_OK;
-  rc = dlock__synchronizer_run(&s->o, DLOCK__SCRIPT_SEM_RELEASE, 1, &n, 1, NULL);
+  sem_release x = {s, n};
+  redisReply *r = NULL;
+  rc = dlock__release_retry(s->o.h.client, build_release, &x, &r);
+  if (rc == DLOCK_OK) {
+    int64_t available;
+    rc = dlock__reply_int(r, &available,
+                          dlock__scripts[DLOCK__SCRIPT_SEM_RELEASE].name);
+    freeReplyObject(r);
+  }
   if (rc == DLOCK_OK)
     dlock__fifo_released(s->o.h.client, s->o.channel.p, s->o.channel.len, n);
   dlock__stats_release(dlock__client_stats(s->o.h.client), rc);

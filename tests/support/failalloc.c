@@ -11,10 +11,13 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "failalloc.h"
 
@@ -28,7 +31,7 @@ static void (*next_free)(void *);
 static int (*next_memalign)(void **, size_t, size_t);
 static void *(*next_aligned)(size_t, size_t);
 
-static _Atomic int armed, persist;
+static _Atomic int armed, persist, pending; /* pending: a spared one's due */
 static _Atomic long counted, fail_at, failures;
 static _Thread_local int exempt, resolving;
 
@@ -75,16 +78,16 @@ static int fails(const void *caller) {
   if (!atomic_load_explicit(&armed, memory_order_acquire) || exempt)
     return 0;
   long n = atomic_fetch_add(&counted, 1) + 1, at = atomic_load(&fail_at);
-  if (n == at || (n > at && atomic_load(&persist))) {
-    if (spared(caller)) {
-      atomic_compare_exchange_strong(&fail_at, &at, at + 1);
-      return 0;
-    }
-    atomic_fetch_add(&failures, 1);
-    errno = ENOMEM;
-    return 1;
+  int due = n == at || (n > at && atomic_load(&persist));
+  if (!due && !atomic_exchange(&pending, 0))
+    return 0;
+  if (spared(caller)) {
+    atomic_store(&pending, 1); /* the next one, whichever thread asks */
+    return 0;
   }
-  return 0;
+  atomic_fetch_add(&failures, 1);
+  errno = ENOMEM;
+  return 1;
 }
 #define FAILS() fails(__builtin_return_address(0))
 
@@ -139,11 +142,13 @@ void fa_arm(long n, int persistent) {
   atomic_store(&failures, 0);
   atomic_store(&fail_at, n);
   atomic_store(&persist, persistent);
+  atomic_store(&pending, 0);
   atomic_store_explicit(&armed, 1, memory_order_release);
 }
 
 long fa_disarm(void) {
   atomic_store_explicit(&armed, 0, memory_order_release);
+  atomic_store(&pending, 0);
   return atomic_load(&failures);
 }
 
@@ -151,11 +156,45 @@ long fa_counted(void) { return atomic_load(&counted); }
 
 void fa_exempt(int e) { exempt = e; }
 
+/* An abort: exit FAILALLOC_LIBUV_ABORT when a frame of its stack is
+ * libuv's (it aborts by design when an allocation of its own fails), else
+ * the abort goes on. */
+static void on_abort(int sig) {
+  (void)sig;
+  fa_disarm();
+  void *frames[64];
+  int n = backtrace(frames, 64);
+  for (int i = 0; i < n; i++) {
+    Dl_info d;
+    if (dladdr(frames[i], &d) && d.dli_fname && strstr(d.dli_fname, "libuv.so"))
+      _exit(FAILALLOC_LIBUV_ABORT);
+  }
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
+/* the preloaded copy's last word on stderr: whether an allocation failed */
+static void say_failed(void) {
+  if (atomic_load(&failures) > 0) {
+    static const char said[] = "failalloc: a failed allocation\n";
+    ssize_t w = write(2, said, sizeof said - 1);
+    (void)w;
+  }
+}
+
+void fa_tell_libuv_aborts(void) {
+  void *warm[1];
+  backtrace(warm, 1); /* loads what it needs, before any failure */
+  signal(SIGABRT, on_abort);
+}
+
 /* the preloaded copy: armed from the environment before main */
 __attribute__((constructor)) static void from_env(void) {
   const char *at = getenv("FAILALLOC_AT");
   if (at && atol(at) > 0) {
+    fa_tell_libuv_aborts();
     const char *p = getenv("FAILALLOC_PERSIST");
     fa_arm(atol(at), p && p[0] == '1');
+    atexit(say_failed);
   }
 }

@@ -18,4 +18,9 @@ long fa_counted(void);
 /* This thread's allocations are never counted nor failed (exempt 1). */
 void fa_exempt(int exempt);
 
+/* From now on an abort inside libuv exits the process with this status
+ * (the preloaded copy does it from the start); any other abort aborts. */
+#define FAILALLOC_LIBUV_ABORT 42
+void fa_tell_libuv_aborts(void);
+
 #endif

@@ -268,7 +268,12 @@ int take_global(int argc, char **argv, int *i) {
   }
   if (cli.nurls == CLI_MAX_REDIS)
     return usage_error("at most %d --redis", CLI_MAX_REDIS);
-  if (dlock_uri_check(val) != DLOCK_OK)
+  int rc = dlock_uri_check(val);
+  if (rc == DLOCK_ENOMEM) {
+    fprintf(stderr, "%s: --redis: out of memory\n", prog);
+    return EXIT_OSERR;
+  }
+  if (rc != DLOCK_OK)
     return usage_error("bad --redis URL \"%s\": %s", shown(val), dlock_errmsg());
   cli.urls[cli.nurls++] = val;
   return 0;

@@ -514,9 +514,11 @@ int cmd_run(int argc, char **argv) {
   run_state.acquiring = 1;
   cli_cond_init(&run_state.cv); /* timed waits on the monotonic clock */
   pthread_t signals;
-  if (pthread_create(&signals, NULL, signal_thread, &set) != 0) {
-    fprintf(stderr, "%s: cannot start a thread\n", prog);
-    return EXIT_SOFTWARE;
+  int started = pthread_create(&signals, NULL, signal_thread, &set);
+  if (started != 0) { /* EAGAIN: out of memory or of threads */
+    fprintf(stderr, "%s: cannot start a thread: %s (out of memory?)\n", prog,
+            strerror(started));
+    return EXIT_OSERR;
   }
   status = run_locked(&ro, &mask);
   pthread_kill(signals, SIGRTMIN);
