@@ -38,8 +38,9 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return nil
 end
 if tonumber(redis.call('hget', KEYS[1], ARGV[2])) > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], -1)
+  -- the expiry first: a release lands on a full server (lock_release.lua)
   redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end

@@ -26,8 +26,12 @@ if not holds then
   return nil
 end
 if holds > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], -1)
+  -- the expiry first: a full server (maxmemory, noeviction) refuses a
+  -- script's first write that may need memory (HINCRBY, SET), not one that
+  -- cannot (PEXPIRE, DEL), and after a write none: so a release lands on a
+  -- full server
   redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('hincrby', KEYS[1], ARGV[2], -1)
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end

@@ -55,12 +55,14 @@ end
 if result == 1 then
   redis.call(ARGV[3], ARGV[4], '0')
 end
+-- the hold's timeout key first: a deletion, so the release lands on a
+-- full server (lock_release.lua)
+redis.call('del', KEYS[3] .. ':' .. (n + 1))
 if n == 0 then
   redis.call('hdel', KEYS[1], ARGV[1])
 else
   redis.call('hincrby', KEYS[1], ARGV[1], -1)
 end
-redis.call('del', KEYS[3] .. ':' .. (n + 1))
 if result == 1 then
   redis.call('del', KEYS[1])
 elseif expire then

@@ -18,10 +18,10 @@ if redis.call('hget', KEYS[1], 'mode') ~= 'write' or
   return nil
 end
 if tonumber(redis.call('hget', KEYS[1], ARGV[2])) > 1 then
+  -- the expiry first (never shortened): a release lands on a full server
+  -- (lock_release.lua)
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
   redis.call('hincrby', KEYS[1], ARGV[2], -1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-    redis.call('pexpire', KEYS[1], ARGV[1])
-  end
   redis.call('set', KEYS[2], '0', 'px', ARGV[3])
   return 0
 end

@@ -3,6 +3,7 @@
  * closing, and the faults the engine must ride out. */
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -1091,6 +1092,95 @@ static void test_source_addr(void) {
   th_server_stop(&open_srv);
 }
 
+/* Out of file descriptors (RLIMIT_NOFILE at its edge): opening a client
+ * fails at once with DLOCK_EIO naming the limit; a running client whose
+ * connections dropped cannot connect again: a call fails naming the limit,
+ * a hold it cannot renew is reported lost when its lease ends, and once
+ * descriptors are back it works again. The process's descriptors are
+ * filled (dup) under a soft limit lowered to 1024 for the test, then given
+ * back. */
+enum { FILL_MAX = 4096 };
+static int filled[FILL_MAX], nfilled;
+
+static void fds_fill(void) {
+  int fd;
+  while (nfilled < FILL_MAX && (fd = dup(2)) >= 0)
+    filled[nfilled++] = fd;
+}
+
+static void fds_free(void) {
+  while (nfilled > 0)
+    close(filled[--nfilled]);
+}
+
+static void test_out_of_descriptors(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, NULL) == 0);
+  struct rlimit was, low;
+  CU_ASSERT_FATAL(getrlimit(RLIMIT_NOFILE, &was) == 0);
+  low = was;
+  if (low.rlim_cur > 1024)
+    low.rlim_cur = 1024;
+  CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &low) == 0);
+
+  /* opening: none left */
+  fds_fill();
+  CU_ASSERT(nfilled > 0 && nfilled < FILL_MAX);
+  dlock_client *c = NULL;
+  int rc = dlock_client_open(s.url, NULL, &c);
+  CU_ASSERT_EQUAL(rc, DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "out of file descriptors") != NULL);
+  if (rc == DLOCK_OK)
+    dlock_client_close(c);
+  fds_free();
+
+  /* running: the connections drop, none can be made again. The client's
+   * descriptors are all at base or above (base was the lowest free before
+   * it opened); every free one is filled and the limit lowered to base, so
+   * the ones its dropped connections free cannot be had again */
+  int base = dup(2);
+  CU_ASSERT_FATAL(base >= 0);
+  close(base);
+  th_lost_log log;
+  c = th_watchdog_client(&s, &log, 900);
+  dlock_lock *held, *other;
+  const char *name = th_name("fds");
+  char name2[128];
+  snprintf(name2, sizeof name2, "%s:other", name);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &held), DLOCK_OK);
+  TH_ASSERT_RC(dlock_reentrant_lock_new(c, name2, NULL, &other), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(held, 0, -1), DLOCK_OK);
+  redisContext *raw = redisConnect("127.0.0.1", s.port);
+  CU_ASSERT_FATAL(raw != NULL && raw->err == 0);
+  fds_fill();
+  struct rlimit none = low;
+  none.rlim_cur = (rlim_t)base;
+  CU_ASSERT_FATAL(setrlimit(RLIMIT_NOFILE, &none) == 0);
+  freeReplyObject(redisCommand(raw, "CLIENT KILL TYPE normal SKIPME yes"));
+  freeReplyObject(redisCommand(raw, "CLIENT KILL TYPE pubsub"));
+  TH_ASSERT_RC(dlock_acquire(other, 0, 30000), DLOCK_EIO);
+  CU_ASSERT(strstr(dlock_errmsg(), "out of file descriptors") != NULL);
+  printf("\n    a call: %s\n", dlock_errmsg());
+  /* the hold it cannot renew: told lost at its lease's end (900 ms) */
+  CU_ASSERT_EQUAL(th_lost_wait(&log, 1, 5000), 1);
+  fds_free();
+  CU_ASSERT(setrlimit(RLIMIT_NOFILE, &was) == 0);
+
+  /* descriptors are back: it works again (it reconnects on its own) */
+  rc = DLOCK_EIO;
+  for (int64_t end = th_now_ms() + 10000; rc != DLOCK_OK && th_now_ms() < end;)
+    if ((rc = dlock_acquire(other, 0, 30000)) != DLOCK_OK)
+      usleep(50000);
+  TH_ASSERT_RC(rc, DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(other), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(held), DLOCK_ELOST);
+  redisFree(raw);
+  dlock_lock_free(held);
+  dlock_lock_free(other);
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("core", NULL, NULL);
   CU_add_test(s, "uri_parse", test_uri_parse);
@@ -1118,6 +1208,7 @@ static void add_tests(void) {
   CU_add_test(s, "shared_engine", test_shared_engine);
   CU_add_test(s, "shared_engine_member_down", test_shared_engine_member_down);
   CU_add_test(s, "source_addr", test_source_addr);
+  CU_add_test(s, "out_of_descriptors", test_out_of_descriptors);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

@@ -18,6 +18,9 @@
  * refusing server after this long. */
 #define CMD_TIMEOUT_MS 300
 
+typedef int lock_new_fn(dlock_client *, const char *, const dlock_lock_opts *,
+                        dlock_lock **);
+
 static dlock_client *client_of(th_server *s) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.command_timeout_ms = CMD_TIMEOUT_MS;
@@ -275,29 +278,18 @@ static void test_masterdown(void) {
 }
 
 /* A server at its maxmemory whose policy refuses writes (noeviction): a
- * script's first write is refused with OOM, nothing written. It passes
- * once memory is freed or maxmemory raised: a single try fails with
- * DLOCK_EIO naming maxmemory, a waiting acquire gets the lock once the
- * server takes writes again, a release refused by it is sent again and
- * lands (a full server must not keep a lock its holder let go), and the
- * tool exits 69, not 70 with a script's hash. maxmemory 1 stands for a
- * full server (every write refused at once). */
-typedef struct oom_lift {
-  th_server *s;
-  long long before;
-} oom_lift;
-
+ * script's first write that may need memory is refused with OOM, nothing
+ * written. It passes once memory is freed or maxmemory raised: a single
+ * try fails with DLOCK_EIO naming maxmemory, a waiting acquire gets the
+ * lock once the server takes writes again, releases land on the full
+ * server at once (their first write expires or deletes: a full server
+ * must not keep a lock its holder let go), and the tool exits 69, not 70
+ * with a script's hash. maxmemory 1 stands for a full server (every write
+ * that may need memory refused at once). */
 static void set_maxmemory(th_server *s, const char *v) {
   redisReply *r = th_cmd(s, "CONFIG SET maxmemory %s", v);
   if (r)
     freeReplyObject(r);
-}
-
-static int lift_after_refusals(void *arg) {
-  oom_lift *o = arg;
-  int seen = refused_again(o->s, "OOM", o->before, 2);
-  set_maxmemory(o->s, "0");
-  return seen;
 }
 
 static void test_oom(void) {
@@ -316,27 +308,30 @@ static void test_oom(void) {
   set_maxmemory(&s, "0");
   waiter_gets_it(&a, th_now_ms());
 
-  /* a release the full server refuses is sent again within the command
-   * timeout (3 s here), and lands once memory is there: a re-entered
-   * hold's first release (its count's decrement is a write that may need
-   * memory; the last release deletes, which the server always allows) */
-  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  o.command_timeout_ms = 3000;
-  dlock_client *c2 = th_client(&s, &o);
-  dlock_lock *l;
-  TH_ASSERT_RC(dlock_reentrant_lock_new(c2, name, NULL, &l), DLOCK_OK);
-  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  set_maxmemory(&s, "1");
-  oom_lift lift = {&s, errorstat(&s, "OOM")};
-  th_elsewhere_call e;
-  th_elsewhere_start(&e, lift_after_refusals, &lift);
-  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_elsewhere_join(&e), 1); /* it was refused first */
-  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 1); /* one hold left */
-  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
-  CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", name), 0);
-  dlock_lock_free(l);
+  /* releases on the full server land at once, none refused: a re-entered
+   * hold's first (it expires the key before its count goes down), then
+   * the last (it deletes), for a lock, a fair lock and both halves of a
+   * read-write lock */
+  dlock_client *c2 = client_of(&s);
+  lock_new_fn *const kinds[] = {dlock_reentrant_lock_new, dlock_fair_lock_new,
+                                dlock_write_lock_new, dlock_read_lock_new};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    char n[160];
+    snprintf(n, sizeof n, "%s:%zu", name, k);
+    dlock_lock *l;
+    TH_ASSERT_RC(kinds[k](c2, n, NULL, &l), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
+    set_maxmemory(&s, "1");
+    long long refusals = errorstat(&s, "OOM");
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", n), 1); /* one hold left */
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(&s, "EXISTS %s", n), 0);
+    CU_ASSERT_EQUAL(errorstat(&s, "OOM"), refusals);
+    set_maxmemory(&s, "0");
+    dlock_lock_free(l);
+  }
 
   /* the tool: 69 and the words, not 70 and a script's hash */
   set_maxmemory(&s, "1");

@@ -30,6 +30,9 @@ void dlock__clear_error(void);
 /* dlock__fail(DLOCK_ENOMEM, "out of memory"): an allocation failed (the
  * words need none). */
 int dlock__oom(void);
+/* What to say after a system call's failure uv_rc (libuv's code, or
+ * -errno): for a process out of file descriptors, what to raise; else "". */
+const char *dlock__fd_hint(int uv_rc);
 /* Map a Redis error reply to DLOCK_EREDIS with its text as detail. */
 int dlock__fail_reply(const redisReply *reply, const char *what);
 /* Append printf-style text to the string in buf (size bytes; cut short

@@ -1,5 +1,6 @@
 /* Error codes, their text, and the per-thread detail message. The message
  * grows to whatever its text needs: it is never cut. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,6 +108,13 @@ int dlock__fail(int code, const char *fmt, ...) {
   set(NULL, fmt, ap);
   va_end(ap);
   return code;
+}
+
+const char *dlock__fd_hint(int uv_rc) {
+  return uv_rc == -EMFILE || uv_rc == -ENFILE
+             ? " (the process is out of file descriptors: raise its "
+               "RLIMIT_NOFILE, `ulimit -n`, or close some)"
+             : "";
 }
 
 int dlock__oom(void) {

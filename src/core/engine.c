@@ -519,8 +519,14 @@ static void presize(dlock__engine *e) {
 /* A new engine thread for c, which it starts. */
 static int engine_new(dlock_client *c) {
   dlock__engine *e = calloc(1, sizeof *e);
-  if (e == NULL || uv_loop_init(&e->loop) != 0) {
+  if (e == NULL)
+    return dlock__fail(DLOCK_ENOMEM, "out of memory setting up the client");
+  int rc = uv_loop_init(&e->loop);
+  if (rc != 0) {
     free(e);
+    if (rc == UV_EMFILE || rc == UV_ENFILE) /* its epoll and event fds */
+      return dlock__fail(DLOCK_EIO, "cannot set up the client: %s%s",
+                         uv_strerror(rc), dlock__fd_hint(rc));
     return dlock__fail(DLOCK_ENOMEM, "out of memory setting up the client");
   }
   presize(e);

@@ -300,7 +300,6 @@ int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                      prior + 1);
 }
 
-
 /* ---- the acquire of a kind that is its requests: its wait ------------------ */
 
 static dlock_lock *wait_lock(const dlock__wait *w) {

@@ -879,7 +879,7 @@ static void resolved(dlock__conn *conn, int status, struct addrinfo *res) {
     conn_fail(conn, "cannot connect from source_addr %s: %s", source,
               uv_strerror(rc));
   else if (rc < 0)
-    conn_fail(conn, "connect failed: %s", uv_strerror(rc));
+    conn_fail(conn, "connect failed: %s%s", uv_strerror(rc), dlock__fd_hint(rc));
 }
 
 static void on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res) {

@@ -271,7 +271,11 @@ int dlock__sock_init(dlock__sock *s, int family, const char *source, char *why,
   if (s->fd >= 0 && s->reader != NULL)
     return DLOCK_OK;
   int rc = s->reader == NULL ? DLOCK_ENOMEM : DLOCK_EIO;
-  snprintf(why, n, "%s", s->fd < 0 ? strerror(errno) : "out of memory");
+  int err = errno;
+  if (s->fd < 0)
+    snprintf(why, n, "%s%s", strerror(err), dlock__fd_hint(-err));
+  else
+    snprintf(why, n, "out of memory");
   dlock__sock_close(s);
   return rc;
 }
