@@ -1132,10 +1132,14 @@ static void test_t24_pause_fencing(void) {
   for (size_t i = 0; i < n; i++) {
     snprintf(args, sizeof args, "%s %s --duration %" PRId64 " --writes guarded",
              base, guarded[i], ms);
-    torture(&r, args);
-    guarded_clean(&r);
+    /* a refusal needs a paused holder that writes before it is told of
+     * its loss, the same race: up to three runs for one, each clean */
+    for (int k = 0; k < 3 && (k == 0 || field(&r, "writes_refused") == 0); k++) {
+      torture(&r, args);
+      guarded_clean(&r);
+      EXPECT(&r, "errors", ==, 0); /* every refusal was DLOCK_EFENCED */
+    }
     EXPECT(&r, "writes_refused", >, 0);
-    EXPECT(&r, "errors", ==, 0); /* every refusal was DLOCK_EFENCED */
   }
 }
 
