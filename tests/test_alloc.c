@@ -8,7 +8,8 @@
  * handle) works. The library's paths run under ASan, the tool's in the
  * plain build (api_sweeps). The ASan build adds that nothing the suite's own
  * process did leaked (LSan at its exit; a child leaves by _exit). Bounded: SWEEP_MAX runs and SWEEP_MS
- * a path. DLOCK_ALLOC_FROM=N starts the sweeps at N (to debug one). */
+ * a path. DLOCK_ALLOC_FROM=N starts the sweeps at N (to debug one);
+ * DLOCK_ALLOC_SAY=1 prints every run's failure. */
 #include <pthread.h>
 #include <execinfo.h>
 #include <signal.h>
