@@ -604,21 +604,23 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tls_out(conn); /* anything the session has to answer */
 }
 
+/* The reply reader gave up (a malformed reply, or out of memory: the
+ * calls' answers are then lost for want of memory): conn fails; -1. */
+static int reader_failed(dlock__conn *conn) {
+  conn->oom = conn->reader->err == REDIS_ERR_OOM;
+  conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
+  return -1;
+}
+
 /* Bytes of replies: parsed and handed over. 0, or -1 when conn is no
  * longer up. */
 static int take_replies(dlock__conn *conn, const char *p, size_t len) {
-  if (redisReaderFeed(conn->reader, p, len) != REDIS_OK) {
-    conn->oom = conn->reader->err == REDIS_ERR_OOM;
-    conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
-    return -1;
-  }
+  if (redisReaderFeed(conn->reader, p, len) != REDIS_OK)
+    return reader_failed(conn);
   for (;;) {
     void *reply = NULL;
-    if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK) {
-      conn->oom = conn->reader->err == REDIS_ERR_OOM;
-      conn_fail(conn, "reply parse error: %s", conn->reader->errstr);
-      return -1;
-    }
+    if (redisReaderGetReply(conn->reader, &reply) != REDIS_OK)
+      return reader_failed(conn);
     if (reply == NULL)
       break;
     dispatch(conn, reply);

@@ -227,17 +227,7 @@ static int wait_ask(dlock__wait *w) {
   dlock_permits *p = a->p;
   const char *argv[] = {"ZSCORE", p->timeouts.p, a->raw[0]};
   size_t lens[] = {6, p->timeouts.len, 16};
-  dlock__req req;
-  redisReply *r = NULL;
-  int rc = dlock__req_command(&req, 3, argv, lens);
-  if (rc != DLOCK_OK)
-    return rc;
-  dlock__req_route(&req, p->timeouts.p, p->timeouts.len);
-  if ((rc = dlock__call(p->o.h.client, &req, &r)) != DLOCK_OK)
-    return rc;
-  int ran = r->type == REDIS_REPLY_STRING;
-  freeReplyObject(r);
-  return ran;
+  return dlock__synchronizer_ran(&p->o, 3, argv, lens);
 }
 
 static const dlock__wait_kind permits_wait = {

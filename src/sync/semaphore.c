@@ -128,19 +128,9 @@ static int acquire_ask(dlock__wait *w) {
     return rc;
   const char *argv[] = {"EXISTS", mark.p};
   size_t lens[] = {6, mark.len};
-  dlock__req req;
-  redisReply *r = NULL;
-  rc = dlock__req_command(&req, 2, argv, lens);
-  if (rc == DLOCK_OK) {
-    dlock__req_route(&req, mark.p, mark.len);
-    rc = dlock__call(s->o.h.client, &req, &r);
-  }
+  rc = dlock__synchronizer_ran(&s->o, 2, argv, lens);
   dlock__buf_free(&mark);
-  if (rc != DLOCK_OK)
-    return rc;
-  int ran = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-  freeReplyObject(r);
-  return ran;
+  return rc;
 }
 
 static int acquire_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {

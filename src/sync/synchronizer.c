@@ -178,6 +178,22 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
   return rc;
 }
 
+int dlock__synchronizer_ran(dlock__synchronizer *o, size_t argc,
+                            const char *const *argv, const size_t *lens) {
+  dlock__req req;
+  redisReply *r = NULL;
+  int rc = dlock__req_command(&req, argc, argv, lens);
+  if (rc != DLOCK_OK)
+    return rc;
+  dlock__req_route(&req, argv[1], lens[1]);
+  if ((rc = dlock__call(o->h.client, &req, &r)) != DLOCK_OK)
+    return rc;
+  rc = r->type == REDIS_REPLY_STRING ||
+       (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+  freeReplyObject(r);
+  return rc;
+}
+
 int dlock__synchronizer_channel(dlock__wait *w, dlock__buf *ch,
                                 dlock__wake_fn **wake) {
   const dlock__synchronizer *o = (const dlock__synchronizer *)(void *)w->h;

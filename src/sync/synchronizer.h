@@ -59,6 +59,12 @@ int dlock__synchronizer_run_flag(dlock__synchronizer *o, int script, size_t nnum
 int dlock__synchronizer_get_req(dlock__synchronizer *o, dlock__req *req);
 /* GET N as a count (0 when missing). */
 int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out);
+/* Whether a try whose answer was lost ran (a kind's ask), as a read of
+ * what it leaves: the command argv (argc words; its key argv[1], routed
+ * by it) answers 1 when it ran (an integer 1, or a string for ZSCORE), 0
+ * when not, or an error. */
+int dlock__synchronizer_ran(dlock__synchronizer *o, size_t argc,
+                            const char *const *argv, const size_t *lens);
 
 /* Shared by both semaphores (semaphore.c): try_set_permits and add. */
 int dlock__sem_try_set(dlock__synchronizer *o, int64_t permits, int64_t ttl_ms,
