@@ -42,17 +42,81 @@ def library_soname(path):
     return m.group(1) if m else ""
 
 
-def removed_or_changed(report):
+def versioned_structs(headers):
+    """The public structs that carry a `version` member (dlock_client_opts):
+    a caller says which fields it knows, so fields appended at their end
+    are an addition (docs/abi.md)."""
+    names = set()
+    for root, _, files in os.walk(headers):
+        for f in files:
+            if not f.endswith(".h"):
+                continue
+            with open(os.path.join(root, f), encoding="utf-8") as h:
+                text = h.read()
+            for m in re.finditer(r"struct (\w+) \{(.*?)\n\}", text, re.S):
+                if re.search(r"^\s*unsigned(?: int)? version;", m.group(2), re.M):
+                    names.add(m.group(1))
+    return names
+
+
+# The lines of a report that only walk from a function to a type
+WALK = [r"\[C\] '(function|variable) .*' .*has some (indirect )?sub-type changes:",
+        r"parameter \d+ of type '.*' has sub-type changes:",
+        r"return type changed:",
+        r"in pointed to type '.*':",
+        r"in unqualified underlying type '(?!struct ).*'( at .*)?:",
+        r"in referenced type '.*':"]
+
+
+def appended_only(report, versioned):
+    """Whether every changed function or variable of the report changed
+    only by fields appended to a versioned struct: the struct grew, each
+    new member sits at or past its old end, and no member changed or went
+    away. Anything else in a changed item's description is a change."""
+    lines = [l.strip() for l in report.splitlines()]
+    start = next((i for i, l in enumerate(lines) if l.startswith("[C] ")), None)
+    if start is None:
+        return False
+    old_end, in_struct, grew = None, False, False
+    for l in lines[start:]:
+        if not l or any(re.fullmatch(w, l) for w in WALK):
+            continue
+        m = re.fullmatch(r"(?:in unqualified )?(?:underlying )?type 'struct "
+                         r"(\w+)'(?: at \S+)?(?: changed)?:", l)
+        if m:
+            if m.group(1) not in versioned:
+                return False
+            in_struct, old_end = True, None
+            continue
+        m = re.fullmatch(r"type size changed from (\d+) to (\d+) \(in bits\)", l)
+        if m and in_struct and int(m.group(2)) > int(m.group(1)):
+            old_end, grew = int(m.group(1)), True
+            continue
+        if in_struct and re.fullmatch(r"\d+ data member insertions?:", l):
+            continue
+        m = re.fullmatch(r"'.*', at offset (\d+) \(in bits\)( at .*)?", l)
+        if m and in_struct and old_end is not None and int(m.group(1)) >= old_end:
+            continue
+        if in_struct and re.fullmatch(r"no data member changes? \(\d+ filtered\);?", l):
+            continue
+        return False
+    return grew
+
+
+def removed_or_changed(report, versioned=frozenset()):
     """Whether abidiff's report removes or changes anything (functions,
     variables or their symbols): abidiff calls a changed struct behind a
     parameter a change (status 4), not an incompatible one (8), but a
     caller built against the old layout breaks all the same. Only
-    additions are compatible."""
+    additions are compatible: new calls, and fields appended to a struct
+    that carries a version (appended_only)."""
+    changed = False
     for m in re.finditer(r"changes summary: (\d+) Removed(?:, (\d+) Changed)?",
                          report):
-        if int(m.group(1)) or int(m.group(2) or 0):
+        if int(m.group(1)):
             return True
-    return False
+        changed |= int(m.group(2) or 0) > 0
+    return changed and not appended_only(report, versioned)
 
 
 def write_baseline(baseline, library, headers):
@@ -71,7 +135,8 @@ def check(baseline, library, headers):
         print(f"abi: abidiff failed ({status}): {run.stderr.strip()}")
         return 1
     old, new = baseline_soname(baseline), library_soname(library)
-    if status & ABIDIFF_INCOMPATIBLE or removed_or_changed(detail):
+    if status & ABIDIFF_INCOMPATIBLE or removed_or_changed(
+            detail, versioned_structs(headers)):
         if soname_major(old) != soname_major(new):
             print(f"abi: incompatible changes, and the soname moved from "
                   f"{old} to {new}: a new major version\n{detail}")
@@ -96,17 +161,25 @@ HEADER_V1 = "struct point { int x; int y; };\nint point_sum(const struct point *
 HEADER_ADDED = HEADER_V1 + "int point_diff(const struct point *p);\n"
 HEADER_BROKEN = ("struct point { long x; int y; int z; };\n"
                  "int point_sum(const struct point *p);\n")
+# a struct that carries its version: a field appended is an addition, one
+# put before the others a change
+LIB_OPTS = "int opts_use(const struct opts *o) { return (int)o->version + o->a; }\n"
+HEADER_OPTS = "struct opts {\n  unsigned version;\n  int a;\n};\nint opts_use(const struct opts *o);\n"
+HEADER_OPTS_APPENDED = ("struct opts {\n  unsigned version;\n  int a;\n"
+                        "  long b;\n};\nint opts_use(const struct opts *o);\n")
+HEADER_OPTS_INSERTED = ("struct opts {\n  unsigned version;\n  long b;\n"
+                        "  int a;\n};\nint opts_use(const struct opts *o);\n")
 
 
-def build(dirname, name, source, header, soname):
+def build(dirname, name, source, header, soname, hname="point.h"):
     """A small shared library with its public header in dirname/name-h."""
     hdir = os.path.join(dirname, name + "-h")
     os.makedirs(hdir, exist_ok=True)
-    with open(os.path.join(hdir, "point.h"), "w", encoding="utf-8") as f:
+    with open(os.path.join(hdir, hname), "w", encoding="utf-8") as f:
         f.write(header)
     src = os.path.join(dirname, name + ".c")
     with open(src, "w", encoding="utf-8") as f:
-        f.write('#include "point.h"\n' + source)
+        f.write(f'#include "{hname}"\n' + source)
     lib = os.path.join(dirname, name + ".so")
     subprocess.run(["cc", "-g", "-shared", "-fPIC", "-I", hdir,
                     "-Wl,-soname," + soname, "-o", lib, src], check=True)
@@ -129,6 +202,20 @@ def self_test():
             lib, hdir = build(d, f"c{i}", src, header, soname)
             print(f"abi self-test: {what} ({soname}):")
             got = check(base, lib, hdir)
+            if got != want:
+                print(f"abi self-test: {what}: got {got}, want {want}")
+                ok = False
+        o1, oh1 = build(d, "o1", LIB_OPTS, HEADER_OPTS, "libopts.so.0", "opts.h")
+        obase = os.path.join(d, "opts.abi")
+        write_baseline(obase, o1, oh1)
+        for i, (what, header, want) in enumerate([
+                ("a field appended to a versioned struct", HEADER_OPTS_APPENDED, 0),
+                ("a field put before a versioned struct's others",
+                 HEADER_OPTS_INSERTED, 1)]):
+            lib, hdir = build(d, f"o{i + 2}", LIB_OPTS, header, "libopts.so.0",
+                              "opts.h")
+            print(f"abi self-test: {what}:")
+            got = check(obase, lib, hdir)
             if got != want:
                 print(f"abi self-test: {what}: got {got}, want {want}")
                 ok = False

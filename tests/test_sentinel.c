@@ -289,11 +289,59 @@ static void test_election(void) {
   dlock_client_close(c);
 }
 
+/* Guarded writes of l (held, the replica guard on) are followed by the
+ * guard's WAIT: with the replicas running, DLOCK_OK; with both stopped,
+ * the write lands on the master but is not confirmed: DLOCK_EUNACKED with
+ * the command's reply, for a command (a script) and a body (an EVAL). */
+static void guarded_writes_confirmed(dlock_lock *l, th_server *m,
+                                     th_server *replicas[2], const char *name) {
+  char key[256];
+  snprintf(key, sizeof key, "{%s}:data", name);
+  const char *set1[] = {"SET", key, "one"}, *set2[] = {"SET", key, "two"};
+  size_t lens[] = {3, strlen(key), 3};
+  const char *body = "return redis.call('INCR', KEYS[1])";
+  const char *keys[] = {key};
+  size_t klens[] = {strlen(key)};
+  long long w0 = th_cmd_calls(m, "wait");
+  dlock_reply *r = NULL;
+  TH_ASSERT_RC(dlock_guarded_call(l, 3, set1, lens, &r), DLOCK_OK);
+  CU_ASSERT(r && r->type == DLOCK_REPLY_STATUS);
+  dlock_reply_free(r);
+  CU_ASSERT_EQUAL(th_cmd_calls(m, "wait") - w0, 1);
+  for (int i = 0; i < 2; i++)
+    th_server_pause(replicas[i], 1);
+  int64_t t0 = th_now_ms();
+  TH_ASSERT_RC(dlock_guarded_call(l, 3, set2, lens, &r), DLOCK_EUNACKED);
+  CU_ASSERT(th_now_ms() - t0 >= 1500);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "written, but not confirmed"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "none of the 2 replicas"));
+  CU_ASSERT(r && r->type == DLOCK_REPLY_STATUS && strcmp(r->str, "OK") == 0);
+  dlock_reply_free(r);
+  redisReply *got = th_cmd(m, "GET %s", key);
+  CU_ASSERT(got && got->type == REDIS_REPLY_STRING && !strcmp(got->str, "two"));
+  if (got)
+    freeReplyObject(got);
+  th_int(m, "SET %s 41", key);
+  TH_ASSERT_RC(dlock_guarded_eval(l, body, 1, keys, klens, 0, NULL, NULL, &r),
+               DLOCK_EUNACKED);
+  CU_ASSERT(r && r->type == DLOCK_REPLY_INTEGER && r->integer == 42);
+  dlock_reply_free(r);
+  for (int i = 0; i < 2; i++)
+    th_server_pause(replicas[i], 0);
+  TH_ASSERT_RC(dlock_guarded_eval(l, body, 1, keys, klens, 0, NULL, NULL, &r),
+               DLOCK_OK);
+  CU_ASSERT(r && r->type == DLOCK_REPLY_INTEGER && r->integer == 43);
+  dlock_reply_free(r);
+  th_int(m, "DEL %s", key);
+}
+
 /* The replica guard (replica_sync_ms) on a sentinel's master: the count
  * of replicas comes from the master's ROLE; each write of an acquire or a
  * release is followed by a WAIT (direct path and engine alike). With both
  * replicas stopped, an acquire fails with DLOCK_EIO naming the guard and
- * leaves nothing held; with them back, it succeeds. */
+ * leaves nothing held; with them back, it succeeds. Guarded writes wait
+ * too (guarded_writes_confirmed); with replica_sync_all one replica of two
+ * is not enough. */
 static void test_replica_guard(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   /* 1.5 s: replicas back from a pause may acknowledge only with their
@@ -327,7 +375,45 @@ static void test_replica_guard(void) {
     th_server_pause(replicas[i], 0);
   TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
   CU_ASSERT_EQUAL(th_int(m, "EXISTS %s", name), 1);
+  guarded_writes_confirmed(ld, m, replicas, name);
   TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  /* replica_sync_all: one replica of two stopped refuses the grant, and
+   * one of two is enough without it */
+  o.direct_conns = 64;
+  o.replica_sync_all = 1;
+  dlock_client *all = th_client(&srv, &o);
+  dlock_lock *la = new_lock(all, name);
+  th_server_pause(replicas[0], 1);
+  th_guard_refuses(&la, 1, m, name, 1500);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "reached 1 of the 2 replicas"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica_sync_all"));
+  TH_ASSERT_RC(dlock_acquire(ld, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(ld), DLOCK_OK);
+  th_server_pause(replicas[0], 0);
+  TH_ASSERT_RC(dlock_acquire(la, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(la), DLOCK_OK);
+  /* a master that counts no replica (as after a failover, until one has
+   * synchronised): nothing can confirm a write, so with replica_sync_all
+   * the guard refuses, without it there is no WAIT to send */
+  dlock__req bare = {.slot = 0};
+  char why[512];
+  dlock__ack_plan(&all->opts, 0, &bare);
+  CU_ASSERT_EQUAL(dlock__ack_missed(all, &bare, why, sizeof why), DLOCK_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "counts no replica"));
+  dlock__ack_plan(&direct->opts, 0, &bare);
+  CU_ASSERT_EQUAL(dlock__ack_missed(direct, &bare, why, sizeof why), 0);
+  dlock_lock_free(la);
+  dlock_client_close(all);
+  /* replica_sync_all: with the guard, and where dlock counts replicas */
+  dlock_client *none = NULL;
+  o.replica_sync_ms = 0;
+  TH_ASSERT_RC(dlock_client_open(srv.url, &o, &none), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "replica_sync_all"));
+  o.replica_sync_ms = 300;
+  char plain_url[64];
+  snprintf(plain_url, sizeof plain_url, "redis://127.0.0.1:%d", m->port);
+  TH_ASSERT_RC(dlock_client_open(plain_url, &o, &none), DLOCK_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "cluster and sentinel URIs"));
   dlock_lock_free(ld);
   dlock_lock_free(le);
   dlock_client_close(direct);

@@ -226,9 +226,22 @@ typedef struct dlock_client_opts {
                                   network between addresses. NULL: the
                                   system picks (default). Copied; not with
                                   unix:// URIs */
+  /* version 11: */
+  int replica_sync_all;        /* 1: the replica guard's WAIT must reach
+                                  every replica it counts, not one of
+                                  them, and a master that counts none
+                                  confirms nothing (an acquire fails with
+                                  DLOCK_EIO, a renewal does not extend):
+                                  a failover can promote a replica that
+                                  lacked the write, and a master just
+                                  promoted has no replica until one has
+                                  synchronised. 0: one is enough, none
+                                  needs none (default). Only with
+                                  replica_sync_ms, on cluster and sentinel
+                                  URIs */
 } dlock_client_opts;
 
-#define DLOCK_CLIENT_OPTS_VERSION 10u /* 1 to 9 are still accepted */
+#define DLOCK_CLIENT_OPTS_VERSION 11u /* 1 to 10 are still accepted */
 /* The defaults, by name (every field not named is 0 or NULL); in C++, a
  * C++20 compiler takes designated initializers in this order. */
 #define DLOCK_CLIENT_OPTS_INIT                                                \

@@ -42,10 +42,11 @@ extern "C" {
   X(ETLS, -19, "TLS verification failed: fix the TLS settings")              \
   X(ECONFIG, -20, "the URL or options do not fit the server: fix them")     \
   X(EFENCED, -21, "write refused: the hold is gone or a newer holder came") \
-  X(EREENTRY, -22, "already held by this owner, and the lock is not reentrant")
+  X(EREENTRY, -22, "already held by this owner, and the lock is not reentrant") \
+  X(EUNACKED, -23, "written, but its replicas or disk did not confirm it in time")
 
 /* The lowest code of this version (codes are appended below it). */
-#define DLOCK_ERRNO_MIN DLOCK_EREENTRY
+#define DLOCK_ERRNO_MIN DLOCK_EUNACKED
 
 typedef enum dlock_status {
   DLOCK_OK = 0,

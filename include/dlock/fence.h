@@ -54,7 +54,11 @@ extern "C" {
  * later holder was granted the lock, or the data saw a newer token; the
  * data is untouched and dlock_errmsg() says which. DLOCK_EREDIS: the
  * command itself failed (WRONGTYPE, ...), nothing was written.
- * DLOCK_EINVAL (bad arguments, a key outside the lock's slot), DLOCK_ENOTSUP
+ * DLOCK_EUNACKED: written (*reply is set, as on DLOCK_OK), but with the
+ * replica guard (replica_sync_ms) its master's replicas did not confirm it
+ * in time, or with durable_ms it was not fsynced in time: a failover or
+ * restart may lose it (write it again if it is idempotent, or read back
+ * later). DLOCK_EINVAL (bad arguments, a key outside the lock's slot), DLOCK_ENOTSUP
  * (a kind that cannot guard), and the errors of any call (DLOCK_EIO, ...). */
 DLOCK_API int dlock_guarded_call(dlock_lock *lock, size_t argc,
                                  const char *const *argv, const size_t *lens,
@@ -88,7 +92,7 @@ DLOCK_API int dlock_fenced_call(dlock_client *client, const char *name,
 
 /* dlock_guarded_call() without blocking (dlock/async.h): owner as there
  * (0: the bound owner). Result: rc and reply (valid during the callback;
- * NULL on failure). */
+ * set on DLOCK_OK and DLOCK_EUNACKED, NULL on other failures). */
 DLOCK_API int dlock_guarded_call_async(dlock_lock *lock, uint64_t owner,
                                        size_t argc, const char *const *argv,
                                        const size_t *lens, dlock_done_fn *done,

@@ -112,6 +112,10 @@ static int check_opts(const dlock_client_opts *o) {
   if (o->replica_sync_ms < 0 || o->replica_sync_ms >= o->command_timeout_ms)
     return dlock__fail(DLOCK_EINVAL, "replica_sync_ms must be 0 (off) or "
                        "between 1 and command_timeout_ms - 1");
+  if (o->replica_sync_all != 0 &&
+      (o->replica_sync_all != 1 || o->replica_sync_ms == 0))
+    return dlock__fail(DLOCK_EINVAL, "replica_sync_all must be 0 or 1, and 1 "
+                       "only with replica_sync_ms");
   if (o->durable_ms < 0 || o->durable_ms >= o->command_timeout_ms ||
       o->durable_replicas < 0 ||
       o->durable_replicas > 1000 ||
@@ -156,7 +160,8 @@ static int opts_current(const dlock_client_opts *opts, dlock_client_opts *o) {
       offsetof(dlock_client_opts, tls_ca_file),
       offsetof(dlock_client_opts, on_event),
       offsetof(dlock_client_opts, completions),
-      offsetof(dlock_client_opts, durable_ms), sizeof(dlock_client_opts)};
+      offsetof(dlock_client_opts, durable_ms),
+      offsetof(dlock_client_opts, replica_sync_all), sizeof(dlock_client_opts)};
   *o = defaults;
   if (opts == NULL)
     return DLOCK_OK;
@@ -174,6 +179,10 @@ static int opts_fit_uri(const dlock__uri *u, const dlock_client_opts *o) {
                   o->tls_key_file || o->tls_server_name || o->tls_insecure))
     return dlock__fail(DLOCK_EINVAL, "the tls_* options are for TLS URIs: "
                        "rediss://, rediss+cluster:// and rediss+sentinel://");
+  if (o->replica_sync_all && u->topology == DLOCK__URI_STANDALONE)
+    return dlock__fail(DLOCK_EINVAL, "replica_sync_all is for cluster and "
+                       "sentinel URIs (dlock counts a master's replicas "
+                       "there)");
   if (u->path && o->source_addr)
     return dlock__fail(DLOCK_EINVAL, "source_addr is for TCP: a unix:// URI "
                        "has no source address");

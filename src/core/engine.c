@@ -58,6 +58,20 @@ int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
              (long long)c->opts.replica_sync_ms);
     return DLOCK_EIO;
   }
+  if (a->bare) {
+    snprintf(why, n, "replica guard: the master (slot %d) counts no replica "
+             "to confirm the write, and replica_sync_all asks for every one "
+             "and at least one", req->slot);
+    return DLOCK_EIO;
+  }
+  if (a->wait_asked > 0 && a->waited < a->wait_asked &&
+      c->opts.replica_sync_all) {
+    snprintf(why, n, "replica guard: the write reached %d of the %d "
+             "replicas of its master (slot %d) within replica_sync_ms "
+             "(%lld ms), and replica_sync_all asks every one", a->waited,
+             a->wait_asked, req->slot, (long long)c->opts.replica_sync_ms);
+    return DLOCK_EIO;
+  }
   if (a->aof_asked && a->aof_local < 0) {
     int perm = strncmp(req->errmsg, "NOPERM", 6) == 0;
     snprintf(why, n, "durable: the server refused WAITAOF (%s)%s",
@@ -314,6 +328,9 @@ int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
     rc = dlock__req_command(&req, argc, argv, lens);
     if (rc == DLOCK_OK && nkeys > 0)
       dlock__req_route(&req, keys[0], klens[0]);
+    /* a guarded body's write is acknowledged as a script's is */
+    req.ack_wanted = tl_ack.on && (c->opts.replica_sync_ms > 0 ||
+                                   c->opts.durable_ms > 0);
     if (rc == DLOCK_OK)
       rc = dlock__call(c, &req, reply);
   }

@@ -275,13 +275,21 @@ static int send_guarded(guard *g, int script, const char *body, size_t body_len,
     for (size_t i = 0; i < nargs; i++)
       a[2 + i] = args[i], al[2 + i] = alens[i];
     redisReply *r = NULL;
+    char why[1700];
+    dlock__ack_begin(); /* the replica guard's WAIT follows the write */
     if (body) {
       rc = dlock__eval_call(g->c, body, body_len, nk, k, kl, na, a, al, &r);
     } else {
       rc = dlock__script_call(g->c, script, nk, k, kl, na, a, al, &r);
     }
+    int missed = dlock__ack_end(why, sizeof why);
     if (rc == DLOCK_OK)
       rc = answer(g, r, reply);
+    if (rc == DLOCK_OK && missed)
+      rc = dlock__fail(DLOCK_EUNACKED, "guarded write on \"%.*s%s\": written, "
+                       "but not confirmed: %s; a failover or restart may lose "
+                       "it (the reply is the command's)", SHOW(g->name, g->name_len),
+                       why);
   }
   free(k);
   free(kl);

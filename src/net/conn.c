@@ -55,6 +55,8 @@ int dlock__ack_plan(const dlock_client_opts *o, int replicas, dlock__req *req) {
   req->ack = (dlock__ack){0};
   if (o->replica_sync_ms > 0 && replicas > 0)
     req->ack.wait_asked = replicas;
+  req->ack.bare = o->replica_sync_ms > 0 && replicas == 0 &&
+                  o->replica_sync_all;
   req->ack.aof_asked = o->durable_ms > 0;
   return (req->ack.wait_asked > 0) + req->ack.aof_asked;
 }

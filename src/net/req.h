@@ -25,6 +25,8 @@ typedef struct dlock__ack {
   int aof_local;    /* its first count: 1 when the server fsynced the write
                        within the time; -1: refused (errmsg says why) */
   int aof_replicas; /* its second: replicas that fsynced it */
+  int bare;         /* 1: replica_sync_all, and the master counted no
+                       replica: none could confirm the write */
 } dlock__ack;
 
 struct dlock__req {

@@ -470,6 +470,10 @@ void tt_check_data(const tt_opts *o, tt_arena *a, const char *const *log,
                    tt_result *res) {
   res->writes_accepted = atomic_load(&a->writes_accepted);
   res->writes_refused = atomic_load(&a->writes_refused);
+  res->writes_unacked = atomic_load(&a->writes_unacked);
+  int nun = atomic_load(&a->nunacked);
+  if (nun > TT_MAX_UNACKED)
+    nun = TT_MAX_UNACKED;
   res->data_counter = counter;
   res->data_log = (int64_t)n;
   int64_t max_token = 0, prev = 0;
@@ -482,6 +486,11 @@ void tt_check_data(const tt_opts *o, tt_arena *a, const char *const *log,
       res->lost_updates++; /* cannot be read: count it against the run */
       continue;
     }
+    for (int k = 0; k < nun; k++)
+      if (a->unacked[k].token == token && a->unacked[k].value == value) {
+        res->unacked_kept++;
+        break;
+      }
     if (token < max_token)
       res->stale_accepted++;
     if (token > max_token)
@@ -490,10 +499,12 @@ void tt_check_data(const tt_opts *o, tt_arena *a, const char *const *log,
       res->lost_updates++;
     prev = value;
   }
+  /* confirmed writes missing from the log (the unconfirmed ones kept in
+   * it are not theirs): lost with their master */
+  res->lost_acked = res->writes_accepted - ((int64_t)n - res->unacked_kept);
   if (o->writes == TT_W_GUARDED) {
     res->data_violation = res->stale_accepted + res->lost_updates +
-                          (counter != res->writes_accepted) +
-                          ((int64_t)n != res->writes_accepted);
+                          (counter != (int64_t)n) + (res->lost_acked != 0);
     res->violations += res->data_violation;
   }
 }
@@ -521,10 +532,12 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   if (o->writes)
     printf("torture: %s writes: accepted=%" PRId64 " refused=%" PRId64
            " stale_accepted=%" PRId64 " lost_updates=%" PRId64
-           " counter=%" PRId64 " log=%" PRId64 "\n",
+           " counter=%" PRId64 " log=%" PRId64 " unacked=%" PRId64
+           " (kept %" PRId64 ") lost_acked=%" PRId64 "\n",
            o->writes == TT_W_PLAIN ? "plain" : "guarded", r->writes_accepted,
            r->writes_refused, r->stale_accepted, r->lost_updates,
-           r->data_counter, r->data_log);
+           r->data_counter, r->data_log, r->writes_unacked, r->unacked_kept,
+           r->lost_acked);
   if (!o->json)
     return;
   printf("{\"kind\":\"%s\",\"procs\":%d,\"threads\":%d", kind_names[o->kind],
@@ -538,6 +551,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);
   F(data_counter); F(data_log); F(stale_accepted); F(lost_updates);
+  F(writes_unacked); F(unacked_kept); F(lost_acked);
   F(data_violation); F(max_promote_ms); F(takeovers); F(terms_repeated); F(terms_backwards);
   F(observers); F(observed); F(observed_disorder); F(observed_missing);
   F(observed_resyncs); F(told_after_jump); F(max_told_after_jump_us);

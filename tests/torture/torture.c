@@ -85,7 +85,7 @@ static void usage_to(FILE *to, int status) {
           "  [--split [--nemesis partition,slow]] (one server: the holder cut\n"
           "   from it; --sentinel, --cluster: the name's master cut; slow:\n"
           "   the workers' links to the (name's) master lossy for 1-3 s)\n"
-          "  [--replica-sync MS] [--min-replicas N]\n"
+          "  [--replica-sync MS [--replica-sync-all]] [--min-replicas N]\n"
           "  [--nemesis clock-forward,clock-back [--clock-jump MS]] (a server's\n"
           "   clock jump, modelled: one server, RedLock's, a cluster's name master)\n"
           "  [--nemesis client-clock [--client-offset S]] (the workers' wall\n"
@@ -115,7 +115,8 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       int *on;
     } flags[] = {{"--json", &O.json},       {"--broken", &O.broken},
                  {"--cluster", &O.cluster}, {"--sentinel", &O.sentinel},
-                 {"--split", &O.split},     {"--trace", &O.trace}};
+                 {"--split", &O.split},     {"--trace", &O.trace},
+                 {"--replica-sync-all", &O.replica_sync_all}};
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
       usage_to(stdout, 0);
     int flag = 0;
@@ -239,6 +240,7 @@ static void parse(int argc, char **argv, int *worker, int *proc) {
       (!O.split && (O.nemesis & (TT_F_PARTITION | TT_F_SLOW))) ||
       ((O.replica_sync_ms || O.min_replicas) && !O.cluster && !O.sentinel) ||
       O.replica_sync_ms >= O.command_timeout_ms ||
+      (O.replica_sync_all && !O.replica_sync_ms) ||
       (O.jvm && (O.cluster || O.sentinel || O.split || O.async || O.writes ||
                  O.loss_pct || O.delay_ms ||
                  (O.kind != TT_LOCK && O.kind != TT_FAIR && O.kind != TT_RW &&

@@ -90,6 +90,8 @@ typedef struct tt_opts {
                           its parity beside the name's master (side A),
                           the others beside the rest (side B) */
   int64_t replica_sync_ms; /* --replica-sync MS: the workers' replica guard */
+  int replica_sync_all; /* --replica-sync-all: its WAIT must reach every
+                          replica (dlock_client_opts.replica_sync_all) */
   int min_replicas;    /* --min-replicas N: the data nodes refuse writes
                           with fewer than N replicas within 1 s of lag
                           (min-replicas-to-write, min-replicas-max-lag 1) */
@@ -185,6 +187,7 @@ typedef struct tt_rec {
 
 /* --kind election: what one worker process's observer was told */
 #define TT_MAX_OBS 64
+#define TT_MAX_UNACKED 4096
 #define TT_OBS_EVENTS 16384
 typedef struct tt_obs_ev {
   int64_t at; /* ns */
@@ -222,6 +225,12 @@ typedef struct tt_arena {
   _Atomic int64_t commits;
   _Atomic int64_t java_sections; /* granted to Redisson-behaving clients */
   _Atomic int64_t writes_accepted, writes_refused; /* --writes */
+  /* guarded writes answered DLOCK_EUNACKED (written, not confirmed by a
+   * replica): counted, and the first TT_MAX_UNACKED kept by their log
+   * entry ("token:value"), so the checker tells them from confirmed ones */
+  _Atomic int64_t writes_unacked;
+  _Atomic int nunacked;
+  struct { int64_t token, value; } unacked[TT_MAX_UNACKED];
   char urls[TT_MAX_SERVERS][256];
   char name[64];
   tt_slot slots[TT_MAX_SLOTS];
@@ -297,6 +306,11 @@ typedef struct tt_result {
   int64_t keys_left, latches_left, available_left;
   /* --writes: what the data in Redis says */
   int64_t writes_accepted, writes_refused; /* by the workers' count */
+  int64_t writes_unacked;  /* written, not confirmed (DLOCK_EUNACKED) */
+  int64_t unacked_kept;    /* of those, in the log at the end */
+  int64_t lost_acked;      /* confirmed writes not in the log at the end:
+                              lost with their master (a violation with
+                              the replica guard on) */
   int64_t data_counter, data_log;  /* the counter, the log's length */
   int64_t stale_accepted;  /* log entries whose token is older than one
                               before them: a stale holder's write landed */

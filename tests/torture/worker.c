@@ -292,7 +292,7 @@ static int64_t data_read(thread_ctx *t, dlock_lock *l, const char *const keys[2]
 }
 
 /* Write value (and "token:value" to the log): 1 accepted, 0 refused, -1
- * failed. */
+ * failed, 2 written but not confirmed by a replica (DLOCK_EUNACKED). */
 static int data_write(thread_ctx *t, dlock_lock *l, const char *const keys[2],
                       const size_t klens[2], int64_t token, int64_t value,
                       tt_slot *s) {
@@ -316,8 +316,17 @@ static int data_write(thread_ctx *t, dlock_lock *l, const char *const keys[2],
   const char *args[] = {v, entry};
   size_t alens[] = {strlen(v), strlen(entry)};
   int rc = dlock_guarded_eval(l, WRITE_BODY, 2, keys, klens, 2, args, alens, NULL);
-  if (rc != DLOCK_OK && rc != DLOCK_EFENCED)
+  if (rc != DLOCK_OK && rc != DLOCK_EFENCED && rc != DLOCK_EUNACKED)
     note_error(s, "guarded write", rc);
+  if (rc == DLOCK_EUNACKED) { /* written, perhaps lost: kept apart */
+    tt_arena *a = P.a;
+    int i = atomic_fetch_add(&a->nunacked, 1);
+    if (i < TT_MAX_UNACKED) {
+      a->unacked[i].token = token;
+      a->unacked[i].value = value;
+    }
+    return 2;
+  }
   return rc == DLOCK_OK ? 1 : rc == DLOCK_EFENCED ? 0 : -1;
 }
 
@@ -340,7 +349,9 @@ static void data_section(thread_ctx *t, dlock_lock *l, int64_t token,
   sleep_us(hold);
   int w = data_write(t, l, keys, klens, token, v + 1, s);
   atomic_store(&s->phase, TT_P_IN);
-  if (w > 0)
+  if (w == 2)
+    atomic_fetch_add(&a->writes_unacked, 1);
+  else if (w > 0)
     atomic_fetch_add(&a->writes_accepted, 1);
   else if (w == 0)
     atomic_fetch_add(&a->writes_refused, 1);
@@ -661,6 +672,7 @@ static int async_main(const tt_opts *o, tt_arena *a, int proc) {
   co.completions = DLOCK_COMPLETE_QUEUE;
   co.source_addr = source_addr(o, proc);
   co.replica_sync_ms = o->replica_sync_ms;
+  co.replica_sync_all = o->replica_sync_all;
   if (open_client(o, a->urls[0], &co, &P.clients[0]) != DLOCK_OK) {
     fprintf(stderr, "worker %d: open %s: %s\n", proc, a->urls[0], dlock_errmsg());
     return 3;
@@ -773,6 +785,8 @@ int tt_worker_main(const tt_opts *o, tt_arena *a, int proc) {
     co.share_engine = o->one_engine && i > 0 ? P.clients[0] : NULL;
     co.source_addr = source_addr(o, proc);
     co.replica_sync_ms = o->replica_sync_ms;
+    co.replica_sync_all = o->replica_sync_all;
+  co.replica_sync_all = o->replica_sync_all;
     if (o->kind == TT_REDLOCK)
       co.connect_timeout_ms = 500;
     int rc = open_client(o, a->urls[i], &co, &P.clients[i]);
