@@ -637,6 +637,10 @@ static void test_bad_input(void) {
       {{"run", "--wait", "1.", "x", "--", "true"}, "bad duration"},
       {{"run", "--wait", ".5s", "x", "--", "true"}, "bad duration"},
       {{"run", "--replica-sync", "3s", "x", "--", "true"}, "below the command"},
+      {{"run", "--replica-sync-all", "x", "--", "true"}, "goes with --replica-sync"},
+      /* a standalone server: no replicas to count */
+      {{"run", "--replica-sync", "300ms", "--replica-sync-all", "x", "--",
+        "true"}, "--replica-sync-all is for cluster and sentinel"},
       {{"--redis", "http://nowhere", "run", "x", "--", "true"}, "bad --redis URL"},
       {{"--redis", "redis://h:99999", "run", "x", "--", "true"}, "port"},
       {{"run", "x", "--"}, "missing the command"},

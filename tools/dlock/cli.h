@@ -53,6 +53,7 @@ typedef struct cli_globals {
   const char *tls_flag, *sentinel_flag;
   /* --replica-sync, --durable, --durable-replicas (run, check) */
   int64_t replica_sync_ms, durable_ms, durable_replicas;
+  int replica_sync_all; /* --replica-sync-all (run, elect) */
 } cli_globals;
 
 extern cli_globals cli;

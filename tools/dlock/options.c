@@ -47,6 +47,7 @@ static void print_in_cli_words(FILE *f, const char *msg) {
       {"sentinel_password", "--sentinel-password-file"},
       {"sentinel_username", "--sentinel-user"},
       {"replica_sync_ms", "--replica-sync"},
+      {"replica_sync_all", "--replica-sync-all"},
       {"durable_replicas", "--durable-replicas"},
       {"durable_ms", "--durable"},
       {"source_addr", "--source-addr"}};
@@ -368,6 +369,7 @@ int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
     o.watchdog_timeout_ms = watchdog_ms;
   o.on_lost = lost;
   o.replica_sync_ms = cli.replica_sync_ms;
+  o.replica_sync_all = cli.replica_sync_all;
   o.source_addr = cli.source_addr;
   o.durable_ms = cli.durable_ms;
   o.durable_replicas = (int)cli.durable_replicas;
@@ -427,6 +429,8 @@ int ack_option(const char *o, const char *val) {
 int ack_opts_check(void) {
   if (cli.durable_replicas > 0 && cli.durable_ms == 0)
     return usage_error("--durable-replicas goes with --durable D");
+  if (cli.replica_sync_all && cli.replica_sync_ms == 0)
+    return usage_error("--replica-sync-all goes with --replica-sync D");
   if (cli.replica_sync_ms + cli.durable_ms >= 3000)
     return usage_error("--replica-sync and --durable together must stay "
                        "below the command timeout (3s)");

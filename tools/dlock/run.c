@@ -138,6 +138,10 @@ static void run_help(void) {
          "                    3s) for the master's replicas to have each lock\n"
          "                    write; a grant none of them got is given back\n"
          "                    (exit 69)\n"
+         "  --replica-sync-all\n"
+         "                    with --replica-sync: every replica must have it,\n"
+         "                    and a master with none gives no grant (Sentinel\n"
+         "                    can promote a replica that lacked it)\n"
          "  --durable D       wait up to D for the server to fsync each lock\n"
          "                    write to its append-only file (WAITAOF: Redis\n"
          "                    7.2+ or Valkey, appendonly yes), so a restart\n"
@@ -184,8 +188,9 @@ static void elect_help(void) {
          "once a newer leader was elected.\n"
          "  --value V         what `dlock leader NAME` shows of this leader\n"
          "                    (default: empty)\n"
-         "  --wait, --lease, --watchdog, --replica-sync, --durable,\n"
-         "  --durable-replicas, --lost-signal, --orphan-signal: as `run`'s\n"
+         "  --wait, --lease, --watchdog, --replica-sync, --replica-sync-all,\n"
+         "  --durable, --durable-replicas, --lost-signal, --orphan-signal:\n"
+         "  as `run`'s\n"
          "The signals go to COMMAND as with `run`; before it leads they end\n"
          "the campaign. Exit: COMMAND's status; 75 not elected in time, 76\n"
          "the leadership was lost while COMMAND ran; the others as `run`'s.\n");
@@ -260,6 +265,8 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       ro->write = 1;
     } else if (!strcmp(o, "--semaphore")) {
       ro->sem = 1;
+    } else if (!strcmp(o, "--replica-sync-all")) {
+      cli.replica_sync_all = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
                !strcmp(o, "--lease") || !strcmp(o, "--watchdog") ||
                !strcmp(o, "--replica-sync") || !strcmp(o, "--durable") ||
