@@ -239,8 +239,8 @@ static void test_wait_recipe(void) {
   CU_ASSERT_EQUAL(dlock__recipe_woken(&r, DLOCK_EINTR, 0), DLOCK__STEP_FAILED);
   CU_ASSERT_EQUAL(r.rc, DLOCK_EINTR);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "wait interrupted"));
-  /* a preformatted subject is used as it is */
-  dlock__recipe s = {.what = "semaphore \"s\" (2 permits)", .fifo = 1};
+  /* a subject that says the demand */
+  dlock__recipe s = {.noun = "semaphore", .name = "s", .permits = 2, .fifo = 1};
   dlock__recipe_start(&s, 0, dlock__now_ms(), 0);
   dlock__recipe_tried(&s, 0, -1, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "semaphore \"s\" (2 permits): not available"));
@@ -348,6 +348,27 @@ static void test_errors(void) {
   }
   CU_ASSERT_EQUAL(DLOCK_ELOST, -9); /* numbers are ABI: append only */
   CU_ASSERT_EQUAL(DLOCK_ECLOSED, -12);
+  CU_ASSERT_EQUAL(DLOCK_EUNACKED, -23);
+  /* a message set aside while other calls fail comes back whole, long or
+   * short (a give-back after a failed wait keeps the wait's words) */
+  static char longer[3000];
+  memset(longer, 'w', sizeof longer - 1);
+  for (int k = 0; k < 2; k++) {
+    const char *text = k ? longer : "the wait's own words";
+    dlock__fail(DLOCK_EIO, "%s", text);
+    dlock__kept_error kept;
+    dlock__error_keep(&kept);
+    CU_ASSERT_STRING_EQUAL(dlock_errmsg(), "");
+    CU_ASSERT_STRING_EQUAL(dlock__kept_text(&kept), text);
+    dlock__fail(DLOCK_EIO, "%s and more", longer); /* the calls between */
+    dlock__error_restore(&kept);
+    CU_ASSERT_STRING_EQUAL(dlock_errmsg(), text);
+    dlock__error_keep(&kept);
+    dlock__fail(DLOCK_EIO, "after: %s", dlock__kept_text(&kept));
+    dlock__error_drop(&kept);
+    CU_ASSERT(strncmp(dlock_errmsg(), "after: ", 7) == 0 &&
+              strcmp(dlock_errmsg() + 7, text) == 0);
+  }
 }
 
 /* ---- connecting ----------------------------------------------------------- */

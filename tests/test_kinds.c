@@ -1,5 +1,7 @@
-/* One name, one kind (docs/errors.md): every pair of kinds on one name
- * (the election's leadership is a lock's hash).
+/* One name, one kind (docs/errors.md): every ordered pair of the kinds
+ * listed below on one name (the election's leadership is a lock's hash;
+ * the multi-lock and RedLock are made of these kinds; the grouped
+ * multi-lock's hash is not in the list).
  * A kind whose layout differs from what the name holds is refused with
  * DLOCK_EKIND and the key is left byte for byte as it was; kinds that share
  * a layout behave as that layout allows. */
@@ -31,15 +33,15 @@ static int suite_clean(void) {
 }
 
 enum kind {
-  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, ELECTION, READ, WRITE, LATCH,
-  SEMAPHORE, PERMITS, NKINDS
+  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, SPIN, ELECTION, READ, WRITE,
+  LATCH, SEMAPHORE, PERMITS, NKINDS
 };
 static const char *const kind_names[NKINDS] = {
     "reentrant", "fenced", "fair", "non-reentrant", "non-reentrant-fair",
-    "election", "read", "write", "latch", "semaphore", "permits"};
+    "spin", "election", "read", "write", "latch", "semaphore", "permits"};
 /* kinds with one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
  * count */
-static const int family[NKINDS] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
+static const int family[NKINDS] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
 
 /* One object of a kind on a name, through its own handle. */
 typedef struct object {
@@ -59,6 +61,7 @@ static object make(dlock_client *c, enum kind k, const char *name) {
   case REENTRANT: rc = dlock_reentrant_lock_new(c, name, NULL, &o.lock); break;
   case FENCED: rc = dlock_fenced_lock_new(c, name, NULL, &o.lock); break;
   case FAIR: rc = dlock_fair_lock_new(c, name, NULL, &o.lock); break;
+  case SPIN: rc = dlock_spin_lock_new(c, name, NULL, &o.lock); break;
   case ONCE: rc = dlock_non_reentrant_lock_new(c, name, NULL, &o.lock); break;
   case ONCE_FAIR:
     rc = dlock_non_reentrant_fair_lock_new(c, name, NULL, &o.lock);
@@ -194,7 +197,7 @@ static void test_every_pair(void) {
       freeReplyObject(th_cmd(&srv, "DEL %s", name));
     }
   }
-  CU_ASSERT_EQUAL(refused, 2 * (6 * 2 + 6 * 3 + 2 * 3)); /* ordered pairs */
+  CU_ASSERT_EQUAL(refused, 2 * (7 * 2 + 7 * 3 + 2 * 3)); /* ordered pairs */
   CU_ASSERT(shared > 0);
 }
 

@@ -1,10 +1,10 @@
 /* The dlock lock interface: one set of calls for every kind of lock.
  *
  * A dlock_lock is a handle on one named lock. Its kind (reentrant, fenced,
- * and later fair, read, write, multi, RedLock) is chosen when the handle is
- * made; everything else works on any kind through the calls below, which
- * dispatch through the kind's method table. A method a kind lacks returns
- * DLOCK_ENOTSUP.
+ * non-reentrant, spin, fair, read, write, multi, grouped multi, RedLock,
+ * the semaphore lock) is chosen when the handle is made; everything else
+ * works on any kind through the calls below, which dispatch through the
+ * kind's method table. A method a kind lacks returns DLOCK_ENOTSUP.
  *
  * Owner: by default the owner of a hold is the calling thread ("U:T" on the
  * wire), so one handle may be shared by many threads and each thread holds

@@ -291,8 +291,10 @@ void dlock__await_start(dlock__aop *op) {
   const dlock__wait *w = &op->wt;
   dlock__request_id(op->wt.rid);
   op->on_ready = try_ready;
-  op->recipe = (dlock__recipe){.what = w->what,
-                               .noun = w->noun ? w->noun : w->k->noun,
+  op->recipe = (dlock__recipe){.noun = w->noun ? w->noun : w->k->noun,
+                               .permits = w->k->says_demand
+                                              ? (w->demand > 0 ? w->demand : 1)
+                                              : 0,
                                .name = op->h->name, .fifo = w->k->fifo,
                                .askable = w->k->ask && !w->no_ask,
                                .ask_ms = dlock__client_opts(op->c)->command_timeout_ms,

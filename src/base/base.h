@@ -27,6 +27,20 @@ int dlock__fail_more(int code, const char *fmt, ...)
 /* The same, the message being head followed by the current one. */
 int dlock__fail_before(int code, const char *head);
 void dlock__clear_error(void);
+/* The thread's message set aside while other calls make theirs, whole and
+ * without allocating: keep moves it into k (the thread's is then empty),
+ * restore makes it the thread's again, drop forgets it; one of the two
+ * ends every keep. dlock__kept_text reads it meanwhile. */
+#define DLOCK__ERR_SMALL 512 /* a message this long needs no allocation */
+typedef struct dlock__kept_error {
+  char *big; /* a longer message's buffer, or NULL: small holds it */
+  size_t cap;
+  char small[DLOCK__ERR_SMALL];
+} dlock__kept_error;
+void dlock__error_keep(dlock__kept_error *k);
+const char *dlock__kept_text(const dlock__kept_error *k);
+void dlock__error_restore(dlock__kept_error *k);
+void dlock__error_drop(dlock__kept_error *k);
 /* dlock__fail(DLOCK_ENOMEM, "out of memory"): an allocation failed (the
  * words need none). */
 int dlock__oom(void);

@@ -1,5 +1,6 @@
 /* Error codes, their text, and the per-thread detail message. The message
- * grows to whatever its text needs: it is never cut. */
+ * grows to whatever its text needs: it is never cut (out of memory, it is
+ * what fits), and set aside whole (dlock__error_keep). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -10,7 +11,7 @@
 #include "base/base.h"
 #include "base/policy.h"
 
-static _Thread_local char small[512]; /* most messages: no allocation */
+static _Thread_local char small[DLOCK__ERR_SMALL]; /* most messages */
 static _Thread_local char *big;       /* a longer one's, NULL until then */
 static _Thread_local size_t bigcap;
 #define errmsg (big ? big : small)
@@ -101,6 +102,42 @@ const char *dlock_errname(int code) {
 const char *dlock_errmsg(void) { return errmsg; }
 
 void dlock__clear_error(void) { errmsg[0] = '\0'; }
+
+/* The thread's grown buffer becomes p (NULL: none, small is the buffer). */
+static void set_big(char *p, size_t cap) {
+  pthread_once(&big_once, big_init);
+  big = p;
+  bigcap = cap;
+  pthread_setspecific(big_key, p);
+}
+
+void dlock__error_keep(dlock__kept_error *k) {
+  k->big = big;
+  k->cap = bigcap;
+  if (big == NULL)
+    memcpy(k->small, small, strlen(small) + 1);
+  set_big(NULL, 0);
+  small[0] = '\0';
+}
+
+const char *dlock__kept_text(const dlock__kept_error *k) {
+  return k->big ? k->big : k->small;
+}
+
+void dlock__error_restore(dlock__kept_error *k) {
+  free(big); /* what the calls in between made */
+  set_big(k->big, k->cap);
+  if (k->big == NULL)
+    memcpy(small, k->small, strlen(k->small) + 1);
+  k->big = NULL;
+  k->small[0] = '\0';
+}
+
+void dlock__error_drop(dlock__kept_error *k) {
+  free(k->big);
+  k->big = NULL;
+  k->small[0] = '\0';
+}
 
 int dlock__fail(int code, const char *fmt, ...) {
   va_list ap;

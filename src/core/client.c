@@ -239,10 +239,11 @@ static int client_setup(dlock_client *c, const char *uri,
 
 /* Free c, keeping the message of the failure rc. */
 static int fail_free(dlock_client *c, int rc) {
-  char msg[512];
-  snprintf(msg, sizeof msg, "%s", dlock_errmsg());
+  dlock__kept_error msg;
+  dlock__error_keep(&msg);
   client_free(c);
-  return dlock__fail(rc, "%s", msg);
+  dlock__error_restore(&msg);
+  return rc;
 }
 
 /* The topology's first request (PING; a cluster's CLUSTER SHARDS) waits

@@ -232,6 +232,8 @@ typedef struct dlock__wait_kind {
   /* the wait is for an event, not for a contended object (a latch to reach
    * zero): the client's other calls keep the direct path meanwhile */
   unsigned event : 1;
+  /* the messages' subject says the demand: 'semaphore "N" (2 permits)' */
+  unsigned says_demand : 1;
 } dlock__wait_kind;
 
 /* One wait under way: what the caller asks, what the driver keeps, what a
@@ -240,7 +242,6 @@ struct dlock__wait {
   const dlock__wait_kind *k;
   dlock__handle *h;     /* whose (interrupts name it; its client waits) */
   const char *noun;     /* messages: in place of k->noun, or NULL */
-  const char *what;     /* messages: the subject whole, or NULL: noun, name */
   void *ctx;            /* the kind's own */
   uint64_t owner;
   int64_t wait_ms;      /* 0 one try, DLOCK_WAIT_FOREVER */
@@ -332,9 +333,9 @@ typedef enum dlock__step {
 
 typedef struct dlock__recipe {
   /* the caller's, before dlock__recipe_start */
-  const char *what;       /* the messages' subject ('lock "N"'), or NULL: */
-  const char *noun;       /* made of these when a message needs it */
-  const char *name;
+  const char *noun;       /* the messages' subject ('lock "N"'), made of */
+  const char *name;       /* these when a message needs it */
+  int64_t permits;        /* > 0: it ends " (N permits)" */
   int fifo;               /* a FIFO waiter (semaphores): tries on its turn */
   int askable;            /* a lost try can be asked about */
   int64_t ask_ms;         /* and for this long past the deadline (the

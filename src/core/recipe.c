@@ -45,9 +45,11 @@ static int64_t next_try(int64_t hint, int64_t now, int64_t deadline) {
  * wait keeps no room for it. */
 #define WHAT_MAX 160
 static const char *what(const dlock__recipe *r, char buf[WHAT_MAX]) {
-  if (r->what)
-    return r->what;
-  snprintf(buf, WHAT_MAX, "%s \"%.100s%s\"", r->noun, DLOCK__NAME(r->name));
+  int n = snprintf(buf, WHAT_MAX, "%s \"%.100s%s\"", r->noun,
+                   DLOCK__NAME(r->name));
+  if (r->permits > 0 && n > 0 && n < WHAT_MAX)
+    snprintf(buf + n, WHAT_MAX - (size_t)n, " (%" PRId64 " permits)",
+             r->permits);
   return buf;
 }
 

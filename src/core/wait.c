@@ -59,22 +59,22 @@ static int build_back(void *ctx, const char *rid, dlock__req *req) {
 static void give_back(dlock__wait *w) {
   if (w->k->give_back == NULL)
     return;
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
+  dlock__kept_error saved;
+  dlock__error_keep(&saved);
   back_ctx x = {w};
   redisReply *r = NULL;
   dlock__release_retry(w->h->client, build_back, &x, &r);
   if (r)
     freeReplyObject(r);
-  dlock__fail(0, "%s", saved);
+  dlock__error_restore(&saved);
 }
 
 /* Leave what the tries left behind (a queue entry; retried once when the
  * answer is lost); the wait's error stays the caller's. When both fail,
  * the kind's scripts skip the entry once its liveness has passed. */
 static void give_up(dlock__wait *w) {
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", dlock_errmsg());
+  dlock__kept_error saved;
+  dlock__error_keep(&saved);
   redisReply *r = NULL;
   int rc = DLOCK_EIO;
   for (int i = 0; i < 2 && dlock__answer_lost(rc); i++) {
@@ -85,7 +85,7 @@ static void give_up(dlock__wait *w) {
   }
   if (r)
     freeReplyObject(r);
-  dlock__fail(0, "%s", saved);
+  dlock__error_restore(&saved);
 }
 
 /* The loop only leaves after a try of its own (which takes an early try's
@@ -101,8 +101,8 @@ static void settle_early(dlock__wait *w, dlock__waiter *wr, int rc) {
   int pending = wr->early_state != 0;
   pthread_mutex_unlock(&wr->parker->mu);
   if (pending && rc < 0 && w->k->give_back) {
-    char saved[512];
-    snprintf(saved, sizeof saved, "%s", dlock_errmsg()); /* the wait's */
+    dlock__kept_error saved; /* the wait's */
+    dlock__error_keep(&saved);
     dlock__try t = {wr, 0};
     int64_t hint = 0;
     int got = try_once(w, &t, &hint); /* takes the early answer */
@@ -111,7 +111,7 @@ static void settle_early(dlock__wait *w, dlock__waiter *wr, int rc) {
       got = w->k->ask(w);
     if (got == 1)
       give_back(w);
-    dlock__fail(0, "%s", saved);
+    dlock__error_restore(&saved);
   }
   pthread_mutex_lock(&wr->parker->mu);
   while (wr->early_state == 1)
@@ -271,8 +271,10 @@ int dlock__wait_run(dlock__wait *w) {
   const dlock__wait_kind *k = w->k;
   dlock_client *c = w->h->client;
   dlock__request_id(w->rid);
-  dlock__recipe r = {.what = w->what, .noun = w->noun ? w->noun : k->noun,
+  dlock__recipe r = {.noun = w->noun ? w->noun : k->noun,
                      .name = w->h->name, .fifo = k->fifo,
+                     .permits = k->says_demand ? (w->demand > 0 ? w->demand : 1)
+                                               : 0,
                      .askable = k->ask != NULL && !w->no_ask,
                      .ask_ms = dlock__client_opts(c)->command_timeout_ms,
                      .pause_only = k->wait_channel == NULL};

@@ -128,13 +128,17 @@ static void destroy(dlock_lock *l) {
  * ran (w->token: the term), 0 it did not, or an error. */
 static int ask(dlock__wait *w) {
   dlock_election *e = (dlock_election *)(void *)w->h;
-  char lost[512];
-  snprintf(lost, sizeof lost, "%s", dlock_errmsg()); /* the try's */
+  dlock__kept_error lost; /* the try's */
+  dlock__error_keep(&lost);
   dlock_leader l;
   int rc = dlock_election_leader(e, &l);
-  if (rc != DLOCK_OK)
-    return dlock__fail(rc, "%s; asking whether the campaign ran: %s", lost,
-                       dlock_errmsg());
+  if (rc != DLOCK_OK) {
+    rc = dlock__fail(rc, "%s; asking whether the campaign ran: %s",
+                     dlock__kept_text(&lost), dlock_errmsg());
+    dlock__error_drop(&lost);
+    return rc;
+  }
+  dlock__error_drop(&lost);
   rc = l.mine;
   if (rc)
     w->token = l.term; /* its lease started no earlier than w->sent_ms */

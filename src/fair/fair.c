@@ -32,7 +32,7 @@ typedef struct fair {
   dlock__buf unlock_prefix; /* redisson_unlock_latch:{N}: */
 } fair;
 
-/* ---- tries, releases and leaving as requests (method table 2 and 3) ------- */
+/* ---- tries, releases and leaving as requests (dlock__lock_reqs) ------- */
 
 /* One try. The first try never queues: a waiter joins the queue only once
  * it is subscribed to its channel, so its wake-up cannot be missed

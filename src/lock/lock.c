@@ -281,23 +281,24 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
 
 int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
                         int64_t try_ms, int64_t *sent_ms) {
-  char lost[512];
-  snprintf(lost, sizeof lost, "%s", dlock_errmsg()); /* the try's */
+  dlock__kept_error lost; /* the try's */
+  dlock__error_keep(&lost);
   dlock_lock_state st;
   memset(&st, 0, sizeof st);
   int rc = l->m->state(l, owner, &st);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (prior >= 0 && st.hold_count == prior + 1) {
+  if (rc == DLOCK_OK && prior >= 0 && st.hold_count == prior + 1) {
     *sent_ms = try_ms; /* its lease started no earlier */
-    return 1;
-  }
-  if (prior >= 0 && st.hold_count == prior)
-    return 0;
-  return dlock__fail(DLOCK_EIO, "%s; after it the server counts %" PRId64
+    rc = 1;
+  } else if (rc == DLOCK_OK && prior >= 0 && st.hold_count == prior) {
+    rc = 0;
+  } else if (rc == DLOCK_OK) {
+    rc = dlock__fail(DLOCK_EIO, "%s; after it the server counts %" PRId64
                      " holds of \"%.100s%s\" where %" PRId64 " or %" PRId64
-                     " were expected", lost, st.hold_count, DLOCK__NAME(l->h.name), prior,
-                     prior + 1);
+                     " were expected", dlock__kept_text(&lost), st.hold_count,
+                     DLOCK__NAME(l->h.name), prior, prior + 1);
+  }
+  dlock__error_drop(&lost);
+  return rc;
 }
 
 /* ---- the acquire of a kind that is its requests: its wait ------------------ */

@@ -44,15 +44,19 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
         validity = g.validity_ms;
       continue;
     }
-    char why[1024];
-    snprintf(why, sizeof why, "%s", dlock_errmsg());
+    dlock__kept_error why;
+    dlock__error_keep(&why);
     release_taken(m, owner, taken);
     memset(taken, 0, sizeof taken);
     validity = INT64_MAX;
-    if (rc != DLOCK_EBUSY)
-      return dlock__fail(rc, "member %zu: %s", i, why);
-    if (wait_ms == 0)
-      return dlock__fail(DLOCK_EBUSY, "member %zu is held: %s", i, why);
+    if (rc != DLOCK_EBUSY || wait_ms == 0) {
+      rc = dlock__fail(rc, rc != DLOCK_EBUSY ? "member %zu: %s"
+                                             : "member %zu is held: %s",
+                       i, dlock__kept_text(&why));
+      dlock__error_drop(&why);
+      return rc;
+    }
+    dlock__error_drop(&why);
     int64_t left = deadline < 0 ? DLOCK_WAIT_FOREVER : deadline - dlock__now_ms();
     if (deadline >= 0 && left <= 0)
       return dlock__fail(DLOCK_ETIMEDOUT, "multi-lock: member %zu still held", i);
@@ -73,15 +77,19 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
 static int release(dlock_lock *l, uint64_t owner) {
   multi *m = (multi *)l;
   int first = DLOCK_OK;
-  char why[512] = "";
+  dlock__kept_error why; /* the first failure's, kept whole */
   for (size_t i = m->n; i > 0; i--) {
     int rc = dlock__lock_run_release(m->members[i - 1], owner);
     if (rc != DLOCK_OK && first == DLOCK_OK) {
-      first = rc;
-      snprintf(why, sizeof why, "member %zu: %s", i - 1, dlock_errmsg());
+      char head[48];
+      snprintf(head, sizeof head, "member %zu: ", i - 1);
+      first = dlock__fail_before(rc, head);
+      dlock__error_keep(&why);
     }
   }
-  return first == DLOCK_OK ? DLOCK_OK : dlock__fail(first, "%s", why);
+  if (first != DLOCK_OK)
+    dlock__error_restore(&why);
+  return first;
 }
 
 static int force_release(dlock_lock *l) {
@@ -167,10 +175,10 @@ static void m_ask(dlock__aop *op, int64_t wait_ms) {
                              m_answer, op, 1, &w->inner);
   w->inner_n = rc == DLOCK_OK;
   if (rc != DLOCK_OK) {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", dlock_errmsg());
+    char head[48];
+    snprintf(head, sizeof head, "member %zu: ", w->i);
     w->inner = 0;
-    m_fail(op, dlock__fail(rc, "member %zu: %s", w->i, why));
+    m_fail(op, dlock__fail_before(rc, head));
   }
 }
 

@@ -724,10 +724,9 @@ static int contact_rc(dlock__net *net, int rc) {
     atomic_store(&net->sharded, 0);
     return DLOCK_OK;
   }
-  char said[512];
-  snprintf(said, sizeof said, "%s", dlock_errmsg());
-  return dlock__fail(DLOCK_ECONFIG, "not a cluster node (a redis+cluster:// "
-                     "URI needs servers with cluster-enabled yes): %s", said);
+  return dlock__fail_before(DLOCK_ECONFIG, "not a cluster node (a "
+                            "redis+cluster:// URI needs servers with "
+                            "cluster-enabled yes): ");
 }
 
 const dlock__topology dlock__cluster_topology = {

@@ -82,7 +82,7 @@ static int64_t hold_count(dlock_lock *l, uint64_t owner_id) {
   return dlock__hold_count(l->h.client, &id);
 }
 
-/* ---- tries and releases as requests (method table 2 and 3) --------------- */
+/* ---- tries and releases as requests (dlock__lock_reqs) --------------- */
 
 static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
                    dlock__req *req) {

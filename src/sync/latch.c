@@ -110,9 +110,7 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
     return rc;
   if (wait_ms < 0 && wait_ms != DLOCK_WAIT_FOREVER)
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
-  char what[140];
-  snprintf(what, sizeof what, "latch \"%.100s%s\"", DLOCK__NAME(l->o.h.name));
-  dlock__wait w = {.k = &latch_wait, .h = &l->o.h, .what = what,
+  dlock__wait w = {.k = &latch_wait, .h = &l->o.h,
                    .owner = dlock_thread_id(), .wait_ms = wait_ms};
   rc = dlock__wait_run(&w);
   if (rc == DLOCK_EKIND && strstr(dlock_errmsg(), "not a count") == NULL)

@@ -274,9 +274,7 @@ int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
     free(a);
     return rc;
   }
-  char what[140];
-  snprintf(what, sizeof what, "permits of \"%.100s%s\"", DLOCK__NAME(p->o.h.name));
-  dlock__wait w = {.k = &permits_wait, .h = &p->o.h, .what = what, .ctx = a,
+  dlock__wait w = {.k = &permits_wait, .h = &p->o.h, .ctx = a,
                    .owner = dlock_thread_id(), .wait_ms = wait_ms,
                    .lease_ms = a->lease_ms, .watchdog = watchdog,
                    .demand = (int64_t)n};

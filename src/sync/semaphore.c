@@ -158,6 +158,7 @@ static const dlock__wait_kind permit_wait = {
     .ask = acquire_ask,
     .wait_channel = dlock__synchronizer_channel,
     .fifo = 1,
+    .says_demand = 1,
 };
 
 int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
@@ -170,10 +171,7 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
     return dlock__fail(DLOCK_EINVAL, "wait_ms must be >= 0 or DLOCK_WAIT_FOREVER");
   if (n == 0)
     return DLOCK_OK;
-  char what[160];
-  snprintf(what, sizeof what, "semaphore \"%.100s%s\" (%" PRId64 " permits)",
-           DLOCK__NAME(s->o.h.name), n);
-  dlock__wait w = {.k = &permit_wait, .h = &s->o.h, .what = what,
+  dlock__wait w = {.k = &permit_wait, .h = &s->o.h,
                    .owner = dlock_thread_id(), .wait_ms = wait_ms,
                    .demand = n};
   int64_t t0_us = dlock__now_us();

@@ -1,8 +1,9 @@
 /* What the dlock tool's commands share (options.c): the exit statuses, the
  * global options in one struct, the messages, the option parser every
  * command uses, and the connection to the configured servers. Each command
- * family is a file of its own (run.c, sync.c, inspect.c, admin.c,
- * check.c); main.c holds the command table. */
+ * family is a file of its own (run.c, leader.c, sync.c, inspect.c,
+ * admin.c, check.c; command.c runs a child command); main.c holds the
+ * command table. */
 #ifndef DLOCK_CLI_H
 #define DLOCK_CLI_H
 
