@@ -13,12 +13,10 @@
 -- reply    nil: the owner does not lead (never did, or its lease ran out),
 --          or nobody leads (force); 1: resigned (N and the record deleted,
 --          standbys and observers told). A retry with the same R replays 1.
-local done = redis.call('get', KEYS[2])
-if done then
-  return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not an election')
+-- #include release.lua
+local first = release_replay(KEYS[2], KEYS[1], 'an election')
+if first ~= false then
+  return first
 end
 if ARGV[1] == '' then
   if redis.call('exists', KEYS[1]) == 0 then

@@ -18,18 +18,16 @@
 --          hash: N is left as it is
 -- #include now.lua
 -- #include fair_queue.lua
-local done = redis.call('get', KEYS[2])
-if done then
-  return tonumber(done)
+-- #include release.lua
+local first = release_replay(KEYS[2], KEYS[1], 'a fair lock')
+if first ~= false then
+  return first
 end
 local function wake_next()
   local head = fair_purge(KEYS[3], KEYS[4], KEYS[5], server_now())
   if head then
     redis.call(ARGV[4], ARGV[5] .. ':' .. head, '0')
   end
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   if redis.call('exists', KEYS[1]) == 0 then

@@ -11,6 +11,7 @@
 --          string, {} otherwise; permits = {live permits held, ms until the
 --          first of them expires (-1: none expires)} when KEYS[3] is a zset,
 --          else {0, -1}
+-- #include now.lua
 local kind = redis.call('type', KEYS[1])['ok']
 local queued = 0
 if redis.call('type', KEYS[2])['ok'] == 'list' then
@@ -25,8 +26,7 @@ end
 local permits = {0, -1}
 local ptype = redis.call('type', KEYS[3])['ok']
 if ptype == 'zset' then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = server_now()
   local held = redis.call('zcount', KEYS[3], '(' .. now, '+inf')
   local first = redis.call('zrangebyscore', KEYS[3], '(' .. now, '+inf',
                            'withscores', 'limit', 0, 1)

@@ -14,12 +14,10 @@
 --          waiters told). A retry with the same R replays the first 0 or 1.
 -- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
 --          hash: N is left as it is
-local done = redis.call('get', KEYS[2])
-if done then
-  return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
+-- #include release.lua
+local first = release_replay(KEYS[2], KEYS[1], 'a lock')
+if first ~= false then
+  return first
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if not holds then

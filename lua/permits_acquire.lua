@@ -10,8 +10,8 @@
 -- reply    {1} when taken; {0, wait}: fewer than n available, wait = ms
 --          until the next permit expires (-1: none will)
 -- Expired permits go back to the pool first (and waiters are told).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- #include now.lua
+local now = server_now()
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
 if #expired > 0 then
   local available = (tonumber(redis.call('get', KEYS[1])) or 0) + #expired

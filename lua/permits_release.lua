@@ -14,8 +14,8 @@ local done = redis.call('get', KEYS[2])
 if done then
   return tonumber(done)
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- #include now.lua
+local now = server_now()
 for i = 4, #ARGV do
   local expiry = redis.call('zscore', KEYS[3], ARGV[i])
   if not expiry or tonumber(expiry) <= now then

@@ -5,8 +5,8 @@
 -- ARGV[2i+1]   unused ("")
 -- reply        array, element i = 1 when permit i was still held (its lease
 --              is now ARGV[1]), 0 when it is unknown or expired
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- #include now.lua
+local now = server_now()
 local out = {}
 for i = 1, #KEYS do
   local expiry = redis.pcall('zscore', KEYS[i], ARGV[2 * i])

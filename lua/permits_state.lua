@@ -12,8 +12,8 @@ local found = name_kind(KEYS[1])
 if found ~= 'none' and found ~= 'count' then
   return wrong_kind(found, 'an expirable-permit semaphore')
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- #include now.lua
+local now = server_now()
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
 if #expired > 0 then
   for _, id in ipairs(expired) do

@@ -3,8 +3,8 @@
 -- ARGV[1]  permit id
 -- ARGV[2]  new lease in ms, or -1 for never
 -- reply    1 when updated, 0 when the permit is unknown or expired
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- #include now.lua
+local now = server_now()
 local expiry = redis.call('zscore', KEYS[1], ARGV[1])
 if not expiry or tonumber(expiry) <= now then
   return 0
