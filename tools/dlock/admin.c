@@ -22,15 +22,15 @@ int cmd_unlock(int argc, char **argv) {
   if ((status = cli_options("unlock", argc, argv, opts, unlock_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (!force)
-    return usage_error("unlock: only --force is supported (a lock belongs to "
+    return cli_usage_error("unlock: only --force is supported (a lock belongs to "
                        "its holder; `dlock run` releases its own)");
   if (argc - i != 1)
-    return usage_error("unlock: expected NAME");
+    return cli_usage_error("unlock: expected NAME");
   const char *name = argv[i];
   dlock_client *c = NULL;
   dlock_inspection *in = NULL;
   dlock_lock *l = NULL;
-  status = open_first(&c);
+  status = cli_open_first(&c);
   if (status)
     return status;
   int rc = dlock_inspect(c, name, NULL, &in);
@@ -45,7 +45,7 @@ int cmd_unlock(int argc, char **argv) {
   if (rc == DLOCK_OK)
     printf("%s\n", released ? "released" : "not locked");
   else
-    status = fail(rc, name);
+    status = cli_fail(rc, name);
   dlock_lock_free(l);
   dlock_inspection_free(in);
   dlock_client_close(c);
@@ -89,22 +89,22 @@ int cmd_write(int argc, char **argv) {
     return status < 0 ? 0 : status;
   int64_t token = 0;
   if (token_text == NULL)
-    return usage_error("write: no token (--token T, or DLOCK_FENCE_TOKEN as "
+    return cli_usage_error("write: no token (--token T, or DLOCK_FENCE_TOKEN as "
                        "`dlock run --fenced` sets it)");
-  if (parse_count(token_text, 1, &token) != 0)
-    return usage_error("write: bad token \"%s\" (a fenced lock's token, > 0)",
+  if (cli_parse_count(token_text, 1, &token) != 0)
+    return cli_usage_error("write: bad token \"%s\" (a fenced lock's token, > 0)",
                        token_text);
   if (argc - i < 2)
-    return usage_error("write: expected NAME COMMAND [ARG]...");
+    return cli_usage_error("write: expected NAME COMMAND [ARG]...");
   const char *name = argv[i++];
   size_t n = (size_t)(argc - i);
   size_t *lens = calloc(n, sizeof *lens);
   if (lens == NULL)
-    return fail(DLOCK_ENOMEM, name);
+    return cli_fail(DLOCK_ENOMEM, name);
   for (size_t k = 0; k < n; k++)
     lens[k] = strlen(argv[i + (int)k]);
   dlock_client *c = NULL;
-  status = open_first(&c);
+  status = cli_open_first(&c);
   if (status == 0) {
     dlock_reply *reply = NULL;
     int rc = dlock_fenced_call(c, name, token, n, (const char *const *)argv + i,
@@ -112,7 +112,7 @@ int cmd_write(int argc, char **argv) {
     if (rc == DLOCK_OK)
       print_reply(reply);
     else
-      status = fail(rc, name);
+      status = cli_fail(rc, name);
     dlock_reply_free(reply);
     dlock_client_close(c);
   }

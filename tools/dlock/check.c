@@ -430,14 +430,14 @@ int cmd_check(int argc, char **argv) {
   if ((status = cli_options("check", argc, argv, opts, check_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (i < argc)
-    return usage_error("check: takes no arguments");
-  if ((sync && (status = ack_option("--replica-sync", sync)) != 0) ||
-      (durable && (status = ack_option("--durable", durable)) != 0) ||
-      (replicas && (status = ack_option("--durable-replicas", replicas)) != 0) ||
-      (status = ack_opts_check()) != 0)
+    return cli_usage_error("check: takes no arguments");
+  if ((sync && (status = cli_ack_option("--replica-sync", sync)) != 0) ||
+      (durable && (status = cli_ack_option("--durable", durable)) != 0) ||
+      (replicas && (status = cli_ack_option("--durable-replicas", replicas)) != 0) ||
+      (status = cli_ack_opts_check()) != 0)
     return status;
   dlock_client *c = NULL;
-  if ((status = open_first(&c)) != 0)
+  if ((status = cli_open_first(&c)) != 0)
     return status;
   int rc = check_all(c, stdout, cli.replica_sync_ms > 0, cli.durable_ms > 0);
   dlock_client_close(c);

@@ -58,16 +58,16 @@ typedef struct cli_globals {
 } cli_globals;
 
 extern cli_globals cli;
-extern const char *const prog; /* "dlock", the messages' first word */
+extern const char *const cli_prog; /* "dlock", the messages' first word */
 
 /* ---- messages ------------------------------------------------------------ */
 
 /* A URL as messages show it: its password hidden. */
-const char *shown(const char *url);
+const char *cli_shown(const char *url);
 /* "dlock: ..." on stderr; EXIT_USAGE. */
-int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A library failure rc about what, said once, on stderr; its exit status. */
-int fail(int rc, const char *what);
+int cli_fail(int rc, const char *what);
 
 /* Timed waits on the monotonic clock (a wall clock that jumps moves no
  * deadline): a condition variable whose timed waits use it, and the
@@ -77,33 +77,33 @@ struct timespec cli_deadline(int64_t ms);
 
 /* A JSON string of s (len bytes: control bytes escaped; other bytes as
  * they are). */
-void json_bytes(FILE *f, const char *s, size_t len);
-void json_str(FILE *f, const char *s);
+void cli_json_bytes(FILE *f, const char *s, size_t len);
+void cli_json_str(FILE *f, const char *s);
 
 /* ---- parsing ------------------------------------------------------------- */
 
 /* "500ms", "30s", "5m", "1h", "2" (seconds), "forever" (-1); -2 on error. */
-int64_t parse_duration(const char *s);
+int64_t cli_parse_duration(const char *s);
 /* A whole number >= min into *out: 0, or -1. */
-int parse_count(const char *s, int64_t min, int64_t *out);
+int cli_parse_count(const char *s, int64_t min, int64_t *out);
 /* "TERM", "SIGTERM", "15": the signal, or -1. */
-int parse_signal(const char *s);
+int cli_parse_signal(const char *s);
 /* Does a command's option list go on at word a? ("-" alone is a word) */
-int is_option(const char *a);
+int cli_is_option(const char *a);
 /* A global option at argv[*i] (taken, *i moved onto its value): 0, -1 when
  * argv[*i] is not one, or an exit status. */
-int take_global(int argc, char **argv, int *i);
+int cli_take_global(int argc, char **argv, int *i);
 /* One option of cmd's that is not its own: a global one, or a usage error
  * naming cmd. 0 or an exit status. */
-int other_option(const char *cmd, int argc, char **argv, int *i);
+int cli_other_option(const char *cmd, int argc, char **argv, int *i);
 /* The operands argv[i..argc) of a command that ended its options without
  * `--` (dashdash 0): one that looks like an option is refused. */
-int operands_only(const char *cmd, int argc, char **argv, int i, int dashdash);
+int cli_operands_only(const char *cmd, int argc, char **argv, int i, int dashdash);
 /* --replica-sync, --durable or --durable-replicas (o) with its value into
  * cli; 0 or an exit status. */
-int ack_option(const char *o, const char *val);
+int cli_ack_option(const char *o, const char *val);
 /* --replica-sync and --durable together stay below the command timeout. */
-int ack_opts_check(void);
+int cli_ack_opts_check(void);
 
 /* A command's own options, for cli_options: a flag (int, set to 1), a
  * whole number >= min (int64_t), a duration > 0 (int64_t, ms) or a word
@@ -127,17 +127,17 @@ int cli_options(const char *cmd, int argc, char **argv, const cli_opt *table,
 /* ---- connecting ---------------------------------------------------------- */
 
 /* The URL when no --redis was given: DLOCK_REDIS_URL, else localhost. */
-const char *default_url(void);
+const char *cli_default_url(void);
 /* Does url use TLS, or Sentinel? */
-int url_tls(const char *url);
-int url_sentinel(const char *url);
+int cli_url_tls(const char *url);
+int cli_url_sentinel(const char *url);
 /* A client of url with the global options (engine: NULL, or a client whose
  * engine thread it shares); watchdog_ms > 0 sets the watchdog's lease, lost
  * the lost-lock callback. 0 or an exit status (the failure said). */
-int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
+int cli_connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                dlock_client *engine, dlock_client **out);
 /* A client of the first --redis server (or the default URL). */
-int open_first(dlock_client **out);
+int cli_open_first(dlock_client **out);
 
 /* ---- the commands (argv[0] is the command's name) ------------------------ */
 

@@ -69,7 +69,7 @@ static int foreground_tty(void) {
              : -1;
 }
 
-int command_start(command_job *job, char **command, int orphan_signal,
+int cli_command_start(command_job *job, char **command, int orphan_signal,
                   const sigset_t *mask, void (*on_group)(pid_t, void *),
                   void *data) {
   int go[2], sup[2]; /* go: dlock to COMMAND; sup: dlock to the supervisor */
@@ -145,7 +145,7 @@ int command_start(command_job *job, char **command, int orphan_signal,
   return 0;
 }
 
-int command_wait(command_job *job) {
+int cli_command_wait(command_job *job) {
   int st = 0;
   for (;;) {
     pid_t r = waitpid(job->pid, &st, job->tty >= 0 ? WUNTRACED : 0);

@@ -21,7 +21,7 @@ typedef struct command_job {
  * mask. on_group(group, data) runs once the group exists, before COMMAND
  * runs (a signal sent to the group then is delivered at its exec).
  * Returns 0, or -1 with errno (nothing started). */
-int command_start(command_job *job, char **command, int orphan_signal,
+int cli_command_start(command_job *job, char **command, int orphan_signal,
                   const sigset_t *mask, void (*on_group)(pid_t, void *),
                   void *data);
 
@@ -29,6 +29,6 @@ int command_start(command_job *job, char **command, int orphan_signal,
  * as a shell's job would, and goes on with it), then let the supervisor go
  * without signalling anyone. Returns COMMAND's exit status (128+N when
  * signal N killed it). */
-int command_wait(command_job *job);
+int cli_command_wait(command_job *job);
 
 #endif

@@ -21,9 +21,9 @@ static void status_help(void) {
 
 static void print_status_json(const char *name, const dlock_inspection *in) {
   printf("{\"name\": ");
-  json_str(stdout, name);
+  cli_json_str(stdout, name);
   printf(", \"kind\": ");
-  json_str(stdout, in->kind);
+  cli_json_str(stdout, in->kind);
   printf(", \"ttl_ms\": %" PRId64 ", \"queue_length\": %" PRId64, in->ttl_ms,
          in->queue_length);
   if (in->has_count)
@@ -34,7 +34,7 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
   printf(", \"holders\": {");
   for (size_t k = 0; k < in->nholders; k++) {
     printf("%s", k ? ", " : "");
-    json_str(stdout, in->holders[k].owner);
+    cli_json_str(stdout, in->holders[k].owner);
     printf(": %" PRId64, in->holders[k].count);
   }
   printf("}");
@@ -46,15 +46,15 @@ static void print_status_json(const char *name, const dlock_inspection *in) {
         continue;
       printf("%s", first ? "" : ", ");
       first = 0;
-      json_str(stdout, in->holders[k].owner);
+      cli_json_str(stdout, in->holders[k].owner);
       printf(": ");
-      json_str(stdout, in->holder_clients[k]);
+      cli_json_str(stdout, in->holder_clients[k]);
     }
     printf("}");
   }
   if (in->mode) {
     printf(", \"mode\": ");
-    json_str(stdout, in->mode);
+    cli_json_str(stdout, in->mode);
   }
   printf("}");
 }
@@ -92,10 +92,10 @@ int cmd_status(int argc, char **argv) {
   if ((status = cli_options("status", argc, argv, opts, status_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (argc - i != 1)
-    return usage_error("status: expected NAME");
+    return cli_usage_error("status: expected NAME");
   dlock_client *c = NULL;
   dlock_inspection *in = NULL;
-  status = open_first(&c);
+  status = cli_open_first(&c);
   if (status)
     return status;
   int rc = dlock_inspect(c, argv[i], NULL, &in);
@@ -105,7 +105,7 @@ int cmd_status(int argc, char **argv) {
   } else if (rc == DLOCK_OK)
     print_status_text(argv[i], in);
   else
-    status = fail(rc, argv[i]);
+    status = cli_fail(rc, argv[i]);
   dlock_inspection_free(in);
   dlock_client_close(c);
   return status;
@@ -179,7 +179,7 @@ static void list_page(dlock_client *c, const dlock_listing *page, listing *ls) {
     dlock_inspection *in = NULL;
     int rc = dlock_inspect(c, page->names[k], &o, &in);
     if (rc != DLOCK_OK) {
-      ls->status = fail(rc, page->names[k]);
+      ls->status = cli_fail(rc, page->names[k]);
     } else if (dlock_kind(in->kind)) {
       if (ls->as_json) {
         printf("%s", ls->shown ? "," : "");
@@ -208,10 +208,10 @@ int cmd_list(int argc, char **argv) {
   if ((status = cli_options("list", argc, argv, opts, list_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (argc - i > 1)
-    return usage_error("list: expected at most one PATTERN");
+    return cli_usage_error("list: expected at most one PATTERN");
   const char *pattern = i < argc ? argv[i] : "*";
   dlock_client *c = NULL;
-  if ((status = open_first(&c)) != 0)
+  if ((status = cli_open_first(&c)) != 0)
     return status;
   uint64_t cursor = 0;
   int64_t scans = 0;
@@ -222,7 +222,7 @@ int cmd_list(int argc, char **argv) {
     dlock_listing *page = NULL;
     int rc = dlock_list(c, pattern, &cursor, (size_t)count, &page);
     if (rc != DLOCK_OK) {
-      ls.status = fail(rc, pattern);
+      ls.status = cli_fail(rc, pattern);
       break;
     }
     scans++;
@@ -305,10 +305,10 @@ int cmd_watch(int argc, char **argv) {
   if ((status = cli_options("watch", argc, argv, opts, watch_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (argc - i != 1)
-    return usage_error("watch: expected NAME");
+    return cli_usage_error("watch: expected NAME");
   const char *name = argv[i];
   dlock_client *c = NULL;
-  if ((status = open_first(&c)) != 0)
+  if ((status = cli_open_first(&c)) != 0)
     return status;
   dlock_watcher *w = NULL;
   int rc = dlock_watcher_new(c, name, NULL, &w);
@@ -331,7 +331,7 @@ int cmd_watch(int argc, char **argv) {
     rc = rc < 0 ? rc : DLOCK_OK;
   }
   if (rc < 0)
-    status = fail(rc, name);
+    status = cli_fail(rc, name);
   dlock_watcher_free(w);
   dlock_client_close(c);
   return status;

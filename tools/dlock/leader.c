@@ -34,16 +34,16 @@ static void print_leader(const char *name, const dlock_leader *l, int change,
                          int resync, int as_json) {
   if (as_json) {
     printf("{\"name\":");
-    json_str(stdout, name);
+    cli_json_str(stdout, name);
     if (change)
       printf(",\"change\":\"%s\",\"resync\":%s", change_word(change),
              resync ? "true" : "false");
     printf(",\"leading\":%s,\"term\":%" PRId64 ",\"version\":%" PRId64
            ",\"since_ms\":%" PRId64 ",\"owner\":",
            l->leading ? "true" : "false", l->term, l->version, l->since_ms);
-    json_str(stdout, l->owner);
+    cli_json_str(stdout, l->owner);
     printf(",\"value\":");
-    json_bytes(stdout, l->value ? l->value : "", l->value_len);
+    cli_json_bytes(stdout, l->value ? l->value : "", l->value_len);
     printf(",\"lease_ms\":%" PRId64 "}\n", l->lease_ms);
   } else if (!l->leading) {
     printf(change ? "vacant (term %" PRId64 " ended)%s\n"
@@ -136,12 +136,12 @@ int cmd_leader(int argc, char **argv) {
   if ((status = cli_options("leader", argc, argv, opts, leader_help, 1, &i)) != 0)
     return status < 0 ? 0 : status;
   if (argc - i != 1)
-    return usage_error("leader: expected NAME");
+    return cli_usage_error("leader: expected NAME");
   if (!watching && (changes > 0 || for_ms >= 0))
-    return usage_error("leader: --changes and --for go with --watch");
+    return cli_usage_error("leader: --changes and --for go with --watch");
   const char *name = argv[i];
   dlock_client *c = NULL;
-  if ((status = open_first(&c)) != 0)
+  if ((status = cli_open_first(&c)) != 0)
     return status;
   dlock_election *e = NULL;
   int rc = dlock_election_new(c, name, NULL, &e);
@@ -153,7 +153,7 @@ int cmd_leader(int argc, char **argv) {
     dlock_leader_clear(&l);
   }
   if (rc != DLOCK_OK)
-    status = fail(rc, name);
+    status = cli_fail(rc, name);
   dlock_election_free(e);
   dlock_client_close(c);
   return status;

@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
    * before COMMAND or among its options, before NAME; what follows NAME is
    * never dlock's (run's COMMAND gets it byte for byte). */
   int i = 1;
-  for (; i < argc && is_option(argv[i]); i++) {
+  for (; i < argc && cli_is_option(argv[i]); i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage_main(stdout);
       return 0;
@@ -118,17 +118,17 @@ int main(int argc, char **argv) {
       printf("dlock %s\n", DLOCK_VERSION_STRING);
       return 0;
     }
-    int status = take_global(argc, argv, &i);
+    int status = cli_take_global(argc, argv, &i);
     if (status > 0)
       return status;
     if (status < 0)
-      return usage_error("unknown option %s", argv[i]);
+      return cli_usage_error("unknown option %s", argv[i]);
   }
   if (i >= argc)
-    return usage_error("missing command (run, elect, leader, latch, sem, status, "
+    return cli_usage_error("missing command (run, elect, leader, latch, sem, status, "
                        "list, watch, unlock, check, write)");
   for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
     if (!strcmp(argv[i], commands[k].name))
       return commands[k].run(argc - i, argv + i);
-  return usage_error("unknown command \"%s\"", argv[i]);
+  return cli_usage_error("unknown command \"%s\"", argv[i]);
 }

@@ -16,20 +16,20 @@
 #include "cli.h"
 
 cli_globals cli;
-const char *const prog = "dlock";
+const char *const cli_prog = "dlock";
 
 /* ---- messages and parsing ------------------------------------------------- */
 /* url as it may be printed: without its password. */
-const char *shown(const char *url) {
+const char *cli_shown(const char *url) {
   static char buf[512];
   dlock_uri_redact(url, buf, sizeof buf);
   return buf;
 }
 
-int usage_error(const char *fmt, ...) {
+int cli_usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "%s: ", prog);
+  fprintf(stderr, "%s: ", cli_prog);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fprintf(stderr, "\n(`dlock --help` for usage)\n");
@@ -65,7 +65,7 @@ static void print_in_cli_words(FILE *f, const char *msg) {
   }
 }
 
-int fail(int rc, const char *what) {
+int cli_fail(int rc, const char *what) {
   /* the fact once: a message that names its subject goes alone, one that
    * states what failed goes after the subject (so does every failure to
    * connect: "cannot connect to URL" says the code's words already), else
@@ -78,11 +78,11 @@ int fail(int rc, const char *what) {
   for (size_t i = 0; i < sizeof says_it / sizeof says_it[0]; i++)
     said |= strncmp(m, says_it[i], strlen(says_it[i])) == 0;
   if (strncmp(m, "guarded write on ", 17) == 0)
-    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, "%s: ", cli_prog);
   else if (said && m[0])
-    fprintf(stderr, "%s: %s: ", prog, what);
+    fprintf(stderr, "%s: %s: ", cli_prog, what);
   else
-    fprintf(stderr, "%s: %s: %s%s", prog, what, dlock_strerror(rc),
+    fprintf(stderr, "%s: %s: %s%s", cli_prog, what, dlock_strerror(rc),
             dlock_errmsg()[0] ? ": " : "");
   print_in_cli_words(stderr, dlock_errmsg());
   fputc('\n', stderr);
@@ -115,7 +115,7 @@ int fail(int rc, const char *what) {
 }
 
 /* "500ms", "30s", "5m", "1h", "2" (seconds), "forever". -2 on error. */
-int64_t parse_duration(const char *s) {
+int64_t cli_parse_duration(const char *s) {
   if (strcmp(s, "forever") == 0)
     return -1;
   /* digits, then at most one '.' and digits (strtod alone would take
@@ -145,7 +145,7 @@ int64_t parse_duration(const char *s) {
   return (int64_t)(v * scale + 0.5);
 }
 
-int parse_count(const char *s, int64_t min, int64_t *out) {
+int cli_parse_count(const char *s, int64_t min, int64_t *out) {
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
@@ -155,7 +155,7 @@ int parse_count(const char *s, int64_t min, int64_t *out) {
   return 0;
 }
 
-int parse_signal(const char *s) {
+int cli_parse_signal(const char *s) {
   static const struct {
     const char *name;
     int sig;
@@ -168,12 +168,12 @@ int parse_signal(const char *s) {
     if (strcmp(s, sigs[i].name) == 0)
       return sigs[i].sig;
   int64_t n;
-  return parse_count(s, 1, &n) == 0 && n < 65 ? (int)n : -1;
+  return cli_parse_count(s, 1, &n) == 0 && n < 65 ? (int)n : -1;
 }
 
 /* ---- global options ---------------------------------------------------- */
 
-const char *default_url(void) {
+const char *cli_default_url(void) {
   const char *env = getenv("DLOCK_REDIS_URL");
   return env && *env ? env : "redis://127.0.0.1:6379";
 }
@@ -189,26 +189,26 @@ static int read_password_file(const char *opt, const char *path, char *buf,
     int err = errno;
     if (fd >= 0)
       close(fd);
-    return usage_error("%s %s: %s", opt, path, strerror(err));
+    return cli_usage_error("%s %s: %s", opt, path, strerror(err));
   }
   if (st.st_mode & (S_IRWXG | S_IRWXO)) {
     close(fd);
-    return usage_error("%s %s is readable or writable by group or "
+    return cli_usage_error("%s %s is readable or writable by group or "
                        "others (mode %03o): chmod 600 it", opt, path,
                        (unsigned)(st.st_mode & 0777));
   }
   ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n < 0)
-    return usage_error("%s %s: %s", opt, path, strerror(errno));
+    return cli_usage_error("%s %s: %s", opt, path, strerror(errno));
   buf[n] = '\0';
   size_t len = strcspn(buf, "\r\n");
   if (len == (size_t)n && len == size - 1)
-    return usage_error("%s %s: its first line is longer than %zu "
+    return cli_usage_error("%s %s: its first line is longer than %zu "
                        "bytes", opt, path, size - 2);
   buf[len] = '\0';
   if (len == 0)
-    return usage_error("%s %s: no password on its first line", opt, path);
+    return cli_usage_error("%s %s: no password on its first line", opt, path);
   *have = 1;
   return 0;
 }
@@ -219,7 +219,7 @@ static int env_password(const char *name, char *buf, int *have) {
   if (*have || env == NULL || *env == '\0')
     return 0;
   if (strlen(env) >= 4096)
-    return usage_error("%s is too long", name);
+    return cli_usage_error("%s is too long", name);
   snprintf(buf, 4096, "%s", env);
   *have = 1;
   return 0;
@@ -228,7 +228,7 @@ static int env_password(const char *name, char *buf, int *have) {
 /* A global option at argv[*i]: taken, with its value, and *i moved onto the
  * value. Returns 0 when taken, -1 when argv[*i] is not a global option, or
  * an exit status. */
-int take_global(int argc, char **argv, int *i) {
+int cli_take_global(int argc, char **argv, int *i) {
   const char *o = argv[*i];
   if (!strcmp(o, "--tls-insecure")) {
     cli.tls_insecure = 1;
@@ -245,7 +245,7 @@ int take_global(int argc, char **argv, int *i) {
   if (k == sizeof with_value / sizeof with_value[0])
     return -1;
   if (*i + 1 >= argc)
-    return usage_error("%s needs a value", o);
+    return cli_usage_error("%s needs a value", o);
   const char *val = argv[++*i];
   if (!strncmp(o, "--tls-", 6))
     cli.tls_flag = cli.tls_flag ? cli.tls_flag : o;
@@ -268,41 +268,41 @@ int take_global(int argc, char **argv, int *i) {
     return 0;
   }
   if (cli.nurls == CLI_MAX_REDIS)
-    return usage_error("at most %d --redis", CLI_MAX_REDIS);
+    return cli_usage_error("at most %d --redis", CLI_MAX_REDIS);
   int rc = dlock_uri_check(val);
   if (rc == DLOCK_ENOMEM) {
-    fprintf(stderr, "%s: --redis: out of memory\n", prog);
+    fprintf(stderr, "%s: --redis: out of memory\n", cli_prog);
     return EXIT_OSERR;
   }
   if (rc != DLOCK_OK)
-    return usage_error("bad --redis URL \"%s\": %s", shown(val), dlock_errmsg());
+    return cli_usage_error("bad --redis URL \"%s\": %s", cli_shown(val), dlock_errmsg());
   cli.urls[cli.nurls++] = val;
   return 0;
 }
 
 /* One option of a subcommand's that is not its own: a global one, or a
- * usage error naming cmd. Same returns as take_global, never -1. */
-int other_option(const char *cmd, int argc, char **argv, int *i) {
-  int status = take_global(argc, argv, i);
+ * usage error naming cmd. Same returns as cli_take_global, never -1. */
+int cli_other_option(const char *cmd, int argc, char **argv, int *i) {
+  int status = cli_take_global(argc, argv, i);
   if (status >= 0)
     return status;
-  return usage_error("%s: unknown option %s", cmd, argv[*i]);
+  return cli_usage_error("%s: unknown option %s", cmd, argv[*i]);
 }
 
 /* Does a subcommand's option list go on at word a? Options end at the
  * first word that is not one ("-" alone is a word); `--` ends them too and
  * is the caller's to skip. */
-int is_option(const char *a) { return a[0] == '-' && a[1] != '\0'; }
+int cli_is_option(const char *a) { return a[0] == '-' && a[1] != '\0'; }
 
 /* The operands argv[i..argc) of a subcommand that ended its options
  * without `--` (dashdash 0): one that looks like an option is refused, not
  * taken as a name or a count. */
-int operands_only(const char *cmd, int argc, char **argv, int i,
+int cli_operands_only(const char *cmd, int argc, char **argv, int i,
                   int dashdash) {
   for (; !dashdash && i < argc; i++) {
     char *end;
-    if (is_option(argv[i]) && (strtod(argv[i], &end), *end != '\0'))
-      return usage_error("%s: options go before NAME, as for every command "
+    if (cli_is_option(argv[i]) && (strtod(argv[i], &end), *end != '\0'))
+      return cli_usage_error("%s: options go before NAME, as for every command "
                          "(%s came after it; `--` before a NAME that starts "
                          "with -)", cmd, argv[i]);
   }
@@ -310,10 +310,10 @@ int operands_only(const char *cmd, int argc, char **argv, int i,
 }
 
 /* Does url use TLS, or Sentinel? */
-int url_tls(const char *url) {
+int cli_url_tls(const char *url) {
   return strncmp(url, "rediss", 6) == 0 || strncmp(url, "valkeys", 7) == 0;
 }
-int url_sentinel(const char *url) {
+int cli_url_sentinel(const char *url) {
   const char *p = strstr(url, "://");
   return p && p - url >= 9 && !strncmp(p - 9, "+sentinel", 9);
 }
@@ -327,8 +327,8 @@ static int globals_ready(void) {
   static int done;
   if (done++)
     return 0;
-  if (cli.nurls == 0 && dlock_uri_check(default_url()) != DLOCK_OK)
-    return usage_error("bad DLOCK_REDIS_URL \"%s\": %s", shown(default_url()),
+  if (cli.nurls == 0 && dlock_uri_check(cli_default_url()) != DLOCK_OK)
+    return cli_usage_error("bad DLOCK_REDIS_URL \"%s\": %s", cli_shown(cli_default_url()),
                        dlock_errmsg());
   int status = env_password("DLOCK_REDIS_PASSWORD", cli.password, &cli.have_password);
   if (status == 0)
@@ -340,23 +340,23 @@ static int globals_ready(void) {
     return status;
   int n = cli.nurls ? cli.nurls : 1;
   for (int k = 0; k < n; k++) {
-    const char *url = cli.nurls ? cli.urls[k] : default_url();
+    const char *url = cli.nurls ? cli.urls[k] : cli_default_url();
     const char *from = cli.nurls ? "--redis" : "DLOCK_REDIS_URL";
-    if (cli.tls_flag && !url_tls(url))
-      return usage_error("%s is for TLS URLs (rediss://...), and %s %s is "
+    if (cli.tls_flag && !cli_url_tls(url))
+      return cli_usage_error("%s is for TLS URLs (rediss://...), and %s %s is "
                          "not one: refused rather than run in plaintext",
-                         cli.tls_flag, from, shown(url));
-    if (cli.sentinel_flag && !url_sentinel(url))
-      return usage_error("%s is for Sentinel URLs (redis+sentinel://, "
+                         cli.tls_flag, from, cli_shown(url));
+    if (cli.sentinel_flag && !cli_url_sentinel(url))
+      return cli_usage_error("%s is for Sentinel URLs (redis+sentinel://, "
                          "rediss+sentinel://), and %s %s is not one",
-                         cli.sentinel_flag, from, shown(url));
+                         cli.sentinel_flag, from, cli_shown(url));
   }
   return 0;
 }
 
 
 /* engine: NULL, or a client whose engine thread this one shares */
-int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
+int cli_connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
                dlock_client *engine, dlock_client **out) {
   int status = globals_ready();
   if (status)
@@ -374,11 +374,11 @@ int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   o.durable_ms = cli.durable_ms;
   o.durable_replicas = (int)cli.durable_replicas;
   o.password = cli.have_password ? cli.password : NULL;
-  if (url_sentinel(url)) {
+  if (cli_url_sentinel(url)) {
     o.sentinel_username = cli.sentinel_user;
     o.sentinel_password = cli.have_sentinel_password ? cli.sentinel_password : NULL;
   }
-  if (url_tls(url)) {
+  if (cli_url_tls(url)) {
     o.tls_ca_file = cli.tls_ca;
     o.tls_ca_dir = cli.tls_ca_dir;
     o.tls_cert_file = cli.tls_cert;
@@ -389,50 +389,50 @@ int connect_to(const char *url, int64_t watchdog_ms, dlock_lost_fn *lost,
   int rc = dlock_client_open(url, &o, out);
   if (rc != DLOCK_OK) {
     char what[600];
-    snprintf(what, sizeof what, "cannot connect to %s", shown(url));
-    status = fail(rc, what);
-    if (rc == DLOCK_EAUTH && url_sentinel(url) && strstr(dlock_errmsg(), "sentinel credentials"))
+    snprintf(what, sizeof what, "cannot connect to %s", cli_shown(url));
+    status = cli_fail(rc, what);
+    if (rc == DLOCK_EAUTH && cli_url_sentinel(url) && strstr(dlock_errmsg(), "sentinel credentials"))
       fprintf(stderr, "%s: hint: the sentinels' password comes from "
               "--sentinel-password-file FILE or DLOCK_SENTINEL_PASSWORD, "
-              "their ACL user from --sentinel-user\n", prog);
+              "their ACL user from --sentinel-user\n", cli_prog);
     return status;
   }
   return 0;
 }
 
 /* A client of the first --redis server (status, unlock). */
-int open_first(dlock_client **out) {
-  return connect_to(cli.nurls ? cli.urls[0] : default_url(), 0, NULL, NULL, out);
+int cli_open_first(dlock_client **out) {
+  return cli_connect_to(cli.nurls ? cli.urls[0] : cli_default_url(), 0, NULL, NULL, out);
 }
 
 
 /* ---- the acknowledgement options of run and check ------------------------ */
 
-int ack_option(const char *o, const char *val) {
+int cli_ack_option(const char *o, const char *val) {
   if (val == NULL)
-    return usage_error("%s needs a value", o);
+    return cli_usage_error("%s needs a value", o);
   if (!strcmp(o, "--durable-replicas")) {
-    if (parse_count(val, 0, &cli.durable_replicas) != 0 || cli.durable_replicas > 1000)
-      return usage_error("bad --durable-replicas \"%s\" (0 to 1000)", val);
+    if (cli_parse_count(val, 0, &cli.durable_replicas) != 0 || cli.durable_replicas > 1000)
+      return cli_usage_error("bad --durable-replicas \"%s\" (0 to 1000)", val);
     return 0;
   }
-  int64_t d = parse_duration(val);
+  int64_t d = cli_parse_duration(val);
   if (d <= 0)
-    return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
+    return cli_usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
   if (d >= 3000)
-    return usage_error("%s must be below the command timeout (3s)", o);
+    return cli_usage_error("%s must be below the command timeout (3s)", o);
   *(!strcmp(o, "--replica-sync") ? &cli.replica_sync_ms : &cli.durable_ms) = d;
   return 0;
 }
 
 /* --replica-sync and --durable together: both wait within one call. */
-int ack_opts_check(void) {
+int cli_ack_opts_check(void) {
   if (cli.durable_replicas > 0 && cli.durable_ms == 0)
-    return usage_error("--durable-replicas goes with --durable D");
+    return cli_usage_error("--durable-replicas goes with --durable D");
   if (cli.replica_sync_all && cli.replica_sync_ms == 0)
-    return usage_error("--replica-sync-all goes with --replica-sync D");
+    return cli_usage_error("--replica-sync-all goes with --replica-sync D");
   if (cli.replica_sync_ms + cli.durable_ms >= 3000)
-    return usage_error("--replica-sync and --durable together must stay "
+    return cli_usage_error("--replica-sync and --durable together must stay "
                        "below the command timeout (3s)");
   return 0;
 }
@@ -453,21 +453,21 @@ static int own_option(const char *cmd, int argc, char **argv, int *i,
     return 0;
   }
   if (*i + 1 >= argc)
-    return usage_error("%s: %s needs a value", cmd, t->name);
+    return cli_usage_error("%s: %s needs a value", cmd, t->name);
   const char *val = argv[++*i];
   if (t->kind == CLI_TEXT) {
     *(const char **)t->dest = val;
     return 0;
   }
   if (t->kind == CLI_COUNT) {
-    if (parse_count(val, t->min, (int64_t *)t->dest) != 0)
-      return usage_error("%s: bad %s \"%s\" (a number >= %lld)", cmd, t->name,
+    if (cli_parse_count(val, t->min, (int64_t *)t->dest) != 0)
+      return cli_usage_error("%s: bad %s \"%s\" (a number >= %lld)", cmd, t->name,
                          val, (long long)t->min);
     return 0;
   }
-  int64_t d = parse_duration(val);
+  int64_t d = cli_parse_duration(val);
   if (d <= 0)
-    return usage_error("%s: bad duration \"%s\" for %s (like 500ms, 30s)", cmd,
+    return cli_usage_error("%s: bad duration \"%s\" for %s (like 500ms, 30s)", cmd,
                        val, t->name);
   *(int64_t *)t->dest = d;
   return 0;
@@ -476,7 +476,7 @@ static int own_option(const char *cmd, int argc, char **argv, int *i,
 int cli_options(const char *cmd, int argc, char **argv, const cli_opt *table,
                 void (*help)(void), int operands_checked, int *first) {
   int i = 1, dashdash = 0, status;
-  for (; i < argc && is_option(argv[i]); i++) {
+  for (; i < argc && cli_is_option(argv[i]); i++) {
     if (!strcmp(argv[i], "--")) {
       dashdash = 1;
       i++;
@@ -488,17 +488,17 @@ int cli_options(const char *cmd, int argc, char **argv, const cli_opt *table,
     }
     status = own_option(cmd, argc, argv, &i, table);
     if (status < 0)
-      status = other_option(cmd, argc, argv, &i);
+      status = cli_other_option(cmd, argc, argv, &i);
     if (status)
       return status;
   }
   *first = i;
-  return operands_checked ? operands_only(cmd, argc, argv, i, dashdash) : 0;
+  return operands_checked ? cli_operands_only(cmd, argc, argv, i, dashdash) : 0;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-void json_bytes(FILE *f, const char *s, size_t len) {
+void cli_json_bytes(FILE *f, const char *s, size_t len) {
   fputc('"', f);
   for (size_t k = 0; k < len; k++) {
     unsigned char ch = (unsigned char)s[k];
@@ -512,7 +512,7 @@ void json_bytes(FILE *f, const char *s, size_t len) {
   fputc('"', f);
 }
 
-void json_str(FILE *f, const char *s) { json_bytes(f, s, strlen(s)); }
+void cli_json_str(FILE *f, const char *s) { cli_json_bytes(f, s, strlen(s)); }
 
 /* ---- timed waits ------------------------------------------------------------ */
 

@@ -199,32 +199,32 @@ static void elect_help(void) {
 /* One option of `run` that takes a value (val: argv[*i + 1]). */
 static int run_option_value(const char *o, const char *val, run_opts *ro) {
   if (val == NULL)
-    return usage_error("%s needs a value", o);
+    return cli_usage_error("%s needs a value", o);
   if (!strcmp(o, "--permits")) {
-    if (parse_count(val, 1, &ro->permits) != 0)
-      return usage_error("bad --permits \"%s\" (a number >= 1)", val);
+    if (cli_parse_count(val, 1, &ro->permits) != 0)
+      return cli_usage_error("bad --permits \"%s\" (a number >= 1)", val);
     return 0;
   }
   if (!strcmp(o, "--replica-sync") || !strcmp(o, "--durable") ||
       !strcmp(o, "--durable-replicas"))
-    return ack_option(o, val);
+    return cli_ack_option(o, val);
   if (!strcmp(o, "--lost-signal") || !strcmp(o, "--orphan-signal")) {
-    int sig = parse_signal(val);
+    int sig = cli_parse_signal(val);
     if (sig < 0)
-      return usage_error("bad %s \"%s\" (TERM, INT, KILL, ...)", o, val);
+      return cli_usage_error("bad %s \"%s\" (TERM, INT, KILL, ...)", o, val);
     *(!strcmp(o, "--lost-signal") ? &lost_signal : &orphan_signal) = sig;
     return 0;
   }
-  int64_t d = parse_duration(val);
+  int64_t d = cli_parse_duration(val);
   int is_wait = !strcmp(o, "--wait");
   if (d == -2 || (d == -1 && !is_wait) || (d == 0 && !is_wait))
-    return usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
+    return cli_usage_error("bad duration \"%s\" for %s (like 500ms, 30s, 5m)", val, o);
   if (is_wait)
     ro->wait_ms = d;
   else if (!strcmp(o, "--lease"))
     ro->lease_ms = d;
   else if (d < 30)
-    return usage_error("--watchdog must be at least 30ms");
+    return cli_usage_error("--watchdog must be at least 30ms");
   else
     ro->watchdog_ms = d;
   return 0;
@@ -240,7 +240,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
                    .value = "", .wait_ms = -1,
                    .lease_ms = DLOCK_LEASE_WATCHDOG, .watchdog_ms = 10000};
   int i = 1;
-  for (; i < argc && is_option(argv[i]); i++) {
+  for (; i < argc && cli_is_option(argv[i]); i++) {
     const char *o = argv[i];
     int status = 0;
     if (!strcmp(o, "--")) {
@@ -251,7 +251,7 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       return -1;
     } else if (ro->elect && !strcmp(o, "--value")) {
       if (i + 1 >= argc)
-        return usage_error("--value needs a value");
+        return cli_usage_error("--value needs a value");
       ro->value = argv[++i];
     } else if (!strcmp(o, "--fair")) {
       ro->fair = 1;
@@ -274,39 +274,39 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
                !strcmp(o, "--orphan-signal")) {
       status = run_option_value(o, i + 1 < argc ? argv[++i] : NULL, ro);
     } else {
-      status = other_option(ro->cmd, argc, argv, &i);
+      status = cli_other_option(ro->cmd, argc, argv, &i);
     }
     if (status)
       return status;
   }
-  int ack = ack_opts_check();
+  int ack = cli_ack_opts_check();
   if (ack)
     return ack;
   int kinds = ro->fair + ro->read + ro->write + ro->sem + ro->fenced + ro->spin;
   if (ro->elect && kinds > 0)
-    return usage_error("elect: an election is a kind of its own (no --fair, "
+    return cli_usage_error("elect: an election is a kind of its own (no --fair, "
                        "--fenced, --spin, --read, --write, --semaphore)");
   if (kinds > 1)
-    return usage_error("run: --fair, --fenced, --spin, --read, --write and "
+    return cli_usage_error("run: --fair, --fenced, --spin, --read, --write and "
                        "--semaphore exclude each other");
   if (ro->sem != (ro->permits > 0))
-    return usage_error("run: --semaphore and --permits go together");
+    return cli_usage_error("run: --semaphore and --permits go together");
   if (i >= argc)
-    return usage_error("%s: missing NAME", ro->cmd);
+    return cli_usage_error("%s: missing NAME", ro->cmd);
   ro->name = argv[i++];
   if (i < argc && !strcmp(argv[i], "--"))
     i++; /* optional: NAME COMMAND... is unambiguous */
-  else if (i < argc && is_option(argv[i]))
-    return usage_error("%s: options go before NAME: dlock %s [OPTIONS] NAME "
+  else if (i < argc && cli_is_option(argv[i]))
+    return cli_usage_error("%s: options go before NAME: dlock %s [OPTIONS] NAME "
                        "[--] COMMAND... (%s came after %s; everything after "
                        "NAME is COMMAND's)", ro->cmd, ro->cmd, argv[i],
                        ro->name);
   if (i >= argc)
-    return usage_error("%s: missing the command (NAME -- COMMAND...)",
+    return cli_usage_error("%s: missing the command (NAME -- COMMAND...)",
                        ro->cmd);
   ro->command = argv + i;
   if (cli.nurls > 1 && (kinds > 0 || ro->elect))
-    return usage_error("%s: several --redis (RedLock) work with plain locks "
+    return cli_usage_error("%s: several --redis (RedLock) work with plain locks "
                        "only", ro->cmd);
   return 0;
 }
@@ -347,7 +347,7 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
       fprintf(stderr, "%s: semaphore %s has a total of %" PRId64 " permits "
               "(%" PRId64 " available now, %" PRId64 " held), not the %" PRId64
               " of --permits: --permits sets the total only the first time; "
-              "`dlock sem set %s %" PRId64 "` changes it\n", prog, name,
+              "`dlock sem set %s %" PRId64 "` changes it\n", cli_prog, name,
               available + taken, available, taken, ro->permits, name,
               ro->permits);
     dlock_permits_free(p);
@@ -407,11 +407,11 @@ static int run_command(char **command, int64_t lease_ms, int64_t validity_ms,
                  pthread_create(&watcher, NULL, lease_watch, &lt) == 0;
   command_job job;
   int status;
-  if (command_start(&job, command, orphan_signal, mask, on_group, NULL) != 0) {
-    fprintf(stderr, "%s: cannot start the command: %s\n", prog, strerror(errno));
+  if (cli_command_start(&job, command, orphan_signal, mask, on_group, NULL) != 0) {
+    fprintf(stderr, "%s: cannot start the command: %s\n", cli_prog, strerror(errno));
     status = EXIT_SOFTWARE;
   } else {
-    status = command_wait(&job);
+    status = cli_command_wait(&job);
     pthread_mutex_lock(&run_state.mu);
     run_state.group = 0;
     pthread_mutex_unlock(&run_state.mu);
@@ -433,14 +433,14 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
   dlock_lock *members[CLI_MAX_REDIS] = {0}, *lock = NULL;
   dlock_election *el = NULL;
   for (int k = 0; k < n && status == 0; k++)
-    status = connect_to(cli.nurls ? cli.urls[k] : default_url(), ro->watchdog_ms,
+    status = cli_connect_to(cli.nurls ? cli.urls[k] : cli_default_url(), ro->watchdog_ms,
                         cli.nurls > 1 ? NULL : on_client_lost,
                         k > 0 ? clients[0] : NULL, &clients[k]);
   int rc = DLOCK_OK;
   if (status == 0 &&
       (rc = ro->elect ? make_election(ro, clients[0], &el, &lock)
                       : make_run_lock(ro, n, clients, members, &lock)) != DLOCK_OK)
-    status = fail(rc, ro->name);
+    status = cli_fail(rc, ro->name);
   dlock_grant grant = {0, 0};
   if (status == 0) {
     rc = take(ro, el, lock, &grant);
@@ -452,7 +452,7 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
     if (sig) { /* asked to stop while waiting: leave nothing behind */
       if (rc == DLOCK_OK)
         dlock_release(lock);
-      fprintf(stderr, "%s: %s: gave up %s on signal %d (%s)\n", prog, ro->name,
+      fprintf(stderr, "%s: %s: gave up %s on signal %d (%s)\n", cli_prog, ro->name,
               rc != DLOCK_OK ? "waiting"
               : el           ? "the leadership just won"
                              : "the lock just acquired",
@@ -464,19 +464,19 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
        * and the name ('lock "job": not available: ...'); a RedLock's
        * says what the quorum was */
       if (rc == DLOCK_EQUORUM)
-        fprintf(stderr, "%s: %s: %s\n", prog, ro->name, dlock_errmsg());
+        fprintf(stderr, "%s: %s: %s\n", cli_prog, ro->name, dlock_errmsg());
       else
-        fprintf(stderr, "%s: %s\n", prog, dlock_errmsg());
+        fprintf(stderr, "%s: %s\n", cli_prog, dlock_errmsg());
       status = EXIT_TIMEOUT;
     } else if (rc != DLOCK_OK) {
-      status = fail(rc, ro->name);
+      status = cli_fail(rc, ro->name);
     }
   }
   /* the token (term) and name for COMMAND's guarded writes (`dlock
    * write`, or the resource's own check: docs/fencing.md) */
   if (status == 0 && grant_env(ro, &grant) != 0) {
     dlock_release(lock);
-    status = fail(DLOCK_ENOMEM, ro->name);
+    status = cli_fail(DLOCK_ENOMEM, ro->name);
   }
   if (status == 0) {
     status = run_command(ro->command, ro->lease_ms, grant.validity_ms, mask);
@@ -486,11 +486,11 @@ static int run_locked(const run_opts *ro, const sigset_t *mask) {
     pthread_mutex_unlock(&run_state.mu);
     if (lost || rc == DLOCK_ELOST) {
       fprintf(stderr, "%s: the %s of %s was lost while the command ran%s\n",
-              prog, el ? "leadership" : "lease", ro->name,
+              cli_prog, el ? "leadership" : "lease", ro->name,
               lost ? " (the command was signalled)" : "");
       status = EXIT_LOST;
     } else if (rc != DLOCK_OK && rc != DLOCK_EQUORUM) {
-      fail(rc, "release");
+      cli_fail(rc, "release");
     }
   }
   if (el)
@@ -523,7 +523,7 @@ int cmd_run(int argc, char **argv) {
   pthread_t signals;
   int started = pthread_create(&signals, NULL, signal_thread, &set);
   if (started != 0) { /* EAGAIN: out of memory or of threads */
-    fprintf(stderr, "%s: cannot start a thread: %s (out of memory?)\n", prog,
+    fprintf(stderr, "%s: cannot start a thread: %s (out of memory?)\n", cli_prog,
             strerror(started));
     return EXIT_OSERR;
   }

@@ -20,9 +20,9 @@ static int small_options(int argc, char **argv, int64_t *wait_ms,
   int i = 1, dashdash = 0;
   for (; i < argc; i++) {
     const char *a = argv[i];
-    if (!is_option(a) && *op)
+    if (!cli_is_option(a) && *op)
       break;
-    if (!is_option(a)) {
+    if (!cli_is_option(a)) {
       *op = a;
     } else if (!strcmp(a, "--") && *op) {
       dashdash = 1;
@@ -32,20 +32,20 @@ static int small_options(int argc, char **argv, int64_t *wait_ms,
       help();
       return -2;
     } else if (wait_ms && !strcmp(a, "--wait") && i + 1 < argc) {
-      *wait_ms = parse_duration(argv[++i]);
+      *wait_ms = cli_parse_duration(argv[++i]);
       if (*wait_ms == -2) {
-        usage_error("bad duration \"%s\" for --wait", argv[i]);
+        cli_usage_error("bad duration \"%s\" for --wait", argv[i]);
         return -1;
       }
-    } else if (other_option(argv[0], argc, argv, &i) != 0) {
+    } else if (cli_other_option(argv[0], argc, argv, &i) != 0) {
       return -1;
     }
   }
   if (*op == NULL) {
-    usage_error("%s: missing the operation", argv[0]);
+    cli_usage_error("%s: missing the operation", argv[0]);
     return -1;
   }
-  return operands_only(argv[0], argc, argv, i, dashdash) ? -1 : i;
+  return cli_operands_only(argv[0], argc, argv, i, dashdash) ? -1 : i;
 }
 
 static void latch_help(void) {
@@ -73,14 +73,14 @@ int cmd_latch(int argc, char **argv) {
   int want = !strcmp(op, "set") ? 2 : 1;
   if (strcmp(op, "set") && strcmp(op, "count-down") && strcmp(op, "wait") &&
       strcmp(op, "get") && strcmp(op, "delete"))
-    return usage_error("latch: unknown operation \"%s\"", op);
+    return cli_usage_error("latch: unknown operation \"%s\"", op);
   if (argc - i != want)
-    return usage_error("latch %s: expected %s", op, want == 2 ? "NAME COUNT" : "NAME");
+    return cli_usage_error("latch %s: expected %s", op, want == 2 ? "NAME COUNT" : "NAME");
   int64_t count = 0;
-  if (want == 2 && parse_count(argv[i + 1], 1, &count) != 0)
-    return usage_error("latch set: bad COUNT \"%s\" (a number >= 1)", argv[i + 1]);
+  if (want == 2 && cli_parse_count(argv[i + 1], 1, &count) != 0)
+    return cli_usage_error("latch set: bad COUNT \"%s\" (a number >= 1)", argv[i + 1]);
   dlock_client *c = NULL;
-  int status = connect_to(cli.nurls ? cli.urls[0] : default_url(), 0, NULL,
+  int status = cli_connect_to(cli.nurls ? cli.urls[0] : cli_default_url(), 0, NULL,
                           NULL, &c);
   if (status)
     return status;
@@ -114,18 +114,18 @@ int cmd_latch(int argc, char **argv) {
       rc = dlock_latch_get_count(l, &count);
       if (rc == DLOCK_OK && count == 0)
         fprintf(stderr, "%s: latch %s has no count (never set, or already "
-                "counted down to 0): nothing to wait for\n", prog, argv[i]);
+                "counted down to 0): nothing to wait for\n", cli_prog, argv[i]);
       if (rc == DLOCK_OK && count > 0)
         rc = dlock_latch_await(l, wait_ms);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
-        fprintf(stderr, "%s: latch %s did not reach 0 in time\n", prog, argv[i]);
+        fprintf(stderr, "%s: latch %s did not reach 0 in time\n", cli_prog, argv[i]);
         status = EXIT_TIMEOUT;
         rc = DLOCK_OK;
       }
     }
   }
   if (rc != DLOCK_OK)
-    status = fail(rc, argv[i]);
+    status = cli_fail(rc, argv[i]);
   dlock_latch_free(l);
   dlock_client_close(c);
   return status;
@@ -185,16 +185,16 @@ int cmd_sem(int argc, char **argv) {
       acq = !strcmp(op, "acquire"), rel = !strcmp(op, "release"),
       avail = !strcmp(op, "available");
   if (!init && !set && !acq && !rel && !avail)
-    return usage_error("sem: unknown operation \"%s\"", op);
+    return cli_usage_error("sem: unknown operation \"%s\"", op);
   int left = argc - i;
   if (left < 1 || left > (avail ? 1 : 2) || ((init || set) && left != 2))
-    return usage_error("sem %s: expected %s", op,
+    return cli_usage_error("sem %s: expected %s", op,
                        init || set ? "NAME PERMITS" : avail ? "NAME" : "NAME [N]");
   int64_t n = 1;
-  if (left == 2 && parse_count(argv[i + 1], init || set ? 0 : 1, &n) != 0)
-    return usage_error("sem %s: bad number \"%s\"", op, argv[i + 1]);
+  if (left == 2 && cli_parse_count(argv[i + 1], init || set ? 0 : 1, &n) != 0)
+    return cli_usage_error("sem %s: bad number \"%s\"", op, argv[i + 1]);
   dlock_client *c = NULL;
-  int status = connect_to(cli.nurls ? cli.urls[0] : default_url(), 0, NULL,
+  int status = cli_connect_to(cli.nurls ? cli.urls[0] : cli_default_url(), 0, NULL,
                           NULL, &c);
   if (status)
     return status;
@@ -212,7 +212,7 @@ int cmd_sem(int argc, char **argv) {
       rc = dlock_semaphore_acquire(s, n, wait_ms);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EBUSY) {
         fprintf(stderr, "%s: %" PRId64 " permit(s) of %s not available in time\n",
-                prog, n, argv[i]);
+                cli_prog, n, argv[i]);
         status = EXIT_TIMEOUT;
         rc = DLOCK_OK;
       }
@@ -225,7 +225,7 @@ int cmd_sem(int argc, char **argv) {
     }
   }
   if (rc != DLOCK_OK)
-    status = fail(rc, argv[i]);
+    status = cli_fail(rc, argv[i]);
   dlock_semaphore_free(s);
   dlock_client_close(c);
   return status;
