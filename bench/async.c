@@ -65,12 +65,12 @@ static void w9_acquired(void *data, const dlock_result *r) {
 }
 
 static double w9_run(int completions) {
-  dlock_client_opts o = client_opts();
+  dlock_client_opts o = bench_client_opts();
   o.completions = completions;
   dlock_client *c = NULL;
-  int rc = dlock_client_open(opt.urls[0], &o, &c);
+  int rc = dlock_client_open(bench_opt.urls[0], &o, &c);
   if (rc != DLOCK_OK)
-    die(shown(opt.urls[0]), rc);
+    bench_die(bench_shown(bench_opt.urls[0]), rc);
   w9_loop *loops = calloc(W9_LOOPS, sizeof *loops);
   for (int i = 0; i < W9_LOOPS; i++) {
     char name[64];
@@ -82,12 +82,12 @@ static double w9_run(int completions) {
   atomic_store(&w9_pairs, 0);
   atomic_store(&w9_errors, 0);
   atomic_store(&w9_running, W9_LOOPS);
-  int64_t t0 = now_us(), end = t0 + (int64_t)(opt.duration * 1e6);
+  int64_t t0 = bench_now_us(), end = t0 + (int64_t)(bench_opt.duration * 1e6);
   for (int i = 0; i < W9_LOOPS; i++)
     w9_next(&loops[i]);
   int fd = completions == DLOCK_COMPLETE_QUEUE ? dlock_client_completion_fd(c) : -1;
   while (atomic_load(&w9_running) > 0) {
-    if (now_us() >= end)
+    if (bench_now_us() >= end)
       atomic_store(&w9_stop, 1);
     if (fd >= 0) {
       struct pollfd p = {fd, POLLIN, 0};
@@ -96,11 +96,11 @@ static double w9_run(int completions) {
     } else {
       usleep(10000);
     }
-    if (now_us() > end + 10000000)
+    if (bench_now_us() > end + 10000000)
       break; /* loops that never came back: reported as errors */
   }
-  long pairs = atomic_load(&w9_pairs);
-  double secs = (double)(now_us() - t0) / 1e6;
+  long bench_pairs = atomic_load(&w9_pairs);
+  double secs = (double)(bench_now_us() - t0) / 1e6;
   if (atomic_load(&w9_errors) || atomic_load(&w9_running))
     fprintf(stderr, "W9: %d errors, %d loops unfinished\n",
             atomic_load(&w9_errors), atomic_load(&w9_running));
@@ -108,21 +108,21 @@ static double w9_run(int completions) {
   for (int i = 0; i < W9_LOOPS; i++)
     dlock_lock_free(loops[i].lock);
   free(loops);
-  return (double)pairs / secs;
+  return (double)bench_pairs / secs;
 }
 
-void w9(bench_bounds *b) {
+void bench_w9(bench_bounds *b) {
   if (b->w2_rate <= 0) { /* the bound, in the same run */
-    dlock_client *c = open_client(opt.urls[0], 0);
+    dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
     double p50, p99;
-    pairs(opt.threads, 0, c, &b->w2_rate, &p50, &p99);
+    bench_pairs(bench_opt.threads, 0, c, &b->w2_rate, &p50, &p99);
     dlock_client_close(c);
   }
   double bound = b->w2_rate * 1.5, rate = w9_run(DLOCK_COMPLETE_QUEUE);
-  emit("W9", "pairs/s (1.5x W2)", rate, "1/s", bound);
-  emit("W9", "pairs/s, engine callbacks", w9_run(DLOCK_COMPLETE_ENGINE), "1/s",
+  bench_emit("W9", "pairs/s (1.5x W2)", rate, "1/s", bound);
+  bench_emit("W9", "pairs/s, engine callbacks", w9_run(DLOCK_COMPLETE_ENGINE), "1/s",
        bound);
-  if (!opt.peers || !node_found())
+  if (!bench_opt.peers || !bench_node_found())
     return;
   /* and 1.5x the best Node peer at 16 tasks (its W2), in the same run */
   static const char *const names[] = {"node-redlock", "redis-semaphore",
@@ -131,13 +131,13 @@ void w9(bench_bounds *b) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char why[256];
     double r, p50;
-    if (run_peer(names[i], "W2", &r, &p50, NULL, why, sizeof why) && r > best)
+    if (bench_run_peer(names[i], "W2", &r, &p50, NULL, why, sizeof why) && r > best)
       best = r;
   }
   if (best > 0)
-    emit("W9", "pairs/s (1.5x best peer)", rate, "1/s", best * 1.5);
+    bench_emit("W9", "pairs/s (1.5x best peer)", rate, "1/s", best * 1.5);
   else
-    na("W9", "no Node peer answered");
+    bench_na("W9", "no Node peer answered");
 }
 
 /* W10: 10,000 async waiters on one lock, all started and served by one
@@ -154,7 +154,7 @@ static atomic_int w10_done, w10_errors;
 static void w10_released(void *data, const dlock_result *r) {
   if (r->rc != DLOCK_OK)
     atomic_fetch_add(&w10_errors, 1);
-  atomic_store(&sh->released_us, now_us());
+  atomic_store(&bench_sh->released_us, bench_now_us());
 }
 
 static void w10_granted(void *data, const dlock_result *r) {
@@ -164,12 +164,12 @@ static void w10_granted(void *data, const dlock_result *r) {
       atomic_fetch_add(&w10_errors, 1);
     return;
   }
-  long long rel = atomic_load(&sh->released_us);
+  long long rel = atomic_load(&bench_sh->released_us);
   if (rel > 0) {
-    int64_t got = now_us();
-    sample(got > rel ? got - rel : 0);
+    int64_t got = bench_now_us();
+    bench_sample(got > rel ? got - rel : 0);
   }
-  spin_us(1000); /* hold 1 ms, as W3 */
+  bench_spin_us(1000); /* hold 1 ms, as W3 */
   if (dlock_release_async(w10_lock, w10_owner[(intptr_t)data], w10_released,
                           NULL, NULL) != DLOCK_OK)
     atomic_fetch_add(&w10_errors, 1);
@@ -178,7 +178,7 @@ static void w10_granted(void *data, const dlock_result *r) {
 /* Run c's completions as they come, until until_us. */
 static void w10_serve(dlock_client *c, int64_t until_us) {
   int fd = dlock_client_completion_fd(c);
-  while (now_us() < until_us) {
+  while (bench_now_us() < until_us) {
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, 10) == 1)
       dlock_client_run_completions(c, 0);
@@ -196,60 +196,60 @@ static int thread_count(void) {
   return n;
 }
 
-void w10(bench_bounds *b) {
+void bench_w10(bench_bounds *b) {
   if (b->w3_p50 <= 0) /* the bound, in the same run */
-    b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", NULL);
-  dlock_client_opts o = client_opts();
+    b->w3_p50 = bench_handoff_run(b, bench_opt.urls[0], "bench:w3", NULL);
+  dlock_client_opts o = bench_client_opts();
   o.completions = DLOCK_COMPLETE_QUEUE;
-  dlock_client *c = NULL, *hc = open_client(opt.urls[0], 0);
-  int rc = dlock_client_open(opt.urls[0], &o, &c);
+  dlock_client *c = NULL, *hc = bench_open_client(bench_opt.urls[0], 0);
+  int rc = dlock_client_open(bench_opt.urls[0], &o, &c);
   if (rc != DLOCK_OK)
-    die(shown(opt.urls[0]), rc);
+    bench_die(bench_shown(bench_opt.urls[0]), rc);
   dlock_lock *holder;
   dlock_reentrant_lock_new(c, "bench:w10", NULL, &w10_lock);
   dlock_reentrant_lock_new(hc, "bench:w10", NULL, &holder);
   if (dlock_acquire(holder, 0, 60000) != DLOCK_OK)
-    die("W10 holder", DLOCK_EBUSY);
+    bench_die("W10 holder", DLOCK_EBUSY);
   w10_owner = calloc(W10_WAITERS, sizeof *w10_owner);
   dlock_op *ops = calloc(W10_WAITERS, sizeof *ops);
   for (int i = 0; i < W10_WAITERS; i++)
     w10_owner[i] = dlock_owner_id_new();
-  reset();
+  bench_reset();
   atomic_store(&w10_done, 0);
   atomic_store(&w10_errors, 0);
   int threads = thread_count();
   dlock_stats st = {.version = DLOCK_STATS_VERSION};
   dlock_client_stats(c, &st);
   uint64_t commands0 = st.commands;
-  size_t before = heap_used();
+  size_t before = bench_heap_used();
   for (int i = 0; i < W10_WAITERS; i++)
     if (dlock_acquire_async(w10_lock, w10_owner[i], DLOCK_WAIT_FOREVER, 30000,
                             w10_granted, (void *)(intptr_t)i, &ops[i]) != DLOCK_OK)
-      die("W10 acquire", DLOCK_EIO);
+      bench_die("W10 acquire", DLOCK_EIO);
   /* every waiter's first try answered: all of them wait */
-  int64_t until = now_us() + 30000000;
+  int64_t until = bench_now_us() + 30000000;
   do {
     usleep(20000);
     dlock_client_stats(c, &st);
   } while ((st.commands - commands0 < W10_WAITERS || st.in_flight > 0) &&
-           now_us() < until);
-  size_t after = heap_used();
+           bench_now_us() < until);
+  size_t after = bench_heap_used();
   int added = thread_count() - threads;
-  emit("W10", "bytes per waiter", (double)(after - before) / W10_WAITERS, "B",
+  bench_emit("W10", "bytes per waiter", (double)(after - before) / W10_WAITERS, "B",
        1024);
-  emit("W10", "threads added", added, "", NAN);
+  bench_emit("W10", "threads added", added, "", NAN);
   dlock_release(holder);
-  atomic_store(&sh->released_us, now_us());
-  w10_serve(c, now_us() + (int64_t)(opt.duration * 1e6));
+  atomic_store(&bench_sh->released_us, bench_now_us());
+  w10_serve(c, bench_now_us() + (int64_t)(bench_opt.duration * 1e6));
   int granted = atomic_load(&w10_done);
   for (int i = 0; i < W10_WAITERS; i++)
     dlock_cancel(ops[i]); /* the rest: too late for some, fine */
-  until = now_us() + 30000000;
-  while (atomic_load(&w10_done) < W10_WAITERS && now_us() < until)
-    w10_serve(c, now_us() + 10000);
-  double p50 = pct(sh->samples, nsamples(), 50);
-  emit("W10", "hand-offs", granted, "", NAN);
-  emit("W10", "hand-off p50 (1.2x W3)", p50, "us",
+  until = bench_now_us() + 30000000;
+  while (atomic_load(&w10_done) < W10_WAITERS && bench_now_us() < until)
+    w10_serve(c, bench_now_us() + 10000);
+  double p50 = bench_pct(bench_sh->samples, bench_nsamples(), 50);
+  bench_emit("W10", "hand-offs", granted, "", NAN);
+  bench_emit("W10", "hand-off p50 (1.2x W3)", p50, "us",
        b->w3_p50 > 0 ? b->w3_p50 * 1.2 : NAN);
   if (atomic_load(&w10_errors) || atomic_load(&w10_done) < W10_WAITERS)
     fprintf(stderr, "W10: %d errors, %d of %d completed\n",

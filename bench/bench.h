@@ -36,7 +36,7 @@ typedef struct bench_opts {
   const char *plot_dir;  /* --plot DIR: pictures of the run (plot.c) */
 } bench_opts;
 
-extern bench_opts opt;
+extern bench_opts bench_opt;
 
 /* The figures one workload measures and later ones compare with, all from
  * the same run: 0 until measured (a later workload that needs one measures
@@ -50,30 +50,30 @@ typedef struct bench_bounds {
 
 /* ---- output -------------------------------------------------------------- */
 
-int64_t now_us(void);
+int64_t bench_now_us(void);
 /* One figure: a line, and a JSON record when a file is open (json). */
-void emit(const char *w, const char *metric, double value, const char *unit,
+void bench_emit(const char *w, const char *metric, double value, const char *unit,
           double bound);
-void na(const char *w, const char *why);
+void bench_na(const char *w, const char *why);
 /* Is workload w selected (--workload ID or a list ID,ID,...)? */
-int selected(const char *w);
+int bench_selected(const char *w);
 /* The JSON file of the figures: opened by main.c (1, or 0 when it cannot
  * be: figures on stdout only), closed at the end. */
 int bench_json_open(const char *path);
 void bench_json_close(void);
-int cmp64(const void *a, const void *b);
+int bench_cmp64(const void *a, const void *b);
 /* The p-th percentile of v[0..n) (sorted here). */
-double pct(int64_t *v, long n, double p);
-void die(const char *what, int rc) __attribute__((noreturn));
+double bench_pct(int64_t *v, long n, double p);
+void bench_die(const char *what, int rc) __attribute__((noreturn));
 /* url without its password. */
-const char *shown(const char *url);
+const char *bench_shown(const char *url);
 
 /* ---- clients ------------------------------------------------------------- */
 
 /* The client options every workload's clients start from. */
-dlock_client_opts client_opts(void);
-dlock_client *open_client(const char *url, int64_t watchdog_ms);
-int port_of(const char *url);
+dlock_client_opts bench_client_opts(void);
+dlock_client *bench_open_client(const char *url, int64_t watchdog_ms);
+int bench_port_of(const char *url);
 
 /* ---- shared state (also across fork) ------------------------------------- */
 
@@ -93,16 +93,16 @@ typedef struct shared {
   int64_t rec_call[MAX_SAMPLES], rec_got[MAX_SAMPLES];
 } shared;
 
-extern shared *sh;
+extern shared *bench_sh;
 
-void reset(void);
-void sample(int64_t v);
-long nsamples(void);
+void bench_reset(void);
+void bench_sample(int64_t v);
+long bench_nsamples(void);
 typedef void *(*thread_fn)(void *);
 /* CPU time per pair of the last run_threads (microseconds; sh->pairs). */
-double cpu_per_pair(void);
+double bench_cpu_per_pair(void);
 /* Run n threads of fn(arg i) for secs seconds (they watch sh->stop). */
-double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
+double bench_run_threads(int n, thread_fn fn, void *args, size_t arg_size,
                    double secs);
 
 /* ---- what a run costs the client (cost.c) --------------------------------- */
@@ -113,41 +113,41 @@ typedef struct run_cost {
 } run_cost;
 
 /* Around a run (run_threads does it): *c is then the run's cost. */
-void cost_begin(run_cost *c);
-void cost_end(run_cost *c);
+void bench_cost_begin(run_cost *c);
+void bench_cost_end(run_cost *c);
 /* Piecewise: counters on every thread alive now (0, or -1 when system
  * calls cannot be counted: NaN then), the cost so far at any moment, the
  * cost from one moment to another added to *sum, and counters_close. */
-int cost_open(void);
-void cost_now(run_cost *c);
-void cost_add(run_cost *sum, const run_cost *from, const run_cost *to);
-void counters_close(void);
+int bench_cost_open(void);
+void bench_cost_now(run_cost *c);
+void bench_cost_add(run_cost *sum, const run_cost *from, const run_cost *to);
+void bench_counters_close(void);
 /* The cost of the last run_threads. */
-run_cost last_cost(void);
+run_cost bench_last_cost(void);
 /* w's rows "user CPU per pair", "system CPU per pair" and "system calls
  * per pair": dlock's beside raw's. */
-void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
+void bench_emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
                 long raw_pairs, const run_cost *raw);
 
 /* ---- the raw bound: plain hiredis, the same scripts ----------------------- */
 
-redisContext *raw_connect(const char *url);
-redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
+redisContext *bench_raw_connect(const char *url);
+redisReply *bench_raw_eval(redisContext *c, int script, int nkeys, const char **argv,
                      int argc);
 /* One raw lock+unlock (common.c): kept holds the name's last unlock latch,
  * deleted in front of the lock call. */
 #define RAW_LATCH_MAX 256
-void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
+void bench_raw_pair(redisContext *c, const char *name, const char *owner, long seq,
               const char *publish, int64_t *lock_us, char kept[RAW_LATCH_MAX]);
 /* n threads of lock/unlock pairs, dlock's (client c) or raw: pairs/s and
  * the lock call's p50 and p99 (us). On a cluster (raw): routed by hand
  * over its masters; on one server: url (NULL: the first). */
-void pairs_on(int n, int raw, const dlock_tool_cluster *cluster,
+void bench_pairs_on(int n, int raw, const rs_cluster *cluster,
               const char *url, dlock_client *c, double *rate, double *p50,
               double *p99);
-void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
+void bench_pairs_at(int n, int raw, const rs_cluster *cluster,
               dlock_client *c, double *rate, double *p50, double *p99);
-void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
+void bench_pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
            double *p99);
 /* One side's figures of pairs_in_turns. */
 typedef struct pair_figures {
@@ -160,63 +160,63 @@ typedef struct pair_figures {
 } pair_figures;
 /* n threads of pairs on the single server, raw and dlock's (client c) in
  * turns: slices of 200 ms in alternation, opt.duration in all for each. */
-void pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
+void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
                     pair_figures *mine);
 
 /* ---- the workloads (main.c's table) --------------------------------------- */
 
-void w1_w2(bench_bounds *b);
-void w3(bench_bounds *b);
-void w3p(bench_bounds *b);
-void w3p_report(bench_bounds *b);
-void w4(bench_bounds *b);
-void w5(bench_bounds *b);
-void w6(bench_bounds *b);
-void s1(bench_bounds *b);
-void m2(bench_bounds *b);
-void e1(bench_bounds *b);
-void w7(bench_bounds *b);
-void w8(bench_bounds *b);
-void m1(bench_bounds *b);
-void w9(bench_bounds *b);
-void w10(bench_bounds *b);
-void c1(bench_bounds *b);
-void c2(bench_bounds *b);
-void v1(bench_bounds *b);
-void d1(bench_bounds *b);
-void g1(bench_bounds *b);
-void f1(bench_bounds *b);
-void t1(bench_bounds *b);
+void bench_w1_w2(bench_bounds *b);
+void bench_w3(bench_bounds *b);
+void bench_w3p(bench_bounds *b);
+void bench_w3p_report(bench_bounds *b);
+void bench_w4(bench_bounds *b);
+void bench_w5(bench_bounds *b);
+void bench_w6(bench_bounds *b);
+void bench_s1(bench_bounds *b);
+void bench_m2(bench_bounds *b);
+void bench_e1(bench_bounds *b);
+void bench_w7(bench_bounds *b);
+void bench_w8(bench_bounds *b);
+void bench_m1(bench_bounds *b);
+void bench_w9(bench_bounds *b);
+void bench_w10(bench_bounds *b);
+void bench_c1(bench_bounds *b);
+void bench_c2(bench_bounds *b);
+void bench_v1(bench_bounds *b);
+void bench_d1(bench_bounds *b);
+void bench_g1(bench_bounds *b);
+void bench_f1(bench_bounds *b);
+void bench_t1(bench_bounds *b);
 /* Whether Node.js runs here, asked once (the Node.js peers need it;
  * locks.c). */
-int node_found(void);
+int bench_node_found(void);
 /* One peer (bench/peers: a Node.js library, or redis-py) on workload w: 1
  * with its pairs/s, p50 and (W6, when handoff is not NULL) its hand-off
  * p50 (NaN when it has none), 0 with *why set (locks.c). With --plot, its
  * latency (W6: hand-off) by percentile goes to the chart named chart. */
-int run_peer(const char *peer, const char *w, double *rate, double *p50,
+int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
              double *handoff, char *why, size_t whylen);
 
 /* ---- pictures (plot.c, --plot DIR) ---------------------------------------- */
 
 #define PLOT_POINTS 21 /* percentiles 1, 5, 10, ..., 95, 99 */
-const double *plot_percentiles(void);
+const double *bench_plot_percentiles(void);
 /* A curve on chart: us[i] at plot_percentiles()[i]. */
-void plot_points(const char *chart, const char *label, const double *us);
+void bench_plot_points(const char *chart, const char *label, const double *us);
 /* A curve on chart from n samples (sorted here). */
-void plot_samples(const char *chart, const char *label, int64_t *v, long n);
+void bench_plot_samples(const char *chart, const char *label, int64_t *v, long n);
 /* A throughput figure's ratio, for the ratios chart (emit() calls it). */
-void plot_ratio(const char *w, const char *metric, const char *unit,
+void bench_plot_ratio(const char *w, const char *metric, const char *unit,
                 double ratio);
 /* Draw the charts into opt.plot_dir: how many were drawn. */
-int plot_draw(void);
+int bench_plot_draw(void);
 /* Busy for us microseconds (locks.c). */
-void spin_us(int64_t us);
+void bench_spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */
-size_t heap_used(void);
+size_t bench_heap_used(void);
 /* W3's run (locks.c), for T1 and W10: hand-off p50 (us) on url; w: the
  * figures' workload, or NULL: measured only. */
-double handoff_run(bench_bounds *b, const char *url, const char *name,
+double bench_handoff_run(bench_bounds *b, const char *url, const char *name,
                    const char *w);
 
 #endif

@@ -17,9 +17,9 @@
 #include "base/scripts.h"
 #include "bench.h"
 
-bench_opts opt = {.duration = 2.0, .json_path = DLOCK_BENCH_JSON, .threads = 16,
+bench_opts bench_opt = {.duration = 2.0, .json_path = DLOCK_BENCH_JSON, .threads = 16,
                   .direct = -1, .spin = -2, .w4_secs = 10.0};
-shared *sh;
+shared *bench_sh;
 static FILE *json;
 static int first_json = 1;
 
@@ -38,7 +38,7 @@ void bench_json_close(void) {
   json = NULL;
 }
 
-int64_t now_us(void) {
+int64_t bench_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -54,10 +54,10 @@ static const char *figure_or(char *buf, size_t n, double x, int is,
   return buf;
 }
 
-void emit(const char *w, const char *metric, double value, const char *unit,
+void bench_emit(const char *w, const char *metric, double value, const char *unit,
           double bound) {
   double ratio = bound > 0 && !isnan(value) ? value / bound : NAN;
-  plot_ratio(w, metric, unit, ratio);
+  bench_plot_ratio(w, metric, unit, ratio);
   /* a figure not measured here says so; a row without a bound prints
    * none (never "nan") */
   char v[32], b[32], r[32];
@@ -79,82 +79,82 @@ void emit(const char *w, const char *metric, double value, const char *unit,
   }
 }
 
-void na(const char *w, const char *why) {
+void bench_na(const char *w, const char *why) {
   printf("%-4s %-26s %12s %-8s %12s %7s   (%s)\n", w, "-", "n/a", "-", "-", "-", why);
 }
 
-int selected(const char *w) {
-  if (opt.only == NULL)
+int bench_selected(const char *w) {
+  if (bench_opt.only == NULL)
     return 1;
   size_t n = strlen(w);
-  for (const char *p = opt.only; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
+  for (const char *p = bench_opt.only; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
     if (strncmp(p, w, n) == 0 && (p[n] == ',' || p[n] == '\0'))
       return 1;
   return 0;
 }
 
-int cmp64(const void *a, const void *b) {
+int bench_cmp64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
 }
 
-double pct(int64_t *v, long n, double p) {
+double bench_pct(int64_t *v, long n, double p) {
   if (n <= 0)
     return NAN;
-  qsort(v, (size_t)n, sizeof *v, cmp64);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp64);
   long i = (long)(p / 100.0 * (double)(n - 1) + 0.5);
   return (double)v[i];
 }
 
-void die(const char *what, int rc) {
+void bench_die(const char *what, int rc) {
   fprintf(stderr, "dlock-bench: %s: %s: %s\n", what, dlock_strerror(rc), dlock_errmsg());
   exit(1);
 }
 
 /* url as it may be printed: without its password. */
-const char *shown(const char *url) {
+const char *bench_shown(const char *url) {
   static _Thread_local char buf[160];
   dlock_uri_redact(url, buf, sizeof buf);
   return buf;
 }
 
 /* The client options every workload's clients start from. */
-dlock_client_opts client_opts(void) {
+dlock_client_opts bench_client_opts(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
-  if (opt.direct >= 0)
-    o.direct_conns = opt.direct;
-  if (opt.spin >= -1)
-    o.spin_us = opt.spin;
+  if (bench_opt.direct >= 0)
+    o.direct_conns = bench_opt.direct;
+  if (bench_opt.spin >= -1)
+    o.spin_us = bench_opt.spin;
   return o;
 }
 
-dlock_client *open_client(const char *url, int64_t watchdog_ms) {
-  dlock_client_opts o = client_opts();
-  if (strncmp(url, "rediss", 6) == 0 && opt.tls_ca[0]) /* else the system's */
-    o.tls_ca_file = opt.tls_ca;
+dlock_client *bench_open_client(const char *url, int64_t watchdog_ms) {
+  dlock_client_opts o = bench_client_opts();
+  if (strncmp(url, "rediss", 6) == 0 && bench_opt.tls_ca[0]) /* else the system's */
+    o.tls_ca_file = bench_opt.tls_ca;
   if (watchdog_ms)
     o.watchdog_timeout_ms = watchdog_ms;
   dlock_client *c = NULL;
   int rc = dlock_client_open(url, &o, &c);
   if (rc != DLOCK_OK)
-    die(shown(url), rc);
+    bench_die(bench_shown(url), rc);
   return c;
 }
 
-int port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
+int bench_port_of(const char *url) { return atoi(strrchr(url, ':') + 1); }
 
-void reset(void) {
-  memset(sh, 0, sizeof *sh);
+void bench_reset(void) {
+  memset(bench_sh, 0, sizeof *bench_sh);
 }
 
-void sample(int64_t v) {
-  long i = atomic_fetch_add(&sh->nsamples, 1);
+void bench_sample(int64_t v) {
+  long i = atomic_fetch_add(&bench_sh->nsamples, 1);
   if (i < MAX_SAMPLES)
-    sh->samples[i] = v;
+    bench_sh->samples[i] = v;
 }
 
-long nsamples(void) {
-  long n = atomic_load(&sh->nsamples);
+long bench_nsamples(void) {
+  long n = atomic_load(&bench_sh->nsamples);
   return n < MAX_SAMPLES ? n : MAX_SAMPLES;
 }
 
@@ -169,37 +169,37 @@ static int64_t cpu_us(void) {
 static int64_t last_cpu_us; /* the CPU time of the last run_threads */
 
 /* CPU time per pair of the last run (microseconds; sh->pairs pairs). */
-double cpu_per_pair(void) {
-  long n = atomic_load(&sh->pairs);
+double bench_cpu_per_pair(void) {
+  long n = atomic_load(&bench_sh->pairs);
   return n > 0 ? (double)last_cpu_us / (double)n : 0;
 }
 
 /* Run n threads of fn(arg i) for duration seconds (they watch sh->stop). */
-double run_threads(int n, thread_fn fn, void *args, size_t arg_size,
+double bench_run_threads(int n, thread_fn fn, void *args, size_t arg_size,
                    double secs) {
   pthread_t t[MAX_THREADS];
   run_cost cost;
-  cost_begin(&cost);
-  int64_t t0 = now_us(), c0 = cpu_us();
+  bench_cost_begin(&cost);
+  int64_t t0 = bench_now_us(), c0 = cpu_us();
   for (int i = 0; i < n; i++)
     pthread_create(&t[i], NULL, fn, (char *)args + (size_t)i * arg_size);
   struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
   nanosleep(&ts, NULL);
-  atomic_store(&sh->stop, 1);
+  atomic_store(&bench_sh->stop, 1);
   for (int i = 0; i < n; i++)
     pthread_join(t[i], NULL);
   last_cpu_us = cpu_us() - c0;
-  cost_end(&cost);
-  return (double)(now_us() - t0) / 1e6;
+  bench_cost_end(&cost);
+  return (double)(bench_now_us() - t0) / 1e6;
 }
 
 
 /* ---- raw bound: plain hiredis, the same scripts ---------------------------- */
 
-redisContext *raw_connect(const char *url) {
-  redisContext *c = redisConnect("127.0.0.1", port_of(url));
+redisContext *bench_raw_connect(const char *url) {
+  redisContext *c = redisConnect("127.0.0.1", bench_port_of(url));
   if (c == NULL || c->err) {
-    fprintf(stderr, "dlock-bench: cannot connect to %s\n", shown(url));
+    fprintf(stderr, "dlock-bench: cannot connect to %s\n", bench_shown(url));
     exit(1);
   }
   for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++)
@@ -231,7 +231,7 @@ static redisReply *raw_reply(redisContext *c) {
   return redisGetReply(c, &r) == REDIS_OK ? r : NULL;
 }
 
-redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
+redisReply *bench_raw_eval(redisContext *c, int script, int nkeys, const char **argv,
                      int argc) {
   raw_append(c, script, nkeys, argv, argc);
   return raw_reply(c);
@@ -244,18 +244,18 @@ redisReply *raw_eval(redisContext *c, int script, int nkeys, const char **argv,
  * latch kept for 60 s a pair was 1.2 million live keys a minute at 20,000
  * pairs/s, and a command a pair less than dlock runs); then this
  * release's. */
-void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
+void bench_raw_pair(redisContext *c, const char *name, const char *owner, long seq,
               const char *publish, int64_t *lock_us, char kept[RAW_LATCH_MAX]) {
   char latch[RAW_LATCH_MAX];
   static _Thread_local int64_t run; /* latch ids must never repeat */
   if (seq == 0 || run == 0)
-    run = now_us();
+    run = bench_now_us();
   snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%lld-%ld", name,
            (long long)run, seq);
   char channel[256];
   snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
   const char *acq[] = {name, "30000", owner};
-  int64_t t0 = now_us();
+  int64_t t0 = bench_now_us();
   if (kept[0])
     redisAppendCommand(c, "DEL %s", kept);
   raw_append(c, DLOCK__SCRIPT_LOCK_ACQUIRE, 1, acq, 3);
@@ -263,9 +263,9 @@ void raw_pair(redisContext *c, const char *name, const char *owner, long seq,
     freeReplyObject(raw_reply(c));
   freeReplyObject(raw_reply(c));
   if (lock_us)
-    *lock_us = now_us() - t0;
+    *lock_us = bench_now_us() - t0;
   const char *rel[] = {name, latch, "30000", owner, "60000", publish, channel, "0"};
-  freeReplyObject(raw_eval(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
+  freeReplyObject(bench_raw_eval(c, DLOCK__SCRIPT_LOCK_RELEASE, 2, rel, 8));
   snprintf(kept, RAW_LATCH_MAX, "%s", latch);
 }
 
@@ -273,7 +273,7 @@ typedef struct pair_arg {
   int id;
   int raw;
   dlock_client *client;
-  const dlock_tool_cluster *cluster; /* raw: routed by hand over its
+  const rs_cluster *cluster; /* raw: routed by hand over its
                                         masters; NULL: the single server */
   const char *url;                   /* raw on that single server: this
                                         one (NULL: urls[0]) */
@@ -281,10 +281,10 @@ typedef struct pair_arg {
 
 /* A raw client routed by hand: a connection to every master of k, and for
  * each name the one that serves it (the one that does not answer MOVED). */
-static void route_by_hand(const dlock_tool_cluster *k, char names[32][96],
+static void route_by_hand(const rs_cluster *k, char names[32][96],
                           redisContext *conns[], redisContext *by_name[32]) {
   for (int i = 0; i < k->n; i++)
-    conns[i] = raw_connect(k->node[i].url);
+    conns[i] = bench_raw_connect(k->node[i].url);
   for (int j = 0; j < 32; j++) {
     by_name[j] = NULL;
     for (int i = 0; i < k->n && by_name[j] == NULL; i++) {
@@ -294,7 +294,7 @@ static void route_by_hand(const dlock_tool_cluster *k, char names[32][96],
       freeReplyObject(r);
     }
     if (by_name[j] == NULL)
-      die("a cluster master that serves a name", -1);
+      bench_die("a cluster master that serves a name", -1);
   }
 }
 
@@ -317,7 +317,7 @@ static void kit_open(pair_kit *k, const pair_arg *a, int raw, int mine) {
   if (raw && a->cluster) {
     route_by_hand(a->cluster, k->names, k->conns, k->by_name);
   } else if (raw) {
-    k->conns[0] = raw_connect(a->url ? a->url : opt.urls[0]);
+    k->conns[0] = bench_raw_connect(a->url ? a->url : bench_opt.urls[0]);
     for (int i = 0; i < 32; i++)
       k->by_name[i] = k->conns[0];
   }
@@ -330,15 +330,15 @@ static void kit_open(pair_kit *k, const pair_arg *a, int raw, int mine) {
 static int64_t kit_pair(pair_kit *k, const pair_arg *a, int raw, long seq) {
   int64_t lat;
   if (raw) {
-    raw_pair(k->by_name[seq % 32], k->names[seq % 32], k->owner, seq,
+    bench_raw_pair(k->by_name[seq % 32], k->names[seq % 32], k->owner, seq,
              a->cluster ? "SPUBLISH" : "PUBLISH", &lat, k->kept[seq % 32]);
     return lat;
   }
-  int64_t t0 = now_us();
+  int64_t t0 = bench_now_us();
   int rc = dlock_acquire(k->locks[seq % 32], 0, 30000);
   if (rc != DLOCK_OK) /* held: a bench killed before left it (30 s) */
-    die("acquire", rc);
-  lat = now_us() - t0;
+    bench_die("acquire", rc);
+  lat = bench_now_us() - t0;
   dlock_release(k->locks[seq % 32]);
   return lat;
 }
@@ -358,11 +358,11 @@ static void *pair_thread(void *p) {
   pair_arg *a = p;
   pair_kit k;
   kit_open(&k, a, a->raw, !a->raw);
-  for (long seq = 0; !atomic_load(&sh->stop); seq++) {
+  for (long seq = 0; !atomic_load(&bench_sh->stop); seq++) {
     int64_t lat = kit_pair(&k, a, a->raw, seq);
     if (a->id == 0)
-      sample(lat);
-    atomic_fetch_add(&sh->pairs, 1);
+      bench_sample(lat);
+    atomic_fetch_add(&bench_sh->pairs, 1);
   }
   kit_close(&k);
   return NULL;
@@ -370,28 +370,28 @@ static void *pair_thread(void *p) {
 
 /* pairs/s and lock p50/p99 for n threads, raw (on cluster's masters,
  * NULL: the single server) or dlock */
-void pairs_on(int n, int raw, const dlock_tool_cluster *cluster,
+void bench_pairs_on(int n, int raw, const rs_cluster *cluster,
               const char *url, dlock_client *c, double *rate,
               double *p50, double *p99) {
-  reset();
+  bench_reset();
   pair_arg args[MAX_THREADS];
   for (int i = 0; i < n; i++)
     args[i] = (pair_arg){i, raw, c, cluster, url};
-  double secs = run_threads(n, pair_thread, args, sizeof args[0], opt.duration);
-  *rate = (double)atomic_load(&sh->pairs) / secs;
-  long ns = nsamples();
-  *p50 = pct(sh->samples, ns, 50);
-  *p99 = pct(sh->samples, ns, 99);
+  double secs = bench_run_threads(n, pair_thread, args, sizeof args[0], bench_opt.duration);
+  *rate = (double)atomic_load(&bench_sh->pairs) / secs;
+  long ns = bench_nsamples();
+  *p50 = bench_pct(bench_sh->samples, ns, 50);
+  *p99 = bench_pct(bench_sh->samples, ns, 99);
 }
 
-void pairs_at(int n, int raw, const dlock_tool_cluster *cluster,
+void bench_pairs_at(int n, int raw, const rs_cluster *cluster,
               dlock_client *c, double *rate, double *p50, double *p99) {
-  pairs_on(n, raw, cluster, NULL, c, rate, p50, p99);
+  bench_pairs_on(n, raw, cluster, NULL, c, rate, p50, p99);
 }
 
-void pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
+void bench_pairs(int n, int raw, dlock_client *c, double *rate, double *p50,
            double *p99) {
-  pairs_at(n, raw, NULL, c, rate, p50, p99);
+  bench_pairs_at(n, raw, NULL, c, rate, p50, p99);
 }
 
 /* ---- raw and dlock in turns (W1, W2) ----------------------------------- */
@@ -417,7 +417,7 @@ static void *turns_thread(void *p) {
   pair_kit k;
   kit_open(&k, a, 1, 1);
   atomic_fetch_add(&turns.ready, 1);
-  for (long seq = 0; !atomic_load(&sh->stop); seq++) {
+  for (long seq = 0; !atomic_load(&bench_sh->stop); seq++) {
     int side = atomic_load(&turns.side);
     if (side < 0) { /* the others are still getting ready */
       struct timespec ts = {0, 100000};
@@ -441,19 +441,19 @@ static void turn_figures(int side, int64_t us, const run_cost *cost,
   ns = ns < MAX_SAMPLES ? ns : MAX_SAMPLES;
   f->pairs = n;
   f->rate = us > 0 ? (double)n * 1e6 / (double)us : 0;
-  f->p50 = pct(turns.lat[side], ns, 50);
-  f->p99 = pct(turns.lat[side], ns, 99);
+  f->p50 = bench_pct(turns.lat[side], ns, 50);
+  f->p99 = bench_pct(turns.lat[side], ns, 99);
   f->cpu = n > 0 ? (double)(cost->user_us + cost->sys_us) / (double)n : NAN;
   f->cost = *cost;
   f->lat = turns.lat[side];
   f->nlat = ns;
 }
 
-void pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
+void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
                     pair_figures *mine) {
   pthread_t t[MAX_THREADS];
   pair_arg args[MAX_THREADS];
-  reset();
+  bench_reset();
   atomic_store(&turns.side, -1);
   atomic_store(&turns.ready, 0);
   for (int s = 0; s < 2; s++) {
@@ -466,29 +466,29 @@ void pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
   }
   for (int i = 0; i < 30000 && atomic_load(&turns.ready) < n; i++)
     usleep(1000); /* up to 30 s for the connections */
-  (void)cost_open(); /* every thread has one counter of its own now */
-  int slices = (int)(opt.duration * 1e6 / TURN_US + 0.5);
+  (void)bench_cost_open(); /* every thread has one counter of its own now */
+  int slices = (int)(bench_opt.duration * 1e6 / TURN_US + 0.5);
   slices = slices < 1 ? 1 : slices;
   int64_t us[2] = {0, 0};
   run_cost cost[2] = {{0, 0, 0}, {0, 0, 0}}, at, was;
-  cost_now(&was);
-  int64_t t0 = now_us();
+  bench_cost_now(&was);
+  int64_t t0 = bench_now_us();
   for (int k = 0; k < 2 * slices; k++) {
     int side = k % 2;
     atomic_store(&turns.side, side);
     struct timespec ts = {0, TURN_US * 1000L};
     nanosleep(&ts, NULL);
-    int64_t t1 = now_us();
-    cost_now(&at);
-    us[side] += t1 - t0;
-    cost_add(&cost[side], &was, &at);
-    t0 = t1;
+    int64_t bench_t1 = bench_now_us();
+    bench_cost_now(&at);
+    us[side] += bench_t1 - t0;
+    bench_cost_add(&cost[side], &was, &at);
+    t0 = bench_t1;
     was = at;
   }
-  atomic_store(&sh->stop, 1);
+  atomic_store(&bench_sh->stop, 1);
   for (int i = 0; i < n; i++)
     pthread_join(t[i], NULL);
-  counters_close();
+  bench_counters_close();
   turn_figures(0, us[0], &cost[0], raw);
   turn_figures(1, us[1], &cost[1], mine);
 }

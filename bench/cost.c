@@ -86,7 +86,7 @@ static int counters_open(char *why, size_t n) {
   }
   closedir(d);
   if (e != NULL) {
-    counters_close();
+    bench_counters_close();
     return -1;
   }
   return 0;
@@ -103,13 +103,13 @@ static double counters_read(void) {
   return total;
 }
 
-void counters_close(void) {
+void bench_counters_close(void) {
   for (int i = 0; i < ncounters; i++)
     close(counter_fd[i]);
   ncounters = 0;
 }
 
-int cost_open(void) {
+int bench_cost_open(void) {
   char why[160];
   if (counters_open(why, sizeof why) == 0)
     return 0;
@@ -118,7 +118,7 @@ int cost_open(void) {
   return -1;
 }
 
-void cost_now(run_cost *c) {
+void bench_cost_now(run_cost *c) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   c->user_us = tv_us(ru.ru_utime);
@@ -126,36 +126,36 @@ void cost_now(run_cost *c) {
   c->syscalls = ncounters > 0 ? counters_read() : NAN;
 }
 
-void cost_add(run_cost *sum, const run_cost *from, const run_cost *to) {
+void bench_cost_add(run_cost *sum, const run_cost *from, const run_cost *to) {
   sum->user_us += to->user_us - from->user_us;
   sum->sys_us += to->sys_us - from->sys_us;
   sum->syscalls += to->syscalls - from->syscalls; /* NaN stays NaN */
 }
 
-void cost_begin(run_cost *c) {
-  (void)cost_open();
-  cost_now(c);
+void bench_cost_begin(run_cost *c) {
+  (void)bench_cost_open();
+  bench_cost_now(c);
 }
 
-void cost_end(run_cost *c) {
+void bench_cost_end(run_cost *c) {
   run_cost at, begun = *c;
-  cost_now(&at);
+  bench_cost_now(&at);
   *c = (run_cost){0, 0, 0};
-  cost_add(c, &begun, &at);
-  counters_close();
+  bench_cost_add(c, &begun, &at);
+  bench_counters_close();
   last = *c;
 }
 
-run_cost last_cost(void) { return last; }
+run_cost bench_last_cost(void) { return last; }
 
-void emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
+void bench_emit_costs(const char *w, long dlock_pairs, const run_cost *dlock,
                 long raw_pairs, const run_cost *raw) {
   double d = dlock_pairs > 0 ? (double)dlock_pairs : NAN;
   double r = raw_pairs > 0 ? (double)raw_pairs : NAN;
-  emit(w, "user CPU per pair", (double)dlock->user_us / d, "us",
+  bench_emit(w, "user CPU per pair", (double)dlock->user_us / d, "us",
        (double)raw->user_us / r);
-  emit(w, "system CPU per pair", (double)dlock->sys_us / d, "us",
+  bench_emit(w, "system CPU per pair", (double)dlock->sys_us / d, "us",
        (double)raw->sys_us / r);
-  emit(w, "system calls per pair", dlock->syscalls / d, "",
+  bench_emit(w, "system calls per pair", dlock->syscalls / d, "",
        raw->syscalls / r);
 }

@@ -28,7 +28,7 @@
 #define REDISSON_PEER "4.7.0"
 
 /* Whether Node.js runs here (asked once): the Node.js peers need it. */
-int node_found(void) {
+int bench_node_found(void) {
   static int found = -1;
   if (found < 0)
     found = system("node --version >/dev/null 2>&1") == 0;
@@ -45,10 +45,10 @@ static const char *python(void) {
 /* The peer's latency by percentile ("cdf_us" in its line; W6:
  * "handoff_cdf_us") as a curve of W1's or W6's chart. */
 static void peer_curve(const char *line, const char *peer, const char *w) {
-  int w6 = strcmp(w, "W6") == 0;
-  if (!w6 && strcmp(w, "W1") != 0)
+  int bench_w6 = strcmp(w, "W6") == 0;
+  if (!bench_w6 && strcmp(w, "W1") != 0)
     return;
-  const char *key = w6 ? "\"handoff_cdf_us\":" : "\"cdf_us\":";
+  const char *key = bench_w6 ? "\"handoff_cdf_us\":" : "\"cdf_us\":";
   const char *p = strstr(line, key);
   double us[PLOT_POINTS];
   if (p == NULL)
@@ -62,31 +62,31 @@ static void peer_curve(const char *line, const char *peer, const char *w) {
       return;
     p = end + strspn(end, ", ");
   }
-  plot_points(w6 ? "w6-handoff" : "w1-latency", peer, us);
+  bench_plot_points(bench_w6 ? "w6-handoff" : "w1-latency", peer, us);
 }
 
-int run_peer(const char *peer, const char *w, double *rate, double *p50,
+int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
              double *handoff, char *why, size_t whylen) {
   const char *dir = getenv("DLOCK_PEERS_DIR");
   if (dir == NULL)
     dir = DLOCK_PEERS_DIR;
-  const char *port = strrchr(opt.urls[0], ':');
+  const char *port = strrchr(bench_opt.urls[0], ':');
   char cmd[2048];
   if (strcmp(peer, "redis-py") == 0)
     snprintf(cmd, sizeof cmd, "%s '%s/redis_py.py' %s %s %.3f 2>&1", python(),
-             dir, port ? port + 1 : "6379", w, opt.duration);
+             dir, port ? port + 1 : "6379", w, bench_opt.duration);
   else if (strcmp(peer, "redisson") == 0) /* the interop suite's build */
     snprintf(cmd, sizeof cmd, "java -XX:+UseSerialGC -cp "
              "'%s/../../tests/interop/java/target/%s/classes:"
              "%s/../../tests/interop/java/target/%s/lib/" "*' dlock.peer.Bench "
              "%s %s %.3f 2>&1", dir, REDISSON_PEER, dir, REDISSON_PEER,
-             port ? port + 1 : "6379", w, opt.duration);
+             port ? port + 1 : "6379", w, bench_opt.duration);
   else if (strcmp(peer, "redsync") == 0)
     snprintf(cmd, sizeof cmd, "'%s/redsync/redsync-peer' %s %s %.3f 2>&1", dir,
-             port ? port + 1 : "6379", w, opt.duration);
+             port ? port + 1 : "6379", w, bench_opt.duration);
   else
     snprintf(cmd, sizeof cmd, "node --no-warnings '%s/peers.js' %s %s %s %.3f 2>&1", dir,
-             port ? port + 1 : "6379", peer, w, opt.duration);
+             port ? port + 1 : "6379", peer, w, bench_opt.duration);
   FILE *f = popen(cmd, "r");
   char line[4096] = "";
   if (f == NULL || fgets(line, sizeof line, f) == NULL)
@@ -118,7 +118,7 @@ int run_peer(const char *peer, const char *w, double *rate, double *p50,
  * node-redisson's and redis-py's on the same server: value = dlock's, bound
  * = the peer's, ratio = dlock / peer (for p50, lower is better). */
 static void peers(bench_bounds *b) {
-  int node = node_found();
+  int node = bench_node_found();
   if (!node)
     printf("(peers: Node.js not found; install nodejs and run `npm ci` in "
            "bench/peers to compare)\n");
@@ -128,22 +128,22 @@ static void peers(bench_bounds *b) {
   for (size_t i = node ? 0 : 3; i < sizeof names / sizeof names[0]; i++) {
     char metric[64], why[256];
     double rate, p50;
-    if (selected("W1")) {
-      if (run_peer(names[i], "W1", &rate, &p50, NULL, why, sizeof why)) {
+    if (bench_selected("W1")) {
+      if (bench_run_peer(names[i], "W1", &rate, &p50, NULL, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
-        emit("W1", metric, b->w1_rate, "1/s", rate);
+        bench_emit("W1", metric, b->w1_rate, "1/s", rate);
         snprintf(metric, sizeof metric, "lock p50 vs %s", names[i]);
-        emit("W1", metric, b->w1_p50, "us", p50);
+        bench_emit("W1", metric, b->w1_p50, "us", p50);
       } else {
-        na("W1", why);
+        bench_na("W1", why);
       }
     }
-    if (selected("W2")) {
-      if (run_peer(names[i], "W2", &rate, &p50, NULL, why, sizeof why)) {
+    if (bench_selected("W2")) {
+      if (bench_run_peer(names[i], "W2", &rate, &p50, NULL, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
-        emit("W2", metric, b->w2_rate, "1/s", rate);
+        bench_emit("W2", metric, b->w2_rate, "1/s", rate);
       } else {
-        na("W2", why);
+        bench_na("W2", why);
       }
     }
   }
@@ -152,33 +152,33 @@ static void peers(bench_bounds *b) {
 /* W1's or W2's rows: dlock beside raw, measured in turns. */
 static void turn_rows(const char *w, const pair_figures *raw,
                       const pair_figures *mine, int latency) {
-  emit(w, "pairs/s", mine->rate, "1/s", raw->rate);
+  bench_emit(w, "pairs/s", mine->rate, "1/s", raw->rate);
   if (latency) {
-    emit(w, "lock p50", mine->p50, "us", raw->p50);
-    emit(w, "lock p99", mine->p99, "us", raw->p99);
+    bench_emit(w, "lock p50", mine->p50, "us", raw->p50);
+    bench_emit(w, "lock p99", mine->p99, "us", raw->p99);
   }
-  emit(w, "CPU per pair", mine->cpu, "us", raw->cpu);
-  emit_costs(w, mine->pairs, &mine->cost, raw->pairs, &raw->cost);
+  bench_emit(w, "CPU per pair", mine->cpu, "us", raw->cpu);
+  bench_emit_costs(w, mine->pairs, &mine->cost, raw->pairs, &raw->cost);
 }
 
-void w1_w2(bench_bounds *b) {
-  dlock_client *c = open_client(opt.urls[0], 0);
+void bench_w1_w2(bench_bounds *b) {
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   pair_figures raw, mine;
-  pairs_in_turns(1, c, &raw, &mine);
-  plot_samples("w1-latency", "raw hiredis", raw.lat, raw.nlat);
-  plot_samples("w1-latency", "dlock", mine.lat, mine.nlat);
+  bench_pairs_in_turns(1, c, &raw, &mine);
+  bench_plot_samples("w1-latency", "raw hiredis", raw.lat, raw.nlat);
+  bench_plot_samples("w1-latency", "dlock", mine.lat, mine.nlat);
   b->raw_rtt = raw.p50;
   b->w1_p50 = mine.p50;
   b->w1_rate = mine.rate;
-  if (selected("W1"))
+  if (bench_selected("W1"))
     turn_rows("W1", &raw, &mine, 1);
-  if (selected("W2")) {
-    pairs_in_turns(opt.threads, c, &raw, &mine);
+  if (bench_selected("W2")) {
+    bench_pairs_in_turns(bench_opt.threads, c, &raw, &mine);
     turn_rows("W2", &raw, &mine, 0);
     b->w2_rate = mine.rate;
   }
   dlock_client_close(c);
-  if (opt.peers)
+  if (bench_opt.peers)
     peers(b);
 }
 
@@ -192,44 +192,44 @@ typedef struct handoff_arg {
 } handoff_arg;
 
 /* Busy for us microseconds (a hold that keeps its core). */
-void spin_us(int64_t us) {
-  int64_t end = now_us() + us;
-  while (now_us() < end)
+void bench_spin_us(int64_t us) {
+  int64_t end = bench_now_us() + us;
+  while (bench_now_us() < end)
     ;
 }
 
 static void *handoff_thread(void *p) {
   handoff_arg *a = p;
-  while (!atomic_load(&sh->stop)) {
-    int64_t call = now_us();
+  while (!atomic_load(&bench_sh->stop)) {
+    int64_t call = bench_now_us();
     if (dlock_acquire(a->lock, 10000, 30000) != DLOCK_OK)
       continue;
-    int64_t got = now_us();
-    long long waited = got - call, max = atomic_load(&sh->max_wait_us);
+    int64_t got = bench_now_us();
+    long long waited = got - call, max = atomic_load(&bench_sh->max_wait_us);
     while (waited > max &&
-           !atomic_compare_exchange_weak(&sh->max_wait_us, &max, waited))
+           !atomic_compare_exchange_weak(&bench_sh->max_wait_us, &max, waited))
       ;
     /* one holder at a time: the run of back-to-back grants is its own */
-    int run = atomic_exchange(&sh->last_holder, a->id + 1) == a->id + 1
-                  ? atomic_load(&sh->run) + 1
+    int run = atomic_exchange(&bench_sh->last_holder, a->id + 1) == a->id + 1
+                  ? atomic_load(&bench_sh->run) + 1
                   : 1;
-    atomic_store(&sh->run, run);
-    if (run > atomic_load(&sh->max_run))
-      atomic_store(&sh->max_run, run);
-    long long rel = atomic_load(&sh->released_us);
+    atomic_store(&bench_sh->run, run);
+    if (run > atomic_load(&bench_sh->max_run))
+      atomic_store(&bench_sh->max_run, run);
+    long long rel = atomic_load(&bench_sh->released_us);
     if (rel > call) /* we were waiting when it was released */
-      sample(got > rel ? got - rel : 0);
+      bench_sample(got > rel ? got - rel : 0);
     if (a->record) {
-      long i = atomic_fetch_add(&sh->nrec, 1);
+      long i = atomic_fetch_add(&bench_sh->nrec, 1);
       if (i < MAX_SAMPLES) {
-        sh->rec_call[i] = call;
-        sh->rec_got[i] = got;
+        bench_sh->rec_call[i] = call;
+        bench_sh->rec_got[i] = got;
       }
     }
-    atomic_fetch_add(&sh->counts[a->id], 1);
-    spin_us(1000); /* hold 1 ms */
+    atomic_fetch_add(&bench_sh->counts[a->id], 1);
+    bench_spin_us(1000); /* hold 1 ms */
     dlock_release(a->lock);
-    atomic_store(&sh->released_us, now_us());
+    atomic_store(&bench_sh->released_us, bench_now_us());
     usleep(1000); /* 1 ms outside */
   }
   return NULL;
@@ -240,43 +240,43 @@ static void handoff_report(bench_bounds *b, const char *w, double secs,
   long total = 0;
   double sum2 = 0;
   for (int i = 0; i < nthreads; i++) {
-    long x = atomic_load(&sh->counts[i]);
+    long x = atomic_load(&bench_sh->counts[i]);
     total += x;
     sum2 += (double)x * (double)x;
   }
-  long ns = nsamples();
-  double p50 = pct(sh->samples, ns, 50), p99 = pct(sh->samples, ns, 99);
-  double max = ns ? (double)sh->samples[ns - 1] : NAN;
+  long ns = bench_nsamples();
+  double p50 = bench_pct(bench_sh->samples, ns, 50), p99 = bench_pct(bench_sh->samples, ns, 99);
+  double max = ns ? (double)bench_sh->samples[ns - 1] : NAN;
   double ceiling = 1e6 / (1000.0 + b->raw_rtt * 2); /* hold + release + acquire */
-  emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
-  emit(w, "hand-off p50", p50, "us", b->raw_rtt);
-  emit(w, "hand-off p99", p99, "us", b->raw_rtt);
-  emit(w, "hand-off max", max, "us", b->raw_rtt);
-  emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
+  bench_emit(w, "acquisitions/s", (double)total / secs, "1/s", ceiling);
+  bench_emit(w, "hand-off p50", p50, "us", b->raw_rtt);
+  bench_emit(w, "hand-off p99", p99, "us", b->raw_rtt);
+  bench_emit(w, "hand-off max", max, "us", b->raw_rtt);
+  bench_emit(w, "Jain fairness", sum2 > 0 ? (double)total * total / (nthreads * sum2) : 0,
        "index", 1.0);
 }
 
 /* 8 threads taking turns on lock name on url (1 ms holds): the hand-off
  * p50, and W3's whole report when report_as is given. */
-double handoff_run(bench_bounds *b, const char *url, const char *name,
+double bench_handoff_run(bench_bounds *b, const char *url, const char *name,
                    const char *report_as) {
-  dlock_client *c = open_client(url, 0);
+  dlock_client *c = bench_open_client(url, 0);
   dlock_lock *l;
   dlock_reentrant_lock_new(c, name, NULL, &l);
-  reset();
+  bench_reset();
   handoff_arg args[8];
   for (int i = 0; i < 8; i++)
     args[i] = (handoff_arg){i, l, 0};
-  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = bench_run_threads(8, handoff_thread, args, sizeof args[0], bench_opt.duration);
   if (report_as)
     handoff_report(b, report_as, secs, 8);
-  double p50 = pct(sh->samples, nsamples(), 50);
+  double p50 = bench_pct(bench_sh->samples, bench_nsamples(), 50);
   dlock_lock_free(l);
   dlock_client_close(c);
   return p50;
 }
 
-void w3(bench_bounds *b) { b->w3_p50 = handoff_run(b, opt.urls[0], "bench:w3", "W3"); }
+void bench_w3(bench_bounds *b) { b->w3_p50 = bench_handoff_run(b, bench_opt.urls[0], "bench:w3", "W3"); }
 
 /* The server's commands so far (INFO stats). */
 static long long server_commands(redisContext *c) {
@@ -293,45 +293,45 @@ static long long server_commands(redisContext *c) {
  * spin (1) or the pub/sub lock (0): hand-off latency, grants per second,
  * and per grant the server's commands and the client's requests. */
 static void s1_run(bench_bounds *b, int spin, const char *w) {
-  dlock_client *c = open_client(opt.urls[0], 0);
-  redisContext *raw = raw_connect(opt.urls[0]);
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
+  redisContext *raw = bench_raw_connect(bench_opt.urls[0]);
   dlock_lock *l;
   int rc = spin ? dlock_spin_lock_new(c, "bench:s1", NULL, &l)
                 : dlock_reentrant_lock_new(c, "bench:s1", NULL, &l);
   if (rc != DLOCK_OK)
-    die("S1 lock", rc);
-  reset();
+    bench_die("S1 lock", rc);
+  bench_reset();
   handoff_arg args[8];
   for (int i = 0; i < 8; i++)
     args[i] = (handoff_arg){i, l, 0};
   dlock_stats st0 = {.version = DLOCK_STATS_VERSION}, st1 = st0;
   dlock_client_stats(c, &st0);
   long long cmd0 = server_commands(raw);
-  double secs = run_threads(8, handoff_thread, args, sizeof args[0], opt.duration);
+  double secs = bench_run_threads(8, handoff_thread, args, sizeof args[0], bench_opt.duration);
   long long cmds = server_commands(raw) - cmd0 - 1; /* less the INFO */
   dlock_client_stats(c, &st1);
   long grants = 0;
   for (int i = 0; i < 8; i++)
-    grants += atomic_load(&sh->counts[i]);
-  long ns = nsamples();
+    grants += atomic_load(&bench_sh->counts[i]);
+  long ns = bench_nsamples();
   double sum2 = 0;
   for (int i = 0; i < 8; i++)
-    sum2 += (double)atomic_load(&sh->counts[i]) * (double)atomic_load(&sh->counts[i]);
+    sum2 += (double)atomic_load(&bench_sh->counts[i]) * (double)atomic_load(&bench_sh->counts[i]);
   /* the bound: a grant per hold, release and acquire (W3's) */
-  emit(w, "acquisitions/s", (double)grants / secs, "1/s",
+  bench_emit(w, "acquisitions/s", (double)grants / secs, "1/s",
        1e6 / (1000.0 + b->raw_rtt * 2));
-  emit(w, "hand-off p50", pct(sh->samples, ns, 50), "us", b->raw_rtt);
-  emit(w, "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
+  bench_emit(w, "hand-off p50", bench_pct(bench_sh->samples, ns, 50), "us", b->raw_rtt);
+  bench_emit(w, "hand-off p99", bench_pct(bench_sh->samples, ns, 99), "us", b->raw_rtt);
   /* fairness (docs/spin.md): Jain's index over the 8 threads' grants (1:
    * even), the longest wait, and the most grants one thread took back to
    * back (a FIFO hand-off: 1 while others wait) */
-  emit(w, "Jain fairness", sum2 > 0 ? (double)grants * grants / (8 * sum2) : 0,
+  bench_emit(w, "Jain fairness", sum2 > 0 ? (double)grants * grants / (8 * sum2) : 0,
        "index", 1.0);
-  emit(w, "longest wait", (double)atomic_load(&sh->max_wait_us) / 1000.0, "ms", 0);
-  emit(w, "most grants in a row", atomic_load(&sh->max_run), "count", 0);
-  emit(w, "server commands per grant", grants ? (double)cmds / grants : 0,
+  bench_emit(w, "longest wait", (double)atomic_load(&bench_sh->max_wait_us) / 1000.0, "ms", 0);
+  bench_emit(w, "most grants in a row", atomic_load(&bench_sh->max_run), "count", 0);
+  bench_emit(w, "server commands per grant", grants ? (double)cmds / grants : 0,
        "count", 2); /* the bound: one acquire and one release */
-  emit(w, "client requests per grant",
+  bench_emit(w, "client requests per grant",
        grants ? (double)(st1.commands - st0.commands) / grants : 0, "count", 2);
   dlock_lock_free(l);
   dlock_client_close(c);
@@ -339,7 +339,7 @@ static void s1_run(bench_bounds *b, int spin, const char *w) {
 }
 
 /* S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters. */
-void s1(bench_bounds *b) {
+void bench_s1(bench_bounds *b) {
   s1_run(b, 1, "S1 spin");
   s1_run(b, 0, "S1 pub/sub");
 }
@@ -350,14 +350,14 @@ void s1(bench_bounds *b) {
 static shared *w3p_result;
 static double w3p_secs;
 
-void w3p(bench_bounds *b) {
-  reset();
+void bench_w3p(bench_bounds *b) {
+  bench_reset();
   pid_t pids[4];
-  int64_t t0 = now_us();
+  int64_t t0 = bench_now_us();
   for (int p = 0; p < 4; p++) {
     pids[p] = fork();
     if (pids[p] == 0) {
-      dlock_client *c = open_client(opt.urls[0], 0);
+      dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
       dlock_lock *l;
       dlock_reentrant_lock_new(c, "bench:w3p", NULL, &l);
       handoff_arg args[2] = {{2 * p, l, 0}, {2 * p + 1, l, 0}};
@@ -371,20 +371,20 @@ void w3p(bench_bounds *b) {
       _exit(0);
     }
   }
-  usleep((useconds_t)(opt.duration * 1e6));
-  atomic_store(&sh->stop, 1);
+  usleep((useconds_t)(bench_opt.duration * 1e6));
+  atomic_store(&bench_sh->stop, 1);
   for (int p = 0; p < 4; p++)
     waitpid(pids[p], NULL, 0);
-  w3p_secs = (double)(now_us() - t0) / 1e6;
-  w3p_result = malloc(sizeof *sh);
+  w3p_secs = (double)(bench_now_us() - t0) / 1e6;
+  w3p_result = malloc(sizeof *bench_sh);
   if (w3p_result)
-    memcpy(w3p_result, sh, sizeof *sh);
+    memcpy(w3p_result, bench_sh, sizeof *bench_sh);
 }
 
-void w3p_report(bench_bounds *b) {
+void bench_w3p_report(bench_bounds *b) {
   if (w3p_result == NULL)
     return;
-  memcpy(sh, w3p_result, sizeof *sh);
+  memcpy(bench_sh, w3p_result, sizeof *bench_sh);
   free(w3p_result);
   handoff_report(b, "W3p", w3p_secs, 8);
 }
@@ -393,7 +393,7 @@ void w3p_report(bench_bounds *b) {
 static long grants(int n) {
   long total = 0;
   for (int i = 0; i < n; i++)
-    total += atomic_load(&sh->counts[i]);
+    total += atomic_load(&bench_sh->counts[i]);
   return total;
 }
 
@@ -407,57 +407,57 @@ static void w6_peers(double p50, double rate, double raw_rtt) {
   for (int i = 0; i < PLOT_POINTS; i++)
     floor_us[i] = raw_rtt;
   if (raw_rtt > 0) /* W1 measured it */
-    plot_points("w6-handoff", "raw hiredis round trip (p50)", floor_us);
-  int node = node_found();
+    bench_plot_points("w6-handoff", "raw hiredis round trip (p50)", floor_us);
+  int node = bench_node_found();
   static const char *const names[] = {"redis-py", "redisson", "redsync",
                                       "node-redlock", "redis-semaphore",
                                       "node-redisson"};
   for (size_t i = 0; i < (node ? 6u : 3u); i++) {
     double peer_rate, peer_p50, peer_hand;
     char why[256], metric[64];
-    if (!run_peer(names[i], "W6", &peer_rate, &peer_p50, &peer_hand, why,
+    if (!bench_run_peer(names[i], "W6", &peer_rate, &peer_p50, &peer_hand, why,
                   sizeof why)) {
-      na("W6", why);
+      bench_na("W6", why);
       continue;
     }
     snprintf(metric, sizeof metric, "acquisitions/s vs %s", names[i]);
-    emit("W6", metric, rate, "1/s", peer_rate);
+    bench_emit("W6", metric, rate, "1/s", peer_rate);
     snprintf(metric, sizeof metric, "hand-off p50 vs %s", names[i]);
-    emit("W6", metric, p50, "us", peer_hand);
+    bench_emit("W6", metric, p50, "us", peer_hand);
   }
 }
 
-void w6(bench_bounds *b) {
-  dlock_client *c = open_client(opt.urls[0], 0);
+void bench_w6(bench_bounds *b) {
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   dlock_lock *l;
   dlock_fair_lock_new(c, "bench:w6", NULL, &l);
-  reset();
+  bench_reset();
   handoff_arg args[16];
   for (int i = 0; i < 16; i++)
     args[i] = (handoff_arg){i, l, 1};
-  double secs = run_threads(16, handoff_thread, args, sizeof args[0],
-                            opt.duration);
+  double secs = bench_run_threads(16, handoff_thread, args, sizeof args[0],
+                            bench_opt.duration);
   /* A FIFO violation: X got the lock before Y although Y had asked more than
    * 5 ms earlier (time enough to join the queue) and was still waiting. The
    * margin covers the call's way to the server: on two busy cores its tail
    * passes 2 ms (a 2 ms margin counted 0-24 "violations" per run, 5 ms and
    * 10 ms none; the torture checker, which reads the queue itself, finds
    * none either). */
-  long n = atomic_load(&sh->nrec), violations = 0;
+  long n = atomic_load(&bench_sh->nrec), violations = 0;
   if (n > MAX_SAMPLES)
     n = MAX_SAMPLES;
   for (long x = 0; x < n; x++)
     for (long y = 0; y < n; y++)
-      if (sh->rec_call[y] + 5000 < sh->rec_call[x] && sh->rec_got[y] > sh->rec_got[x])
+      if (bench_sh->rec_call[y] + 5000 < bench_sh->rec_call[x] && bench_sh->rec_got[y] > bench_sh->rec_got[x])
         violations++;
-  long ns = nsamples();
-  emit("W6", "FIFO violations", (double)violations, "count", 0);
-  double p50 = pct(sh->samples, ns, 50);
-  plot_samples("w6-handoff", "dlock (fair lock)", sh->samples, ns);
-  emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
-  if (opt.peers)
+  long ns = bench_nsamples();
+  bench_emit("W6", "FIFO violations", (double)violations, "count", 0);
+  double p50 = bench_pct(bench_sh->samples, ns, 50);
+  bench_plot_samples("w6-handoff", "dlock (fair lock)", bench_sh->samples, ns);
+  bench_emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
+  if (bench_opt.peers)
     w6_peers(p50, (double)grants(16) / secs, b->raw_rtt);
-  emit("W6", "hand-off p99", pct(sh->samples, ns, 99), "us", b->raw_rtt);
+  bench_emit("W6", "hand-off p99", bench_pct(bench_sh->samples, ns, 99), "us", b->raw_rtt);
   dlock_lock_free(l);
   dlock_client_close(c);
 }
@@ -486,7 +486,7 @@ static void *w4_acquire(void *p) {
   w4_arg *a = p;
   for (int i = a->from; i < a->to; i++)
     if (dlock_acquire(a->locks[i], 0, DLOCK_LEASE_WATCHDOG) != DLOCK_OK)
-      die("W4 acquire", -1);
+      bench_die("W4 acquire", -1);
   return NULL;
 }
 
@@ -497,9 +497,9 @@ static void *w4_release(void *p) {
   return NULL;
 }
 
-void w4(bench_bounds *b) {
-  double secs = opt.w4_secs;
-  dlock_client *c = open_client(opt.urls[0], 3000);
+void bench_w4(bench_bounds *b) {
+  double secs = bench_opt.w4_secs;
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 3000);
   dlock_lock **locks = calloc(W4_LOCKS, sizeof *locks);
   uint64_t owner = dlock_owner_id_new();
   for (int i = 0; i < W4_LOCKS; i++) {
@@ -516,13 +516,13 @@ void w4(bench_bounds *b) {
   }
   for (int i = 0; i < 16; i++)
     pthread_join(t[i], NULL);
-  redisContext *rc = raw_connect(opt.urls[0]);
+  redisContext *rc = bench_raw_connect(bench_opt.urls[0]);
   long long calls0 = evalsha_calls(rc);
   struct rusage ru0, ru1;
   getrusage(RUSAGE_SELF, &ru0);
-  int64_t t0 = now_us();
+  int64_t t0 = bench_now_us();
   usleep((useconds_t)(secs * 1e6));
-  double el = (double)(now_us() - t0) / 1e6;
+  double el = (double)(bench_now_us() - t0) / 1e6;
   long long calls = evalsha_calls(rc) - calls0; /* only renewals ran */
   getrusage(RUSAGE_SELF, &ru1);
   double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
@@ -539,11 +539,11 @@ void w4(bench_bounds *b) {
     freeReplyObject(r);
   }
   double ticks = el / 1.0; /* watchdog 3 s: a tick every second */
-  emit("W4", "renewal calls/s", (double)calls / el, "1/s", W4_LOCKS / 100.0);
-  emit("W4", "calls/100 locks/tick", (double)calls / ticks / (W4_LOCKS / 100.0),
+  bench_emit("W4", "renewal calls/s", (double)calls / el, "1/s", W4_LOCKS / 100.0);
+  bench_emit("W4", "calls/100 locks/tick", (double)calls / ticks / (W4_LOCKS / 100.0),
        "calls", 1.0);
-  emit("W4", "client CPU", 100.0 * cpu / el, "%", NAN);
-  emit("W4", "locks still held", (double)held, "locks", W4_LOCKS);
+  bench_emit("W4", "client CPU", 100.0 * cpu / el, "%", NAN);
+  bench_emit("W4", "locks still held", (double)held, "locks", W4_LOCKS);
   for (int i = 0; i < 16; i++)
     pthread_create(&t[i], NULL, w4_release, &args[i]);
   for (int i = 0; i < 16; i++)
@@ -567,7 +567,7 @@ typedef struct mix_arg {
 static void *mix_thread(void *p) {
   mix_arg *a = p;
   unsigned seed = (unsigned)a->id * 2654435761u;
-  while (!atomic_load(&sh->stop)) {
+  while (!atomic_load(&bench_sh->stop)) {
     int write = rand_r(&seed) % 10 == 0;
     dlock_lock *l = a->rw ? (write ? dlock_rwlock_write(a->rw) : dlock_rwlock_read(a->rw))
                           : a->lock;
@@ -575,13 +575,13 @@ static void *mix_thread(void *p) {
       continue;
     usleep(1000); /* 1 ms inside: a sleep, so 16 threads do not need 16 cores */
     dlock_release(l);
-    atomic_fetch_add(&sh->pairs, 1);
+    atomic_fetch_add(&bench_sh->pairs, 1);
   }
   return NULL;
 }
 
-void w7(bench_bounds *b) {
-  dlock_client *c = open_client(opt.urls[0], 0);
+void bench_w7(bench_bounds *b) {
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   dlock_rwlock *rw;
   dlock_lock *plain;
   dlock_rwlock_new(c, "bench:w7:rw", NULL, &rw);
@@ -591,11 +591,11 @@ void w7(bench_bounds *b) {
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < 16; i++)
       args[i] = (mix_arg){i, k == 0 ? rw : NULL, plain};
-    reset();
-    double secs = run_threads(16, mix_thread, args, sizeof args[0], opt.duration);
-    rate[k] = (double)atomic_load(&sh->pairs) / secs;
+    bench_reset();
+    double secs = bench_run_threads(16, mix_thread, args, sizeof args[0], bench_opt.duration);
+    rate[k] = (double)atomic_load(&bench_sh->pairs) / secs;
   }
-  emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
+  bench_emit("W7", "ops/s (rwlock)", rate[0], "1/s", rate[1]);
   dlock_rwlock_free(rw);
   dlock_lock_free(plain);
   dlock_client_close(c);
@@ -608,23 +608,23 @@ void w7(bench_bounds *b) {
 /* Acquire/release pairs of l on one thread for the run's duration: the
  * pairs per second. */
 static double pairs_of(dlock_lock *l) {
-  int64_t end = now_us() + (int64_t)(opt.duration * 1e6), t0 = now_us();
+  int64_t end = bench_now_us() + (int64_t)(bench_opt.duration * 1e6), t0 = bench_now_us();
   long n = 0;
-  while (now_us() < end) {
+  while (bench_now_us() < end) {
     if (dlock_acquire(l, 0, 30000) != DLOCK_OK || dlock_release(l) != DLOCK_OK)
-      die("M2 pair", -1);
+      bench_die("M2 pair", -1);
     n++;
   }
-  return (double)n / ((double)(now_us() - t0) / 1e6);
+  return (double)n / ((double)(bench_now_us() - t0) / 1e6);
 }
 
 /* M2: one thread's acquire/release pairs over N = 100 values, as a grouped
  * multi-lock (one script each way) and as a multi-lock of N reentrant
  * locks (N round trips each way); then 1,000 values in a group. */
-void m2(bench_bounds *b) {
+void bench_m2(bench_bounds *b) {
   enum { N = 100, BIG = 1000 };
   (void)b;
-  dlock_client *c = open_client(opt.urls[0], 0);
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   static char buf[BIG][24];
   static const char *values[BIG];
   dlock_lock *members[N], *multi = NULL, *group = NULL, *big = NULL;
@@ -636,21 +636,21 @@ void m2(bench_bounds *b) {
     char name[48];
     snprintf(name, sizeof name, "bench:m2:%d", i);
     if (dlock_reentrant_lock_new(c, name, NULL, &members[i]) != DLOCK_OK)
-      die("M2 member", -1);
+      bench_die("M2 member", -1);
   }
   if (dlock_multi_new(members, N, &multi) != DLOCK_OK ||
       dlock_group_lock_new(c, "bench:m2:group", values, NULL, N, NULL,
                            &group) != DLOCK_OK ||
       dlock_group_lock_new(c, "bench:m2:big", values, NULL, BIG, NULL, &big) !=
           DLOCK_OK)
-    die("M2 locks", -1);
+    bench_die("M2 locks", -1);
   double g = pairs_of(group), m = pairs_of(multi), k = pairs_of(big);
-  emit("M2", "group of 100: pairs/s", g, "1/s", m);
-  emit("M2", "multi-lock of 100: pairs/s", m, "1/s", 0);
+  bench_emit("M2", "group of 100: pairs/s", g, "1/s", m);
+  bench_emit("M2", "multi-lock of 100: pairs/s", m, "1/s", 0);
   /* the figure that matters: the group against the multi-lock (goal:
    * 10x, docs/group.md) */
-  emit("M2", "group / multi-lock", m > 0 ? g / m : NAN, "x", 10);
-  emit("M2", "group of 1000: pairs/s", k, "1/s", 0);
+  bench_emit("M2", "group / multi-lock", m > 0 ? g / m : NAN, "x", 10);
+  bench_emit("M2", "group of 1000: pairs/s", k, "1/s", 0);
   dlock_lock_free(big);
   dlock_lock_free(group);
   dlock_lock_free(multi);

@@ -33,29 +33,29 @@ static const struct {
   void (*run)(bench_bounds *b);
   int always;      /* runs whatever is selected; -1: only when named */
 } workloads[] = {
-    {"W3p", w3p, 0},        /* first: it forks */
-    {"W1", w1_w2, 1},       /* W1 and W2; measures the raw round trip the
+    {"W3p", bench_w3p, 0},        /* first: it forks */
+    {"W1", bench_w1_w2, 1},       /* W1 and W2; measures the raw round trip the
                                others compare with */
-    {"W3", w3, 0},
-    {"W3p", w3p_report, 0},
-    {"W4", w4, 0},
-    {"W5", w5, 0},
-    {"W6", w6, 0},
-    {"S1", s1, 0},
-    {"M2", m2, 0},
-    {"E1", e1, 0},
-    {"W7", w7, 0},
-    {"W8", w8, 0},
-    {"M1", m1, 0},
-    {"W9", w9, 0},
-    {"W10", w10, 0},
-    {"C1", c1, 0},
-    {"C2", c2, 0},
-    {"T1", t1, 0},
-    {"V1", v1, 0},
-    {"D1", d1, 0},
-    {"G1", g1, 0},
-    {"F1", f1, -1},
+    {"W3", bench_w3, 0},
+    {"W3p", bench_w3p_report, 0},
+    {"W4", bench_w4, 0},
+    {"W5", bench_w5, 0},
+    {"W6", bench_w6, 0},
+    {"S1", bench_s1, 0},
+    {"M2", bench_m2, 0},
+    {"E1", bench_e1, 0},
+    {"W7", bench_w7, 0},
+    {"W8", bench_w8, 0},
+    {"M1", bench_m1, 0},
+    {"W9", bench_w9, 0},
+    {"W10", bench_w10, 0},
+    {"C1", bench_c1, 0},
+    {"C2", bench_c2, 0},
+    {"T1", bench_t1, 0},
+    {"V1", bench_v1, 0},
+    {"D1", bench_d1, 0},
+    {"G1", bench_g1, 0},
+    {"F1", bench_f1, -1},
 };
 
 /* The help: on stdout with status 0 when asked for (--help), else on
@@ -104,44 +104,44 @@ static int parse_args(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
       usage_to(stdout, 0);
     if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
-      opt.peers = 1;
+      bench_opt.peers = 1;
       continue;
     }
     if (i + 1 >= argc)
       usage();
     if (!strcmp(argv[i], "--duration"))
-      opt.duration = atof(argv[++i]);
+      bench_opt.duration = atof(argv[++i]);
     else if (!strcmp(argv[i], "--workload"))
-      opt.only = argv[++i];
+      bench_opt.only = argv[++i];
     else if (!strcmp(argv[i], "--url") && !strncmp(argv[i + 1], "rediss", 6)) {
       /* the raw bounds are plain hiredis */
       fprintf(stderr, "dlock-bench: --url takes plain redis:// servers; T1 "
               "measures TLS on a server of its own\n");
       return 2;
-    } else if (!strcmp(argv[i], "--url") && opt.nurls == 5) {
+    } else if (!strcmp(argv[i], "--url") && bench_opt.nurls == 5) {
       fprintf(stderr, "dlock-bench: at most 5 --url (W5's RedLock has 5 "
               "masters); a sixth would replace one\n");
       return 2;
-    } else if (!strcmp(argv[i], "--url") && strlen(argv[i + 1]) >= sizeof opt.urls[0]) {
+    } else if (!strcmp(argv[i], "--url") && strlen(argv[i + 1]) >= sizeof bench_opt.urls[0]) {
       fprintf(stderr, "dlock-bench: --url longer than %zu bytes\n",
-              sizeof opt.urls[0] - 1);
+              sizeof bench_opt.urls[0] - 1);
       return 2;
     } else if (!strcmp(argv[i], "--url")) {
-      snprintf(opt.urls[opt.nurls++], sizeof opt.urls[0], "%s", argv[++i]);
+      snprintf(bench_opt.urls[bench_opt.nurls++], sizeof bench_opt.urls[0], "%s", argv[++i]);
     } else if (!strcmp(argv[i], "--json"))
-      opt.json_path = argv[++i];
+      bench_opt.json_path = argv[++i];
     else if (!strcmp(argv[i], "--threads"))
-      opt.threads = atoi(argv[++i]);
+      bench_opt.threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--direct"))
-      opt.direct = atoi(argv[++i]);
+      bench_opt.direct = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--spin"))
-      opt.spin = atoi(argv[++i]);
+      bench_opt.spin = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--w4-seconds"))
-      opt.w4_secs = atof(argv[++i]);
+      bench_opt.w4_secs = atof(argv[++i]);
     else if (!strcmp(argv[i], "--down-after"))
-      opt.down_after_ms = atol(argv[++i]);
+      bench_opt.down_after_ms = atol(argv[++i]);
     else if (!strcmp(argv[i], "--plot"))
-      opt.plot_dir = argv[++i];
+      bench_opt.plot_dir = argv[++i];
     else
       usage();
   }
@@ -151,43 +151,43 @@ static int parse_args(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (parse_args(argc, argv) != 0)
     return 2;
-  if (opt.plot_dir && mkdir(opt.plot_dir, 0755) != 0 && errno != EEXIST) {
-    fprintf(stderr, "dlock-bench: --plot %s: %s\n", opt.plot_dir,
+  if (bench_opt.plot_dir && mkdir(bench_opt.plot_dir, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "dlock-bench: --plot %s: %s\n", bench_opt.plot_dir,
             strerror(errno));
     return 2;
   }
-  if (opt.duration <= 0 || opt.w4_secs <= 0 || opt.threads < 1 || opt.down_after_ms < 0 ||
-      opt.threads > MAX_THREADS)
+  if (bench_opt.duration <= 0 || bench_opt.w4_secs <= 0 || bench_opt.threads < 1 || bench_opt.down_after_ms < 0 ||
+      bench_opt.threads > MAX_THREADS)
     usage();
-  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+  bench_sh = mmap(NULL, sizeof *bench_sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
             -1, 0);
-  dlock_tool_server servers[5];
-  int own = opt.nurls == 0;
+  rs_server servers[5];
+  int own = bench_opt.nurls == 0;
   if (own) {
     for (int i = 0; i < 5; i++) {
-      if (dlock_tool_server_start(&servers[i]) != 0)
+      if (rs_server_start(&servers[i]) != 0)
         return 1;
-      snprintf(opt.urls[i], sizeof opt.urls[i], "%s", servers[i].url);
+      snprintf(bench_opt.urls[i], sizeof bench_opt.urls[i], "%s", servers[i].url);
     }
-    opt.nurls = 5;
+    bench_opt.nurls = 5;
   }
-  int json = bench_json_open(opt.json_path);
+  int json = bench_json_open(bench_opt.json_path);
   bench_bounds bounds = {0};
   printf("dlock-bench %s, %.1f s per workload, server %s\n", DLOCK_VERSION_STRING,
-         opt.duration, shown(opt.urls[0]));
+         bench_opt.duration, bench_shown(bench_opt.urls[0]));
   printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
          "bound", "ratio");
   for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
     if (workloads[i].always > 0 ||
-        (workloads[i].always == 0 && selected(workloads[i].id)) ||
-        (workloads[i].always < 0 && opt.only && selected(workloads[i].id)))
+        (workloads[i].always == 0 && bench_selected(workloads[i].id)) ||
+        (workloads[i].always < 0 && bench_opt.only && bench_selected(workloads[i].id)))
       workloads[i].run(&bounds);
   bench_json_close();
   if (json)
-    printf("figures written to %s\n", opt.json_path);
-  int drawn = plot_draw();
+    printf("figures written to %s\n", bench_opt.json_path);
+  int drawn = bench_plot_draw();
   if (own)
     for (int i = 0; i < 5; i++)
-      dlock_tool_server_stop(&servers[i]);
-  return opt.plot_dir && drawn == 0 ? 1 : 0; /* --plot drew nothing */
+      rs_server_stop(&servers[i]);
+  return bench_opt.plot_dir && drawn == 0 ? 1 : 0; /* --plot drew nothing */
 }

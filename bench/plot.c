@@ -35,10 +35,10 @@ static struct {
 } bars[MAX_BARS];
 static int nbars;
 
-const double *plot_percentiles(void) { return at; }
+const double *bench_plot_percentiles(void) { return at; }
 
-void plot_points(const char *chart, const char *label, const double *us) {
-  if (opt.plot_dir == NULL || ncurves >= MAX_CURVES * 2)
+void bench_plot_points(const char *chart, const char *label, const double *us) {
+  if (bench_opt.plot_dir == NULL || ncurves >= MAX_CURVES * 2)
     return;
   curve *c = &curves[ncurves++];
   snprintf(c->chart, sizeof c->chart, "%s", chart);
@@ -46,18 +46,18 @@ void plot_points(const char *chart, const char *label, const double *us) {
   memcpy(c->us, us, sizeof c->us);
 }
 
-void plot_samples(const char *chart, const char *label, int64_t *v, long n) {
+void bench_plot_samples(const char *chart, const char *label, int64_t *v, long n) {
   double us[PLOT_POINTS];
   if (n <= 0)
     return;
   for (int i = 0; i < PLOT_POINTS; i++)
-    us[i] = pct(v, n, at[i]);
-  plot_points(chart, label, us);
+    us[i] = bench_pct(v, n, at[i]);
+  bench_plot_points(chart, label, us);
 }
 
-void plot_ratio(const char *w, const char *metric, const char *unit,
+void bench_plot_ratio(const char *w, const char *metric, const char *unit,
                 double ratio) {
-  if (opt.plot_dir == NULL || nbars >= MAX_BARS || !isfinite(ratio) ||
+  if (bench_opt.plot_dir == NULL || nbars >= MAX_BARS || !isfinite(ratio) ||
       strcmp(unit, "1/s") != 0)
     return;
   snprintf(bars[nbars].label, sizeof bars[nbars].label, "%s %s", w, metric);
@@ -67,7 +67,7 @@ void plot_ratio(const char *w, const char *metric, const char *unit,
 /* DIR/NAME.EXT open for writing (path filled), or NULL. */
 static FILE *plot_file(const char *name, const char *ext, char *path,
                        size_t n) {
-  snprintf(path, n, "%s/%s.%s", opt.plot_dir, name, ext);
+  snprintf(path, n, "%s/%s.%s", bench_opt.plot_dir, name, ext);
   return fopen(path, "w");
 }
 
@@ -105,10 +105,10 @@ static int draw_curves(const char *chart, const char *title, const char *ylabel)
              "set output '%s/%s.png'\nset title '%s'\n"
              "set xlabel 'percentile'\nset ylabel '%s'\nset logscale y\n"
              "set grid\nset key left top\nplot ",
-          opt.plot_dir, chart, title, ylabel);
+          bench_opt.plot_dir, chart, title, ylabel);
   for (int k = 0; k < n; k++)
     fprintf(g, "%s'%s/%s.dat' using 1:%d with linespoints title '%s'",
-            k ? ", " : "", opt.plot_dir, chart, k + 2, curves[idx[k]].label);
+            k ? ", " : "", bench_opt.plot_dir, chart, k + 2, curves[idx[k]].label);
   fprintf(g, "\n");
   fclose(g);
   return gnuplot(path);
@@ -140,13 +140,13 @@ static int draw_ratios(void) {
              "set arrow from 1, graph 0 to 1, graph 1 nohead dt 2\n"
              "plot '%s/ratios.dat' using (0.5*$3):1:(0.5*$3):(0.35):ytic(2) "
              "with boxxyerror\n",
-          160 + 22 * nbars, opt.plot_dir, top, nbars - 1, opt.plot_dir);
+          160 + 22 * nbars, bench_opt.plot_dir, top, nbars - 1, bench_opt.plot_dir);
   fclose(g);
   return gnuplot(path);
 }
 
-int plot_draw(void) {
-  if (opt.plot_dir == NULL)
+int bench_plot_draw(void) {
+  if (bench_opt.plot_dir == NULL)
     return 0;
   int drawn = 0;
   drawn += draw_curves("w1-latency", "W1: lock call latency, one thread",
@@ -154,6 +154,6 @@ int plot_draw(void) {
   drawn += draw_curves("w6-handoff", "W6: hand-off to a waiter, 16 threads",
                        "microseconds") == 0;
   drawn += draw_ratios() == 0;
-  printf("pictures: %d drawn in %s\n", drawn, opt.plot_dir);
+  printf("pictures: %d drawn in %s\n", drawn, bench_opt.plot_dir);
   return drawn;
 }

@@ -27,12 +27,12 @@ typedef struct sem_arg {
 
 static void *sem_thread(void *p) {
   sem_arg *a = p;
-  redisContext *c = a->raw ? raw_connect(opt.urls[0]) : NULL;
+  redisContext *c = a->raw ? bench_raw_connect(bench_opt.urls[0]) : NULL;
   const char *name = a->raw ? "bench:w8:raw" : "bench:w8";
-  while (!atomic_load(&sh->stop)) {
+  while (!atomic_load(&bench_sh->stop)) {
     if (a->raw) {
       const char *acq[] = {name, "1"};
-      redisReply *r = raw_eval(c, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, acq, 2);
+      redisReply *r = bench_raw_eval(c, DLOCK__SCRIPT_SEM_TRY_ACQUIRE, 1, acq, 2);
       int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
       freeReplyObject(r);
       if (!ok)
@@ -40,33 +40,33 @@ static void *sem_thread(void *p) {
     } else if (dlock_semaphore_acquire(a->sem, 1, 10000) != DLOCK_OK) {
       continue;
     }
-    int in = atomic_fetch_add(&sh->inside, 1) + 1;
-    int max = atomic_load(&sh->max_inside);
-    while (in > max && !atomic_compare_exchange_weak(&sh->max_inside, &max, in))
+    int in = atomic_fetch_add(&bench_sh->inside, 1) + 1;
+    int max = atomic_load(&bench_sh->max_inside);
+    while (in > max && !atomic_compare_exchange_weak(&bench_sh->max_inside, &max, in))
       ;
     /* the permit is used: held W8_HOLD_US (asleep, so the CPU figure is
      * the calls'), which puts 4 holders inside at once */
     struct timespec hold = {0, W8_HOLD_US * 1000};
     nanosleep(&hold, NULL);
-    atomic_fetch_sub(&sh->inside, 1);
+    atomic_fetch_sub(&bench_sh->inside, 1);
     if (a->raw) {
       const char *rel[] = {name, "1", "PUBLISH", "redisson_sc:{bench:w8:raw}"};
-      freeReplyObject(raw_eval(c, DLOCK__SCRIPT_SEM_RELEASE, 1, rel, 4));
+      freeReplyObject(bench_raw_eval(c, DLOCK__SCRIPT_SEM_RELEASE, 1, rel, 4));
     } else {
       dlock_semaphore_release(a->sem, 1);
     }
-    atomic_fetch_add(&sh->pairs, 1);
+    atomic_fetch_add(&bench_sh->pairs, 1);
   }
   if (c)
     redisFree(c);
   return NULL;
 }
 
-void w8(bench_bounds *b) {
-  dlock_client *c = open_client(opt.urls[0], 0);
+void bench_w8(bench_bounds *b) {
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   dlock_semaphore *sem;
   dlock_semaphore_new(c, "bench:w8", NULL, &sem);
-  redisContext *rc = raw_connect(opt.urls[0]);
+  redisContext *rc = bench_raw_connect(bench_opt.urls[0]);
   freeReplyObject(redisCommand(rc, "SET bench:w8 4"));
   freeReplyObject(redisCommand(rc, "SET bench:w8:raw 4"));
   redisFree(rc);
@@ -78,19 +78,19 @@ void w8(bench_bounds *b) {
   for (int raw = 1; raw >= 0; raw--) {
     for (int i = 0; i < 16; i++)
       args[i] = (sem_arg){i, raw, sem};
-    reset();
-    double secs = run_threads(16, sem_thread, args, sizeof args[0], opt.duration);
-    rate[raw] = (double)atomic_load(&sh->pairs) / secs;
-    cpu[raw] = cpu_per_pair();
-    cost[raw] = last_cost();
-    npairs[raw] = atomic_load(&sh->pairs);
-    max_inside[raw] = atomic_load(&sh->max_inside);
+    bench_reset();
+    double secs = bench_run_threads(16, sem_thread, args, sizeof args[0], bench_opt.duration);
+    rate[raw] = (double)atomic_load(&bench_sh->pairs) / secs;
+    cpu[raw] = bench_cpu_per_pair();
+    cost[raw] = bench_last_cost();
+    npairs[raw] = atomic_load(&bench_sh->pairs);
+    max_inside[raw] = atomic_load(&bench_sh->max_inside);
   }
-  emit("W8", "pairs/s", rate[0], "1/s", rate[1]);
-  emit("W8", "max concurrent holders", max_inside[0], "holders", 4);
-  emit("W8", "raw max concurrent holders", max_inside[1], "holders", 4);
-  emit("W8", "CPU per pair", cpu[0], "us", cpu[1]);
-  emit_costs("W8", npairs[0], &cost[0], npairs[1], &cost[1]);
+  bench_emit("W8", "pairs/s", rate[0], "1/s", rate[1]);
+  bench_emit("W8", "max concurrent holders", max_inside[0], "holders", 4);
+  bench_emit("W8", "raw max concurrent holders", max_inside[1], "holders", 4);
+  bench_emit("W8", "CPU per pair", cpu[0], "us", cpu[1]);
+  bench_emit_costs("W8", npairs[0], &cost[0], npairs[1], &cost[1]);
   dlock_semaphore_free(sem);
   dlock_client_close(c);
 }
@@ -98,7 +98,7 @@ void w8(bench_bounds *b) {
 /* ---- M1: memory ------------------------------------------------------------ */
 
 /* The heap in use (bytes), as malloc counts it. */
-size_t heap_used(void) {
+size_t bench_heap_used(void) {
   struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;
 }
@@ -116,19 +116,19 @@ static void *m1_wait(void *p) {
   return NULL;
 }
 
-void m1(bench_bounds *b) {
-  dlock_client *c = open_client(opt.urls[0], 0);
+void bench_m1(bench_bounds *b) {
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
   enum { HELD = 10000, WAITERS = 1000 };
   dlock_lock **locks = calloc(HELD, sizeof *locks);
-  size_t before = heap_used();
+  size_t before = bench_heap_used();
   for (int i = 0; i < HELD; i++) {
     char name[64];
     snprintf(name, sizeof name, "bench:m1:%d", i);
     dlock_reentrant_lock_new(c, name, NULL, &locks[i]);
     dlock_acquire(locks[i], 0, DLOCK_LEASE_WATCHDOG);
   }
-  size_t after = heap_used();
-  emit("M1", "bytes per held lock", (double)(after - before) / HELD, "B", 512);
+  size_t after = bench_heap_used();
+  bench_emit("M1", "bytes per held lock", (double)(after - before) / HELD, "B", 512);
   for (int i = 0; i < HELD; i++) {
     dlock_release(locks[i]);
     dlock_lock_free(locks[i]);
@@ -146,14 +146,14 @@ void m1(bench_bounds *b) {
   pthread_t *t = calloc(WAITERS, sizeof *t);
   atomic_int started = 0;
   m1_waiter w = {shared_lock, &started};
-  before = heap_used();
+  before = bench_heap_used();
   for (int i = 0; i < WAITERS; i++)
     pthread_create(&t[i], &attr, m1_wait, &w);
   while (atomic_load(&started) < WAITERS)
     usleep(1000);
   usleep(500 * 1000); /* let every waiter reach its wait */
-  after = heap_used();
-  emit("M1", "bytes per waiter", (double)(after - before) / WAITERS, "B", 2048);
+  after = bench_heap_used();
+  bench_emit("M1", "bytes per waiter", (double)(after - before) / WAITERS, "B", 2048);
   dlock_release(held);
   for (int i = 0; i < WAITERS; i++)
     pthread_join(t[i], NULL);

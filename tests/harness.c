@@ -133,7 +133,7 @@ static int spawn(th_server *s) {
 /* Spawn s (its dir made) on a free port, another one when taken. */
 static int spawn_on_free_port(th_server *s) {
   for (int attempt = 0; attempt < 5; attempt++) {
-    s->port = dlock_tool_free_port();
+    s->port = rs_free_port();
     snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
     track(s, 1);
     if (s->port > 0 && spawn(s) == 0)
@@ -257,7 +257,7 @@ static void tls_port_is(th_server *s, int port) {
 static int node_start(th_server *s, const char *extra) {
   if (topology_certs == NULL)
     return th_server_start(s, extra);
-  int port = dlock_tool_free_port();
+  int port = rs_free_port();
   char all[512];
   snprintf(all, sizeof all, "%s", extra ? extra : "");
   topology_tls_args(all, sizeof all, port);
@@ -278,7 +278,7 @@ static int has_port(const th_server *n, int port) {
 int th_tls_server_start(th_server *s, const char *certs, const char *leaf,
                         int auth_clients) {
   for (int attempt = 0; attempt < 5; attempt++) {
-    int port = dlock_tool_free_port();
+    int port = rs_free_port();
     char extra[512];
     snprintf(extra, sizeof extra,
              "--tls-port %d --tls-cert-file %s/%s.crt --tls-key-file %s/%s.key "
@@ -1041,7 +1041,7 @@ static int cluster_start(th_server *s, int masters, int replicas) {
     char extra[320], addr[16];
     snprintf(extra, sizeof extra, "--cluster-enabled yes --cluster-config-file "
              "nodes.conf --cluster-node-timeout 1000 --cluster-port %d",
-             dlock_tool_free_port());
+             rs_free_port());
     own_addr(i, addr, extra, sizeof extra, "--cluster-announce-ip");
     if (node_start(&s->node[i], extra) != 0) {
       s->nnodes = i;
@@ -1105,7 +1105,7 @@ static int sentinel_start(th_server *n, const char *master_addr,
     fprintf(f, "sentinel announce-ip %s\n", addr);
   fclose(f);
   snprintf(n->addr, sizeof n->addr, "%s", addr);
-  int tls_port = topology_certs ? dlock_tool_free_port() : 0;
+  int tls_port = topology_certs ? rs_free_port() : 0;
   if (topology_certs)
     topology_tls_args(n->extra, sizeof n->extra, tls_port);
   if (spawn_on_free_port(n) != 0)

@@ -1087,7 +1087,7 @@ static void test_credentials(void) {
   char out[4096], wrong[128], down[128], pwfile[128];
   snprintf(wrong, sizeof wrong, "redis://app:wr0ng-pw@127.0.0.1:%d", a.port);
   snprintf(down, sizeof down, "redis://:wr0ng-pw@127.0.0.1:%d",
-           dlock_tool_free_port());
+           rs_free_port());
   /* wrong password, server down, a RedLock over both, a bad URL */
   char *bad_pw[] = {"--redis", wrong, "latch", "get", "x", NULL};
   CU_ASSERT_EQUAL(run_output(bad_pw, out, sizeof out), 78); /* config */
@@ -1157,7 +1157,7 @@ static void test_credentials(void) {
 static void test_options_before_name(void) {
   char out[1024], name[200], dead[64];
   snprintf(name, sizeof name, "%s", th_name("before-name"));
-  snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", dlock_tool_free_port());
+  snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", rs_free_port());
   setenv("DLOCK_REDIS_URL", dead, 1); /* only --redis reaches the server */
   char *set[] = {"--redis", srv.url, "latch", "set", name, "2", NULL};
   CU_ASSERT_EQUAL(run_output(set, out, sizeof out), 0);
@@ -1256,7 +1256,7 @@ static void test_run_argv_exact(void) {
  * (64) with the flag and the URL named, never run without it. */
 static void test_flags_need_their_url(void) {
   char out[2048], plain[64], tls[64];
-  int port = dlock_tool_free_port();
+  int port = rs_free_port();
   snprintf(plain, sizeof plain, "redis://127.0.0.1:%d", port);
   snprintf(tls, sizeof tls, "rediss://127.0.0.1:%d", port);
   char *ca[] = {"--redis", plain, "--tls-ca", "/nonexistent/ca.crt", "run", "x",

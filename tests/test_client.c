@@ -526,7 +526,7 @@ static void test_credentials(void) {
   TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_EAUTH);
   CU_ASSERT(strstr(dlock_errmsg(), "wr0ng-pw") == NULL);
   snprintf(url, sizeof url, "redis://app:wr0ng-pw@127.0.0.1:%d",
-           dlock_tool_free_port());
+           rs_free_port());
   dlock_client_opts quick = DLOCK_CLIENT_OPTS_INIT;
   quick.connect_timeout_ms = 300;
   TH_ASSERT_RC(dlock_client_open(url, &quick, &c), DLOCK_EIO);

@@ -1184,7 +1184,7 @@ static int64_t realtime_us(void) {
  * tables of dead processes swept; else the test fails, saying why. */
 static void need_partitions(void) {
   char why[256];
-  if (dlock_part_init(why, sizeof why) != 0) {
+  if (part_init(why, sizeof why) != 0) {
     printf("\n    partitions cannot run here: %s\n", why);
     CU_FAIL_FATAL("partitions cannot run here (nftables)");
   }
@@ -1231,7 +1231,7 @@ static void test_t25_client_cut(void) {
     th_acquirer a;
     t25_newcomer(&s, n, name, &a);
     int64_t cut = th_now_us();
-    CU_ASSERT_EQUAL(dlock_part_cut("127.0.0.3", "127.0.0.2"), 0);
+    CU_ASSERT_EQUAL(part_cut("127.0.0.3", "127.0.0.2"), 0);
     th_acquirer_join(&a);
     TH_ASSERT_RC(a.rc, DLOCK_OK);
     for (int64_t end = th_now_ms() + 3000;
@@ -1245,7 +1245,7 @@ static void test_t25_client_cut(void) {
     if (granted - lost < least_margin)
       least_margin = granted - lost;
     CU_ASSERT(lost != 0 && lost - cut <= 1500 * 1000); /* within the lease */
-    CU_ASSERT_EQUAL(dlock_part_heal(), 0);
+    CU_ASSERT_EQUAL(part_heal(), 0);
     int rc = dlock_release(h); /* gone: ELOST (or EIO while reconnecting) */
     CU_ASSERT(rc == DLOCK_ELOST || rc == DLOCK_EIO);
     dlock_lock_free(h);
@@ -1277,7 +1277,7 @@ static void test_t25_client_cut(void) {
   TH_ASSERT_RC(dlock_reentrant_lock_new(nc, "t25:run", NULL, &n), DLOCK_OK);
   th_acquirer a;
   t25_newcomer(&s, n, "t25:run", &a);
-  CU_ASSERT_EQUAL(dlock_part_cut("127.0.0.3", "127.0.0.2"), 0);
+  CU_ASSERT_EQUAL(part_cut("127.0.0.3", "127.0.0.2"), 0);
   th_acquirer_join(&a);
   int64_t granted = realtime_us();
   TH_ASSERT_RC(a.rc, DLOCK_OK);
@@ -1289,7 +1289,7 @@ static void test_t25_client_cut(void) {
   printf("    dlock run's command signalled %" PRId64 " ms before the "
          "newcomer's grant was seen\n", (granted - signalled) / 1000);
   CU_ASSERT(signalled > 0 && signalled <= granted);
-  CU_ASSERT_EQUAL(dlock_part_heal(), 0);
+  CU_ASSERT_EQUAL(part_heal(), 0);
   dlock_release(n);
   dlock_lock_free(n);
   dlock_client_close(nc);
@@ -1383,7 +1383,7 @@ static void test_t25_tables_removed(void) {
   part_tables(pid, &has);
   CU_ASSERT(has); /* killed: nothing could clean up ... */
   need_partitions();
-  dlock_part_fini();
+  part_fini();
   part_tables(pid, &has);
   CU_ASSERT(!has); /* ... until the next start swept it */
   CU_ASSERT_EQUAL(part_tables(0, &has), 0);
@@ -1445,7 +1445,7 @@ static void test_t28_slow_lossy_links(void) {
  * Sections of 5-6 s, watchdog 3 s, command timeout 1 s. */
 static void split_brain(const char *topology, const char *guarded_kind) {
   need_partitions();
-  dlock_part_fini();
+  part_fini();
   /* Without the guard one cut bites most of the time, not always (the
    * long runs: 8 of 9 cuts on a cluster, where the minority master stops
    * taking writes after cluster-node-timeout and the renewal after the cut

@@ -68,7 +68,7 @@ static void test_clear_errors(void) {
   snprintf(slash, sizeof url - (size_t)(slash - url), "/no-such-master");
   TH_ASSERT_RC(dlock_client_open(url, NULL, &c), DLOCK_EIO);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "knows no master named"));
-  int dead = dlock_tool_free_port();
+  int dead = rs_free_port();
   snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/dlock-test", dead);
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.connect_timeout_ms = 500;

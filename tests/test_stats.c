@@ -582,7 +582,7 @@ static ssize_t http_get(int port, const char *path, char *resp, size_t size) {
 static void test_metrics_example(void) {
   const char *exe = getenv("DLOCK_METRICS_EXAMPLE");
   CU_ASSERT_PTR_NOT_NULL_FATAL(exe);
-  int port = dlock_tool_free_port();
+  int port = rs_free_port();
   char port_s[16];
   snprintf(port_s, sizeof port_s, "%d", port);
   setenv("DLOCK_REDIS_URL", srv.url, 1);
@@ -640,7 +640,7 @@ static void test_prometheus_scrape(void) {
   char dir[64], conf[128], tsdb[128], listen[64], port_s[16];
   snprintf(dir, sizeof dir, "/tmp/dlock-prom-XXXXXX");
   CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-  int port = dlock_tool_free_port(), prom_port = dlock_tool_free_port();
+  int port = rs_free_port(), prom_port = rs_free_port();
   snprintf(port_s, sizeof port_s, "%d", port);
   snprintf(conf, sizeof conf, "%s/prometheus.yml", dir);
   snprintf(tsdb, sizeof tsdb, "--storage.tsdb.path=%s/data", dir);

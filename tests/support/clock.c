@@ -38,7 +38,7 @@ static const char script[] =
     "end\n"
     "return {moved, expired}\n";
 
-int dlock_clock_jump(int port, int64_t delta_ms, int64_t *expired) {
+int sim_clock_jump(int port, int64_t delta_ms, int64_t *expired) {
   struct timeval tv = {2, 0};
   redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (c == NULL || c->err) {

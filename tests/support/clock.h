@@ -22,6 +22,6 @@
 /* Jump the clock of the server at 127.0.0.1:port by delta_ms (forward >
  * 0). 0, or -1 (the server did not answer). *expired (may be NULL): the
  * keys whose time ran out. */
-int dlock_clock_jump(int port, int64_t delta_ms, int64_t *expired);
+int sim_clock_jump(int port, int64_t delta_ms, int64_t *expired);
 
 #endif

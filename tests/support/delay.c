@@ -201,7 +201,7 @@ static void *relay(void *arg) {
   return NULL;
 }
 
-int dlock_delay_start(const char *listen_addr, const char *to_addr,
+int delay_start(const char *listen_addr, const char *to_addr,
                       int to_port, int delay_ms, int jitter_ms) {
   struct sockaddr_in a = {.sin_family = AF_INET};
   D.to = (struct sockaddr_in){.sin_family = AF_INET,
@@ -236,7 +236,7 @@ int dlock_delay_start(const char *listen_addr, const char *to_addr,
   return ntohs(a.sin_port);
 }
 
-void dlock_delay_stop(void) {
+void delay_stop(void) {
   if (!D.running)
     return;
   atomic_store(&D.stop, 1);

@@ -1,6 +1,6 @@
 /* A slow link between loopback addresses, for the reliability targets
  * (docs/reliability.md): this kernel has no netem (CONFIG_NET_SCH_NETEM
- * is not set), so the delay is made in user space. dlock_delay_start runs
+ * is not set), so the delay is made in user space. delay_start runs
  * a thread that listens on listen_addr (a free port, returned) and relays
  * every connection to the server at to_addr:to_port, holding each chunk
  * of bytes, both ways, for delay_ms plus a random 0..jitter_ms before it
@@ -13,9 +13,9 @@
 #define DLOCK_TESTS_DELAY_H
 
 /* Start the relay; its port, or -1 (with a message on stderr). */
-int dlock_delay_start(const char *listen_addr, const char *to_addr,
+int delay_start(const char *listen_addr, const char *to_addr,
                       int to_port, int delay_ms, int jitter_ms);
 /* Stop it and close every connection. */
-void dlock_delay_stop(void);
+void delay_stop(void);
 
 #endif

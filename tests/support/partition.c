@@ -29,7 +29,7 @@ static int loopback(const char *addr) {
          d < 256;
 }
 
-void dlock_part_fini(void) {
+void part_fini(void) {
   if (table[0]) {
     nft("delete table", "");
     table[0] = '\0';
@@ -37,7 +37,7 @@ void dlock_part_fini(void) {
 }
 
 static void on_signal(int sig) {
-  dlock_part_fini();
+  part_fini();
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -61,7 +61,7 @@ static void sweep(void) {
     pclose(p);
 }
 
-int dlock_part_init(char *why, size_t n) {
+int part_init(char *why, size_t n) {
   if (table[0]) { /* made already: still sweep what others left since */
     sweep();
     return 0;
@@ -82,12 +82,12 @@ int dlock_part_init(char *why, size_t n) {
       nft("add chain", "cut '{ type filter hook output priority 0 ; }'") != 0) {
     snprintf(why, n, "nft could not make table %s (a kernel without "
              "nf_tables?)", table);
-    dlock_part_fini();
+    part_fini();
     return -1;
   }
   if (!hooked) {
     hooked = 1;
-    atexit(dlock_part_fini);
+    atexit(part_fini);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
@@ -95,7 +95,7 @@ int dlock_part_init(char *why, size_t n) {
   return 0;
 }
 
-int dlock_part_cut_one_way(const char *from, const char *to) {
+int part_cut_one_way(const char *from, const char *to) {
   if (!table[0] || !loopback(from) || !loopback(to))
     return -1;
   char rule[128];
@@ -103,13 +103,13 @@ int dlock_part_cut_one_way(const char *from, const char *to) {
   return nft("add rule", rule);
 }
 
-int dlock_part_cut(const char *a, const char *b) {
-  return dlock_part_cut_one_way(a, b) == 0 && dlock_part_cut_one_way(b, a) == 0
+int part_cut(const char *a, const char *b) {
+  return part_cut_one_way(a, b) == 0 && part_cut_one_way(b, a) == 0
              ? 0
              : -1;
 }
 
-int dlock_part_loss(const char *a, const char *b, int pct) {
+int part_loss(const char *a, const char *b, int pct) {
   if (!table[0] || !loopback(a) || !loopback(b) || pct < 0 || pct > 100)
     return -1;
   char rule[160];
@@ -123,6 +123,6 @@ int dlock_part_loss(const char *a, const char *b, int pct) {
   return 0;
 }
 
-int dlock_part_heal(void) {
+int part_heal(void) {
   return table[0] ? nft("flush chain", "cut") : -1;
 }

@@ -14,13 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void dlock_tool_url_add(char *url, size_t n, int port) {
+void rs_url_add(char *url, size_t n, int port) {
   size_t len = strlen(url);
   int first = len >= 2 && url[len - 1] == '/' && url[len - 2] == '/';
   snprintf(url + len, n - len, "%s127.0.0.1:%d", first ? "" : ",", port);
 }
 
-int dlock_tool_free_port(void) {
+int rs_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -47,10 +47,10 @@ static int accepts(int port) {
 /* Start s (bin: the program, NULL: the configured one) with more arguments
  * (NULL-terminated, at most 12); a sentinel
  * when conf names its configuration file. */
-static int start_conf(dlock_tool_server *s, const char *bin, const char *conf,
+static int start_conf(rs_server *s, const char *bin, const char *conf,
                       const char *const *extra) {
   s->pid = -1;
-  s->port = dlock_tool_free_port();
+  s->port = rs_free_port();
   if (s->port < 0) {
     fprintf(stderr, "no free loopback port: %s\n", strerror(errno));
     return -1;
@@ -101,25 +101,25 @@ static int start_conf(dlock_tool_server *s, const char *bin, const char *conf,
     usleep(10000);
   }
   fprintf(stderr, "redis-server on port %d did not start\n", s->port);
-  dlock_tool_server_stop(s);
+  rs_server_stop(s);
   return -1;
 }
 
-static int start_with(dlock_tool_server *s, const char *const *extra) {
+static int start_with(rs_server *s, const char *const *extra) {
   return start_conf(s, NULL, NULL, extra);
 }
 
-int dlock_tool_server_start_bin(dlock_tool_server *s, const char *bin,
+int rs_server_start_bin(rs_server *s, const char *bin,
                                 const char *const *extra) {
   return start_conf(s, bin, NULL, extra);
 }
 
-int dlock_tool_server_start(dlock_tool_server *s) { return start_with(s, NULL); }
+int rs_server_start(rs_server *s) { return start_with(s, NULL); }
 
-int dlock_tool_tls_server_start(dlock_tool_server *s, const char *certs,
+int rs_tls_server_start(rs_server *s, const char *certs,
                                 char tls_url[64]) {
   char port[16], crt[128], key[128], ca[128];
-  int p = dlock_tool_free_port();
+  int p = rs_free_port();
   snprintf(port, sizeof port, "%d", p);
   snprintf(crt, sizeof crt, "%s/server.crt", certs);
   snprintf(key, sizeof key, "%s/server.key", certs);
@@ -133,9 +133,9 @@ int dlock_tool_tls_server_start(dlock_tool_server *s, const char *certs,
   return 0;
 }
 
-void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
+void rs_cluster_stop(rs_cluster *k) {
   for (int i = 0; i < k->n; i++) {
-    dlock_tool_server_stop(&k->node[i]);
+    rs_server_stop(&k->node[i]);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", k->dir[i]);
     if (system(cmd) != 0)
@@ -144,11 +144,11 @@ void dlock_tool_cluster_stop(dlock_tool_cluster *k) {
   k->n = 0;
 }
 
-int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas) {
-  return dlock_tool_cluster_start_timeout(k, masters, replicas, 0);
+int rs_cluster_start(rs_cluster *k, int masters, int replicas) {
+  return rs_cluster_start_timeout(k, masters, replicas, 0);
 }
 
-int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
+int rs_cluster_start_timeout(rs_cluster *k, int masters,
                                      int replicas, long node_timeout_ms) {
   memset(k, 0, sizeof *k);
   int n = masters * (1 + replicas);
@@ -158,11 +158,11 @@ int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
   for (int i = 0; i < n; i++) {
     snprintf(k->dir[i], sizeof k->dir[i], "/tmp/dlock-cluster-XXXXXX");
     if (mkdtemp(k->dir[i]) == NULL) {
-      dlock_tool_cluster_stop(k);
+      rs_cluster_stop(k);
       return -1;
     }
     char bus[16];
-    snprintf(bus, sizeof bus, "%d", dlock_tool_free_port());
+    snprintf(bus, sizeof bus, "%d", rs_free_port());
     char timeout[24];
     snprintf(timeout, sizeof timeout, "%ld", node_timeout_ms);
     const char *extra[] = {"--cluster-enabled", "yes", "--cluster-config-file",
@@ -171,7 +171,7 @@ int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
                            timeout, NULL};
     k->n = i + 1;
     if (start_with(&k->node[i], extra) != 0) {
-      dlock_tool_cluster_stop(k);
+      rs_cluster_stop(k);
       return -1;
     }
     size_t len = strlen(create);
@@ -206,16 +206,16 @@ int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
   }
   if (!ok) {
     fprintf(stderr, "the cluster did not come up (%s)\n", create);
-    dlock_tool_cluster_stop(k);
+    rs_cluster_stop(k);
     return -1;
   }
   snprintf(k->url, sizeof k->url, "redis+cluster://");
   for (int i = 0; i < k->n; i++)
-    dlock_tool_url_add(k->url, sizeof k->url, k->node[i].port);
+    rs_url_add(k->url, sizeof k->url, k->node[i].port);
   return 0;
 }
 
-void dlock_tool_server_stop(dlock_tool_server *s) {
+void rs_server_stop(rs_server *s) {
   if (s->pid > 0) {
     kill(s->pid, SIGTERM);
     waitpid(s->pid, NULL, 0);
@@ -226,7 +226,7 @@ void dlock_tool_server_stop(dlock_tool_server *s) {
 /* Run cmd (a shell line): 1 when it exits 0. */
 static int sh_ok(const char *cmd) { return system(cmd) == 0; }
 
-int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
+int rs_sentinel_start(rs_sentinel *k, int replicas,
                               int sentinels, long down_after_ms) {
   memset(k, 0, sizeof *k);
   int n = 1 + replicas + sentinels;
@@ -282,14 +282,14 @@ int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
   }
   if (!ok) {
     fprintf(stderr, "the sentinel setup did not come up\n");
-    dlock_tool_sentinel_stop(k);
+    rs_sentinel_stop(k);
     return -1;
   }
   snprintf(k->url, sizeof k->url, "redis+sentinel://");
   for (int i = 1 + replicas; i < n; i++)
-    dlock_tool_url_add(k->url, sizeof k->url, k->node[i].port);
+    rs_url_add(k->url, sizeof k->url, k->node[i].port);
   strncat(k->url, "/dlock-bench", sizeof k->url - strlen(k->url) - 1);
   return 0;
 }
 
-void dlock_tool_sentinel_stop(dlock_tool_sentinel *k) { dlock_tool_cluster_stop(k); }
+void rs_sentinel_stop(rs_sentinel *k) { rs_cluster_stop(k); }

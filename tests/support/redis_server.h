@@ -5,27 +5,27 @@
 
 #include <sys/types.h>
 
-typedef struct dlock_tool_server {
+typedef struct rs_server {
   pid_t pid;
   int port;
   char url[64];
-} dlock_tool_server;
+} rs_server;
 
 /* Append "127.0.0.1:PORT" to a URL of size n being built, after a comma
  * unless it ends with "//". */
-void dlock_tool_url_add(char *url, size_t n, int port);
+void rs_url_add(char *url, size_t n, int port);
 
 /* A free TCP port on 127.0.0.1 (bound once and released), or -1. */
-int dlock_tool_free_port(void);
+int rs_free_port(void);
 /* Start one (no persistence, stdout to /dev/null) and wait up to 5 s for
  * it to accept connections. Returns 0, or -1 with a message on stderr. */
-int dlock_tool_server_start(dlock_tool_server *s);
+int rs_server_start(rs_server *s);
 /* The same with the program bin (NULL: DLOCK_REDIS_SERVER or redis-server)
  * and more arguments (NULL-terminated, at most 12; may be NULL). */
-int dlock_tool_server_start_bin(dlock_tool_server *s, const char *bin,
+int rs_server_start_bin(rs_server *s, const char *bin,
                                 const char *const *extra);
 /* Stop it (SIGTERM, then wait). */
-void dlock_tool_server_stop(dlock_tool_server *s);
+void rs_server_stop(rs_server *s);
 
 /* A throwaway Redis Cluster of masters masters with replicas replicas each,
  * each node in a directory of its own under /tmp, created with redis-cli
@@ -33,23 +33,23 @@ void dlock_tool_server_stop(dlock_tool_server *s);
  * cluster_state:ok and every replica has its master's data (bounded: 20 s),
  * else -1 with a message on stderr (and nothing left). */
 #define DLOCK_TOOL_CLUSTER_MAX 8
-typedef struct dlock_tool_cluster {
+typedef struct rs_cluster {
   int n;
-  dlock_tool_server node[DLOCK_TOOL_CLUSTER_MAX];
+  rs_server node[DLOCK_TOOL_CLUSTER_MAX];
   char dir[DLOCK_TOOL_CLUSTER_MAX][64];
   char url[256];
-} dlock_tool_cluster;
-int dlock_tool_cluster_start(dlock_tool_cluster *k, int masters, int replicas);
-void dlock_tool_cluster_stop(dlock_tool_cluster *k);
+} rs_cluster;
+int rs_cluster_start(rs_cluster *k, int masters, int replicas);
+void rs_cluster_stop(rs_cluster *k);
 
 /* A server with a TLS port beside its plain one (s->port): tls_url gets
  * rediss://127.0.0.1:TLSPORT. Its certificate is certs/server.crt (as
  * tests/support/tls_certs.sh makes them). 0 or -1. */
-int dlock_tool_tls_server_start(dlock_tool_server *s, const char *certs,
+int rs_tls_server_start(rs_server *s, const char *certs,
                                 char tls_url[64]);
 /* The same with cluster-node-timeout node_timeout_ms (0: the server's
  * default). */
-int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
+int rs_cluster_start_timeout(rs_cluster *k, int masters,
                                      int replicas, long node_timeout_ms);
 
 /* A master (node[0]), replicas replicas of it and sentinels sentinels that
@@ -59,9 +59,9 @@ int dlock_tool_cluster_start_timeout(dlock_tool_cluster *k, int masters,
  * stays the default too). 0 when every replica has the master's data and
  * every sentinel sees them and the others (bounded: 20 s), else -1 with a
  * message on stderr (and nothing left). */
-typedef dlock_tool_cluster dlock_tool_sentinel;
-int dlock_tool_sentinel_start(dlock_tool_sentinel *k, int replicas,
+typedef rs_cluster rs_sentinel;
+int rs_sentinel_start(rs_sentinel *k, int replicas,
                               int sentinels, long down_after_ms);
-void dlock_tool_sentinel_stop(dlock_tool_sentinel *k);
+void rs_sentinel_stop(rs_sentinel *k);
 
 #endif

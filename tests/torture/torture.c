@@ -521,7 +521,7 @@ static void clock_fault(int f, int port) {
     A->jumps[j] = tt_now_ns();
     atomic_store(&A->njumps, j + 1);
   }
-  if (dlock_clock_jump(port, (1 << f) == TT_F_CLOCK_FORWARD ? d : -d, NULL) != 0)
+  if (sim_clock_jump(port, (1 << f) == TT_F_CLOCK_FORWARD ? d : -d, NULL) != 0)
     fprintf(stderr, "torture: port %d: the clock jump failed\n", port);
 }
 
@@ -669,15 +669,15 @@ static int cut_master_side(th_server *m, int holder) {
     for (int b = 0; b < O.procs; b++) {
       snprintf(wb, sizeof wb, "127.0.1.%d", b + 1);
       if (b % 2 != holder % 2)
-        rc |= dlock_part_cut(th_addr(m), wb);
+        rc |= part_cut(th_addr(m), wb);
     }
     for (int i = 0; i < s->nnodes; i++)
       if (&s->node[i] != m)
-        rc |= dlock_part_cut(wa, th_addr(&s->node[i]));
+        rc |= part_cut(wa, th_addr(&s->node[i]));
   }
   for (int i = 0; i < s->nnodes; i++)
     if (&s->node[i] != m)
-      rc |= dlock_part_cut(th_addr(m), th_addr(&s->node[i]));
+      rc |= part_cut(th_addr(m), th_addr(&s->node[i]));
   return rc;
 }
 
@@ -694,10 +694,10 @@ static int client_cut(void) {
   const char *srv = th_addr(&servers[0]);
   snprintf(w, sizeof w, "127.0.1.%d", holder + 1);
   int shape = rand() % 3;
-  if (holder < 0 || (shape == 0   ? dlock_part_cut(w, srv)
-                     : shape == 1 ? dlock_part_cut_one_way(w, srv)
-                                  : dlock_part_cut_one_way(srv, w)) != 0) {
-    dlock_part_heal();
+  if (holder < 0 || (shape == 0   ? part_cut(w, srv)
+                     : shape == 1 ? part_cut_one_way(w, srv)
+                                  : part_cut_one_way(srv, w)) != 0) {
+    part_heal();
     return 0;
   }
   R.cuts[shape]++;
@@ -707,7 +707,7 @@ static int client_cut(void) {
                                                   : "from the server",
             tt_now_ns() / 1000000);
   sleep_ms(lease + 500 + rand() % 1000);
-  dlock_part_heal();
+  part_heal();
   return 1;
 }
 
@@ -733,7 +733,7 @@ static int partition(void) {
             tt_now_ns() / 1000000, holder);
   if (cut_master_side(m, holder) != 0) {
     fprintf(stderr, "torture: an nft rule of the partition failed\n");
-    dlock_part_heal();
+    part_heal();
     return 0;
   }
   th_server *promoted = O.sentinel ? sentinels_moved(m, 20000)
@@ -746,7 +746,7 @@ static int partition(void) {
   if (heal < t0 + lease + 500 + rand() % 1000)
     heal = t0 + lease + 500 + rand() % 1000;
   sleep_ms(heal - th_now_ms());
-  dlock_part_heal();
+  part_heal();
   if (O.trace)
     fprintf(stderr, "torture: healed at %" PRId64 " (promoted: %s)\n",
             tt_now_ns() / 1000000, promoted ? "yes" : "no");
@@ -772,11 +772,11 @@ static int slow_link(void) {
   for (int p = 0; p < O.procs; p++) {
     char w[24];
     snprintf(w, sizeof w, "127.0.1.%d", p + 1);
-    rc |= dlock_part_loss(w, th_addr(m), pct);
+    rc |= part_loss(w, th_addr(m), pct);
   }
   if (rc == 0)
     sleep_ms(1000 + rand() % 2001);
-  dlock_part_heal();
+  part_heal();
   return rc == 0;
 }
 
@@ -878,7 +878,7 @@ static void *drift_main(void *arg) {
       continue;
     carry -= (double)d;
     for (int i = 0; i < O.drift_members; i++)
-      dlock_clock_jump(servers[i].port, d, NULL);
+      sim_clock_jump(servers[i].port, d, NULL);
   }
   return NULL;
 }
@@ -1133,7 +1133,7 @@ static int harness_main(void) {
                                                 "--protected-mode no" : NULL;
     if (O.split) {
       char why[256] = "an nft rule failed";
-      if (dlock_part_init(why, sizeof why) != 0) {
+      if (part_init(why, sizeof why) != 0) {
         fprintf(stderr, "torture: --split: %s\n", why);
         return 2;
       }
@@ -1166,14 +1166,14 @@ static int harness_main(void) {
       char why[256] = "an nft rule failed";
       snprintf(A->urls[i], sizeof A->urls[i], "redis://127.0.0.2:%d",
                servers[i].port);
-      if (dlock_part_init(why, sizeof why) != 0 ||
-          dlock_part_loss("127.0.0.3", "127.0.0.2", O.loss_pct) != 0) {
+      if (part_init(why, sizeof why) != 0 ||
+          part_loss("127.0.0.3", "127.0.0.2", O.loss_pct) != 0) {
         fprintf(stderr, "torture: --loss: %s\n", why);
         return 2;
       }
     }
     if (O.delay_ms || O.jitter_ms) { /* 127.0.0.3 -> relay on .2 -> server */
-      int port = dlock_delay_start("127.0.0.2", "127.0.0.1", servers[i].port,
+      int port = delay_start("127.0.0.2", "127.0.0.1", servers[i].port,
                                    O.delay_ms, O.jitter_ms);
       if (port < 0)
         return 2;
@@ -1326,7 +1326,7 @@ static int harness_main(void) {
     fprintf(stderr, "torture: no timeline drawn into %s\n", O.timeline);
   atomic_store(&nemesis_exit, 1);
   pthread_join(nem, NULL);
-  dlock_delay_stop();
+  delay_stop();
   for (int i = 0; i < O.servers; i++)
     if (servers[i].pid > 0)
       th_server_stop(&servers[i]);
