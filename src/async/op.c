@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "base/list.h"
 #include "async/async.h"
 #include "net/tls.h"
 
@@ -65,15 +66,7 @@ static void async_free(dlock_client *c) {
 /* ---- the ready list: ops to look at again on the engine thread ------------ */
 
 static void ready_unlink(dlock__async *a, dlock__aop *op) {
-  if (op->rprev)
-    op->rprev->rnext = op->rnext;
-  else
-    a->ready_head = op->rnext;
-  if (op->rnext)
-    op->rnext->rprev = op->rprev;
-  else
-    a->ready_tail = op->rprev;
-  op->rprev = op->rnext = NULL;
+  DLOCK__LIST_REMOVE(a->ready_head, a->ready_tail, op, rprev, rnext);
   op->ready = 0;
 }
 
@@ -85,13 +78,7 @@ void dlock__aop_ready(dlock__aop *op, int wake_loop) {
   pthread_mutex_lock(&a->mu);
   if (!op->ready) {
     op->ready = 1;
-    op->rnext = NULL;
-    op->rprev = a->ready_tail;
-    if (a->ready_tail)
-      a->ready_tail->rnext = op;
-    else
-      a->ready_head = op;
-    a->ready_tail = op;
+    DLOCK__LIST_APPEND(a->ready_head, a->ready_tail, op, rprev, rnext);
   }
   pthread_mutex_unlock(&a->mu);
   if (wake_loop) {
@@ -368,22 +355,12 @@ void dlock__aop_discard(dlock__aop *op) {
 
 static void live_link(dlock__aop *op) {
   dlock__async *a = dlock__client_async(op->c);
-  op->prev = NULL;
-  op->next = a->live;
-  if (a->live)
-    a->live->prev = op;
-  a->live = op;
+  DLOCK__LIST_PUSH(a->live, op, prev, next);
 }
 
 static void live_unlink(dlock__aop *op) {
   dlock__async *a = dlock__client_async(op->c);
-  if (op->prev)
-    op->prev->next = op->next;
-  else
-    a->live = op->next;
-  if (op->next)
-    op->next->prev = op->prev;
-  op->prev = op->next = NULL;
+  DLOCK__LIST_UNLINK(a->live, op, prev, next);
 }
 
 /* The start task's request ends: it ran (DLOCK_OK, the task started op), or
@@ -650,13 +627,7 @@ static void give_up(dlock__aop *op) {
 /* Put a finished op on the completion queue (queue mode). */
 static void enqueue(dlock__async *a, dlock__aop *op) {
   pthread_mutex_lock(&a->mu);
-  op->rnext = NULL;
-  op->rprev = a->done_tail;
-  if (a->done_tail)
-    a->done_tail->rnext = op;
-  else
-    a->done_head = op;
-  a->done_tail = op;
+  DLOCK__LIST_APPEND(a->done_head, a->done_tail, op, rprev, rnext);
   if (!a->efd_set) {
     uint64_t one = 1;
     if (write(a->efd, &one, sizeof one) == sizeof one)
@@ -797,13 +768,8 @@ int dlock_client_run_completions(dlock_client *c, int max) {
   while (max <= 0 || ran < max) {
     pthread_mutex_lock(&a->mu);
     dlock__aop *op = a->done_head;
-    if (op) {
-      a->done_head = op->rnext;
-      if (a->done_head)
-        a->done_head->rprev = NULL;
-      else
-        a->done_tail = NULL;
-    }
+    if (op)
+      DLOCK__LIST_REMOVE(a->done_head, a->done_tail, op, rprev, rnext);
     if (a->done_head == NULL && a->efd_set) {
       uint64_t n;
       if (read(a->efd, &n, sizeof n) == sizeof n)

@@ -37,6 +37,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/list.h"
 #include "core/direct.h"
 #include "net/sock.h"
 #include "net/topology.h"
@@ -380,21 +381,11 @@ int dlock__dconn_alive(dlock__dconn *dc) {
 /* ---- the pool ------------------------------------------------------------- */
 
 static void busy_add(dlock__dpool *p, dlock__dconn *dc) {
-  dc->prev = NULL;
-  dc->next = p->busy;
-  if (p->busy)
-    p->busy->prev = dc;
-  p->busy = dc;
+  DLOCK__LIST_PUSH(p->busy, dc, prev, next);
 }
 
 static void busy_del(dlock__dpool *p, dlock__dconn *dc) {
-  if (dc->prev)
-    dc->prev->next = dc->next;
-  else
-    p->busy = dc->next;
-  if (dc->next)
-    dc->next->prev = dc->prev;
-  dc->next = dc->prev = NULL;
+  DLOCK__LIST_UNLINK(p->busy, dc, prev, next);
 }
 
 /* Hand dc back: to the idle stack (the most recently used is taken first:

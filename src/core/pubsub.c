@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/list.h"
 #include "core/engine.h"
 #include "net/topology.h"
 
@@ -487,13 +488,7 @@ static void link_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
     }
   }
   w->chan = ch;
-  w->next = NULL;
-  w->prev = ch->tail;
-  if (ch->tail)
-    ch->tail->next = w;
-  else
-    ch->head = w;
-  ch->tail = w;
+  DLOCK__LIST_APPEND(ch->head, ch->tail, w, prev, next);
   ch->refs++;
 }
 
@@ -593,14 +588,7 @@ static void unlink_waiter(dlock_client *c, chan *ch, dlock__waiter *w) {
       pthread_mutex_unlock(&next->parker->mu);
     }
   }
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    ch->head = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  else
-    ch->tail = w->prev;
+  DLOCK__LIST_REMOVE(ch->head, ch->tail, w, prev, next);
   ch->refs--;
 }
 
