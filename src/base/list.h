@@ -42,15 +42,9 @@
 /* Take n out of a queue. */
 #define DLOCK__LIST_REMOVE(head, tail, n, prev, next)                         \
   do {                                                                         \
-    if ((n)->prev)                                                             \
-      (n)->prev->next = (n)->next;                                             \
-    else                                                                       \
-      (head) = (n)->next;                                                      \
-    if ((n)->next)                                                             \
-      (n)->next->prev = (n)->prev;                                             \
-    else                                                                       \
+    if ((n)->next == NULL)                                                     \
       (tail) = (n)->prev;                                                      \
-    (n)->prev = (n)->next = NULL;                                              \
+    DLOCK__LIST_UNLINK(head, n, prev, next);                                   \
   } while (0)
 
 #endif /* DLOCK_BASE_LIST_H */
