@@ -4,6 +4,7 @@ and call which. A folder depends on another when one of its files includes
 a header of that folder ("net/cluster.h") or calls a function defined there
 (a dlock_ or dlock__ name). Every dependency must point down the layers:
 
+    catalog the kinds made on one name, by name (dlock_lock_new)
     kinds   fair rwlock spin multi redlock sync fence inspect election
     lock    the lock recipe, blocking and non-blocking, and the reentrant
             and fenced kinds
@@ -31,10 +32,11 @@ import os
 import re
 import sys
 
-ORDER = ["kinds", "lock", "async", "core", "net", "base"]
+ORDER = ["catalog", "kinds", "lock", "async", "core", "net", "base"]
 LAYER = {"fair": "kinds", "rwlock": "kinds", "spin": "kinds", "multi": "kinds",
          "redlock": "kinds", "sync": "kinds", "fence": "kinds",
-         "inspect": "kinds", "election": "kinds", "lock": "lock", "async": "async",
+         "inspect": "kinds", "election": "kinds", "catalog": "catalog",
+         "lock": "lock", "async": "async",
          "core": "core", "net": "net", "base": "base"}
 
 # Topology branches outside net/, per folder, as the code has them today:

@@ -215,6 +215,28 @@ DLOCK_API int dlock_lock_bind_owner(dlock_lock *lock, uint64_t owner_id);
 /* The kind's name ("reentrant", "fenced", ...); "" for NULL. */
 DLOCK_API const char *dlock_lock_kind(const dlock_lock *lock);
 
+/* Make a lock of a kind chosen by its name. The lock is what the kind's
+ * own constructor makes (dlock_reentrant_lock_new, dlock_fair_lock_new,
+ * ...), so a program picks the kind per resource from its configuration
+ * rather than its code (docs/lock.md, "Choosing the kind at run time").
+ * kind is a
+ * name dlock_kinds() lists, as dlock_lock_kind() gives it ("reentrant",
+ * "fenced", "non-reentrant", "fair", "non-reentrant fair", "spin",
+ * "read", "write", "semaphore"); a hyphen may stand for a space
+ * ("non-reentrant-fair"). OUT *out: free with dlock_lock_free().
+ *
+ * Returns DLOCK_OK; DLOCK_EINVAL for a NULL or unknown kind (the message
+ * lists the kinds; the multi-lock, grouped multi-lock and RedLock are made
+ * of other locks by their own calls), and as the kind's constructor: a bad
+ * name or option (DLOCK_EINVAL), DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_lock_new(dlock_client *client, const char *kind,
+                             const char *name, const dlock_lock_opts *opts,
+                             dlock_lock **out);
+
+/* The names of the kinds dlock_lock_new() makes. A NULL-terminated array,
+ * in a fixed order, built-in kinds first (static: do not free). */
+DLOCK_API const char *const *dlock_kinds(void);
+
 /* The kind's DLOCK_CAP_* bits; 0 for NULL. */
 DLOCK_API unsigned dlock_lock_caps(const dlock_lock *lock);
 

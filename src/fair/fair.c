@@ -157,45 +157,18 @@ static const dlock__lock_reqs fair_reqs = {
              .give_up = dlock__lock_wait_give_up, .lease_hints = 1},
 };
 
-static const dlock__lock_methods fair_methods = {
-    .kind = "fair",
-    .noun = "fair lock",
-    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
-    .size = sizeof(fair),
-    .reqs = &fair_reqs,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
-};
+/* Defined below; src/catalog/catalog.c lists every kind. */
+extern const dlock__lock_methods dlock__non_reentrant_fair_kind;
 
-static const dlock__lock_methods once_methods = {
-    .kind = "non-reentrant fair",
-    .noun = "non-reentrant fair lock",
-    .caps = DLOCK_CAP_FAIR,
-    .size = sizeof(fair),
-    .reqs = &fair_reqs,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
-};
-
-static int make(const dlock__lock_methods *m, dlock_client *client,
-                const char *name, const dlock_lock_opts *opts,
-                dlock_lock **out) {
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
+/* A handle's options (its wait slot, its thread wait) and keys. */
+static int open_fair(dlock_lock *l, const dlock_lock_opts *opts) {
   if (opts && opts->wait_slot_ms < 0)
     return dlock__fail(DLOCK_EINVAL, "wait_slot_ms must be >= 0");
   int64_t thread_wait = opts && opts->version >= 2 ? opts->thread_wait_ms : 0;
   if (thread_wait < 0)
     return dlock__fail(DLOCK_EINVAL, "thread_wait_ms must be >= 0");
-  dlock_lock *l;
-  int rc = dlock__lock_alloc(m, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
   fair *f = (fair *)l;
-  f->once = m == &once_methods;
+  f->once = l->m == &dlock__non_reentrant_fair_kind;
   f->slot_ms = opts && opts->wait_slot_ms ? opts->wait_slot_ms : DEFAULT_SLOT_MS;
   f->thread_wait_ms = thread_wait ? thread_wait : DEFAULT_THREAD_WAIT_MS;
   const char *n = l->h.name;
@@ -204,21 +177,43 @@ static int make(const dlock__lock_methods *m, dlock_client *client,
       dlock__key(&f->timeouts, DLOCK__KEY_FAIR_TIMEOUT, n, len) ||
       dlock__key(&f->alive, DLOCK__KEY_FAIR_ALIVE, n, len) ||
       dlock__key(&f->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
-      dlock__key(&f->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
-    dlock_lock_free(l);
+      dlock__key(&f->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len))
     return dlock__oom();
-  }
-  *out = l;
   return DLOCK_OK;
 }
 
+const dlock__lock_methods dlock__fair_kind = {
+    .kind = "fair",
+    .noun = "fair lock",
+    .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
+    .size = sizeof(fair),
+    .reqs = &fair_reqs,
+    .open = open_fair,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
+const dlock__lock_methods dlock__non_reentrant_fair_kind = {
+    .kind = "non-reentrant fair",
+    .noun = "non-reentrant fair lock",
+    .caps = DLOCK_CAP_FAIR,
+    .size = sizeof(fair),
+    .reqs = &fair_reqs,
+    .open = open_fair,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
 int dlock_fair_lock_new(dlock_client *client, const char *name,
                         const dlock_lock_opts *opts, dlock_lock **out) {
-  return make(&fair_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__fair_kind, client, name, opts, out);
 }
 
 int dlock_non_reentrant_fair_lock_new(dlock_client *client, const char *name,
                                       const dlock_lock_opts *opts,
                                       dlock_lock **out) {
-  return make(&once_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__non_reentrant_fair_kind, client, name, opts,
+                          out);
 }

@@ -37,6 +37,27 @@ int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
   return DLOCK_OK;
 }
 
+int dlock__lock_make(const dlock__lock_methods *m, dlock_client *client,
+                     const char *name, const dlock_lock_opts *opts,
+                     dlock_lock **out) {
+  if (out == NULL)
+    return dlock__fail(DLOCK_EINVAL, "out is NULL");
+  *out = NULL;
+  dlock_lock *l;
+  int rc = dlock__lock_alloc(m, client, name, opts, &l);
+  if (rc != DLOCK_OK)
+    return rc;
+  if (m->open && (rc = m->open(l, opts)) != DLOCK_OK) {
+    dlock__kept_error why; /* the kind's words, past the free */
+    dlock__error_keep(&why);
+    dlock_lock_free(l);
+    dlock__error_restore(&why);
+    return rc;
+  }
+  *out = l;
+  return DLOCK_OK;
+}
+
 int dlock__lock_alloc_combo(const dlock__lock_methods *m,
                             dlock_lock *const *members, size_t n,
                             dlock_lock **out) {

@@ -99,6 +99,11 @@ typedef struct dlock__lock_methods {
   unsigned caps;    /* DLOCK_CAP_* */
   size_t size;      /* bytes to allocate for the backend's struct */
   const dlock__lock_reqs *reqs; /* NULL: a composite */
+  /* A kind made on one name (dlock_lock_new): its own set-up of a handle
+   * just allocated (its keys, its options): DLOCK_OK, or an error with
+   * its message, and the handle is freed (destroy runs on what was set
+   * up). NULL: nothing to set up. */
+  int (*open)(dlock_lock *lock, const dlock_lock_opts *opts);
   /* Every kind: */
   int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
   int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
@@ -160,6 +165,12 @@ int dlock__handle_open(size_t size, dlock_client *client, const char *name,
 int dlock__lock_alloc(const dlock__lock_methods *m, dlock_client *client,
                       const char *name, const dlock_lock_opts *opts,
                       dlock_lock **out);
+
+/* A handle of kind m on name: allocated, then set up by m->open. The
+ * constructor of every kind made on one name. */
+int dlock__lock_make(const dlock__lock_methods *m, dlock_client *client,
+                     const char *name, const dlock_lock_opts *opts,
+                     dlock_lock **out);
 
 /* Allocate a combinator (multi-lock, RedLock): no client of its own; its
  * name joins the members' names. Checks members (1..DLOCK__MAX_MEMBERS, no

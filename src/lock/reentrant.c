@@ -103,75 +103,73 @@ static const dlock__lock_reqs fenced_reqs = {
     .wait = {DLOCK__LOCK_WAIT},
 };
 
-static const dlock__lock_methods reentrant_methods = {
+
+/* Defined below; src/catalog/catalog.c lists every kind. */
+extern const dlock__lock_methods dlock__non_reentrant_kind, dlock__fenced_kind;
+
+/* A handle's keys: its channel, unlock latches and (fenced) token counter. */
+static int open_lock(dlock_lock *l, const dlock_lock_opts *opts) {
+  (void)opts;
+  reentrant *rl = (reentrant *)l;
+  rl->fenced = l->m == &dlock__fenced_kind;
+  rl->once = l->m == &dlock__non_reentrant_kind;
+  const char *n = l->h.name;
+  size_t len = l->h.name_len;
+  if (dlock__key(&rl->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
+      (rl->fenced && dlock__key(&rl->token_key, DLOCK__KEY_LOCK_TOKEN, n, len)) ||
+      dlock__key(&rl->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len))
+    return dlock__oom();
+  return DLOCK_OK;
+}
+
+const dlock__lock_methods dlock__reentrant_kind = {
     .kind = "reentrant",
     .noun = "lock",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(reentrant),
     .reqs = &reentrant_reqs,
+    .open = open_lock,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
 };
 
-static const dlock__lock_methods once_methods = {
+const dlock__lock_methods dlock__non_reentrant_kind = {
     .kind = "non-reentrant",
     .noun = "non-reentrant lock",
     .caps = 0,
     .size = sizeof(reentrant),
     .reqs = &reentrant_reqs,
+    .open = open_lock,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
 };
 
-static const dlock__lock_methods fenced_methods = {
+const dlock__lock_methods dlock__fenced_kind = {
     .kind = "fenced",
     .noun = "lock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FENCED,
     .size = sizeof(reentrant),
     .reqs = &fenced_reqs,
+    .open = open_lock,
     .force_release = force_release,
     .state = dlock__hashlock_state,
     .destroy = destroy,
 };
 
-static int make(const dlock__lock_methods *m, dlock_client *client,
-                const char *name, const dlock_lock_opts *opts,
-                dlock_lock **out) {
-  dlock_lock *l;
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  int rc = dlock__lock_alloc(m, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
-  reentrant *rl = (reentrant *)l;
-  rl->fenced = m == &fenced_methods;
-  rl->once = m == &once_methods;
-  const char *n = l->h.name;
-  size_t len = l->h.name_len;
-  if (dlock__key(&rl->channel, DLOCK__KEY_LOCK_CHANNEL, n, len) ||
-      (rl->fenced && dlock__key(&rl->token_key, DLOCK__KEY_LOCK_TOKEN, n, len)) ||
-      dlock__key(&rl->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len)) {
-    dlock_lock_free(l);
-    return dlock__oom();
-  }
-  *out = l;
-  return DLOCK_OK;
-}
-
 int dlock_reentrant_lock_new(dlock_client *client, const char *name,
                              const dlock_lock_opts *opts, dlock_lock **out) {
-  return make(&reentrant_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__reentrant_kind, client, name, opts, out);
 }
 
 int dlock_non_reentrant_lock_new(dlock_client *client, const char *name,
                                  const dlock_lock_opts *opts,
                                  dlock_lock **out) {
-  return make(&once_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__non_reentrant_kind, client, name, opts, out);
 }
 
 int dlock_fenced_lock_new(dlock_client *client, const char *name,
                           const dlock_lock_opts *opts, dlock_lock **out) {
-  return make(&fenced_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__fenced_kind, client, name, opts, out);
 }

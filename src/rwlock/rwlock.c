@@ -293,60 +293,55 @@ static const dlock__lock_reqs half_reqs = {
     .wait = {DLOCK__LOCK_WAIT, .early = 1},
 };
 
-static const dlock__lock_methods read_methods = {
+/* Defined below; src/catalog/catalog.c lists every kind. */
+extern const dlock__lock_methods dlock__write_kind;
+
+/* A half's keys: the pair's channel, unlock latches and tag. */
+static int open_half(dlock_lock *l, const dlock_lock_opts *opts) {
+  (void)opts;
+  rw_half *h = (rw_half *)l;
+  h->is_write = l->m == &dlock__write_kind;
+  const char *n = l->h.name;
+  size_t len = l->h.name_len;
+  if (dlock__key(&h->channel, DLOCK__KEY_RWLOCK_CHANNEL, n, len) ||
+      dlock__key(&h->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
+      dlock__key(&h->tag, DLOCK__KEY_TAG, n, len))
+    return dlock__oom();
+  return DLOCK_OK;
+}
+
+const dlock__lock_methods dlock__read_kind = {
     .kind = "read",
     .noun = "read lock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_SHARED,
     .size = sizeof(rw_half),
     .reqs = &half_reqs,
+    .open = open_half,
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
 };
 
-static const dlock__lock_methods write_methods = {
+const dlock__lock_methods dlock__write_kind = {
     .kind = "write",
     .noun = "write lock",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(rw_half),
     .reqs = &half_reqs,
+    .open = open_half,
     .force_release = force_release,
     .state = state,
     .destroy = destroy,
 };
 
-static int half_new(const dlock__lock_methods *m, dlock_client *client,
-                    const char *name, const dlock_lock_opts *opts,
-                    dlock_lock **out) {
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  dlock_lock *l;
-  int rc = dlock__lock_alloc(m, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
-  rw_half *h = (rw_half *)l;
-  h->is_write = m == &write_methods;
-  const char *n = l->h.name;
-  size_t len = l->h.name_len;
-  if (dlock__key(&h->channel, DLOCK__KEY_RWLOCK_CHANNEL, n, len) ||
-      dlock__key(&h->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, n, len) ||
-      dlock__key(&h->tag, DLOCK__KEY_TAG, n, len)) {
-    dlock_lock_free(l);
-    return dlock__oom();
-  }
-  *out = l;
-  return DLOCK_OK;
-}
-
 int dlock_read_lock_new(dlock_client *client, const char *name,
                         const dlock_lock_opts *opts, dlock_lock **out) {
-  return half_new(&read_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__read_kind, client, name, opts, out);
 }
 
 int dlock_write_lock_new(dlock_client *client, const char *name,
                          const dlock_lock_opts *opts, dlock_lock **out) {
-  return half_new(&write_methods, client, name, opts, out);
+  return dlock__lock_make(&dlock__write_kind, client, name, opts, out);
 }
 
 int dlock_rwlock_new(dlock_client *client, const char *name,
@@ -357,9 +352,9 @@ int dlock_rwlock_new(dlock_client *client, const char *name,
   dlock_rwlock *rw = calloc(1, sizeof *rw);
   if (rw == NULL)
     return dlock__oom();
-  int rc = half_new(&read_methods, client, name, opts, &rw->read);
+  int rc = dlock__lock_make(&dlock__read_kind, client, name, opts, &rw->read);
   if (rc == DLOCK_OK)
-    rc = half_new(&write_methods, client, name, opts, &rw->write);
+    rc = dlock__lock_make(&dlock__write_kind, client, name, opts, &rw->write);
   if (rc != DLOCK_OK) {
     dlock_rwlock_free(rw);
     return rc;

@@ -101,30 +101,12 @@ static const dlock__lock_reqs spin_reqs = {
 
 static void destroy(dlock_lock *l) { dlock__buf_free(&((spin *)l)->unlock_prefix); }
 
-static const dlock__lock_methods spin_methods = {
-    .kind = "spin",
-    .noun = "spin lock",
-    .caps = DLOCK_CAP_REENTRANT,
-    .size = sizeof(spin),
-    .reqs = &spin_reqs,
-    .force_release = force_release,
-    .state = dlock__hashlock_state,
-    .destroy = destroy,
-};
-
-int dlock_spin_lock_new(dlock_client *client, const char *name,
-                        const dlock_lock_opts *opts, dlock_lock **out) {
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
+/* A handle's back-off (its options) and keys. */
+static int open_spin(dlock_lock *l, const dlock_lock_opts *opts) {
   int v3 = opts && opts->version >= 3;
   if (v3 && (opts->spin_initial_ms < 0 || opts->spin_max_ms < 0 ||
              opts->spin_delay_ms < 0 || opts->spin_multiplier < 0))
     return dlock__fail(DLOCK_EINVAL, "the spin options must be >= 0");
-  dlock_lock *l;
-  int rc = dlock__lock_alloc(&spin_methods, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
   spin *s = (spin *)l;
   s->initial_ms = v3 && opts->spin_initial_ms ? opts->spin_initial_ms : INITIAL_MS;
   s->max_ms = v3 && opts->spin_max_ms ? opts->spin_max_ms : MAX_MS;
@@ -133,10 +115,24 @@ int dlock_spin_lock_new(dlock_client *client, const char *name,
   if (s->max_ms < s->initial_ms)
     s->max_ms = s->initial_ms;
   if (dlock__key(&s->unlock_prefix, DLOCK__KEY_UNLOCK_LATCH, l->h.name,
-                 l->h.name_len)) {
-    dlock_lock_free(l);
+                 l->h.name_len))
     return dlock__oom();
-  }
-  *out = l;
   return DLOCK_OK;
+}
+
+const dlock__lock_methods dlock__spin_kind = {
+    .kind = "spin",
+    .noun = "spin lock",
+    .caps = DLOCK_CAP_REENTRANT,
+    .size = sizeof(spin),
+    .reqs = &spin_reqs,
+    .open = open_spin,
+    .force_release = force_release,
+    .state = dlock__hashlock_state,
+    .destroy = destroy,
+};
+
+int dlock_spin_lock_new(dlock_client *client, const char *name,
+                        const dlock_lock_opts *opts, dlock_lock **out) {
+  return dlock__lock_make(&dlock__spin_kind, client, name, opts, out);
 }

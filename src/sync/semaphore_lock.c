@@ -165,10 +165,18 @@ static void sl_destroy(dlock_lock *l) {
   free(s->v);
 }
 
-static const dlock__lock_methods semaphore_lock_methods = {
+/* A handle's permits (the expirable-permit semaphore of its name). */
+static int sl_open(dlock_lock *l, const dlock_lock_opts *opts) {
+  sem_lock *s = (sem_lock *)l;
+  pthread_mutex_init(&s->mu, NULL);
+  return dlock_permits_new(l->h.client, l->h.name, opts, &s->p);
+}
+
+const dlock__lock_methods dlock__semaphore_lock_kind = {
     .kind = "semaphore",
     .caps = DLOCK_CAP_SHARED,
     .size = sizeof(sem_lock),
+    .open = sl_open,
     .acquire = sl_acquire,
     .release = sl_release,
     .force_release = NULL,
@@ -179,19 +187,5 @@ static const dlock__lock_methods semaphore_lock_methods = {
 
 int dlock_semaphore_lock_new(dlock_client *client, const char *name,
                              const dlock_lock_opts *opts, dlock_lock **out) {
-  if (out == NULL)
-    return dlock__fail(DLOCK_EINVAL, "out is NULL");
-  *out = NULL;
-  dlock_lock *l;
-  int rc = dlock__lock_alloc(&semaphore_lock_methods, client, name, opts, &l);
-  if (rc != DLOCK_OK)
-    return rc;
-  sem_lock *s = (sem_lock *)l;
-  pthread_mutex_init(&s->mu, NULL);
-  if ((rc = dlock_permits_new(client, name, opts, &s->p)) != DLOCK_OK) {
-    dlock_lock_free(l);
-    return rc;
-  }
-  *out = l;
-  return DLOCK_OK;
+  return dlock__lock_make(&dlock__semaphore_lock_kind, client, name, opts, out);
 }
