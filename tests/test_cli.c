@@ -122,6 +122,13 @@ static void test_run_exit_statuses(void) {
   char *synced[] = {"run", "--replica-sync", "500ms", (char *)name, "--", "sh",
                     "-c", "exit 3", NULL};
   CU_ASSERT_EQUAL(run_dlock(synced, NULL, 0), 3);
+  /* a kind by name (--kind), the same as its flag, hyphen for space */
+  char *by_kind[] = {"run", "--kind", "non-reentrant-fair", (char *)name, "--",
+                     "sh", "-c", "exit 4", NULL};
+  CU_ASSERT_EQUAL(run_dlock(by_kind, NULL, 0), 4);
+  char *both[] = {"run", "--kind", "fair", "--fair", (char *)name, "--", "sh",
+                  "-c", "exit 5", NULL};
+  CU_ASSERT_EQUAL(run_dlock(both, NULL, 0), 5);
 
   /* timeout: someone else holds it */
   dlock_client *c = th_client(&srv, NULL);
@@ -652,6 +659,10 @@ static void test_bad_input(void) {
       {{"sem", "acquire", "x", "-3"}, "bad number"},
       {{"run", "--semaphore", "x", "--", "true"}, "--permits"},
       {{"run", "--fair", "--read", "x", "--", "true"}, "exclude"},
+      {{"run", "--kind", "fenced", "--fair", "x", "--", "true"}, "exclude"},
+      {{"run", "--kind", "mutex", "x", "--", "true"}, "no lock kind \"mutex\""},
+      {{"run", "--kind"}, "--kind needs a value"},
+      {{"elect", "--kind", "fair", "x", "--", "true"}, "kind of its own"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int rc = run_dlock(cases[i].args, err, sizeof err);

@@ -120,6 +120,9 @@ static void run_help(void) {
          "Options go before NAME; everything after NAME is COMMAND's, byte for\n"
          "byte (an optional `--` right after NAME is dropped).\n"
          "Run COMMAND while holding the lock NAME; release it when COMMAND ends.\n"
+         "  --kind K          the lock's kind: reentrant (the default), fenced,\n"
+         "                    non-reentrant, fair, non-reentrant-fair, spin,\n"
+         "                    read, write, semaphore; the flags below name one\n"
          "  --fair            a fair lock (FIFO among waiters)\n"
          "  --spin            a spin lock: no pub/sub (waiters pause and try\n"
          "                    again), for servers and users without it\n"
@@ -169,7 +172,8 @@ static void run_help(void) {
 
 typedef struct run_opts {
   const char *cmd; /* "run" or "elect" */
-  int fair, read, write, sem, fenced, spin;
+  const char *kind;  /* --kind K or its alias flag; NULL: a plain lock */
+  const char *kind_flag; /* the flag that named it, for messages */
   int elect;         /* `dlock elect`: campaign, lead, resign */
   const char *value; /* elect --value */
   int64_t permits, wait_ms, lease_ms, watchdog_ms;
@@ -230,6 +234,49 @@ static int run_option_value(const char *o, const char *val, run_opts *ro) {
   return 0;
 }
 
+/* The kind a flag names (--fair: "fair", ...), or NULL. */
+static const char *kind_alias(const char *flag) {
+  static const char *const alias[][2] = {
+      {"--fair", "fair"}, {"--fenced", "fenced"}, {"--spin", "spin"},
+      {"--read", "read"}, {"--write", "write"}, {"--semaphore", "semaphore"}};
+  for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+    if (!strcmp(flag, alias[i][0]))
+      return alias[i][1];
+  return NULL;
+}
+
+/* ro's kind is name (a hyphen standing for a space, as dlock_lock_new
+ * takes it). */
+static int is_kind(const run_opts *ro, const char *name) {
+  return ro->kind && !strcmp(ro->kind, name);
+}
+
+/* --kind K (or flag, an alias of one): one of dlock_kinds(), once. */
+static int set_kind(run_opts *ro, const char *flag, const char *kind) {
+  const char *found = NULL;
+  for (const char *const *k = dlock_kinds(); *k && !found; k++) {
+    size_t i = 0;
+    while (kind[i] && ((*k)[i] == kind[i] || ((*k)[i] == ' ' && kind[i] == '-')))
+      i++;
+    if (kind[i] == '\0' && (*k)[i] == '\0')
+      found = *k;
+  }
+  if (found == NULL) {
+    char known[256] = "";
+    for (const char *const *k = dlock_kinds(); *k; k++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+               known[0] ? ", " : "", *k);
+    return cli_usage_error("%s: no lock kind \"%s\" (the kinds: %s; a hyphen "
+                           "for a space)", ro->cmd, kind, known);
+  }
+  if (ro->kind && strcmp(ro->kind, found) != 0)
+    return cli_usage_error("%s: %s and %s exclude each other (one kind of "
+                           "lock)", ro->cmd, ro->kind_flag, flag);
+  ro->kind = found;
+  ro->kind_flag = flag;
+  return 0;
+}
+
 /* Parse `run [options] NAME [--] COMMAND...`: options (run's and the
  * global ones) before NAME, everything after it COMMAND's, byte for byte;
  * an optional `--` right after NAME is dropped, as flock(1) has none.
@@ -253,18 +300,11 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
       if (i + 1 >= argc)
         return cli_usage_error("--value needs a value");
       ro->value = argv[++i];
-    } else if (!strcmp(o, "--fair")) {
-      ro->fair = 1;
-    } else if (!strcmp(o, "--fenced")) {
-      ro->fenced = 1;
-    } else if (!strcmp(o, "--spin")) {
-      ro->spin = 1;
-    } else if (!strcmp(o, "--read")) {
-      ro->read = 1;
-    } else if (!strcmp(o, "--write")) {
-      ro->write = 1;
-    } else if (!strcmp(o, "--semaphore")) {
-      ro->sem = 1;
+    } else if (kind_alias(o) || !strcmp(o, "--kind")) {
+      if (!strcmp(o, "--kind") && i + 1 >= argc)
+        return cli_usage_error("--kind needs a value (`dlock run --help` "
+                               "lists the kinds)");
+      status = set_kind(ro, o, kind_alias(o) ? kind_alias(o) : argv[++i]);
     } else if (!strcmp(o, "--replica-sync-all")) {
       cli.replica_sync_all = 1;
     } else if (!strcmp(o, "--permits") || !strcmp(o, "--wait") ||
@@ -282,14 +322,11 @@ static int parse_run(int argc, char **argv, run_opts *ro) {
   int ack = cli_ack_opts_check();
   if (ack)
     return ack;
-  int kinds = ro->fair + ro->read + ro->write + ro->sem + ro->fenced + ro->spin;
+  int kinds = ro->kind != NULL;
   if (ro->elect && kinds > 0)
-    return cli_usage_error("elect: an election is a kind of its own (no --fair, "
-                       "--fenced, --spin, --read, --write, --semaphore)");
-  if (kinds > 1)
-    return cli_usage_error("run: --fair, --fenced, --spin, --read, --write and "
-                       "--semaphore exclude each other");
-  if (ro->sem != (ro->permits > 0))
+    return cli_usage_error("elect: an election is a kind of its own (no %s)",
+                           ro->kind_flag);
+  if (is_kind(ro, "semaphore") != (ro->permits > 0))
     return cli_usage_error("run: --semaphore and --permits go together");
   if (i >= argc)
     return cli_usage_error("%s: missing NAME", ro->cmd);
@@ -324,17 +361,7 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
     opts.on_lost = on_redlock_lost;
     return rc == DLOCK_OK ? dlock_redlock_new(members, (size_t)n, &opts, lock) : rc;
   }
-  if (ro->fair)
-    return dlock_fair_lock_new(clients[0], name, NULL, lock);
-  if (ro->fenced)
-    return dlock_fenced_lock_new(clients[0], name, NULL, lock);
-  if (ro->spin)
-    return dlock_spin_lock_new(clients[0], name, NULL, lock);
-  if (ro->read)
-    return dlock_read_lock_new(clients[0], name, NULL, lock);
-  if (ro->write)
-    return dlock_write_lock_new(clients[0], name, NULL, lock);
-  if (ro->sem) {
+  if (is_kind(ro, "semaphore")) {
     dlock_permits *p = NULL;
     int set = 0;
     int64_t available = 0, taken = 0;
@@ -351,10 +378,11 @@ static int make_run_lock(const run_opts *ro, int n, dlock_client **clients,
               available + taken, available, taken, ro->permits, name,
               ro->permits);
     dlock_permits_free(p);
-    return rc == DLOCK_OK ? dlock_semaphore_lock_new(clients[0], name, NULL, lock)
-                          : rc;
+    if (rc != DLOCK_OK)
+      return rc;
   }
-  return dlock_reentrant_lock_new(clients[0], name, NULL, lock);
+  return dlock_lock_new(clients[0], ro->kind ? ro->kind : "reentrant", name,
+                        NULL, lock);
 }
 
 /* `elect`'s election on c, its lock in *lock: bound to the run's owner (the
@@ -386,7 +414,7 @@ static int grant_env(const run_opts *ro, const dlock_grant *grant) {
   snprintf(token, sizeof token, "%lld", (long long)grant->token);
   if (ro->elect && setenv("DLOCK_LEADER_TERM", token, 1) != 0)
     return -1;
-  if ((ro->fenced || ro->elect) &&
+  if ((is_kind(ro, "fenced") || ro->elect) &&
       (setenv("DLOCK_FENCE_TOKEN", token, 1) != 0 ||
        setenv("DLOCK_LOCK_NAME", ro->name, 1) != 0))
     return -1;
