@@ -91,7 +91,7 @@ typedef struct key_case {
   const char *lock_channel, *fair_queue, *tag, *latch_channel, *permits_timeout;
 } key_case;
 
-static void check_key(dlock__key_kind kind, const key_case *c, const char *want,
+static void check_key(dlock__key_role kind, const key_case *c, const char *want,
                       size_t want_len) {
   dlock__buf b = {0};
   CU_ASSERT_EQUAL(dlock__key(&b, kind, c->name, c->len), DLOCK_OK);
@@ -157,7 +157,7 @@ static void test_keys_follow_redisson(void) {
   }
   /* the other kinds use the same two rules: one spot check each */
   static const struct {
-    dlock__key_kind kind;
+    dlock__key_role kind;
     const char *bare, *wrapped;
   } rest[] = {
       {DLOCK__KEY_LOCK_TOKEN, "redisson_lock_token:a{b", "redisson_lock_token:{ab}"},

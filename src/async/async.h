@@ -140,7 +140,7 @@ int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
  * calling thread as owner), for the caller to fill in further and
  * dlock__aop_start with dlock__await_start. DLOCK_OK, DLOCK_EINVAL or
  * DLOCK_ENOMEM. */
-int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_rules *k,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **op);
 /* An operation on client c for handle h (a combinator's, whose handle has

@@ -153,7 +153,7 @@ int dlock__aop_job(dlock_client *c, dlock__handle *h, const char *what,
   return dlock__aop_start(op, dlock__aop_blocking, out);
 }
 
-int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_kind *k,
+int dlock__aop_await_new(dlock__handle *h, int type, const dlock__wait_rules *k,
                          int64_t wait_ms, dlock_done_fn *done, void *data,
                          dlock__aop **out) {
   *out = NULL;

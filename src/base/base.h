@@ -107,7 +107,7 @@ int dlock__key_prefix(dlock__buf *b, const char *prefix, const char *name,
 int dlock__key_suffix(dlock__buf *b, const char *name, size_t len,
                       const char *suffix);
 /* The names dlock derives from an object's name N (docs/wire.md). */
-typedef enum dlock__key_kind {
+typedef enum dlock__key_role {
   DLOCK__KEY_LOCK_CHANNEL,    /* redisson_lock__channel:{N} */
   DLOCK__KEY_LOCK_TOKEN,      /* redisson_lock_token:{N} */
   DLOCK__KEY_UNLOCK_LATCH,    /* redisson_unlock_latch:{N}: (+ request id) */
@@ -126,10 +126,10 @@ typedef enum dlock__key_kind {
                                  token (src/fence) */
   DLOCK__KEY_ELECTION,        /* dlock_election:{N}: the leader's record */
   DLOCK__KEY_ELECTION_CHANNEL, /* dlock_election_channel:{N} */
-} dlock__key_kind;
+} dlock__key_role;
 /* Append the name of kind for N to b (shrunk to fit: kept with a handle).
  * DLOCK_OK or DLOCK_ENOMEM (with a message). */
-int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
+int dlock__key(dlock__buf *b, dlock__key_role kind, const char *name,
                size_t len);
 /* Validate a user-supplied name (NULL, empty, too long). */
 int dlock__check_name(const char *name, size_t len);

@@ -66,7 +66,7 @@ static int wrapped_name(dlock__buf *b, const char *name, size_t len) {
   return DLOCK_OK;
 }
 
-int dlock__key(dlock__buf *b, dlock__key_kind kind, const char *name,
+int dlock__key(dlock__buf *b, dlock__key_role kind, const char *name,
                size_t len) {
   int rc;
   switch (layout[kind].how) {

@@ -180,13 +180,13 @@ int dlock__release_again(dlock_client *c, int64_t start_ms, int attempt);
 
 /* ---- a kind's wait (wait.c, async/await.c) --------------------------------
  * A kind that waits (a lock kind, the latch, the semaphores) describes its
- * wait once, in a dlock__wait_kind; both drivers of the waiting recipe read
+ * wait once, in a dlock__wait_rules; both drivers of the waiting recipe read
  * it: the blocking one (dlock__wait_run: a parked thread) and the async one
  * (async/await.c: a timer and the engine's ready list). A try is a request
  * the driver sends; the kind builds it and reads its answer. */
 typedef struct dlock__wait dlock__wait;
 
-typedef struct dlock__wait_kind {
+typedef struct dlock__wait_rules {
   const char *noun; /* for messages ("lock", "semaphore"), unless w->noun */
   /* Build one try into req (the caller's thread, or the engine thread for
    * an async wait). */
@@ -234,12 +234,12 @@ typedef struct dlock__wait_kind {
   unsigned event : 1;
   /* the messages' subject says the demand: 'semaphore "N" (2 permits)' */
   unsigned says_demand : 1;
-} dlock__wait_kind;
+} dlock__wait_rules;
 
 /* One wait under way: what the caller asks, what the driver keeps, what a
  * grant tells. */
 struct dlock__wait {
-  const dlock__wait_kind *k;
+  const dlock__wait_rules *k;
   dlock__handle *h;     /* whose (interrupts name it; its client waits) */
   const char *noun;     /* messages: in place of k->noun, or NULL */
   void *ctx;            /* the kind's own */

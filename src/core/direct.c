@@ -390,7 +390,7 @@ static void busy_del(dlock__dpool *p, dlock__dconn *dc) {
 
 /* Hand dc back: to the idle stack (the most recently used is taken first:
  * its buffers are warm), or closed when broken or the client is closing. */
-static void give_back(dlock_client *c, dlock__dconn *dc, int broken) {
+static void put_back(dlock_client *c, dlock__dconn *dc, int broken) {
   dlock__direct *d = &c->direct;
   dlock__dpool *p = dc->pool;
   pthread_mutex_lock(&d->mu);
@@ -482,7 +482,7 @@ static dlock__dconn *take(dlock_client *c, int slot, int limit, int *full) {
       pthread_mutex_unlock(&d->mu);
       if (dlock__dconn_alive(dc))
         return dc;
-      give_back(c, dc, 1);
+      put_back(c, dc, 1);
       continue;
     }
     p->open++;
@@ -562,7 +562,7 @@ static void on_sweep(uv_timer_t *t) {
     list = dc->swept;
     char why[1024];
     int64_t deadline = dlock__now_us() + c->opts.command_timeout_ms * 1000;
-    give_back(c, dc, send_later(c, dc, deadline, why, sizeof why) != DLOCK_OK);
+    put_back(c, dc, send_later(c, dc, deadline, why, sizeof why) != DLOCK_OK);
   }
   if (again)
     dlock__direct_sweep_due(c);
@@ -696,7 +696,7 @@ static int round_trip(dlock_client *c, dlock__dconn *dc, dlock__req *req,
   if (rc == DLOCK_OK)
     rc = dlock__dconn_read(c, dc, deadline, spin, reply, why, n);
   if (rc == DLOCK_OK && dc->refused) {
-    *broken = 1; /* and the pool backs off (give_back) */
+    *broken = 1; /* and the pool backs off (put_back) */
     if ((*reply)->type != REDIS_REPLY_ERROR)
       return DLOCK_OK; /* it ran all the same: that is the call's outcome */
     freeReplyObject(*reply); /* refused too: the engine says why */
@@ -773,7 +773,7 @@ static dlock__dconn *begin(dlock_client *c, int slot, int limit, int *full) {
 static void end(dlock_client *c, dlock__dconn *dc, int broken) {
   dlock__dpool *p = dc->pool;
   atomic_fetch_sub(&c->direct.active, 1);
-  give_back(c, dc, broken);
+  put_back(c, dc, broken);
   if (broken) /* the server is in trouble: the engine knows how to wait */
     dlock__dpool_back_off(c, p);
 }

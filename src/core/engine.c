@@ -189,7 +189,7 @@ static int take_early(dlock__waiter *w, dlock__req *req, call_state *cs,
   pthread_mutex_unlock(&w->parker->mu);
   req->written = 1; /* the engine sent it */
   *sent_ms = w->early->sent_ms;
-  /* the same bytes (dlock__wait_kind.early): nothing else to send */
+  /* the same bytes (dlock__wait_rules.early): nothing else to send */
   dlock__buf_free(&req->cmd);
   return 1;
 }

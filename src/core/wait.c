@@ -268,7 +268,7 @@ static int keep(dlock__wait *w) {
 }
 
 int dlock__wait_run(dlock__wait *w) {
-  const dlock__wait_kind *k = w->k;
+  const dlock__wait_rules *k = w->k;
   dlock_client *c = w->h->client;
   dlock__request_id(w->rid);
   dlock__recipe r = {.noun = w->noun ? w->noun : k->noun,

@@ -40,7 +40,7 @@ int dlock_watcher_new(dlock_client *client, const char *name,
   int rc = dlock__handle_open(sizeof *w, client, name, opts, (void **)&w);
   if (rc != DLOCK_OK)
     return rc;
-  static const dlock__key_kind kinds[NCHANNELS] = {
+  static const dlock__key_role kinds[NCHANNELS] = {
       DLOCK__KEY_LOCK_CHANNEL, DLOCK__KEY_RWLOCK_CHANNEL, DLOCK__KEY_SEM_CHANNEL,
       DLOCK__KEY_LATCH_CHANNEL};
   for (int i = 0; i < NCHANNELS && rc == DLOCK_OK; i++) {

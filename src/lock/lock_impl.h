@@ -68,7 +68,7 @@ typedef struct dlock__lock_reqs {
   /* How its acquire waits, read by both drivers of the waiting recipe
    * (core.h): {DLOCK__LOCK_WAIT} and the kind's flags (.early, and for a
    * queueing kind .give_up = dlock__lock_wait_give_up, .lease_hints). */
-  dlock__wait_kind wait;
+  dlock__wait_rules wait;
 } dlock__lock_reqs;
 
 /* A lock kind's wait (lock.c), from its requests above: w->h is the lock,

@@ -1,6 +1,6 @@
 /* The spin lock (docs/spin.md, docs/wire.md "Spin lock"): Redisson's
  * RSpinLock. The reentrant lock's hash N, lease, watchdog renewal, unlock
- * latch and state, and no pub/sub at all: its wait table has no channel,
+ * latch and state, and no pub/sub at all: its wait rules have no channel,
  * so a waiter pauses between tries (the drivers' pause step), each pause
  * its back-off's next, cut at the holder's lease end; a release and a
  * force release publish nothing (lock_release.lua and

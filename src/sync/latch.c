@@ -96,7 +96,7 @@ static int await_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   return rc != DLOCK_OK ? rc : w->count <= 0;
 }
 
-static const dlock__wait_kind latch_wait = {
+static const dlock__wait_rules latch_wait = {
     .noun = "latch",
     .try_req = await_req,
     .try_reply = await_reply,

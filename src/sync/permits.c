@@ -230,7 +230,7 @@ static int wait_ask(dlock__wait *w) {
   return dlock__synchronizer_ran(&p->o, 3, argv, lens);
 }
 
-static const dlock__wait_kind permits_wait = {
+static const dlock__wait_rules permits_wait = {
     .noun = "permits of",
     .try_req = wait_try,
     .try_reply = wait_reply,

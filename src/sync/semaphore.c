@@ -150,7 +150,7 @@ static int acquire_give_back(dlock__wait *w, const char *rid,
                                  &w->demand, 1, req);
 }
 
-static const dlock__wait_kind permit_wait = {
+static const dlock__wait_rules permit_wait = {
     .noun = "semaphore",
     .try_req = acquire_req,
     .try_reply = acquire_reply,

@@ -32,7 +32,7 @@ int dlock__synchronizer_kind(dlock__synchronizer *o, const char *what);
 /* Wake fn for semaphore channels: the message is the available count. */
 uint32_t dlock__wake_by_count(const char *msg, size_t len);
 
-/* The wait channel of a synchronizer's wait table (w->h its handle): its
+/* The wait channel of a synchronizer's wait rules (w->h its handle): its
  * channel, waking all its waiters (the latch's zero) or, for a FIFO wait
  * (the semaphores'), by the count a message gives. */
 int dlock__synchronizer_channel(dlock__wait *w, dlock__buf *ch,
