@@ -34,6 +34,9 @@ typedef struct bench_opts {
   long down_after_ms;    /* --down-after (F1); 0: the servers' defaults */
   char tls_ca[96];       /* T1: the test CA, for rediss:// URLs */
   const char *plot_dir;  /* --plot DIR: pictures of the run (plot.c) */
+  int server_private;    /* the first server is the bench's alone (its own,
+                            or --private-server): its CPU counters measure
+                            each side's share (W1, W2) */
 } bench_opts;
 
 extern bench_opts bench_opt;
@@ -157,6 +160,10 @@ typedef struct pair_figures {
   run_cost cost;
   int64_t *lat;          /* the lock call times sampled (thread 0's) */
   long nlat;
+  /* the server's share (bench_opt.server_private; else NaN): its CPU time
+   * per pair (INFO cpu) and the time its commands took per pair (INFO
+   * commandstats' usec, INFO's own left out), us */
+  double server_cpu, server_cmd;
 } pair_figures;
 /* n threads of pairs on the single server, raw and dlock's (client c) in
  * turns: slices of 200 ms in alternation, opt.duration in all for each. */

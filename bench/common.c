@@ -434,6 +434,39 @@ static void *turns_thread(void *p) {
   return NULL;
 }
 
+/* The server's counters: CPU seconds (user + system) and the usec its
+ * commands took (every command but INFO), or -1 when they cannot be read. */
+typedef struct server_counters {
+  double cpu_s, cmd_us;
+} server_counters;
+
+static int server_read(redisContext *rc, server_counters *out) {
+  redisReply *r = rc ? redisCommand(rc, "INFO cpu") : NULL;
+  redisReply *s = rc ? redisCommand(rc, "INFO commandstats") : NULL;
+  int ok = r && s && r->type == REDIS_REPLY_STRING && s->type == REDIS_REPLY_STRING;
+  double user = 0, sys = 0, usec = 0;
+  if (ok) {
+    const char *u = strstr(r->str, "used_cpu_user:"), *y = strstr(r->str, "used_cpu_sys:");
+    ok = u && y;
+    if (ok) {
+      user = atof(u + 14);
+      sys = atof(y + 13);
+    }
+    for (const char *p = s->str; ok && (p = strstr(p, "cmdstat_")) != NULL; p++) {
+      const char *us = strstr(p, "usec=");
+      if (strncmp(p, "cmdstat_info:", 13) != 0 && us)
+        usec += atof(us + 5);
+    }
+  }
+  if (r)
+    freeReplyObject(r);
+  if (s)
+    freeReplyObject(s);
+  out->cpu_s = ok ? user + sys : -1;
+  out->cmd_us = ok ? usec : -1;
+  return ok ? 0 : -1;
+}
+
 static void turn_figures(int side, int64_t us, const run_cost *cost,
                          pair_figures *f) {
   long n = atomic_load(&turns.pairs[side]);
@@ -447,6 +480,7 @@ static void turn_figures(int side, int64_t us, const run_cost *cost,
   f->cost = *cost;
   f->lat = turns.lat[side];
   f->nlat = ns;
+  f->server_cpu = f->server_cmd = NAN;
 }
 
 void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
@@ -471,6 +505,14 @@ void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
   slices = slices < 1 ? 1 : slices;
   int64_t us[2] = {0, 0};
   run_cost cost[2] = {{0, 0, 0}, {0, 0, 0}}, at, was;
+  /* the server's share: its counters read at each switch (by this thread,
+   * on a connection of its own: a few calls per slice, on both sides) */
+  redisContext *srv = bench_opt.server_private
+                          ? redisConnect("127.0.0.1", bench_port_of(bench_opt.urls[0]))
+                          : NULL;
+  server_counters s_was, s_at;
+  double s_cpu[2] = {0, 0}, s_cmd[2] = {0, 0};
+  int s_ok = srv && !srv->err && server_read(srv, &s_was) == 0;
   bench_cost_now(&was);
   int64_t t0 = bench_now_us();
   for (int k = 0; k < 2 * slices; k++) {
@@ -484,11 +526,24 @@ void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
     bench_cost_add(&cost[side], &was, &at);
     t0 = bench_t1;
     was = at;
+    if (s_ok && (s_ok = server_read(srv, &s_at) == 0)) {
+      s_cpu[side] += (s_at.cpu_s - s_was.cpu_s) * 1e6;
+      s_cmd[side] += s_at.cmd_us - s_was.cmd_us;
+      s_was = s_at;
+    }
   }
+  if (srv)
+    redisFree(srv);
   atomic_store(&bench_sh->stop, 1);
   for (int i = 0; i < n; i++)
     pthread_join(t[i], NULL);
   bench_counters_close();
   turn_figures(0, us[0], &cost[0], raw);
   turn_figures(1, us[1], &cost[1], mine);
+  pair_figures *f[2] = {raw, mine};
+  for (int side = 0; s_ok && side < 2; side++)
+    if (f[side]->pairs > 0) {
+      f[side]->server_cpu = s_cpu[side] / (double)f[side]->pairs;
+      f[side]->server_cmd = s_cmd[side] / (double)f[side]->pairs;
+    }
 }

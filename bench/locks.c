@@ -159,6 +159,11 @@ static void turn_rows(const char *w, const pair_figures *raw,
   }
   bench_emit(w, "CPU per pair", mine->cpu, "us", raw->cpu);
   bench_emit_costs(w, mine->pairs, &mine->cost, raw->pairs, &raw->cost);
+  if (bench_opt.server_private) {
+    bench_emit(w, "server CPU per pair", mine->server_cpu, "us", raw->server_cpu);
+    bench_emit(w, "server cmd time per pair", mine->server_cmd, "us",
+               raw->server_cmd);
+  }
 }
 
 void bench_w1_w2(bench_bounds *b) {

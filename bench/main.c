@@ -65,6 +65,7 @@ static void usage_to(FILE *to, int status) {
           "usage: dlock-bench [--duration S] [--workload ID[,ID...]] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
+          "                   [--private-server]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
           "  D1 G1 (default: all;\n"
           "  S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters;\n"
@@ -92,6 +93,9 @@ static void usage_to(FILE *to, int status) {
           "  --spin US        the spin lock's first pause (S1)\n"
           "  --down-after MS  F1's failure detection time\n"
           "  --plot DIR       draw the pictures of the rows (gnuplot) into DIR\n"
+          "  --private-server the first --url serves this bench alone: W1 and\n"
+          "                   W2 measure the server's CPU and command time per\n"
+          "                   pair (always on the servers the bench starts)\n"
           "  --help           this text\n");
   exit(status);
 }
@@ -105,6 +109,10 @@ static int parse_args(int argc, char **argv) {
       usage_to(stdout, 0);
     if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
       bench_opt.peers = 1;
+      continue;
+    }
+    if (!strcmp(argv[i], "--private-server")) { /* --url's: no one else's */
+      bench_opt.server_private = 1;
       continue;
     }
     if (i + 1 >= argc)
@@ -164,6 +172,7 @@ int main(int argc, char **argv) {
   rs_server servers[5];
   int own = bench_opt.nurls == 0;
   if (own) {
+    bench_opt.server_private = 1;
     for (int i = 0; i < 5; i++) {
       if (rs_server_start(&servers[i]) != 0)
         return 1;
