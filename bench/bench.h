@@ -34,6 +34,8 @@ typedef struct bench_opts {
   long down_after_ms;    /* --down-after (F1); 0: the servers' defaults */
   char tls_ca[96];       /* T1: the test CA, for rediss:// URLs */
   const char *plot_dir;  /* --plot DIR: pictures of the run (plot.c) */
+  int pin;               /* --pin: the servers on core 0, the bench and its
+                            peers on core 1 (a server on another host) */
   int server_private;    /* the first server is the bench's alone (its own,
                             or --private-server): its CPU counters measure
                             each side's share (W1, W2) */

@@ -14,12 +14,15 @@
  * more for W5). Prints one line per figure:
  *   workload  metric  value  unit  bound  ratio
  * and writes the same as JSON (default build/bench/dlock-bench.json). */
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <dlock/dlock.h>
 
@@ -65,7 +68,7 @@ static void usage_to(FILE *to, int status) {
           "usage: dlock-bench [--duration S] [--workload ID[,ID...]] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
-          "                   [--private-server]\n"
+          "                   [--pin] [--private-server]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
           "  D1 G1 (default: all;\n"
           "  S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters;\n"
@@ -93,6 +96,8 @@ static void usage_to(FILE *to, int status) {
           "  --spin US        the spin lock's first pause (S1)\n"
           "  --down-after MS  F1's failure detection time\n"
           "  --plot DIR       draw the pictures of the rows (gnuplot) into DIR\n"
+          "  --pin            the servers it starts on core 0, the bench and its\n"
+          "                   peers on core 1 (a server on another host)\n"
           "  --private-server the first --url serves this bench alone: W1 and\n"
           "                   W2 measure the server's CPU and command time per\n"
           "                   pair (always on the servers the bench starts)\n"
@@ -101,6 +106,26 @@ static void usage_to(FILE *to, int status) {
 }
 
 static void usage(void) { usage_to(stderr, 2); }
+
+/* Every thread of process pid on cpu alone: 0, or -1 (errno). */
+static int pin_process(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return -1;
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.' &&
+        sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set) != 0)
+      rc = -1;
+  closedir(d);
+  return rc;
+}
 
 /* The command line into opt: 0, or 2 (said why). */
 static int parse_args(int argc, char **argv) {
@@ -113,6 +138,10 @@ static int parse_args(int argc, char **argv) {
     }
     if (!strcmp(argv[i], "--private-server")) { /* --url's: no one else's */
       bench_opt.server_private = 1;
+      continue;
+    }
+    if (!strcmp(argv[i], "--pin")) { /* server and clients a core each */
+      bench_opt.pin = 1;
       continue;
     }
     if (i + 1 >= argc)
@@ -180,10 +209,25 @@ int main(int argc, char **argv) {
     }
     bench_opt.nurls = 5;
   }
+  if (bench_opt.pin) {
+    /* the servers (every thread) on core 0, this process (and what it
+     * starts: its threads, the peers) on core 1 */
+    int ok = own && sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+    for (int i = 0; ok && i < 5; i++)
+      ok = pin_process(servers[i].pid, 0) == 0;
+    if (ok)
+      ok = pin_process(getpid(), 1) == 0;
+    if (!ok) {
+      fprintf(stderr, "dlock-bench: --pin needs two cores and the servers "
+              "the bench starts (no --url): %s\n", strerror(errno));
+      return 2;
+    }
+  }
   int json = bench_json_open(bench_opt.json_path);
   bench_bounds bounds = {0};
-  printf("dlock-bench %s, %.1f s per workload, server %s\n", DLOCK_VERSION_STRING,
-         bench_opt.duration, bench_shown(bench_opt.urls[0]));
+  printf("dlock-bench %s, %.1f s per workload, server %s%s\n", DLOCK_VERSION_STRING,
+         bench_opt.duration, bench_shown(bench_opt.urls[0]),
+         bench_opt.pin ? " (pinned: servers on core 0, clients on core 1)" : "");
   printf("%-4s %-26s %12s %-8s %12s %7s\n", "id", "metric", "value", "unit",
          "bound", "ratio");
   for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
