@@ -795,6 +795,8 @@ static void test_fair(void) {
   CU_ASSERT(queue_becomes(name, 1));
   CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
   TH_ASSERT_RC(b.rc[0], DLOCK_ETIMEDOUT);
+  /* named as the blocking wait names it: the fair lock, not "lock" */
+  CU_ASSERT_PTR_NOT_NULL(strstr(b.errmsg, "fair lock \""));
   CU_ASSERT(queue_becomes(name, 0));
   dlock_op op = 0;
   TH_ASSERT_RC(dlock_acquire_async(fair_lock, dlock_owner_id_new(), 20000, 30000,

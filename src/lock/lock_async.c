@@ -92,6 +92,7 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     return rc;
   op->internal = internal;
   op->owner = op->wt.owner = owner;
+  op->wt.noun = l->m->noun; /* as the blocking wait names it */
   op->wt.watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   op->wt.lease_ms = op->wt.watchdog
                         ? dlock__client_opts(l->h.client)->watchdog_timeout_ms
