@@ -98,6 +98,11 @@ struct dlock__aop {
   dlock_result res;
   char *errmsg;          /* a failure's detail (owned) */
   int end_rc;            /* its outcome while its grant is given back */
+  /* the give-back's request id and attempts: sent again while its answer
+   * is lost, as the blocking driver's (dlock__release_again) */
+  char back_rid[33];
+  int64_t back_start_ms;
+  int back_attempt;
 };
 
 /* Per client (engine.h: dlock_client.async). */

@@ -136,9 +136,18 @@ long dlock__aop_given_back(void) { return atomic_load(&gifts); }
 
 static void given_back(dlock__req *req, redisReply *reply, int status) {
   dlock__aop *op = req->data;
-  (void)status; /* failed: the lease ends the grant */
   if (reply)
     freeReplyObject(reply);
+  /* an answer lost: the same request id again (its latch replays one that
+   * ran), as long as the blocking driver would; else the lease ends it */
+  if (dlock__answer_lost(status) &&
+      dlock__release_again(op->c, op->back_start_ms, ++op->back_attempt)) {
+    memset(req, 0, sizeof *req);
+    if (op->wt.k->give_back(&op->wt, op->back_rid, req) == DLOCK_OK) {
+      dlock__aop_fire(op->c, req, given_back, op);
+      return;
+    }
+  }
   free(req);
   dlock__aop_finish(op, op->end_rc);
 }
@@ -147,10 +156,11 @@ static void given_back(dlock__req *req, redisReply *reply, int status) {
  * answer is in. */
 static void give_back(dlock__aop *op, int rc) {
   atomic_fetch_add(&gifts, 1);
-  char rid[33];
   dlock__req *req = op->wt.k->give_back ? calloc(1, sizeof *req) : NULL;
-  if (req == NULL || dlock__request_id(rid) != DLOCK_OK ||
-      op->wt.k->give_back(&op->wt, rid, req) != DLOCK_OK) {
+  op->back_start_ms = dlock__now_ms();
+  op->back_attempt = 0;
+  if (req == NULL || dlock__request_id(op->back_rid) != DLOCK_OK ||
+      op->wt.k->give_back(&op->wt, op->back_rid, req) != DLOCK_OK) {
     free(req);
     dlock__aop_finish(op, rc);
     return;

@@ -1,6 +1,7 @@
 /* Async operations: the registry, waiting without a thread, and the two
  * ways a completion is delivered (docs/async.md). */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,15 +614,49 @@ static void deliver(dlock__aop *op) {
   op->done(op->data, &op->res);
 }
 
-/* Leave what a wait's tries left behind (a queue entry): sent, its answer
- * unread; when it fails, the entry's liveness runs out. */
-static void give_up(dlock__aop *op) {
-  dlock__req *req = calloc(1, sizeof *req);
-  if (req == NULL || op->wt.k->give_up(&op->wt, req) != DLOCK_OK) {
-    free(req);
+/* A give-up's request and its second try, built while the op lives: the
+ * second is sent when the first's answer is lost (as the blocking
+ * driver's), else dropped. */
+typedef struct give_up_pair {
+  dlock__req first, second;
+  dlock_client *c;
+  int again; /* second was built */
+} give_up_pair;
+
+static void gave_up_again(dlock__req *req, redisReply *reply, int status) {
+  (void)status; /* failed too: the entry's liveness runs out */
+  if (reply)
+    freeReplyObject(reply);
+  free((char *)req - offsetof(give_up_pair, second));
+}
+
+static void gave_up(dlock__req *req, redisReply *reply, int status) {
+  give_up_pair *p = (give_up_pair *)(void *)req;
+  if (reply)
+    freeReplyObject(reply);
+  if (dlock__answer_lost(status) && p->again) {
+    dlock__aop_fire(p->c, &p->second, gave_up_again, NULL);
     return;
   }
-  dlock__aop_fire(op->c, req, NULL, NULL);
+  if (p->again) {
+    dlock__buf_free(&p->second.cmd);
+    dlock__buf_free(&p->second.drop);
+  }
+  free(p);
+}
+
+/* Leave what a wait's tries left behind (a queue entry): sent, its answer
+ * unread but for a lost one (sent once more); when both fail, the entry's
+ * liveness runs out. */
+static void give_up(dlock__aop *op) {
+  give_up_pair *p = calloc(1, sizeof *p);
+  if (p == NULL || op->wt.k->give_up(&op->wt, &p->first) != DLOCK_OK) {
+    free(p);
+    return;
+  }
+  p->again = op->wt.k->give_up(&op->wt, &p->second) == DLOCK_OK;
+  p->c = op->c;
+  dlock__aop_fire(op->c, &p->first, gave_up, NULL);
 }
 
 /* Put a finished op on the completion queue (queue mode). */
