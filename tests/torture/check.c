@@ -181,9 +181,36 @@ static int requeued(const tt_arena *a, int64_t **by_slot, int *nby_slot,
   return 0;
 }
 
+/* The out-of-order pairs of attempts seen so far: each pair is one
+ * inversion however many queue reads show it (fifo_inversions). */
+typedef struct pair_set {
+  int64_t (*v)[2];
+  size_t n, cap;
+} pair_set;
+
+/* 1 when (x, y) was seen before, else 0 (and it is now). */
+static int seen_pair(pair_set *s, int64_t x, int64_t y) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->v[i][0] == x && s->v[i][1] == y)
+      return 1;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    int64_t(*v)[2] = realloc(s->v, cap * sizeof *v);
+    if (v == NULL)
+      return 1; /* out of memory: counted as seen */
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n][0] = x;
+  s->v[s->n][1] = y;
+  s->n++;
+  return 0;
+}
+
 static void check_fifo(const tt_opts *o, const tt_arena *a,
                        const tt_snapshot *snaps, size_t ns, int64_t nrecs,
                        tt_result *res) {
+  pair_set seen = {NULL, 0, 0};
   int nslots = atomic_load(&a->nslots);
   int *nby = calloc((size_t)nslots, sizeof *nby);
   int64_t **by = calloc((size_t)nslots, sizeof *by);
@@ -217,7 +244,8 @@ static void check_fifo(const tt_opts *o, const tt_arena *a,
           res->fifo_requeued++;
         else if (o->jvm && a->slots[q->slots[i]].proc % 2 == 1)
           res->fifo_java_passed++;
-        else if (res->fifo_violations++ < 5)
+        else if (res->fifo_violations++, !seen_pair(&seen, at[i], at[j]) &&
+                 res->fifo_inversions++ < 5)
           fprintf(stderr, "torture: out of order: slot %d (worker %d, invoke %"
                   PRId64 " enter %" PRId64 ") ahead of slot %d (worker %d, "
                   "invoke %" PRId64 " enter %" PRId64 ") in the queue read at %"
@@ -232,6 +260,7 @@ static void check_fifo(const tt_opts *o, const tt_arena *a,
     free(by[s]);
   free(by);
   free(nby);
+  free(seen.v);
 }
 
 /* --kind election: terms and what the observers were told. Granted terms
@@ -516,12 +545,14 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   printf("torture: kind=%s procs=%d %s=%d attempts=%" PRId64
          " sections=%" PRId64 " overlaps=%" PRId64 " reported_overlaps=%" PRId64
          " counter=%" PRId64 "/%" PRId64 " fifo=%" PRId64 "/%" PRId64
+         " (inversions %" PRId64 ")"
          " faults=%" PRId64 " lost_reports=%" PRId64 " timeouts=%" PRId64
          " errors=%" PRId64 " violations=%" PRId64 "\n",
          kind_names[o->kind], o->procs, o->async ? "async" : "threads",
          o->async ? o->async : o->threads, r->attempts, r->sections,
          r->overlaps, r->reported_overlaps, r->counter, r->commits,
-         r->fifo_violations, r->fifo_checked, faults, r->lost_reports,
+         r->fifo_violations, r->fifo_checked, r->fifo_inversions, faults,
+         r->lost_reports,
          r->timeouts, r->errors + r->release_errors, r->violations);
   if (o->kind == TT_ELECTION)
     printf("torture: election: terms_repeated=%" PRId64 " terms_backwards=%"
@@ -546,7 +577,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
   F(overlaps); F(reported_overlaps); F(untold_overlaps); F(paused_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
-  F(fifo_violations); F(fifo_requeued); F(fifo_java_passed); F(java_sections); F(java_kills); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
+  F(fifo_violations); F(fifo_inversions); F(fifo_requeued); F(fifo_java_passed); F(java_sections); F(java_kills); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);
   F(handoff_p99_us); F(handoffs); F(acquire_p50_us); F(acquire_p99_us); F(max_fail_us);
   F(killed_in_section); F(max_takeover_us); F(max_gap_us); F(keys_left); F(latches_left);
   F(available_left); F(violations); F(writes_accepted); F(writes_refused);

@@ -282,6 +282,9 @@ typedef struct tt_result {
   int64_t counter_violation; /* counter outside commits..commits+slack */
   int64_t max_holders;       /* most holders at once (semaphore, readers) */
   int64_t shared_sections;   /* reader sections that overlapped another */
+  int64_t fifo_inversions; /* the distinct pairs of attempts behind
+                              fifo_violations (each queue read that shows
+                              one counts it again) */
   int64_t fifo_checked, fifo_violations;
   int64_t java_sections;     /* of them, granted to Redisson-behaving clients */
   int64_t java_kills;        /* kills of a real Redisson worker (--jvm) */
