@@ -69,8 +69,14 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
         int64_t lost_at = atomic_load(&f->lost_at);
         if (paused_at(a, f, r->enter))
           res->paused_overlaps++;
-        else if (lost_at == 0 || lost_at > r->enter)
-          res->untold_overlaps++;
+        else if ((lost_at == 0 || lost_at > r->enter) &&
+                 res->untold_overlaps++ < 3)
+          fprintf(stderr, "torture: untold overlap: slot %d (flags %#x) in "
+                  "%.3f-%.3f s, told %.3f s; slot %d (flags %#x) in "
+                  "%.3f-%.3f s\n", f->slot, (unsigned)atomic_load(&f->flags),
+                  f->enter / 1e9, f->exit / 1e9, lost_at / 1e9, r->slot,
+                  (unsigned)atomic_load(&r->flags), r->enter / 1e9,
+                  r->exit / 1e9);
         if (told(f))
           res->reported_overlaps++;
         else if (res->overlaps++ < 3)
