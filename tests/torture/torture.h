@@ -226,8 +226,9 @@ typedef struct tt_arena {
   _Atomic int64_t java_sections; /* granted to Redisson-behaving clients */
   _Atomic int64_t writes_accepted, writes_refused; /* --writes */
   /* guarded writes answered DLOCK_EUNACKED (written, not confirmed by a
-   * replica): counted, and the first TT_MAX_UNACKED kept by their log
-   * entry ("token:value"), so the checker tells them from confirmed ones */
+   * replica: counted) or an error (the outcome unknown): the first
+   * TT_MAX_UNACKED kept by their log entry ("token:value"), so the checker
+   * tells them from confirmed ones */
   _Atomic int64_t writes_unacked;
   _Atomic int nunacked;
   struct { int64_t token, value; } unacked[TT_MAX_UNACKED];
@@ -310,7 +311,8 @@ typedef struct tt_result {
   /* --writes: what the data in Redis says */
   int64_t writes_accepted, writes_refused; /* by the workers' count */
   int64_t writes_unacked;  /* written, not confirmed (DLOCK_EUNACKED) */
-  int64_t unacked_kept;    /* of those, in the log at the end */
+  int64_t unacked_kept;    /* of those and of the writes whose outcome is
+                              unknown (an error), in the log at the end */
   int64_t lost_acked;      /* confirmed writes not in the log at the end:
                               lost with their master (a violation with
                               the replica guard on) */

@@ -318,14 +318,18 @@ static int data_write(thread_ctx *t, dlock_lock *l, const char *const keys[2],
   int rc = dlock_guarded_eval(l, WRITE_BODY, 2, keys, klens, 2, args, alens, NULL);
   if (rc != DLOCK_OK && rc != DLOCK_EFENCED && rc != DLOCK_EUNACKED)
     note_error(s, "guarded write", rc);
-  if (rc == DLOCK_EUNACKED) { /* written, perhaps lost: kept apart */
+  if (rc == DLOCK_EUNACKED || (rc != DLOCK_OK && rc != DLOCK_EFENCED)) {
+    /* written but not confirmed, or its outcome unknown (an answer lost
+     * with its connection): kept apart by its log entry, so a log entry
+     * of it is not taken for a confirmed write's */
     tt_arena *a = P.a;
     int i = atomic_fetch_add(&a->nunacked, 1);
     if (i < TT_MAX_UNACKED) {
       a->unacked[i].token = token;
       a->unacked[i].value = value;
     }
-    return 2;
+    if (rc == DLOCK_EUNACKED)
+      return 2;
   }
   return rc == DLOCK_OK ? 1 : rc == DLOCK_EFENCED ? 0 : -1;
 }
