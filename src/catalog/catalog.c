@@ -55,15 +55,20 @@ static int same_name(const char *a, const char *b) {
   return *a == *b;
 }
 
-static const dlock__lock_methods *find(const char *kind) {
+/* The kind named kind, or NULL (mu held). */
+static const dlock__lock_methods *find_locked(const char *kind) {
   for (size_t i = 0; i < NBUILTIN; i++)
     if (same_name(kind, builtin[i]->kind))
       return builtin[i];
-  pthread_mutex_lock(&cat.mu);
-  const dlock__lock_methods *m = NULL;
-  for (size_t i = 0; i < cat.nadded && m == NULL; i++)
+  for (size_t i = 0; i < cat.nadded; i++)
     if (same_name(kind, cat.added[i]->kind))
-      m = cat.added[i];
+      return cat.added[i];
+  return NULL;
+}
+
+static const dlock__lock_methods *find(const char *kind) {
+  pthread_mutex_lock(&cat.mu);
+  const dlock__lock_methods *m = find_locked(kind);
   pthread_mutex_unlock(&cat.mu);
   return m;
 }
@@ -71,12 +76,12 @@ static const dlock__lock_methods *find(const char *kind) {
 int dlock__kind_register(const dlock__lock_methods *m) {
   if (m == NULL || m->kind == NULL || m->kind[0] == '\0' || m->size < sizeof(dlock_lock))
     return dlock__fail(DLOCK_EINVAL, "a kind needs a name and a handle size");
-  if (find(m->kind))
-    return dlock__fail(DLOCK_EINVAL, "the kind \"%.64s\" is in the catalog "
-                       "already", m->kind);
   pthread_mutex_lock(&cat.mu);
   int rc = DLOCK_OK;
-  if (cat.nadded == MAX_ADDED) {
+  if (find_locked(m->kind)) {
+    rc = dlock__fail(DLOCK_EINVAL, "the kind \"%.64s\" is in the catalog "
+                     "already", m->kind);
+  } else if (cat.nadded == MAX_ADDED) {
     rc = dlock__fail(DLOCK_EINVAL, "the catalog of kinds is full (%d "
                      "registered)", MAX_ADDED);
   } else {
