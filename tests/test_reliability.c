@@ -436,7 +436,14 @@ static void redlock_two_gone(const char *how, int one_engine) {
   clean(&r);
   EXPECT(&r, "sections", >=, work(10000));
   EXPECT(&r, "errors", ==, 0);
-  EXPECT(&r, "acquire_p99_us", <=, th_scaled_us(&srv[0], 100000));
+  /* the gone masters cost an acquire nothing: a round ends with the
+   * quorum's answers, not the member timeout (50 ms). The median says so:
+   * 0.2 ms here (0.13-0.17 ms beside two CPU hogs), 49.5 ms when a round
+   * waits for every member. Not the p99: a worker that has just released
+   * takes the lock again before the other's retry (5-50 ms later), so
+   * about 1 % of the acquires wait out that race (up to 1.3 s beside two
+   * hogs; a p99 of 163 ms), which says nothing about the gone masters. */
+  EXPECT(&r, "acquire_p50_us", <=, th_scaled_us(&srv[0], 20000));
 }
 
 static void test_t04_redlock_two_stopped(void) { redlock_two_gone("paused", 0); }
