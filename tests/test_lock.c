@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "delay.h"
 #include "harness.h"
 
 static th_server srv;
@@ -839,6 +840,75 @@ static void test_release_says_what_happened(void) {
   dlock_lock_free(l);
 }
 
+/* A grant whose answer comes back after its lease ran out (a process
+ * stopped while its try was out; here a link slower than the lease: 150
+ * ms each way through a relay, so 300 ms a round trip) is no grant: the
+ * acquire says DLOCK_ELOST, records no hold and gives the grant back,
+ * for every kind through both drivers; one whose lease outlasts the trip
+ * is kept, with the validity the trip left. */
+typedef struct late_box {
+  pthread_mutex_t mu;
+  int done, rc;
+} late_box;
+
+static void late_done(void *data, const dlock_result *r) {
+  late_box *b = data;
+  pthread_mutex_lock(&b->mu);
+  b->rc = r->rc;
+  b->done = 1;
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void test_grant_read_after_its_lease(void) {
+  int port = delay_start("127.0.0.1", "127.0.0.1", srv.port, 150, 0);
+  CU_ASSERT_FATAL(port > 0);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 3000;
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  const char *name = th_name("late");
+  dlock_lock *l = new_lock(c, name), *f = NULL, *m = NULL, *parts[2];
+  TH_ASSERT_RC(dlock_fair_lock_new(c, th_name("late-fair"), NULL, &f), DLOCK_OK);
+  parts[0] = new_lock(c, th_name("late-a"));
+  parts[1] = new_lock(c, th_name("late-b"));
+  TH_ASSERT_RC(dlock_multi_new(parts, 2, &m), DLOCK_OK);
+  dlock_lock *each[] = {l, f, m};
+  for (int i = 0; i < 3; i++) {
+    dlock_grant g = {0, 0};
+    TH_ASSERT_RC(dlock_acquire_grant(each[i], 0, 200, &g), DLOCK_ELOST);
+    CU_ASSERT(strstr(dlock_errmsg(), "had run out") != NULL);
+    TH_ASSERT_RC(dlock_release(each[i]), DLOCK_ENOTOWNER);
+  }
+  /* the async driver: the same answer */
+  late_box b = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  TH_ASSERT_RC(dlock_acquire_async(l, 7, 0, 200, late_done, &b, NULL), DLOCK_OK);
+  for (int64_t end = th_now_ms() + 5000; th_now_ms() < end;) {
+    pthread_mutex_lock(&b.mu);
+    int done = b.done;
+    pthread_mutex_unlock(&b.mu);
+    if (done)
+      break;
+    usleep(1000);
+  }
+  CU_ASSERT_EQUAL(b.done, 1);
+  TH_ASSERT_RC(b.rc, DLOCK_ELOST);
+  /* a lease longer than the trip: kept, its validity the lease less it */
+  dlock_grant g = {0, 0};
+  TH_ASSERT_RC(dlock_acquire_grant(l, 0, 1500, &g), DLOCK_OK);
+  CU_ASSERT(g.validity_ms > 0 && g.validity_ms <= 1500 - 300);
+  TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+  CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  dlock_lock_free(m);
+  dlock_lock_free(parts[0]);
+  dlock_lock_free(parts[1]);
+  dlock_lock_free(f);
+  dlock_lock_free(l);
+  dlock_client_close(c);
+  delay_stop();
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("lock", suite_init, suite_clean);
   CU_add_test(s, "lock_unlock_twice", test_lock_unlock_twice);
@@ -863,6 +933,7 @@ static void add_tests(void) {
   CU_add_test(s, "bad_input", test_bad_input);
   CU_add_test(s, "release_says_what_happened", test_release_says_what_happened);
   CU_add_test(s, "force_release_wakes_waiter", test_force_release_wakes_waiter);
+  CU_add_test(s, "grant_read_after_its_lease", test_grant_read_after_its_lease);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }

@@ -152,7 +152,10 @@ DLOCK_API int dlock_non_reentrant_fair_lock_new(dlock_client *client,
  * wait_ms is 0 and another owner holds it, DLOCK_ETIMEDOUT when the budget
  * ran out, DLOCK_EINTR (dlock_interrupt() ended the wait: nothing held),
  * DLOCK_EREENTRY (a non-reentrant kind the owner holds already: the hold
- * stays, counted once), DLOCK_EDEADLK (a read-write lock's write half asked
+ * stays, counted once), DLOCK_ELOST (granted, but the lease had run out
+ * when the answer was read: the process was stopped while the try was
+ * out, or the link is slower than the lease; given back, nothing held),
+ * DLOCK_EDEADLK (a read-write lock's write half asked
  * by an owner that holds its read half: it would wait for itself), DLOCK_EQUORUM (a RedLock without a quorum of its
  * members), DLOCK_EINVAL (bad arguments, engine thread), DLOCK_EIO (no
  * connection within the connect or command timeout), DLOCK_EKIND (the name

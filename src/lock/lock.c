@@ -122,6 +122,7 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
     dlock__wait_top(lock);
   dlock__ack_begin();
   rc = dlock__lock_run_acquire(lock, owner, wait_ms, lease_ms, &g);
+  int64_t back_ms = dlock__now_ms();
   char why[1700];
   int missed = dlock__ack_end(why, sizeof why);
   if (wait_ms != 0)
@@ -133,6 +134,15 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
                        "lease ends it", why, dlock_errmsg());
     else
       rc = dlock__fail(missed, "%s; the lock was released again", why);
+  } else if (rc == DLOCK_OK && lock->m->reqs &&
+             g.validity_ms - (dlock__now_ms() - back_ms) <= 0) {
+    /* the acknowledgement's wait outlasted the lease (a stop): no grant */
+    int64_t lease = lease_ms == DLOCK_LEASE_WATCHDOG
+                        ? dlock__client_opts(lock->h.client)->watchdog_timeout_ms
+                        : lease_ms;
+    int64_t took = lease - g.validity_ms + (dlock__now_ms() - back_ms);
+    (void)dlock__lock_run_release(lock, owner);
+    rc = dlock__grant_spent(lock->m->noun, lock->h.name, lease, took);
   }
   if (lock->h.client) { /* a combinator's members are not counted apart */
     dlock__acquire_done(lock->h.client, lock->h.name, lock->h.name_len, owner,
@@ -359,9 +369,25 @@ int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
   return l->m->reqs->wait_channel(l, w->owner, ch, wake);
 }
 
-/* The grant as the owner's hold (renewed when w->watchdog). */
+int dlock__grant_spent(const char *noun, const char *name, int64_t lease_ms,
+                       int64_t took_ms) {
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s%s\" was granted, but its "
+                     "lease (%" PRId64 " ms) had run out when the answer was "
+                     "read, %" PRId64 " ms after the try was sent (the process "
+                     "was stopped, or the link is slower than the lease): "
+                     "given back, not held", noun, DLOCK__NAME(name), lease_ms,
+                     took_ms);
+}
+
+/* The grant as the owner's hold (renewed when w->watchdog); none when its
+ * lease ran out before its answer was read (a process stopped while its
+ * try was out): DLOCK_ELOST, and the driver gives it back. */
 int dlock__lock_wait_granted(dlock__wait *w) {
   dlock_lock *l = wait_lock(w);
+  int64_t took = dlock__now_ms() - w->sent_ms;
+  if (w->lease_ms - took <= 0)
+    return dlock__grant_spent(w->noun ? w->noun : l->m->noun, l->h.name,
+                              w->lease_ms, took);
   if (l->m->reqs->hold(l, w->owner, w->watchdog, w->lease_ms, w->sent_ms,
                        NULL) != DLOCK_OK)
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");

@@ -23,12 +23,22 @@ static void release_taken(multi *m, uint64_t owner, const int *taken) {
       dlock__lock_run_release(m->members[i - 1], owner);
 }
 
+/* Every member taken, but the first one's lease ran out before the last
+ * was (the process stopped in between): none is held. */
+static int spent(void) {
+  return dlock__fail(DLOCK_ELOST, "multi-lock: a member's lease had run out "
+                     "when the last member was taken (the process was "
+                     "stopped meanwhile): all given back, none held");
+}
+
 static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                    int64_t lease_ms, dlock_grant *grant) {
   multi *m = (multi *)l;
   int taken[DLOCK__MAX_MEMBERS] = {0};
   int64_t deadline = wait_ms < 0 ? -1 : dlock__now_ms() + wait_ms;
-  int64_t validity = INT64_MAX;
+  /* the grants' validity ends (monotonic ms): the earliest is the whole's
+   * (a member taken first has aged by the time the last is) */
+  int64_t until = INT64_MAX;
   size_t i = 0;
   while (i < m->n) {
     if (taken[i]) {
@@ -40,15 +50,15 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
     int rc = dlock__lock_run_acquire(member, owner, 0, lease_ms, &g);
     if (rc == DLOCK_OK) {
       taken[i++] = 1;
-      if (g.validity_ms < validity)
-        validity = g.validity_ms;
+      if (dlock__now_ms() + g.validity_ms < until)
+        until = dlock__now_ms() + g.validity_ms;
       continue;
     }
     dlock__kept_error why;
     dlock__error_keep(&why);
     release_taken(m, owner, taken);
     memset(taken, 0, sizeof taken);
-    validity = INT64_MAX;
+    until = INT64_MAX;
     if (rc != DLOCK_EBUSY || wait_ms == 0) {
       rc = dlock__fail(rc, rc != DLOCK_EBUSY ? "member %zu: %s"
                                              : "member %zu is held: %s",
@@ -67,10 +77,14 @@ static int acquire(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                  ? dlock__fail(rc, "multi-lock: member %zu still held", i)
                  : rc;
     taken[i] = 1;
-    validity = g.validity_ms;
+    until = dlock__now_ms() + g.validity_ms;
     i = 0;
   }
-  grant->validity_ms = validity;
+  grant->validity_ms = until - dlock__now_ms();
+  if (grant->validity_ms <= 0) { /* a member's lease ran out meanwhile */
+    release_taken(m, owner, taken);
+    return spent();
+  }
   return DLOCK_OK;
 }
 
@@ -140,7 +154,7 @@ typedef struct mwalk {
   int taken[DLOCK__MAX_MEMBERS];
   size_t i;          /* the member being asked */
   int alone;         /* waiting for member i alone (holding nothing else) */
-  int64_t validity;
+  int64_t until; /* the grants' earliest validity end (monotonic ms) */
   int64_t lease_ms;  /* as the caller gave it */
   size_t releases;   /* a release's members still to answer */
   dlock_op inner;    /* the acquire's inner operation under way, 0 */
@@ -199,7 +213,11 @@ static void m_step(dlock__aop *op) {
     m_fail(op, DLOCK_ECANCELED);
     return;
   }
-  op->res.grant.validity_ms = w->validity;
+  op->res.grant.validity_ms = w->until - dlock__now_ms();
+  if (op->res.grant.validity_ms <= 0) { /* a member's lease ran out */
+    m_fail(op, spent());
+    return;
+  }
   dlock__aop_finish(op, DLOCK_OK);
 }
 
@@ -213,10 +231,10 @@ static void m_answer(void *data, const dlock_result *r) {
     w->taken[i] = 1;
     if (w->alone) { /* start over, holding it */
       w->alone = 0;
-      w->validity = r->grant.validity_ms;
+      w->until = dlock__now_ms() + r->grant.validity_ms;
       w->i = 0;
-    } else if (r->grant.validity_ms < w->validity) {
-      w->validity = r->grant.validity_ms;
+    } else if (dlock__now_ms() + r->grant.validity_ms < w->until) {
+      w->until = dlock__now_ms() + r->grant.validity_ms;
     }
     if (dlock__aop_cancelled(op))
       m_fail(op, DLOCK_ECANCELED);
@@ -227,7 +245,7 @@ static void m_answer(void *data, const dlock_result *r) {
   char why[1024];
   snprintf(why, sizeof why, "%s", r->errmsg);
   m_release_taken(op);
-  w->validity = INT64_MAX;
+  w->until = INT64_MAX;
   if (dlock__client_stopping(op->c)) { /* the close cancelled it */
     m_fail(op, dlock__fail(DLOCK_ECLOSED, "client closed"));
   } else if (r->rc == DLOCK_ECANCELED || dlock__aop_cancelled(op)) {
@@ -294,7 +312,7 @@ static int m_start(dlock_lock *l, uint64_t owner, int type,
     return rc;
   }
   w->m = m;
-  w->validity = INT64_MAX;
+  w->until = INT64_MAX;
   (*out)->ctx = w;
   (*out)->owner = owner;
   (*out)->outer = outer;
