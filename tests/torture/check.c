@@ -39,17 +39,38 @@ static int told(const tt_rec *r) {
   return (atomic_load(&r->flags) & (TT_R_LOST | TT_R_ELOST)) != 0;
 }
 
-/* When f's process was first stopped by the pause fault after f entered
- * and no later than `until` (ns), or 0 when it was not */
+/* When f's process was first stopped by the pause fault in its section,
+ * no later than `until` (ns), or 0 when it was not. A pause's times are
+ * read before its SIGSTOP and before its SIGCONT: a section entered
+ * between the two was entered before the stop landed (a stopped process
+ * enters nothing) and stopped in it, at its entry at the latest. */
 static int64_t paused_at(const tt_arena *a, const tt_rec *f, int64_t until) {
   pid_t pid = a->slots[f->slot].pid;
   int n = atomic_load(&a->npauses);
   int64_t at = 0;
-  for (int i = 0; i < n && i < 1024; i++)
-    if (a->pauses[i].pid == pid && a->pauses[i].from >= f->enter &&
-        a->pauses[i].from <= until && (at == 0 || a->pauses[i].from < at))
-      at = a->pauses[i].from;
+  for (int i = 0; i < n && i < 1024; i++) {
+    int64_t from = a->pauses[i].from;
+    if (a->pauses[i].pid != pid || a->pauses[i].to <= f->enter || from > until)
+      continue;
+    if (from < f->enter)
+      from = f->enter; /* the stop caught it just after it entered */
+    if (at == 0 || from < at)
+      at = from;
+  }
   return at;
+}
+
+/* 1 when slot's process was stopped by the pause fault at some moment
+ * between from and to (ns) */
+static int stopped_between(const tt_arena *a, int slot, int64_t from,
+                           int64_t to) {
+  pid_t pid = a->slots[slot].pid;
+  int n = atomic_load(&a->npauses);
+  for (int i = 0; i < n && i < 1024; i++)
+    if (a->pauses[i].pid == pid && a->pauses[i].from < to &&
+        a->pauses[i].to > from)
+      return 1;
+  return 0;
 }
 
 /* exclusive sections (and, for rw, writers against everyone): sections in
@@ -82,10 +103,12 @@ static void check_exclusion(const tt_arena *a, int64_t *idx, size_t n,
         else if (res->overlaps++ < 3)
           fprintf(stderr, "torture: overlap: slot %d (flags %#x) in "
                   "%.3f-%.3f s, released %.3f; slot %d (flags %#x) in "
-                  "%.3f-%.3f s\n", f->slot, (unsigned)atomic_load(&f->flags),
+                  "%.3f-%.3f s%s\n", f->slot, (unsigned)atomic_load(&f->flags),
                   f->enter / 1e9, f->exit / 1e9, f->done / 1e9, r->slot,
                   (unsigned)atomic_load(&r->flags), r->enter / 1e9,
-                  r->exit / 1e9);
+                  r->exit / 1e9,
+                  stopped_between(a, r->slot, r->invoke, r->enter)
+                      ? " (its worker stopped in its acquire)" : "");
       }
     }
     if (reader && far_reader >= 0 && a->recs[far_reader].exit > r->enter)
@@ -253,11 +276,14 @@ static void check_fifo(const tt_opts *o, const tt_arena *a,
         else if (res->fifo_violations++, !seen_pair(&seen, at[i], at[j]) &&
                  res->fifo_inversions++ < 5)
           fprintf(stderr, "torture: out of order: slot %d (worker %d, invoke %"
-                  PRId64 " enter %" PRId64 ") ahead of slot %d (worker %d, "
+                  PRId64 " enter %" PRId64 "%s) ahead of slot %d (worker %d, "
                   "invoke %" PRId64 " enter %" PRId64 ") in the queue read at %"
                   PRId64 "..%" PRId64 " ms\n", q->slots[i],
                   a->slots[q->slots[i]].proc, x->invoke / 1000000,
-                  x->enter / 1000000, q->slots[j], a->slots[q->slots[j]].proc,
+                  x->enter / 1000000,
+                  stopped_between(a, x->slot, x->invoke, x->enter)
+                      ? ", its worker stopped in its wait" : "",
+                  q->slots[j], a->slots[q->slots[j]].proc,
                   y->invoke / 1000000, y->enter / 1000000, q->sent / 1000000,
                   q->replied / 1000000);
       }
@@ -464,6 +490,7 @@ void tt_check(const tt_opts *o, tt_arena *a, const tt_snapshot *snaps,
   for (int s = 0; s < atomic_load(&a->nslots); s++) {
     tt_slot *sl = &a->slots[s];
     res->timeouts += atomic_load(&sl->timeouts);
+    res->spent += atomic_load(&sl->spent);
     res->errors += atomic_load(&sl->errors);
     res->release_errors += atomic_load(&sl->release_errors);
     /* a thread that ran to the end (not killed) and never got in */
@@ -580,7 +607,7 @@ void tt_print(const tt_opts *o, const tt_result *r) {
   printf("{\"kind\":\"%s\",\"procs\":%d,\"threads\":%d", kind_names[o->kind],
          o->procs, o->threads);
 #define F(x) printf(",\"" #x "\":%" PRId64, r->x)
-  F(attempts); F(sections); F(timeouts); F(errors); F(release_errors);
+  F(attempts); F(sections); F(timeouts); F(spent); F(errors); F(release_errors);
   F(overlaps); F(reported_overlaps); F(untold_overlaps); F(paused_overlaps); F(lost_reports); F(counter); F(commits);
   F(counter_violation); F(counter_slack); F(max_holders); F(shared_sections); F(fifo_checked);
   F(fifo_violations); F(fifo_inversions); F(fifo_requeued); F(fifo_java_passed); F(java_sections); F(java_kills); F(starved); F(worker_deaths); F(max_wait_us); F(handoff_p50_us);

@@ -421,21 +421,28 @@ static int pause_worker(void) {
   }
   if (victim == 0) /* stopped while looking: procs_mu is not held */
     return 0;
+  /* the pause's times are read before each signal: a stop lands a little
+   * after kill() returns, and a thread of the victim's may enter its
+   * section meanwhile (after a time read after the kill) and be stopped
+   * in it. Read first, a section whose entry lies between the two times
+   * was one the stop caught (the checker's paused_at). */
+  int64_t from = tt_now_ns();
   if (kill(victim, SIGSTOP) != 0) {
     pthread_mutex_unlock(&procs_mu);
     return 0;
   }
   pthread_mutex_unlock(&procs_mu); /* a stopped worker is no one's to reap */
   int k = atomic_load(&A->npauses);
-  int64_t from = tt_now_ns(), ms = 1000 + rand() % 1001;
+  int64_t ms = 1000 + rand() % 1001;
   if (ms < lease_ms() + 200) /* past the lease (a watchdog's too) */
     ms = lease_ms() + 200 + rand() % 1001;
   sleep_ms(ms);
+  int64_t to = tt_now_ns();
   kill(victim, SIGCONT);
   if (k < 1024) { /* the checker's: whose overlaps nothing could tell */
     A->pauses[k].pid = victim;
     A->pauses[k].from = from;
-    A->pauses[k].to = tt_now_ns();
+    A->pauses[k].to = to;
     atomic_store(&A->npauses, k + 1);
   }
   return 1;

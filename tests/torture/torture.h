@@ -213,6 +213,9 @@ typedef struct tt_slot {
   uint64_t owner_id;
   char owner[80];      /* client id ":" owner id, as in the fair queue */
   _Atomic int64_t grants, timeouts, errors, release_errors;
+  /* acquires that answered DLOCK_ELOST: granted, but read after the lease
+   * ran out (the worker stopped while its try was out), given back */
+  _Atomic int64_t spent;
   char last_error[160];
 } tt_slot;
 
@@ -265,7 +268,7 @@ typedef struct tt_snapshot { /* a fair queue read by the harness */
 } tt_snapshot;
 
 typedef struct tt_result {
-  int64_t attempts, sections, timeouts, errors, release_errors;
+  int64_t attempts, sections, timeouts, errors, release_errors, spent;
   int64_t overlaps;          /* overlap, first holder not told: violation */
   int64_t reported_overlaps; /* overlap after the first holder was told */
   int64_t untold_overlaps;   /* of all overlaps, those whose first holder

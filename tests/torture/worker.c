@@ -443,6 +443,8 @@ static void *thread_main(void *arg) {
       atomic_store(&s->cur, -1);
       if (rc == DLOCK_ETIMEDOUT || rc == DLOCK_EQUORUM)
         atomic_fetch_add(&s->timeouts, 1);
+      else if (rc == DLOCK_ELOST) /* a grant read after its lease */
+        atomic_fetch_add(&s->spent, 1);
       else
         atomic_fetch_add(&s->errors, 1);
       if (rc != DLOCK_ETIMEDOUT && !t->jvm)
@@ -582,6 +584,8 @@ static void a_granted(void *data, const dlock_result *res) {
     atomic_store(&s->cur, -1);
     if (res->rc == DLOCK_ETIMEDOUT)
       atomic_fetch_add(&s->timeouts, 1);
+    else if (res->rc == DLOCK_ELOST) /* a grant read after its lease */
+      atomic_fetch_add(&s->spent, 1);
     else
       atomic_fetch_add(&s->errors, 1);
     if (res->rc != DLOCK_ETIMEDOUT)
