@@ -452,10 +452,5 @@ int dlock__fail_gone(const char *what, const char *name, int64_t valid_ms);
 /* The DLOCK_ELOST of a release that released a hold already reported lost
  * (dlock__hold_released returned 2); what names it ("lease of", ...). */
 int dlock__fail_reported_lost(const char *what, const char *name);
-/* DLOCK_ELOST for a grant whose lease (lease_ms) had run out when its
- * answer was read, took_ms after its try was sent: the driver gives it
- * back (lock.c). */
-int dlock__grant_spent(const char *noun, const char *name, int64_t lease_ms,
-                       int64_t took_ms);
 
 #endif /* DLOCK_CORE_H */

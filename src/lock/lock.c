@@ -103,6 +103,18 @@ int dlock__lock_check(dlock_lock *lock) {
   return DLOCK_OK;
 }
 
+/* DLOCK_ELOST for a grant whose lease (lease_ms) had run out when its
+ * answer was read, took_ms after its try was sent. */
+static int grant_spent(const char *noun, const char *name, int64_t lease_ms,
+                       int64_t took_ms) {
+  return dlock__fail(DLOCK_ELOST, "%s \"%.100s%s\" was granted, but its "
+                     "lease (%" PRId64 " ms) had run out when the answer was "
+                     "read, %" PRId64 " ms after the try was sent (the process "
+                     "was stopped, or the link is slower than the lease): "
+                     "given back, not held", noun, DLOCK__NAME(name), lease_ms,
+                     took_ms);
+}
+
 int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
                         dlock_grant *grant) {
   int rc = dlock__lock_check(lock);
@@ -142,7 +154,7 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
                         : lease_ms;
     int64_t took = lease - g.validity_ms + (dlock__now_ms() - back_ms);
     (void)dlock__lock_run_release(lock, owner);
-    rc = dlock__grant_spent(lock->m->noun, lock->h.name, lease, took);
+    rc = grant_spent(lock->m->noun, lock->h.name, lease, took);
   }
   if (lock->h.client) { /* a combinator's members are not counted apart */
     dlock__acquire_done(lock->h.client, lock->h.name, lock->h.name_len, owner,
@@ -369,15 +381,6 @@ int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
   return l->m->reqs->wait_channel(l, w->owner, ch, wake);
 }
 
-int dlock__grant_spent(const char *noun, const char *name, int64_t lease_ms,
-                       int64_t took_ms) {
-  return dlock__fail(DLOCK_ELOST, "%s \"%.100s%s\" was granted, but its "
-                     "lease (%" PRId64 " ms) had run out when the answer was "
-                     "read, %" PRId64 " ms after the try was sent (the process "
-                     "was stopped, or the link is slower than the lease): "
-                     "given back, not held", noun, DLOCK__NAME(name), lease_ms,
-                     took_ms);
-}
 
 /* The grant as the owner's hold (renewed when w->watchdog); none when its
  * lease ran out before its answer was read (a process stopped while its
@@ -386,7 +389,7 @@ int dlock__lock_wait_granted(dlock__wait *w) {
   dlock_lock *l = wait_lock(w);
   int64_t took = dlock__now_ms() - w->sent_ms;
   if (w->lease_ms - took <= 0)
-    return dlock__grant_spent(w->noun ? w->noun : l->m->noun, l->h.name,
+    return grant_spent(w->noun ? w->noun : l->m->noun, l->h.name,
                               w->lease_ms, took);
   if (l->m->reqs->hold(l, w->owner, w->watchdog, w->lease_ms, w->sent_ms,
                        NULL) != DLOCK_OK)
