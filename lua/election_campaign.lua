@@ -12,12 +12,14 @@
 -- reply    {1, term, since}: elected (since: the server's clock, Unix ms);
 --          {0, pttl}: another leads (or holds N as a lock);
 --          {2, term}: this owner leads already
--- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when a key has
---          another type: nothing is changed
+-- errors   WRONGKIND when N is a read-write lock or a grouped multi-lock,
+--          WRONGTYPE when a key has another type: nothing is changed
 -- #include now.lua
+-- #include kind.lua
 if redis.call('exists', KEYS[1]) == 1 then
-  if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    return redis.error_reply('WRONGKIND the name holds a read-write lock, not an election')
+  local refused = not_lock_hash(KEYS[1], ARGV[2], 'an election')
+  if refused then
+    return refused
   end
   if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     return {2, tonumber(redis.call('get', KEYS[2]) or '0')}

@@ -13,7 +13,10 @@
 -- reply    nil: the owner does not lead (never did, or its lease ran out),
 --          or nobody leads (force); 1: resigned (N and the record deleted,
 --          standbys and observers told). A retry with the same R replays 1.
+-- errors   WRONGKIND when N is a read-write lock or (force) a grouped
+--          multi-lock: N is left as it is
 -- #include release.lua
+-- #include kind.lua
 local first = release_replay(KEYS[2], KEYS[1], 'an election')
 if first ~= false then
   return first
@@ -21,6 +24,10 @@ end
 if ARGV[1] == '' then
   if redis.call('exists', KEYS[1]) == 0 then
     return nil
+  end
+  local refused = not_lock_hash(KEYS[1], '', 'an election')
+  if refused then
+    return refused
   end
 elseif redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return nil

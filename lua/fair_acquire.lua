@@ -27,8 +27,10 @@
 --          asks again: its hold stays at 1
 -- #include now.lua
 -- #include fair_queue.lua
-if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
+-- #include kind.lua
+local refused = not_lock_hash(KEYS[1], ARGV[2], 'a fair lock')
+if refused then
+  return refused
 end
 local now = server_now()
 local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], now)

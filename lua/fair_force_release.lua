@@ -6,12 +6,14 @@
 -- ARGV[1]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[2]  channel prefix redisson_lock__channel:{N}
 -- reply    1 when a lock was deleted, 0 when it was free
--- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
---          hash: N is left as it is
+-- errors   WRONGKIND when N is a read-write lock or a grouped multi-lock,
+--          WRONGTYPE when N is not a hash: N is left as it is
 -- #include now.lua
 -- #include fair_queue.lua
-if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fair lock')
+-- #include kind.lua
+local refused = not_lock_hash(KEYS[1], '', 'a fair lock')
+if refused then
+  return refused
 end
 if redis.call('exists', KEYS[1]) == 1 then
   local head = fair_purge(KEYS[2], KEYS[3], KEYS[4], server_now())

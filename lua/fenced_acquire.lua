@@ -6,10 +6,13 @@
 -- reply    {1, token} when acquired (every grant, re-entry included, INCRs the
 --          counter, so tokens strictly increase across all holders);
 --          {0, pttl} when held by another owner
--- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
---          hash or the token key is not a counter: N is left as it is
-if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a fenced lock')
+-- errors   WRONGKIND when N is a read-write lock or a grouped multi-lock,
+--          WRONGTYPE when N is not a hash or the token key is not a
+--          counter: N is left as it is
+-- #include kind.lua
+local refused = not_lock_hash(KEYS[1], ARGV[2], 'a fenced lock')
+if refused then
+  return refused
 end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)

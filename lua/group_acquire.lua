@@ -9,9 +9,17 @@
 -- reply    nil when every value was taken (or re-entered: counts + 1);
 --          otherwise how long at most to wait in ms: the latest expiry
 --          among the values other owners hold
--- errors   WRONGTYPE when G is not a hash: nothing is changed
+-- errors   WRONGKIND when G is a lock's or a read-write lock's hash,
+--          WRONGTYPE when G is not a hash: nothing is changed
 -- #include now.lua
 -- #include group.lua
+-- #include kind.lua
+if redis.call('exists', KEYS[1]) == 1 then
+  local found = hash_kind(KEYS[1])
+  if found ~= 'grouped multi-lock' then
+    return wrong_kind(found, 'a grouped multi-lock')
+  end
+end
 local now = server_now()
 local lease = tonumber(ARGV[1])
 local me = ARGV[2]

@@ -5,6 +5,15 @@
 -- ARGV[3..] the fields
 -- reply    1 when a value was held (its entries deleted, waiters told), 0
 --          when none was
+-- errors   WRONGKIND when G is a lock's or a read-write lock's hash,
+--          WRONGTYPE when G is not a hash: nothing is changed
+-- #include kind.lua
+if redis.call('exists', KEYS[1]) == 1 then
+  local found = hash_kind(KEYS[1])
+  if found ~= 'grouped multi-lock' then
+    return wrong_kind(found, 'a grouped multi-lock')
+  end
+end
 local held = false
 for i = 3, #ARGV do
   held = held or redis.call('hexists', KEYS[1], ARGV[i]) == 1

@@ -11,7 +11,7 @@
 -- #include now.lua
 -- #include kind.lua
 local found = name_kind(KEYS[1])
-if found ~= 'none' and found ~= 'lock' then
+if found ~= 'none' and found ~= 'grouped multi-lock' then
   return wrong_kind(found, 'a grouped multi-lock')
 end
 local now = server_now()

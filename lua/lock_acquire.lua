@@ -6,17 +6,20 @@
 -- reply    nil when acquired (first hold or re-entry: HINCRBY and PEXPIRE);
 --          otherwise the lock's PTTL in ms, the longest the caller must wait
 --          for it to free by itself (-1 when the hash has no TTL)
--- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when it is not
---          a hash (a latch's or semaphore's count): N is left as it is;
---          NON_REENTRANT_REACQUIRE (Redisson 4.4's word) when the
---          non-reentrant lock's holder asks again: its hold stays at 1
+-- errors   WRONGKIND when N is a read-write lock or a grouped multi-lock,
+--          WRONGTYPE when it is not a hash (a latch's or semaphore's
+--          count): N is left as it is; NON_REENTRANT_REACQUIRE (Redisson
+--          4.4's word) when the non-reentrant lock's holder asks again: its
+--          hold stays at 1
+-- #include kind.lua
 if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return nil
 end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
+local refused = not_lock_hash(KEYS[1], ARGV[2], 'a lock')
+if refused then
+  return refused
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   if ARGV[3] == '1' then

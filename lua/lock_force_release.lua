@@ -5,10 +5,12 @@
 -- ARGV[2]  unlock channel redisson_lock__channel:{N}
 -- ARGV[3]  unlock message ("0")
 -- reply    1 when a lock was deleted (waiters told), 0 when it was free
--- errors   WRONGKIND when N is a read-write lock, WRONGTYPE when N is not a
---          hash: N is left as it is
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGKIND the name holds a read-write lock, not a lock')
+-- errors   WRONGKIND when N is a read-write lock or a grouped multi-lock,
+--          WRONGTYPE when N is not a hash: N is left as it is
+-- #include kind.lua
+local refused = not_lock_hash(KEYS[1], '', 'a lock')
+if refused then
+  return refused
 end
 if redis.call('exists', KEYS[1]) == 1 then
   if ARGV[1] ~= '' then -- first: an ACL refusal changes nothing

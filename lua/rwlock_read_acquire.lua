@@ -6,11 +6,13 @@
 -- ARGV[2]  reader field "U:T"
 -- ARGV[3]  the same owner's writer field "U:T:write" (a writer may also read)
 -- reply    nil when acquired; otherwise the PTTL of the writer's lease
--- errors   WRONGKIND when N is a lock's hash (no mode field), WRONGTYPE
+-- errors   WRONGKIND when N is a lock's or a grouped multi-lock's hash (no
+--          mode field), WRONGTYPE
 --          when it is not a hash: N is left as it is
+-- #include kind.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false and redis.call('exists', KEYS[1]) == 1 then
-  return redis.error_reply('WRONGKIND the name holds a lock, not a read-write lock')
+  return wrong_kind(hash_kind(KEYS[1]), 'a read-write lock')
 end
 if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)

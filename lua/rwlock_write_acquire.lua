@@ -6,11 +6,13 @@
 -- reply    nil when acquired; 'upgrade' when the caller holds only a read
 --          hold (read-to-write upgrade: it would wait for itself forever);
 --          otherwise the PTTL of the holders' lease
--- errors   WRONGKIND when N is a lock's hash (no mode field), WRONGTYPE
+-- errors   WRONGKIND when N is a lock's or a grouped multi-lock's hash (no
+--          mode field), WRONGTYPE
 --          when it is not a hash: N is left as it is
+-- #include kind.lua
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false and redis.call('exists', KEYS[1]) == 1 then
-  return redis.error_reply('WRONGKIND the name holds a lock, not a read-write lock')
+  return wrong_kind(hash_kind(KEYS[1]), 'a read-write lock')
 end
 if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)

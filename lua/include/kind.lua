@@ -1,16 +1,44 @@
--- What a name holds, for the readers' wrong-kind answers (lock_state.lua,
--- rwlock_state.lua, group_state.lua, election_state.lua, permits_state.lua):
--- a line "-- #include kind.lua" embeds it.
--- name_kind(key): 'none'; 'read-write lock' (a hash with a mode field);
--- 'lock' (another hash); 'count' (a string holding an integer); or the
--- Redis type ('string', 'list', 'set', 'zset', 'stream').
+-- What a name holds, for the wrong-kind answers of the readers
+-- (lock_state.lua, rwlock_state.lua, group_state.lua, election_state.lua,
+-- permits_state.lua) and of the writers on a hash (the acquires and force
+-- releases): a line "-- #include kind.lua" embeds it.
+
+-- hash_kind(key), of an existing hash: 'read-write lock' (a mode field);
+-- 'grouped multi-lock' (any one field tells: a group's are F -> its
+-- holder "U:T", not a number, F:U:T:expire_time and F:U:T:lock_count; a
+-- lock's are owners -> counts); else 'lock'. The field is HSCAN's first
+-- (a small hash is read whole; a large one gives a field within a few
+-- steps).
+local function hash_kind(key)
+  if redis.call('hexists', key, 'mode') == 1 then
+    return 'read-write lock'
+  end
+  local cursor = '0'
+  for _ = 1, 16 do
+    local page = redis.call('hscan', key, cursor, 'count', 1)
+    local f, v = page[2][1], page[2][2]
+    if f then
+      if tonumber(v) == nil or string.sub(f, -12) == ':expire_time' or
+         string.sub(f, -11) == ':lock_count' then
+        return 'grouped multi-lock'
+      end
+      return 'lock'
+    end
+    cursor = page[1]
+    if cursor == '0' then
+      break
+    end
+  end
+  return 'lock'
+end
+
+-- name_kind(key): 'none'; for a hash, hash_kind's answer; 'count' (a
+-- string holding an integer); or the Redis type ('string', 'list', 'set',
+-- 'zset', 'stream').
 local function name_kind(key)
   local t = redis.call('type', key).ok
   if t == 'hash' then
-    if redis.call('hexists', key, 'mode') == 1 then
-      return 'read-write lock'
-    end
-    return 'lock'
+    return hash_kind(key)
   end
   if t == 'string' and tonumber(redis.call('get', key)) ~= nil then
     return 'count'
@@ -26,4 +54,26 @@ local function wrong_kind(found, what)
                  set = 'a set', zset = 'a sorted set', stream = 'a stream'}
   return redis.error_reply('WRONGKIND the name holds ' ..
     (words[found] or ('a ' .. found)) .. ', not ' .. what .. ': nothing was changed')
+end
+
+-- not_lock_hash(key, me, what): for a lock's writer about to use key as a
+-- lock's hash (owner fields -> counts): the WRONGKIND error when it holds
+-- a read-write lock or a grouped multi-lock, else nil (absent, or a
+-- lock's). The owner's own field me in a hash without a mode field is a
+-- lock's (a group has no bare owner field): no field is read for it.
+local function not_lock_hash(key, me, what)
+  if redis.call('exists', key) == 0 then
+    return nil
+  end
+  if redis.call('hexists', key, 'mode') == 1 then
+    return wrong_kind('read-write lock', what)
+  end
+  if me ~= '' and redis.call('hexists', key, me) == 1 then
+    return nil
+  end
+  local found = hash_kind(key)
+  if found ~= 'lock' then
+    return wrong_kind(found, what)
+  end
+  return nil
 end

@@ -54,36 +54,21 @@ int dlock__reply_int(const redisReply *r, int64_t *out, const char *what) {
   return dlock__fail_reply(r, what);
 }
 
-/* One command's reply on name (NULL: failed, its error set). */
-static redisReply *ask(dlock_client *c, const char *cmd, const char *name,
-                       size_t len, const char *arg) {
-  const char *argv[] = {cmd, name, arg};
-  size_t lens[] = {strlen(cmd), len, arg ? strlen(arg) : 0};
-  dlock__req req;
-  redisReply *r = NULL;
-  if (dlock__req_command(&req, arg ? 3 : 2, argv, lens) != DLOCK_OK)
-    return NULL;
-  dlock__req_route(&req, name, len);
-  if (dlock__call(c, &req, &r) != DLOCK_OK)
-    return NULL;
-  return r;
-}
-
 int dlock__synchronizer_kind(dlock__synchronizer *o, const char *what) {
-  redisReply *t = ask(o->h.client, "TYPE", o->h.name, o->h.name_len, NULL);
-  if (t == NULL)
+  const char *keys[] = {o->h.name};
+  size_t klens[] = {o->h.name_len};
+  redisReply *t = NULL;
+  if (dlock__script_call(o->h.client, DLOCK__SCRIPT_NAME_KIND, 1, keys, klens,
+                         0, NULL, NULL, &t) != DLOCK_OK)
     return DLOCK_EKIND; /* its error says why the question failed */
   char found[64] = "data of another type";
-  if (t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0) {
-    redisReply *m = ask(o->h.client, "HEXISTS", o->h.name, o->h.name_len, "mode");
-    snprintf(found, sizeof found, "%s", m && m->type == REDIS_REPLY_INTEGER &&
-             m->integer == 1 ? "a read-write lock" : "a lock (a hash)");
-    if (m)
-      freeReplyObject(m);
-  } else if (t->type == REDIS_REPLY_STATUS) {
-    snprintf(found, sizeof found, "%s %.40s",
-             strchr("aeiou", t->str[0]) ? "an" : "a",
-             strcmp(t->str, "zset") == 0 ? "sorted set" : t->str);
+  if (t->type == REDIS_REPLY_STRING || t->type == REDIS_REPLY_STATUS) {
+    const char *k = t->str;
+    if (strcmp(k, "lock") == 0)
+      k = "lock (a hash)";
+    else if (strcmp(k, "zset") == 0)
+      k = "sorted set";
+    snprintf(found, sizeof found, "%s %.40s", strchr("aeiou", k[0]) ? "an" : "a", k);
   }
   freeReplyObject(t);
   return dlock__fail(DLOCK_EKIND, "the name holds %s, not a %s: nothing was "
