@@ -14,11 +14,9 @@
 -- #include now.lua
 -- #include group.lua
 -- #include kind.lua
-if redis.call('exists', KEYS[1]) == 1 then
-  local found = hash_kind(KEYS[1])
-  if found ~= 'grouped multi-lock' then
-    return wrong_kind(found, 'a grouped multi-lock')
-  end
+local refused = not_group_hash(KEYS[1])
+if refused then
+  return refused
 end
 local now = server_now()
 local lease = tonumber(ARGV[1])

@@ -8,11 +8,9 @@
 -- errors   WRONGKIND when G is a lock's or a read-write lock's hash,
 --          WRONGTYPE when G is not a hash: nothing is changed
 -- #include kind.lua
-if redis.call('exists', KEYS[1]) == 1 then
-  local found = hash_kind(KEYS[1])
-  if found ~= 'grouped multi-lock' then
-    return wrong_kind(found, 'a grouped multi-lock')
-  end
+local refused = not_group_hash(KEYS[1])
+if refused then
+  return refused
 end
 local held = false
 for i = 3, #ARGV do

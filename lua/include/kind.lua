@@ -77,3 +77,16 @@ local function not_lock_hash(key, me, what)
   end
   return nil
 end
+
+-- not_group_hash(key): for a grouped multi-lock's writer, the WRONGKIND
+-- error when key holds a lock's or a read-write lock's hash, else nil.
+local function not_group_hash(key)
+  if redis.call('exists', key) == 0 then
+    return nil
+  end
+  local found = hash_kind(key)
+  if found ~= 'grouped multi-lock' then
+    return wrong_kind(found, 'a grouped multi-lock')
+  end
+  return nil
+end
