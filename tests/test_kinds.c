@@ -339,6 +339,7 @@ static void test_lock_new_by_kind(void) {
     dlock_lock *l = NULL;
     TH_ASSERT_RC(dlock_lock_new(cl, *k, name, NULL, &l), DLOCK_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_PTR_EQUAL(dlock_kind_name(*k), *k); /* its own name */
     CU_ASSERT_STRING_EQUAL(dlock_lock_kind(l), *k);
     if (strcmp(*k, "semaphore") == 0) { /* its permits first */
       dlock_permits *p = NULL;
@@ -353,6 +354,12 @@ static void test_lock_new_by_kind(void) {
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
   }
   CU_ASSERT_EQUAL(n, 9);
+  /* a name as dlock_lock_new reads it: a hyphen for a space */
+  CU_ASSERT_STRING_EQUAL(dlock_kind_name("non-reentrant-fair"),
+                         "non-reentrant fair");
+  CU_ASSERT_PTR_NULL(dlock_kind_name("non_reentrant"));
+  CU_ASSERT_PTR_NULL(dlock_kind_name(""));
+  CU_ASSERT_PTR_NULL(dlock_kind_name(NULL));
   dlock_lock *l = (dlock_lock *)1;
   TH_ASSERT_RC(dlock_lock_new(cl, "non-reentrant-fair", "by-kind:alias", NULL, &l),
                DLOCK_OK);

@@ -240,6 +240,13 @@ DLOCK_API int dlock_lock_new(dlock_client *client, const char *kind,
  * in a fixed order, built-in kinds first (static: do not free). */
 DLOCK_API const char *const *dlock_kinds(void);
 
+/* A kind's name as dlock_kinds() lists it. kind is read as
+ * dlock_lock_new() reads it (a hyphen may stand for a space:
+ * "non-reentrant-fair" gives "non-reentrant fair"). Returns the listed
+ * name (static: do not free), or NULL when no kind has it or kind is
+ * NULL. */
+DLOCK_API const char *dlock_kind_name(const char *kind);
+
 /* The kind's DLOCK_CAP_* bits; 0 for NULL. */
 DLOCK_API unsigned dlock_lock_caps(const dlock_lock *lock);
 

@@ -100,6 +100,11 @@ const char *const *dlock_kinds(void) {
   return cat.names;
 }
 
+const char *dlock_kind_name(const char *kind) {
+  const dlock__lock_methods *m = kind ? find(kind) : NULL;
+  return m ? m->kind : NULL;
+}
+
 int dlock_lock_new(dlock_client *client, const char *kind, const char *name,
                    const dlock_lock_opts *opts, dlock_lock **out) {
   dlock__clear_error();

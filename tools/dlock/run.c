@@ -253,14 +253,7 @@ static int is_kind(const run_opts *ro, const char *name) {
 
 /* --kind K (or flag, an alias of one): one of dlock_kinds(), once. */
 static int set_kind(run_opts *ro, const char *flag, const char *kind) {
-  const char *found = NULL;
-  for (const char *const *k = dlock_kinds(); *k && !found; k++) {
-    size_t i = 0;
-    while (kind[i] && ((*k)[i] == kind[i] || ((*k)[i] == ' ' && kind[i] == '-')))
-      i++;
-    if (kind[i] == '\0' && (*k)[i] == '\0')
-      found = *k;
-  }
+  const char *found = dlock_kind_name(kind);
   if (found == NULL) {
     char known[256] = "";
     for (const char *const *k = dlock_kinds(); *k; k++)
