@@ -219,6 +219,11 @@ void bench_plot_ratio(const char *w, const char *metric, const char *unit,
                 double ratio);
 /* Draw the charts into opt.plot_dir: how many were drawn. */
 int bench_plot_draw(void);
+/* A sweep's point (x, y) on chart's curve label (sweep.c). */
+void bench_plot_xy(const char *chart, const char *label, double x, double y);
+/* The sweeps (sweep.c): threads, names. */
+void bench_sweep_threads(bench_bounds *b);
+void bench_sweep_names(bench_bounds *b);
 /* Busy for us microseconds (locks.c). */
 void bench_spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */

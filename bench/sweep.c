@@ -1,0 +1,105 @@
+/* dlock-bench's sweeps (docs/performance.md, "How cost grows"): one
+ * figure measured over a growing amount of work, each point beside the
+ * raw bound measured at the same point, drawn as a curve (--plot).
+ *
+ *   SWT  threads: W1's pairs on 1, 2, 4 ... 64 threads, dlock and raw in
+ *        turns (bench_pairs_in_turns): pairs/s and CPU per pair;
+ *   SWN  names: one thread's pairs over 1, 10 ... 10^6 distinct names
+ *        (each pair the next name), dlock beside raw: pairs/s, and the
+ *        client's memory per lock handle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dlock/dlock.h>
+
+#include "bench.h"
+
+void bench_sweep_threads(bench_bounds *b) {
+  (void)b;
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
+  for (int n = 1; n <= MAX_THREADS; n *= 2) {
+    pair_figures raw, mine;
+    char m[48];
+    bench_pairs_in_turns(n, c, &raw, &mine);
+    snprintf(m, sizeof m, "pairs/s, %d threads", n);
+    bench_emit("SWT", m, mine.rate, "1/s", raw.rate);
+    snprintf(m, sizeof m, "CPU per pair, %d thr.", n);
+    bench_emit("SWT", m, mine.cpu, "us", raw.cpu);
+    bench_plot_xy("sweep-threads", "dlock", n, mine.rate);
+    bench_plot_xy("sweep-threads", "raw hiredis, the same scripts", n, raw.rate);
+    bench_plot_xy("sweep-threads-cpu", "dlock", n, mine.cpu);
+    bench_plot_xy("sweep-threads-cpu", "raw hiredis, the same scripts", n, raw.cpu);
+  }
+  dlock_client_close(c);
+}
+
+/* The process's resident memory in bytes (0 when unknown). */
+static long resident(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, rss = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+      rss = 0;
+    fclose(f);
+  }
+  return rss * sysconf(_SC_PAGESIZE);
+}
+
+#define MAX_NAMES 1000000
+
+void bench_sweep_names(bench_bounds *b) {
+  (void)b;
+  dlock_client *c = bench_open_client(bench_opt.urls[0], 0);
+  redisContext *rc = bench_raw_connect(bench_opt.urls[0]);
+  dlock_lock **locks = calloc(MAX_NAMES, sizeof *locks);
+  if (locks == NULL || rc == NULL)
+    bench_die("sweep names: setup", DLOCK_ENOMEM);
+  char owner[64];
+  snprintf(owner, sizeof owner, "bench-%d:1", (int)getpid());
+  long made = 0, before = resident();
+  for (long n = 1; n <= MAX_NAMES; n *= 10) {
+    char name[64], kept[RAW_LATCH_MAX] = "";
+    for (; made < n; made++) {
+      snprintf(name, sizeof name, "bench:names:%ld", made);
+      int rc2 = dlock_reentrant_lock_new(c, name, NULL, &locks[made]);
+      if (rc2 != DLOCK_OK)
+        bench_die("sweep names: lock", rc2);
+    }
+    long per_handle = (resident() - before) / made;
+    /* raw, then dlock, each bench_opt.duration seconds, one thread */
+    double rate[2];
+    for (int side = 0; side < 2; side++) {
+      long pairs = 0;
+      int64_t t0 = bench_now_us(), end = t0 + (int64_t)(bench_opt.duration * 1e6);
+      for (long seq = 0; bench_now_us() < end; seq++, pairs++) {
+        long i = seq % n;
+        if (side == 0) {
+          snprintf(name, sizeof name, "bench:names:%ld", i);
+          bench_raw_pair(rc, name, owner, seq, "PUBLISH", NULL, kept);
+        } else {
+          int rc2 = dlock_acquire(locks[i], 0, 30000);
+          if (rc2 != DLOCK_OK)
+            bench_die("sweep names: acquire", rc2);
+          dlock_release(locks[i]);
+        }
+      }
+      rate[side] = (double)pairs * 1e6 / (double)(bench_now_us() - t0);
+    }
+    char m[48];
+    snprintf(m, sizeof m, "pairs/s, %ld names", n);
+    bench_emit("SWN", m, rate[1], "1/s", rate[0]);
+    snprintf(m, sizeof m, "bytes per handle, %ld", n);
+    bench_emit("SWN", m, (double)per_handle, "B", 0);
+    bench_plot_xy("sweep-names", "dlock", (double)n, rate[1]);
+    bench_plot_xy("sweep-names", "raw hiredis, the same scripts", (double)n, rate[0]);
+    if (kept[0])
+      freeReplyObject(redisCommand(rc, "DEL %s", kept));
+  }
+  for (long i = 0; i < made; i++)
+    dlock_lock_free(locks[i]);
+  free(locks);
+  redisFree(rc);
+  dlock_client_close(c);
+}
