@@ -221,9 +221,19 @@ void bench_plot_ratio(const char *w, const char *metric, const char *unit,
 int bench_plot_draw(void);
 /* A sweep's point (x, y) on chart's curve label (sweep.c). */
 void bench_plot_xy(const char *chart, const char *label, double x, double y);
-/* The sweeps (sweep.c): threads, names. */
+/* What n locks held under the watchdog cost (locks.c: W4, SWH): renewal
+ * calls per second and per 100 holds per tick, the client's CPU (% of a
+ * core), the client's memory per hold, how many were still held. */
+typedef struct holds_figures {
+  double calls_per_s, calls_per_tick_100, cpu_pct, bytes_per_hold;
+  long held;
+} holds_figures;
+void bench_holds(long n, int64_t watchdog_ms, double secs, holds_figures *f);
+long bench_resident(void);
+/* The sweeps (sweep.c): threads, names, holds. */
 void bench_sweep_threads(bench_bounds *b);
 void bench_sweep_names(bench_bounds *b);
+void bench_sweep_holds(bench_bounds *b);
 /* Busy for us microseconds (locks.c). */
 void bench_spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */

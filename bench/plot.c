@@ -228,6 +228,10 @@ int bench_plot_draw(void) {
                    "threads", "lock+unlock pairs per second") == 0;
   drawn += draw_xy("sweep-threads-cpu", "client CPU per pair by threads",
                    "threads", "microseconds of CPU per pair") == 0;
+  drawn += draw_xy("sweep-holds-memory", "client memory per watchdog hold",
+                   "holds", "bytes") == 0;
+  drawn += draw_xy("sweep-holds-work", "the watchdog's work by holds",
+                   "holds", "calls; % of a core") == 0;
   drawn += draw_xy("sweep-names", "pairs/s by distinct names (one thread)",
                    "distinct names", "lock+unlock pairs per second") == 0;
   printf("pictures: %d drawn in %s\n", drawn, bench_opt.plot_dir);

@@ -6,7 +6,10 @@
  *        turns (bench_pairs_in_turns): pairs/s and CPU per pair;
  *   SWN  names: one thread's pairs over 1, 10 ... 10^6 distinct names
  *        (each pair the next name), dlock beside raw: pairs/s, and the
- *        client's memory per lock handle. */
+ *        client's memory per lock handle;
+ *   SWH  holds: 10^2 ... 10^6 locks held under the default watchdog (30 s
+ *        lease, a tick every 10 s) for 25 s: the client's memory per
+ *        hold, renewal calls per 100 holds per tick, the client's CPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,18 +38,6 @@ void bench_sweep_threads(bench_bounds *b) {
   dlock_client_close(c);
 }
 
-/* The process's resident memory in bytes (0 when unknown). */
-static long resident(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, rss = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-      rss = 0;
-    fclose(f);
-  }
-  return rss * sysconf(_SC_PAGESIZE);
-}
-
 #define MAX_NAMES 1000000
 
 void bench_sweep_names(bench_bounds *b) {
@@ -58,7 +49,7 @@ void bench_sweep_names(bench_bounds *b) {
     bench_die("sweep names: setup", DLOCK_ENOMEM);
   char owner[64];
   snprintf(owner, sizeof owner, "bench-%d:1", (int)getpid());
-  long made = 0, before = resident();
+  long made = 0, before = bench_resident();
   for (long n = 1; n <= MAX_NAMES; n *= 10) {
     char name[64], kept[RAW_LATCH_MAX] = "";
     for (; made < n; made++) {
@@ -67,7 +58,7 @@ void bench_sweep_names(bench_bounds *b) {
       if (rc2 != DLOCK_OK)
         bench_die("sweep names: lock", rc2);
     }
-    long per_handle = (resident() - before) / made;
+    long per_handle = (bench_resident() - before) / made;
     /* raw, then dlock, each bench_opt.duration seconds, one thread */
     double rate[2];
     for (int side = 0; side < 2; side++) {
@@ -102,4 +93,27 @@ void bench_sweep_names(bench_bounds *b) {
   free(locks);
   redisFree(rc);
   dlock_client_close(c);
+}
+
+void bench_sweep_holds(bench_bounds *b) {
+  (void)b;
+  for (long n = 100; n <= 1000000; n *= 10) {
+    holds_figures f;
+    char m[48];
+    bench_holds(n, 30000, 25.0, &f);
+    snprintf(m, sizeof m, "bytes per hold, %ld", n);
+    bench_emit("SWH", m, f.bytes_per_hold, "B", 512);
+    snprintf(m, sizeof m, "calls/100 holds/tick, %ld", n);
+    bench_emit("SWH", m, f.calls_per_tick_100, "calls", 1.0);
+    snprintf(m, sizeof m, "client CPU, %ld holds", n);
+    bench_emit("SWH", m, f.cpu_pct, "%", 5.0);
+    snprintf(m, sizeof m, "still held, %ld", n);
+    bench_emit("SWH", m, (double)f.held, "locks", (double)n);
+    bench_plot_xy("sweep-holds-memory", "client bytes per hold", (double)n,
+                  f.bytes_per_hold);
+    bench_plot_xy("sweep-holds-work", "renewal calls per 100 holds per tick",
+                  (double)n, f.calls_per_tick_100);
+    bench_plot_xy("sweep-holds-work", "client CPU, % of one core", (double)n,
+                  f.cpu_pct);
+  }
 }
