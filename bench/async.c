@@ -175,6 +175,21 @@ static void w10_granted(void *data, const dlock_result *r) {
     atomic_fetch_add(&w10_errors, 1);
 }
 
+/* The server's commands so far (INFO commandstats' calls, INFO's own left
+ * out), or -1. */
+static long long server_calls(redisContext *rc) {
+  redisReply *r = rc ? redisCommand(rc, "INFO commandstats") : NULL;
+  long long n = r && r->type == REDIS_REPLY_STRING ? 0 : -1;
+  for (const char *p = n == 0 ? r->str : NULL; p && (p = strstr(p, "cmdstat_")); p++) {
+    const char *calls = strstr(p, "calls=");
+    if (strncmp(p, "cmdstat_info:", 13) != 0 && calls)
+      n += atoll(calls + 6);
+  }
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
 /* Run c's completions as they come, until until_us. */
 static void w10_serve(dlock_client *c, int64_t until_us) {
   int fd = dlock_client_completion_fd(c);
@@ -196,9 +211,7 @@ static int thread_count(void) {
   return n;
 }
 
-void bench_w10(bench_bounds *b) {
-  if (b->w3_p50 <= 0) /* the bound, in the same run */
-    b->w3_p50 = bench_handoff_run(b, bench_opt.urls[0], "bench:w3", NULL);
+void bench_waiters(int n, int fair, waiters_figures *f) {
   dlock_client_opts o = bench_client_opts();
   o.completions = DLOCK_COMPLETE_QUEUE;
   dlock_client *c = NULL, *hc = bench_open_client(bench_opt.urls[0], 0);
@@ -206,13 +219,19 @@ void bench_w10(bench_bounds *b) {
   if (rc != DLOCK_OK)
     bench_die(bench_shown(bench_opt.urls[0]), rc);
   dlock_lock *holder;
-  dlock_reentrant_lock_new(c, "bench:w10", NULL, &w10_lock);
-  dlock_reentrant_lock_new(hc, "bench:w10", NULL, &holder);
+  if (fair) {
+    dlock_fair_lock_new(c, "bench:w10:fair", NULL, &w10_lock);
+    dlock_fair_lock_new(hc, "bench:w10:fair", NULL, &holder);
+  } else {
+    dlock_reentrant_lock_new(c, "bench:w10", NULL, &w10_lock);
+    dlock_reentrant_lock_new(hc, "bench:w10", NULL, &holder);
+  }
   if (dlock_acquire(holder, 0, 60000) != DLOCK_OK)
     bench_die("W10 holder", DLOCK_EBUSY);
-  w10_owner = calloc(W10_WAITERS, sizeof *w10_owner);
-  dlock_op *ops = calloc(W10_WAITERS, sizeof *ops);
-  for (int i = 0; i < W10_WAITERS; i++)
+  redisContext *rc_srv = bench_raw_connect(bench_opt.urls[0]);
+  w10_owner = calloc((size_t)n, sizeof *w10_owner);
+  dlock_op *ops = calloc((size_t)n, sizeof *ops);
+  for (int i = 0; i < n; i++)
     w10_owner[i] = dlock_owner_id_new();
   bench_reset();
   atomic_store(&w10_done, 0);
@@ -222,7 +241,7 @@ void bench_w10(bench_bounds *b) {
   dlock_client_stats(c, &st);
   uint64_t commands0 = st.commands;
   size_t before = bench_heap_used();
-  for (int i = 0; i < W10_WAITERS; i++)
+  for (int i = 0; i < n; i++)
     if (dlock_acquire_async(w10_lock, w10_owner[i], DLOCK_WAIT_FOREVER, 30000,
                             w10_granted, (void *)(intptr_t)i, &ops[i]) != DLOCK_OK)
       bench_die("W10 acquire", DLOCK_EIO);
@@ -231,35 +250,47 @@ void bench_w10(bench_bounds *b) {
   do {
     usleep(20000);
     dlock_client_stats(c, &st);
-  } while ((st.commands - commands0 < W10_WAITERS || st.in_flight > 0) &&
+  } while ((st.commands - commands0 < (uint64_t)n || st.in_flight > 0) &&
            bench_now_us() < until);
   size_t after = bench_heap_used();
-  int added = thread_count() - threads;
-  bench_emit("W10", "bytes per waiter", (double)(after - before) / W10_WAITERS, "B",
-       1024);
-  bench_emit("W10", "threads added", added, "", NAN);
+  f->bytes_per_waiter = (double)(after - before) / n;
+  f->threads_added = thread_count() - threads;
+  long long calls0 = server_calls(rc_srv);
   dlock_release(holder);
   atomic_store(&bench_sh->released_us, bench_now_us());
   w10_serve(c, bench_now_us() + (int64_t)(bench_opt.duration * 1e6));
   int granted = atomic_load(&w10_done);
-  for (int i = 0; i < W10_WAITERS; i++)
+  long long calls = server_calls(rc_srv) - calls0;
+  for (int i = 0; i < n; i++)
     dlock_cancel(ops[i]); /* the rest: too late for some, fine */
   until = bench_now_us() + 30000000;
-  while (atomic_load(&w10_done) < W10_WAITERS && bench_now_us() < until)
+  while (atomic_load(&w10_done) < n && bench_now_us() < until)
     w10_serve(c, bench_now_us() + 10000);
-  double p50 = bench_pct(bench_sh->samples, bench_nsamples(), 50);
-  bench_emit("W10", "hand-offs", granted, "", NAN);
-  bench_emit("W10", "hand-off p50 (1.2x W3)", p50, "us",
-       b->w3_p50 > 0 ? b->w3_p50 * 1.2 : NAN);
-  if (atomic_load(&w10_errors) || atomic_load(&w10_done) < W10_WAITERS)
+  f->handoffs = granted;
+  f->p50 = bench_pct(bench_sh->samples, bench_nsamples(), 50);
+  f->commands_per_grant = granted > 0 && calls0 >= 0 ? (double)calls / granted : NAN;
+  if (atomic_load(&w10_errors) || atomic_load(&w10_done) < n)
     fprintf(stderr, "W10: %d errors, %d of %d completed\n",
-            atomic_load(&w10_errors), atomic_load(&w10_done), W10_WAITERS);
+            atomic_load(&w10_errors), atomic_load(&w10_done), n);
   dlock_client_close(c);
   dlock_lock_free(w10_lock);
   dlock_lock_free(holder);
   dlock_client_close(hc);
+  redisFree(rc_srv);
   free(w10_owner);
   free(ops);
+}
+
+void bench_w10(bench_bounds *b) {
+  if (b->w3_p50 <= 0) /* the bound, in the same run */
+    b->w3_p50 = bench_handoff_run(b, bench_opt.urls[0], "bench:w3", NULL);
+  waiters_figures f;
+  bench_waiters(W10_WAITERS, 0, &f);
+  bench_emit("W10", "bytes per waiter", f.bytes_per_waiter, "B", 1024);
+  bench_emit("W10", "threads added", f.threads_added, "", NAN);
+  bench_emit("W10", "hand-offs", f.handoffs, "", NAN);
+  bench_emit("W10", "hand-off p50 (1.2x W3)", f.p50, "us",
+             b->w3_p50 > 0 ? b->w3_p50 * 1.2 : NAN);
 }
 
 

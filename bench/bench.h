@@ -230,10 +230,21 @@ typedef struct holds_figures {
 } holds_figures;
 void bench_holds(long n, int64_t watchdog_ms, double secs, holds_figures *f);
 long bench_resident(void);
-/* The sweeps (sweep.c): threads, names, holds. */
+/* n async waiters on one lock (fair: a fair lock, else a reentrant one),
+ * served by one thread, each holding 1 ms (async.c: W10, SWW): the client
+ * heap and threads each adds, the hand-offs in bench_opt.duration and
+ * their p50 (release's completion to the next grant's), the server's
+ * commands per grant. */
+typedef struct waiters_figures {
+  double bytes_per_waiter, p50, commands_per_grant;
+  int threads_added, handoffs;
+} waiters_figures;
+void bench_waiters(int n, int fair, waiters_figures *f);
+/* The sweeps (sweep.c): threads, names, holds, waiters. */
 void bench_sweep_threads(bench_bounds *b);
 void bench_sweep_names(bench_bounds *b);
 void bench_sweep_holds(bench_bounds *b);
+void bench_sweep_waiters(bench_bounds *b);
 /* Busy for us microseconds (locks.c). */
 void bench_spin_us(int64_t us);
 /* The heap in use, bytes (sync.c). */

@@ -62,6 +62,7 @@ static const struct {
     {"SWT", bench_sweep_threads, -1},
     {"SWN", bench_sweep_names, -1},
     {"SWH", bench_sweep_holds, -1},
+    {"SWW", bench_sweep_waiters, -1},
 };
 
 /* The help: on stdout with status 0 when asked for (--help), else on
@@ -71,7 +72,7 @@ static void usage_to(FILE *to, int status) {
           "usage: dlock-bench [--duration S] [--workload ID[,ID...]] [--url URL] "
           "[--json FILE] [--threads N] [--w4-seconds S] [--peers]\n"
           "                   [--direct N] [--spin US] [--down-after MS] [--plot DIR]\n"
-          "                   [--pin] [--private-server] [--sweep threads|names|holds]\n"
+          "                   [--pin] [--private-server] [--sweep WHAT]\n"
           "workloads: W1 W2 W3 W3p W4 W5 W6 S1 M2 E1 W7 W8 M1 W9 W10 C1 C2 T1 V1\n"
           "  D1 G1 (default: all;\n"
           "  S1: the spin lock's hand-off beside the pub/sub lock's, 8 waiters;\n"
@@ -87,7 +88,8 @@ static void usage_to(FILE *to, int status) {
           "  a sentinel setup and on a cluster, with the servers' default\n"
           "  detection times unless --down-after MS;\n"
           "  and the sweeps when named (--sweep): SWT threads 1..64, SWN\n"
-          "  names 1..10^6, SWH watchdog holds 10^2..10^6)\n"
+          "  names 1..10^6, SWH watchdog holds 10^2..10^6, SWW waiters\n"
+          "  1..10^4 on a lock and a fair lock)\n"
           "options:\n"
           "  --duration S     seconds each measured side runs (default 2)\n"
           "  --workload IDS   the workloads to run, comma-separated\n"
@@ -103,8 +105,8 @@ static void usage_to(FILE *to, int status) {
           "  --plot DIR       draw the pictures of the rows (gnuplot) into DIR\n"
           "  --pin            the servers it starts on core 0, the bench and its\n"
           "                   peers on core 1 (a server on another host)\n"
-          "  --sweep WHAT     threads, names or holds: that sweep (SWT, SWN,\n"
-          "                   SWH) and W1\n"
+          "  --sweep WHAT     threads, names, holds or waiters: that sweep (SWT,\n"
+          "                   SWN, SWH, SWW) and W1\n"
           "  --private-server the first --url serves this bench alone: W1 and\n"
           "                   W2 measure the server's CPU and command time per\n"
           "                   pair (always on the servers the bench starts)\n"
@@ -151,7 +153,8 @@ static int parse_args(int argc, char **argv) {
       const char *w = argv[++i];
       bench_opt.only = !strcmp(w, "threads") ? "W1,SWT"
                        : !strcmp(w, "names") ? "W1,SWN"
-                       : !strcmp(w, "holds") ? "W1,SWH" : NULL;
+                       : !strcmp(w, "holds") ? "W1,SWH"
+                       : !strcmp(w, "waiters") ? "W1,SWW" : NULL;
       if (bench_opt.only == NULL)
         usage();
       continue;

@@ -232,6 +232,8 @@ int bench_plot_draw(void) {
                    "holds", "bytes") == 0;
   drawn += draw_xy("sweep-holds-work", "the watchdog's work by holds",
                    "holds", "calls; % of a core") == 0;
+  drawn += draw_xy("sweep-waiters", "waiters on one lock: each hand-off's cost",
+                   "waiters", "microseconds; commands") == 0;
   drawn += draw_xy("sweep-names", "pairs/s by distinct names (one thread)",
                    "distinct names", "lock+unlock pairs per second") == 0;
   printf("pictures: %d drawn in %s\n", drawn, bench_opt.plot_dir);

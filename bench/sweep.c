@@ -9,7 +9,11 @@
  *        client's memory per lock handle;
  *   SWH  holds: 10^2 ... 10^6 locks held under the default watchdog (30 s
  *        lease, a tick every 10 s) for 25 s: the client's memory per
- *        hold, renewal calls per 100 holds per tick, the client's CPU. */
+ *        hold, renewal calls per 100 holds per tick, the client's CPU;
+ *   SWW  waiters: 1 ... 10^4 async waiters on one lock, a reentrant and
+ *        a fair one (bench_waiters, W10's): the hand-off p50, the
+ *        server's commands per grant, the client's bytes per waiter. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +120,27 @@ void bench_sweep_holds(bench_bounds *b) {
     bench_plot_xy("sweep-holds-work", "client CPU, % of one core", (double)n,
                   f.cpu_pct);
   }
+}
+
+void bench_sweep_waiters(bench_bounds *b) {
+  (void)b;
+  for (int fair = 0; fair < 2; fair++)
+    for (int n = 1; n <= 10000; n *= 10) {
+      waiters_figures f;
+      char m[48];
+      const char *kind = fair ? "fair" : "lock";
+      bench_waiters(n, fair, &f);
+      snprintf(m, sizeof m, "%s hand-off p50, %d", kind, n);
+      bench_emit("SWW", m, f.p50, "us", NAN);
+      snprintf(m, sizeof m, "%s commands/grant, %d", kind, n);
+      bench_emit("SWW", m, f.commands_per_grant, "", NAN);
+      snprintf(m, sizeof m, "%s bytes/waiter, %d", kind, n);
+      bench_emit("SWW", m, f.bytes_per_waiter, "B", 1024);
+      bench_plot_xy("sweep-waiters", fair ? "fair lock: hand-off p50 (us)"
+                                          : "lock: hand-off p50 (us)",
+                    n, f.p50);
+      bench_plot_xy("sweep-waiters", fair ? "fair lock: server commands per grant"
+                                          : "lock: server commands per grant",
+                    n, f.commands_per_grant);
+    }
 }
