@@ -56,9 +56,14 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
   redis.call('zrem', KEYS[3], ARGV[2])
   redis.call('zrem', KEYS[4], ARGV[2])
   -- Redisson's arithmetic: a grant moves every remaining deadline one wait
-  -- earlier
-  for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-    redis.call('zincrby', KEYS[3], -wait, waiter)
+  -- earlier. Only Redisson's waiters live by these deadlines (a dlock
+  -- waiter raises its own on every try, and is judged by its liveness):
+  -- with none of them queued (every entry has a liveness record) the
+  -- deadlines stay, so a grant costs the same behind 10 waiters or 10,000.
+  if redis.call('zcard', KEYS[4]) < redis.call('llen', KEYS[2]) then
+    for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+      redis.call('zincrby', KEYS[3], -wait, waiter)
+    end
   end
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])

@@ -7,14 +7,16 @@
 -- ARGV[2]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[3]  channel prefix redisson_lock__channel:{N}
 -- ARGV[4]  thread wait time in ms: as Redisson's give-up does, every waiter
---          queued behind this one moves one wait earlier
+--          queued behind this one moves one wait earlier (when a Redisson
+--          waiter is queued: fair_acquire.lua says why only then)
 -- reply    1 when the waiter was queued (now removed), 0 when it was not.
 --          When the lock is free, the (new) head is woken: a wake-up sent to
 --          a waiter that left is never lost.
 -- #include now.lua
 -- #include fair_queue.lua
 local behind = false
-for _, waiter in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+local redisson_queued = redis.call('zcard', KEYS[4]) < redis.call('llen', KEYS[2])
+for _, waiter in ipairs(redisson_queued and redis.call('lrange', KEYS[2], 0, -1) or {}) do
   if behind then
     redis.call('zincrby', KEYS[3], -tonumber(ARGV[4]), waiter)
   elseif waiter == ARGV[1] then
