@@ -381,7 +381,6 @@ int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
   return l->m->reqs->wait_channel(l, w->owner, ch, wake);
 }
 
-
 /* The grant as the owner's hold (renewed when w->watchdog); none when its
  * lease ran out before its answer was read (a process stopped while its
  * try was out): DLOCK_ELOST, and the driver gives it back. */
@@ -389,8 +388,8 @@ int dlock__lock_wait_granted(dlock__wait *w) {
   dlock_lock *l = wait_lock(w);
   int64_t took = dlock__now_ms() - w->sent_ms;
   if (w->lease_ms - took <= 0)
-    return grant_spent(w->noun ? w->noun : l->m->noun, l->h.name,
-                              w->lease_ms, took);
+    return grant_spent(w->noun ? w->noun : l->m->noun, l->h.name, w->lease_ms,
+                       took);
   if (l->m->reqs->hold(l, w->owner, w->watchdog, w->lease_ms, w->sent_ms,
                        NULL) != DLOCK_OK)
     return dlock__fail(DLOCK_ENOMEM, "out of memory recording the hold");
