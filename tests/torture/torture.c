@@ -795,6 +795,13 @@ static void fault(int f) {
   fault_now(f);
   if (R.faults[f] > before)
     tt_timeline_fault(f, from, tt_now_ns());
+  int k = atomic_load(&A->nlosses);
+  if (R.faults[f] > before && k < 1024 &&
+      ((1 << f) & (TT_F_FAILOVER | TT_F_RESTART | TT_F_STOP | TT_F_PARTITION))) {
+    A->losses[k].from = from;
+    A->losses[k].to = tt_now_ns();
+    atomic_store(&A->nlosses, k + 1);
+  }
 }
 
 static void fault_now(int f) {

@@ -243,6 +243,10 @@ typedef struct tt_arena {
   /* clock-forward: when each jump was made (ns), for the checker */
   _Atomic int njumps;
   int64_t jumps[256];
+  /* the faults that can lose a master's latest writes with it (failover,
+   * restart, stop, partition): when each was made (ns), for the checker */
+  _Atomic int nlosses;
+  struct { int64_t from, to; } losses[1024];
   /* pause: each worker stopped (pid) and when (ns), for the checker */
   _Atomic int npauses;
   struct { pid_t pid; int64_t from, to; } pauses[1024];
@@ -269,6 +273,7 @@ typedef struct tt_snapshot { /* a fair queue read by the harness */
 
 typedef struct tt_result {
   int64_t attempts, sections, timeouts, errors, release_errors, spent;
+  int64_t fifo_lost; /* out of order across a fault that loses writes */
   int64_t overlaps;          /* overlap, first holder not told: violation */
   int64_t reported_overlaps; /* overlap after the first holder was told */
   int64_t untold_overlaps;   /* of all overlaps, those whose first holder
