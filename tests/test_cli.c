@@ -820,7 +820,7 @@ static void test_kind_mixup(void) {
   char out[4096];
   char *read[] = {"run", "--wait", "0", "--read", (char *)name, "--", "true", NULL};
   CU_ASSERT_EQUAL(run_output(read, out, sizeof out), 65);
-  CU_ASSERT(strstr(out, "holds a lock, not a read-write lock") != NULL);
+  CU_ASSERT(strstr(out, "holds a lock (a hash), not a read-write lock") != NULL);
   char *write[] = {"run", "--wait", "1s", "--write", (char *)name, "true", NULL};
   CU_ASSERT_EQUAL(run_output(write, out, sizeof out), 65);
   char *latch[] = {"latch", "set", (char *)name, "2", NULL};

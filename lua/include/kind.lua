@@ -4,32 +4,18 @@
 -- releases): a line "-- #include kind.lua" embeds it.
 
 -- hash_kind(key), of an existing hash: 'read-write lock' (a mode field);
--- 'grouped multi-lock' (any one field tells: a group's are F -> its
--- holder "U:T", not a number, F:U:T:expire_time and F:U:T:lock_count; a
--- lock's are owners -> counts); else 'lock'. The field is HSCAN's first
--- (a small hash is read whole; a large one gives a field within a few
--- steps).
+-- 'lock' (one field: a lock has one holder, its owner -> its count); else
+-- 'grouped multi-lock' (a held value is three fields: F -> its holder,
+-- F:U:T:expire_time, F:U:T:lock_count). HLEN is O(1), and in the ACL dlock
+-- documents already.
 local function hash_kind(key)
   if redis.call('hexists', key, 'mode') == 1 then
     return 'read-write lock'
   end
-  local cursor = '0'
-  for _ = 1, 16 do
-    local page = redis.call('hscan', key, cursor, 'count', 1)
-    local f, v = page[2][1], page[2][2]
-    if f then
-      if tonumber(v) == nil or string.sub(f, -12) == ':expire_time' or
-         string.sub(f, -11) == ':lock_count' then
-        return 'grouped multi-lock'
-      end
-      return 'lock'
-    end
-    cursor = page[1]
-    if cursor == '0' then
-      break
-    end
+  if redis.call('hlen', key) == 1 then
+    return 'lock'
   end
-  return 'lock'
+  return 'grouped multi-lock'
 end
 
 -- name_kind(key): 'none'; for a hash, hash_kind's answer; 'count' (a
