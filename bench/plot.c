@@ -230,9 +230,9 @@ int bench_plot_draw(void) {
                    "threads", "microseconds of CPU per pair") == 0;
   drawn += draw_xy("sweep-holds-memory", "client memory per watchdog hold",
                    "holds", "bytes") == 0;
-  drawn += draw_xy("sweep-holds-work", "the watchdog's work by holds",
+  drawn += draw_xy("sweep-holds-work", "the watchdog: its work by holds",
                    "holds", "calls; % of a core") == 0;
-  drawn += draw_xy("sweep-waiters", "waiters on one lock: each hand-off's cost",
+  drawn += draw_xy("sweep-waiters", "waiters on one lock: what a hand-off costs",
                    "waiters", "microseconds; commands") == 0;
   drawn += draw_xy("sweep-names", "pairs/s by distinct names (one thread)",
                    "distinct names", "lock+unlock pairs per second") == 0;
