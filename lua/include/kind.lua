@@ -57,9 +57,8 @@ local function not_lock_hash(key, me, what)
   if me ~= '' and redis.call('hexists', key, me) == 1 then
     return nil
   end
-  local found = hash_kind(key)
-  if found ~= 'lock' then
-    return wrong_kind(found, what)
+  if redis.call('hlen', key) ~= 1 then -- hash_kind's rule, mode read above
+    return wrong_kind('grouped multi-lock', what)
   end
   return nil
 end
