@@ -130,9 +130,9 @@ void bench_w9(bench_bounds *b) {
   double best = 0;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     char why[256];
-    double r, p50;
-    if (bench_run_peer(names[i], "W2", &r, &p50, NULL, why, sizeof why) && r > best)
-      best = r;
+    peer_figures p;
+    if (bench_run_peer(names[i], "W2", &p, why, sizeof why) && p.rate > best)
+      best = p.rate;
   }
   if (best > 0)
     bench_emit("W9", "pairs/s (1.5x best peer)", rate, "1/s", best * 1.5);
@@ -175,19 +175,10 @@ static void w10_granted(void *data, const dlock_result *r) {
     atomic_fetch_add(&w10_errors, 1);
 }
 
-/* The server's commands so far (INFO commandstats' calls, INFO's own left
- * out), or -1. */
+/* The server's commands so far (bench_server_read's calls), or -1. */
 static long long server_calls(redisContext *rc) {
-  redisReply *r = rc ? redisCommand(rc, "INFO commandstats") : NULL;
-  long long n = r && r->type == REDIS_REPLY_STRING ? 0 : -1;
-  for (const char *p = n == 0 ? r->str : NULL; p && (p = strstr(p, "cmdstat_")); p++) {
-    const char *calls = strstr(p, "calls=");
-    if (strncmp(p, "cmdstat_info:", 13) != 0 && calls)
-      n += atoll(calls + 6);
-  }
-  if (r)
-    freeReplyObject(r);
-  return n;
+  server_counters n;
+  return rc && bench_server_read(rc, &n) == 0 ? n.calls : -1;
 }
 
 /* Run c's completions as they come, until until_us. */

@@ -50,6 +50,8 @@ typedef struct bench_bounds {
   double raw_rtt;          /* raw p50 of one script round trip (W1) */
   double w1_p50;           /* dlock's single-server lock p50 (W1): W5's bound */
   double w1_rate, w2_rate; /* dlock's W1 and W2 pairs/s: the peers', W9's */
+  double w1_server_cpu, w2_server_cpu; /* dlock's server CPU per pair (us;
+                                        * NaN unless the server is private) */
   double w3_p50;           /* W3's hand-off p50: W10's bound */
 } bench_bounds;
 
@@ -171,6 +173,15 @@ typedef struct pair_figures {
  * turns: slices of 200 ms in alternation, opt.duration in all for each. */
 void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
                     pair_figures *mine);
+/* The server's counters: CPU seconds (user + system, INFO cpu), the usec
+ * its commands took and their number (INFO commandstats: a script's own
+ * commands counted too, INFO's left out); 0, or -1 when they cannot be
+ * read. */
+typedef struct server_counters {
+  double cpu_s, cmd_us;
+  long long calls;
+} server_counters;
+int bench_server_read(redisContext *rc, server_counters *out);
 
 /* ---- the workloads (main.c's table) --------------------------------------- */
 
@@ -199,12 +210,19 @@ void bench_t1(bench_bounds *b);
 /* Whether Node.js runs here, asked once (the Node.js peers need it;
  * locks.c). */
 int bench_node_found(void);
-/* One peer (bench/peers: a Node.js library, or redis-py) on workload w: 1
- * with its pairs/s, p50 and (W6, when handoff is not NULL) its hand-off
- * p50 (NaN when it has none), 0 with *why set (locks.c). With --plot, its
- * latency (W6: hand-off) by percentile goes to the chart named chart. */
-int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
-             double *handoff, char *why, size_t whylen);
+/* One peer's figures on a workload: pairs/s (W6: grants/s), the lock
+ * call's p50 and (W6) the hand-off p50, us (NaN when it has none); the
+ * server's CPU per pair (W6: per grant) over the peer's whole run, us (NaN
+ * unless the server is private: bench_opt.server_private). */
+typedef struct peer_figures {
+  double rate, p50, handoff, server_cpu;
+} peer_figures;
+/* One peer (bench/peers: a Node.js library, redis-py, Redisson or redsync)
+ * on workload w: 1 with its figures, 0 with *why set (locks.c). With
+ * --plot, its latency (W6: hand-off) by percentile goes to W1's or W6's
+ * chart. */
+int bench_run_peer(const char *peer, const char *w, peer_figures *out,
+                   char *why, size_t whylen);
 
 /* ---- pictures (plot.c, --plot DIR) ---------------------------------------- */
 

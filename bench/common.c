@@ -434,17 +434,12 @@ static void *turns_thread(void *p) {
   return NULL;
 }
 
-/* The server's counters: CPU seconds (user + system) and the usec its
- * commands took (every command but INFO), or -1 when they cannot be read. */
-typedef struct server_counters {
-  double cpu_s, cmd_us;
-} server_counters;
-
-static int server_read(redisContext *rc, server_counters *out) {
+int bench_server_read(redisContext *rc, server_counters *out) {
   redisReply *r = rc ? redisCommand(rc, "INFO cpu") : NULL;
   redisReply *s = rc ? redisCommand(rc, "INFO commandstats") : NULL;
   int ok = r && s && r->type == REDIS_REPLY_STRING && s->type == REDIS_REPLY_STRING;
   double user = 0, sys = 0, usec = 0;
+  long long calls = 0;
   if (ok) {
     const char *u = strstr(r->str, "used_cpu_user:"), *y = strstr(r->str, "used_cpu_sys:");
     ok = u && y;
@@ -453,9 +448,11 @@ static int server_read(redisContext *rc, server_counters *out) {
       sys = atof(y + 13);
     }
     for (const char *p = s->str; ok && (p = strstr(p, "cmdstat_")) != NULL; p++) {
-      const char *us = strstr(p, "usec=");
-      if (strncmp(p, "cmdstat_info:", 13) != 0 && us)
+      const char *us = strstr(p, "usec="), *n = strstr(p, "calls=");
+      if (strncmp(p, "cmdstat_info:", 13) != 0 && us && n) {
         usec += atof(us + 5);
+        calls += atoll(n + 6);
+      }
     }
   }
   if (r)
@@ -464,6 +461,7 @@ static int server_read(redisContext *rc, server_counters *out) {
     freeReplyObject(s);
   out->cpu_s = ok ? user + sys : -1;
   out->cmd_us = ok ? usec : -1;
+  out->calls = ok ? calls : -1;
   return ok ? 0 : -1;
 }
 
@@ -512,7 +510,7 @@ void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
                           : NULL;
   server_counters s_was, s_at;
   double s_cpu[2] = {0, 0}, s_cmd[2] = {0, 0};
-  int s_ok = srv && !srv->err && server_read(srv, &s_was) == 0;
+  int s_ok = srv && !srv->err && bench_server_read(srv, &s_was) == 0;
   bench_cost_now(&was);
   int64_t t0 = bench_now_us();
   for (int k = 0; k < 2 * slices; k++) {
@@ -526,7 +524,7 @@ void bench_pairs_in_turns(int n, dlock_client *c, pair_figures *raw,
     bench_cost_add(&cost[side], &was, &at);
     t0 = bench_t1;
     was = at;
-    if (s_ok && (s_ok = server_read(srv, &s_at) == 0)) {
+    if (s_ok && (s_ok = bench_server_read(srv, &s_at) == 0)) {
       s_cpu[side] += (s_at.cpu_s - s_was.cpu_s) * 1e6;
       s_cmd[side] += s_at.cmd_us - s_was.cmd_us;
       s_was = s_at;

@@ -65,8 +65,8 @@ static void peer_curve(const char *line, const char *peer, const char *w) {
   bench_plot_points(bench_w6 ? "w6-handoff" : "w1-latency", peer, us);
 }
 
-int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
-             double *handoff, char *why, size_t whylen) {
+int bench_run_peer(const char *peer, const char *w, peer_figures *out,
+                   char *why, size_t whylen) {
   const char *dir = getenv("DLOCK_PEERS_DIR");
   if (dir == NULL)
     dir = DLOCK_PEERS_DIR;
@@ -87,11 +87,22 @@ int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
   else
     snprintf(cmd, sizeof cmd, "node --no-warnings '%s/peers.js' %s %s %s %.3f 2>&1", dir,
              port ? port + 1 : "6379", peer, w, bench_opt.duration);
+  /* the server's share: its CPU over the peer's whole run (start-up and
+   * warm-up included; an idle server's own ticks cost a few us a second)
+   * by every pair the peer made */
+  redisContext *srv = bench_opt.server_private
+                          ? redisConnect("127.0.0.1", bench_port_of(bench_opt.urls[0]))
+                          : NULL;
+  server_counters s0, s1;
+  int s_ok = srv && !srv->err && bench_server_read(srv, &s0) == 0;
   FILE *f = popen(cmd, "r");
   char line[4096] = "";
   if (f == NULL || fgets(line, sizeof line, f) == NULL)
     line[0] = '\0';
   int status = f ? pclose(f) : -1;
+  s_ok = s_ok && bench_server_read(srv, &s1) == 0;
+  if (srv)
+    redisFree(srv);
   const char *r = strstr(line, "\"pairs_per_s\":");
   const char *l = strstr(line, "\"lock_p50_us\":");
   const char *h = strstr(line, "\"handoff_p50_us\":");
@@ -106,12 +117,25 @@ int bench_run_peer(const char *peer, const char *w, double *rate, double *p50,
     v += strlen("\"version\":\"");
     printf("(%s %s: %.*s)\n", w, peer, (int)strcspn(v, "\""), v);
   }
-  *rate = atof(r + strlen("\"pairs_per_s\":"));
-  *p50 = atof(l + strlen("\"lock_p50_us\":"));
-  if (handoff)
-    *handoff = h ? atof(h + strlen("\"handoff_p50_us\":")) : NAN;
+  const char *t = strstr(line, "\"pairs_total\":");
+  double total = t ? atof(t + strlen("\"pairs_total\":")) : 0;
+  out->rate = atof(r + strlen("\"pairs_per_s\":"));
+  out->p50 = atof(l + strlen("\"lock_p50_us\":"));
+  out->handoff = h ? atof(h + strlen("\"handoff_p50_us\":")) : NAN;
+  out->server_cpu = s_ok && total > 0 ? (s1.cpu_s - s0.cpu_s) * 1e6 / total : NAN;
   peer_curve(line, peer, w);
   return 1;
+}
+
+/* The server's CPU per pair (W6: per grant), dlock's beside a peer's;
+ * no row unless both were measured (a private server). */
+static void peer_server_row(const char *w, const char *per, const char *peer,
+                            double mine, double theirs) {
+  char metric[64];
+  if (isnan(mine) || isnan(theirs))
+    return;
+  snprintf(metric, sizeof metric, "server CPU/%s vs %s", per, peer);
+  bench_emit(w, metric, mine, "us", theirs);
 }
 
 /* dlock's W1/W2 figures beside node-redlock's, redis-semaphore's,
@@ -127,21 +151,23 @@ static void peers(bench_bounds *b) {
                                       "redsync"};
   for (size_t i = node ? 0 : 3; i < sizeof names / sizeof names[0]; i++) {
     char metric[64], why[256];
-    double rate, p50;
+    peer_figures p;
     if (bench_selected("W1")) {
-      if (bench_run_peer(names[i], "W1", &rate, &p50, NULL, why, sizeof why)) {
+      if (bench_run_peer(names[i], "W1", &p, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
-        bench_emit("W1", metric, b->w1_rate, "1/s", rate);
+        bench_emit("W1", metric, b->w1_rate, "1/s", p.rate);
         snprintf(metric, sizeof metric, "lock p50 vs %s", names[i]);
-        bench_emit("W1", metric, b->w1_p50, "us", p50);
+        bench_emit("W1", metric, b->w1_p50, "us", p.p50);
+        peer_server_row("W1", "pair", names[i], b->w1_server_cpu, p.server_cpu);
       } else {
         bench_na("W1", why);
       }
     }
     if (bench_selected("W2")) {
-      if (bench_run_peer(names[i], "W2", &rate, &p50, NULL, why, sizeof why)) {
+      if (bench_run_peer(names[i], "W2", &p, why, sizeof why)) {
         snprintf(metric, sizeof metric, "pairs/s vs %s", names[i]);
-        bench_emit("W2", metric, b->w2_rate, "1/s", rate);
+        bench_emit("W2", metric, b->w2_rate, "1/s", p.rate);
+        peer_server_row("W2", "pair", names[i], b->w2_server_cpu, p.server_cpu);
       } else {
         bench_na("W2", why);
       }
@@ -175,12 +201,14 @@ void bench_w1_w2(bench_bounds *b) {
   b->raw_rtt = raw.p50;
   b->w1_p50 = mine.p50;
   b->w1_rate = mine.rate;
+  b->w1_server_cpu = mine.server_cpu;
   if (bench_selected("W1"))
     turn_rows("W1", &raw, &mine, 1);
   if (bench_selected("W2")) {
     bench_pairs_in_turns(bench_opt.threads, c, &raw, &mine);
     turn_rows("W2", &raw, &mine, 0);
     b->w2_rate = mine.rate;
+    b->w2_server_cpu = mine.server_cpu;
   }
   dlock_client_close(c);
   if (bench_opt.peers)
@@ -407,7 +435,7 @@ static long grants(int n) {
  * and node-redlock retry every 0.1-0.2 s, redis-semaphore every 10 ms,
  * node-redisson is woken by pub/sub), and raw hiredis's round trip as the
  * chart's floor. */
-static void w6_peers(double p50, double rate, double raw_rtt) {
+static void w6_peers(double p50, double rate, double server_cpu, double raw_rtt) {
   double floor_us[PLOT_POINTS];
   for (int i = 0; i < PLOT_POINTS; i++)
     floor_us[i] = raw_rtt;
@@ -418,17 +446,17 @@ static void w6_peers(double p50, double rate, double raw_rtt) {
                                       "node-redlock", "redis-semaphore",
                                       "node-redisson"};
   for (size_t i = 0; i < (node ? 6u : 3u); i++) {
-    double peer_rate, peer_p50, peer_hand;
+    peer_figures p;
     char why[256], metric[64];
-    if (!bench_run_peer(names[i], "W6", &peer_rate, &peer_p50, &peer_hand, why,
-                  sizeof why)) {
+    if (!bench_run_peer(names[i], "W6", &p, why, sizeof why)) {
       bench_na("W6", why);
       continue;
     }
     snprintf(metric, sizeof metric, "acquisitions/s vs %s", names[i]);
-    bench_emit("W6", metric, rate, "1/s", peer_rate);
+    bench_emit("W6", metric, rate, "1/s", p.rate);
     snprintf(metric, sizeof metric, "hand-off p50 vs %s", names[i]);
-    bench_emit("W6", metric, p50, "us", peer_hand);
+    bench_emit("W6", metric, p50, "us", p.handoff);
+    peer_server_row("W6", "grant", names[i], server_cpu, p.server_cpu);
   }
 }
 
@@ -440,8 +468,22 @@ void bench_w6(bench_bounds *b) {
   handoff_arg args[16];
   for (int i = 0; i < 16; i++)
     args[i] = (handoff_arg){i, l, 1};
+  /* the server's CPU per grant (a private server): the peers' bound */
+  redisContext *srv = bench_opt.server_private
+                          ? redisConnect("127.0.0.1", bench_port_of(bench_opt.urls[0]))
+                          : NULL;
+  server_counters s0, s1;
+  int s_ok = srv && !srv->err && bench_server_read(srv, &s0) == 0;
   double secs = bench_run_threads(16, handoff_thread, args, sizeof args[0],
                             bench_opt.duration);
+  s_ok = s_ok && bench_server_read(srv, &s1) == 0;
+  if (srv)
+    redisFree(srv);
+  long got = grants(16);
+  double server_cpu = s_ok && got > 0 ? (s1.cpu_s - s0.cpu_s) * 1e6 / (double)got : NAN;
+  /* the server's commands per grant, a script's own included (less the
+   * INFO calls' own reads: none are counted) */
+  double server_calls = s_ok && got > 0 ? (double)(s1.calls - s0.calls) / (double)got : NAN;
   /* A FIFO violation: X got the lock before Y although Y had asked more than
    * 5 ms earlier (time enough to join the queue) and was still waiting. The
    * margin covers the call's way to the server: on two busy cores its tail
@@ -461,7 +503,11 @@ void bench_w6(bench_bounds *b) {
   bench_plot_samples("w6-handoff", "dlock (fair lock)", bench_sh->samples, ns);
   bench_emit("W6", "hand-off p50", p50, "us", b->raw_rtt);
   if (bench_opt.peers)
-    w6_peers(p50, (double)grants(16) / secs, b->raw_rtt);
+    w6_peers(p50, (double)got / secs, server_cpu, b->raw_rtt);
+  if (!isnan(server_cpu)) {
+    bench_emit("W6", "server CPU per grant", server_cpu, "us", 0);
+    bench_emit("W6", "server commands per grant", server_calls, "count", 0);
+  }
   bench_emit("W6", "hand-off p99", bench_pct(bench_sh->samples, ns, 99), "us", b->raw_rtt);
   dlock_lock_free(l);
   dlock_client_close(c);

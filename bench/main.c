@@ -16,6 +16,7 @@
  * and writes the same as JSON (default build/bench/dlock-bench.json). */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +110,8 @@ static void usage_to(FILE *to, int status) {
           "                   SWN, SWH, SWW) and W1\n"
           "  --private-server the first --url serves this bench alone: W1 and\n"
           "                   W2 measure the server's CPU and command time per\n"
-          "                   pair (always on the servers the bench starts)\n"
+          "                   pair, W6 its CPU per grant, and each peer's too\n"
+          "                   (always on the servers the bench starts)\n"
           "  --help           this text\n");
   exit(status);
 }
@@ -243,7 +245,7 @@ int main(int argc, char **argv) {
     }
   }
   int json = bench_json_open(bench_opt.json_path);
-  bench_bounds bounds = {0};
+  bench_bounds bounds = {.w1_server_cpu = NAN, .w2_server_cpu = NAN};
   printf("dlock-bench %s, %.1f s per workload, server %s%s\n", DLOCK_VERSION_STRING,
          bench_opt.duration, bench_shown(bench_opt.urls[0]),
          bench_opt.pin ? " (pinned: servers on core 0, clients on core 1)" : "");

@@ -8,9 +8,11 @@
 //               W6: 16 tasks take turns on one lock, each waiting as the
 //                   library waits by default (hand-offs)
 //
-// Prints one JSON line: {"peer", "workload", "pairs_per_s", "lock_p50_us",
-// "lock_p99_us", "cdf_us"} (latencies of task 0's lock calls; cdf_us at the
-// percentiles CDF_AT), as dlock-bench's own W1/W2 measure them.
+// Prints one JSON line: {"peer", "workload", "pairs_per_s", "pairs_total",
+// "lock_p50_us", "lock_p99_us", "cdf_us"} (latencies of task 0's lock calls;
+// cdf_us at the percentiles CDF_AT), as dlock-bench's own W1/W2 measure
+// them; pairs_total counts every pair (W6: every grant) the run made, which
+// dlock-bench divides the server's CPU by.
 'use strict';
 const Redis = require('ioredis');
 
@@ -131,6 +133,7 @@ async function handoffs(p, end) {
   hand.sort((a, b) => a - b);
   return {
     peer, workload, pairs_per_s: grants.length / secs,
+    pairs_total: grants.length,
     lock_p50_us: pct(grants, 50), lock_p99_us: pct(grants, 99),
     cdf_us: CDF_AT.map((q) => pct(grants, q)),
     handoff_p50_us: pct(hand, 50),
@@ -167,7 +170,7 @@ async function main() {
   const secs = Number(process.hrtime.bigint() - start) / 1e9;
   samples.sort((a, b) => a - b);
   process.stdout.write(JSON.stringify({
-    peer, workload, pairs_per_s: pairs / secs,
+    peer, workload, pairs_per_s: pairs / secs, pairs_total: pairs,
     lock_p50_us: pct(samples, 50), lock_p99_us: pct(samples, 99),
     cdf_us: CDF_AT.map((p) => pct(samples, p)),
   }) + '\n');

@@ -12,7 +12,7 @@ lock most Python services use, on the same redis-server as dlock's run.
         `sleep` seconds (its default, 0.1)
 
 Prints one JSON line, as bench/peers/peers.js does: {"peer", "workload",
-"pairs_per_s", "lock_p50_us", "lock_p99_us", "cdf_us"}, and for W6
+"pairs_per_s", "pairs_total", "lock_p50_us", "lock_p99_us", "cdf_us"}, and for W6
 "handoff_p50_us" and "handoff_cdf_us" (a waiter's grant after the release
 it waited for); cdf_us at the percentiles CDF_AT.
 """
@@ -71,7 +71,7 @@ def pairs(client, tasks, seconds):
         counts[i] = n
 
     secs = run_for(seconds, stop, [(run, (i,)) for i in range(tasks)])
-    return sum(counts) / secs, lat, None
+    return sum(counts) / secs, sum(counts), lat, None
 
 
 def handoffs(client, seconds):
@@ -101,7 +101,7 @@ def handoffs(client, seconds):
             time.sleep(0.001)
 
     secs = run_for(seconds, stop, [(run, ())] * 16)
-    return len(grants) / secs, grants, hand
+    return len(grants) / secs, len(grants), grants, hand
 
 
 def main(argv):
@@ -112,11 +112,12 @@ def main(argv):
     client = redis.Redis(host="127.0.0.1", port=port,
                          max_connections=64)
     if workload == "W6":
-        rate, lat, hand = handoffs(client, seconds)
+        rate, total, lat, hand = handoffs(client, seconds)
     else:
-        rate, lat, hand = pairs(client, 16 if workload == "W2" else 1, seconds)
+        rate, total, lat, hand = pairs(client, 16 if workload == "W2" else 1, seconds)
     p50, p99 = pct(lat, 50), pct(lat, 99)
     out = {"peer": "redis-py", "workload": workload, "pairs_per_s": rate,
+           "pairs_total": total,
            "lock_p50_us": p50, "lock_p99_us": p99,
            "cdf_us": [pct(lat, p) for p in CDF_AT]}
     if hand is not None:

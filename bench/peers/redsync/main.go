@@ -12,8 +12,8 @@
 //	      out of tries asks again)
 //
 // Prints one JSON line, as bench/peers/peers.js does: {"peer", "version",
-// "workload", "pairs_per_s", "lock_p50_us", "lock_p99_us", "cdf_us"}, and
-// for W6 "handoff_p50_us" and "handoff_cdf_us".
+// "workload", "pairs_per_s", "pairs_total", "lock_p50_us", "lock_p99_us",
+// "cdf_us"}, and for W6 "handoff_p50_us" and "handoff_cdf_us".
 package main
 
 import (
@@ -62,7 +62,7 @@ func cdf(v []int64) []float64 {
 
 // pairs: tasks goroutines, each over 32 names of its own; the first one's
 // lock latencies (us).
-func pairs(rs *redsync.Redsync, tasks int, d time.Duration) (float64, []int64) {
+func pairs(rs *redsync.Redsync, tasks int, d time.Duration) (float64, int64, []int64) {
 	var stop atomic.Bool
 	var total atomic.Int64
 	var lat []int64
@@ -98,12 +98,12 @@ func pairs(rs *redsync.Redsync, tasks int, d time.Duration) (float64, []int64) {
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(total.Load()) / time.Since(t0).Seconds(), lat
+	return float64(total.Load()) / time.Since(t0).Seconds(), total.Load(), lat
 }
 
 // handoffs: 16 goroutines take turns on one mutex; every grant's wait, and
 // the hand-offs (a grant after the release its waiter waited for).
-func handoffs(rs *redsync.Redsync, d time.Duration) (float64, []int64, []int64) {
+func handoffs(rs *redsync.Redsync, d time.Duration) (float64, int64, []int64, []int64) {
 	var stop atomic.Bool
 	var mu sync.Mutex
 	var released time.Time
@@ -140,7 +140,7 @@ func handoffs(rs *redsync.Redsync, d time.Duration) (float64, []int64, []int64) 
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(len(grants)) / time.Since(t0).Seconds(), grants, hand
+	return float64(len(grants)) / time.Since(t0).Seconds(), int64(len(grants)), grants, hand
 }
 
 func version() string {
@@ -175,16 +175,18 @@ func main() {
 	d := time.Duration(secs * float64(time.Second))
 	out := map[string]any{"peer": "redsync", "version": version(), "workload": w}
 	var rate float64
+	var total int64
 	var lat, hand []int64
 	switch w {
 	case "W6":
-		rate, lat, hand = handoffs(rs, d)
+		rate, total, lat, hand = handoffs(rs, d)
 	case "W2":
-		rate, lat = pairs(rs, 16, d)
+		rate, total, lat = pairs(rs, 16, d)
 	default:
-		rate, lat = pairs(rs, 1, d)
+		rate, total, lat = pairs(rs, 1, d)
 	}
 	out["pairs_per_s"] = rate
+	out["pairs_total"] = total
 	out["lock_p50_us"] = pct(lat, 50)
 	out["lock_p99_us"] = pct(lat, 99)
 	out["cdf_us"] = cdf(lat)

@@ -25,8 +25,10 @@ import org.redisson.config.Config;
  *
  * Each runs once for 3 s first (the JIT's warm-up, not counted; at most 5
  * x SECONDS), then for SECONDS. Prints one JSON line as bench/peers/peers.js does: {"peer",
- * "version", "workload", "pairs_per_s", "lock_p50_us", "lock_p99_us",
- * "cdf_us"}, and for W6 "handoff_p50_us" and "handoff_cdf_us".
+ * "version", "workload", "pairs_per_s", "pairs_total" (both rounds' pairs:
+ * dlock-bench divides the server's CPU over the whole run by it),
+ * "lock_p50_us", "lock_p99_us", "cdf_us"}, and for W6 "handoff_p50_us" and
+ * "handoff_cdf_us".
  */
 public final class Bench {
   private static final double[] CDF_AT = {1, 5, 10, 15, 20, 25, 30, 35, 40, 45,
@@ -86,6 +88,7 @@ public final class Bench {
     long ms = (long) (Double.parseDouble(args[2]) * 1000);
     long warm = Math.min(WARM_MS, 5 * ms);
     double rate = 0;
+    long all = 0; /* every pair (W6: grant) of both rounds */
     List<Long> lat = new ArrayList<>();
     List<Long> hand = new ArrayList<>();
     for (int round = 0; round < 2; round++) { /* the first warms the JIT */
@@ -155,11 +158,13 @@ public final class Bench {
         });
       }
       rate = total.get() / secs;
+      all += total.get();
     }
     String version = Redisson.class.getPackage().getImplementationVersion();
     StringBuilder out = new StringBuilder();
     out.append("{\"peer\":\"redisson\",\"version\":\"").append(version)
         .append("\",\"workload\":\"").append(w).append("\",\"pairs_per_s\":").append(rate)
+        .append(",\"pairs_total\":").append(all)
         .append(",\"lock_p50_us\":").append(pct(lat, 50))
         .append(",\"lock_p99_us\":").append(pct(lat, 99))
         .append(",\"cdf_us\":").append(cdf(lat));
