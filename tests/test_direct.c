@@ -1,4 +1,4 @@
-/* The direct path (src/core/direct.c): a call that needs no waiting is made
+/* The direct path (src/direct/direct.c): a call that needs no waiting is made
  * by the calling thread on a pooled connection of its own. These tests check
  * that calls really take it, that the pool stays within its bound, and that
  * every fault keeps the engine's meaning (closed idle connections, NOSCRIPT,
@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "direct/direct.h"
 #include "harness.h"
 
 static th_server srv;

@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "core/engine.h"
+#include "direct/direct.h"
 #include "net/sock.h"
 #include "net/tls.h"
 #include "net/topology.h"
@@ -46,6 +47,20 @@ static void client_free(dlock_client *c) {
   pthread_mutex_destroy(&c->cmu);
   free(c);
 }
+
+/* What a client's net tells the engine and the direct path (net/conn.h). */
+static const dlock__net_hooks hooks = {
+    .live_done = dlock__engine_on_live_done,
+    .sub_push = dlock__pubsub_on_reply,
+    .sub_error = dlock__pubsub_on_error,
+    .sub_ready = dlock__pubsub_on_ready,
+    .sub_down = dlock__pubsub_on_down,
+    .reconnected = dlock__engine_on_reconnected,
+    .link = dlock__direct_on_link,
+    .node = dlock__direct_on_node,
+    .retarget = dlock__direct_on_retarget,
+    .rehome = dlock__engine_on_rehome,
+};
 
 int dlock__client_slotted(const dlock_client *c) {
   return c->net.topo->slotted;
@@ -201,7 +216,7 @@ static int client_setup(dlock_client *c, const char *uri,
   pthread_mutex_init(&c->hmu, NULL);
   pthread_mutex_init(&c->cmu, NULL);
   dlock__direct_init(c);
-  c->net.hooks = &dlock__engine_hooks;
+  c->net.hooks = &hooks;
   c->net.uri = &c->uri;
   c->net.opts = &c->opts;
   c->net.stats = &c->stats;

@@ -28,16 +28,6 @@ void dlock__engine_attach(const dlock__attachment *a) { attachment = a; }
 
 const dlock__attachment *dlock__engine_attached(void) { return attachment; }
 static _Thread_local int tl_on_engine;
-static _Thread_local struct {
-  int on, missed; /* missed: the code to report (DLOCK_EIO, DLOCK_EPERM) */
-  char why[1700];
-} tl_ack;
-
-void dlock__ack_begin(void) {
-  tl_ack.on = 1;
-  tl_ack.missed = 0;
-}
-
 int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
                         size_t n) {
   const dlock__ack *a = &req->ack;
@@ -90,18 +80,7 @@ int dlock__ack_missed(dlock_client *c, const dlock__req *req, char *why,
   return 0;
 }
 
-int dlock__ack_end(char *why, size_t n) {
-  tl_ack.on = 0;
-  if (tl_ack.missed)
-    snprintf(why, n, "%s", tl_ack.why);
-  return tl_ack.missed;
-}
-
 int dlock__on_engine_thread(void) { return tl_on_engine; }
-
-static _Thread_local int tl_fate; /* dlock__last_call_fate */
-
-int dlock__last_call_fate(void) { return tl_fate; }
 
 dlock__parker *dlock__parker_self(void) {
   dlock__parker *s = &tl_parker;
@@ -156,10 +135,6 @@ typedef struct call_state {
   redisReply *reply;
 } call_state;
 
-#ifdef DLOCK_FUZZ
-int (*dlock__fuzz_reply)(dlock__req *req, redisReply **reply);
-#endif
-
 static void call_done(dlock__req *req, redisReply *reply, int status) {
   call_state *cs = req->data;
   pthread_mutex_lock(&cs->parker->mu);
@@ -206,138 +181,59 @@ static void keep_try(dlock__waiter *w, const dlock__req *req) {
   w->early->ack_wanted = req->ack_wanted;
 }
 
-/* Submit req (unless w's early try answered it) and wait for its outcome;
- * *sent_ms: when the request was sent. */
-static int call_sent(dlock_client *c, dlock__waiter *w, dlock__req *req,
-                     redisReply **reply, int64_t *sent_ms) {
-  *reply = NULL;
-  if (tl_on_engine) {
-    dlock__buf_free(&req->cmd);
-    dlock__buf_free(&req->drop);
-    return dlock__fail(DLOCK_EINVAL,
-                       "blocking dlock call on an engine thread (from a "
-                       "lost-lock callback?)");
-  }
+int dlock__engine_early(dlock__waiter *w, dlock__req *req, int *status,
+                        redisReply **reply, int64_t *sent_ms) {
   call_state cs = {.parker = dlock__parker_self()};
-  if (tl_ack.on && req->script >= 0 &&
-      (c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0))
-    req->ack_wanted = 1;
-  tl_fate = DLOCK__SENT;
-  if (w && take_early(w, req, &cs, sent_ms)) {
-    /* answered already */
-  } else
-#ifdef DLOCK_FUZZ
-  if (dlock__fuzz_reply) { /* the reply comes from the fuzzer */
-    *sent_ms = dlock__now_ms();
-    cs.status = dlock__fuzz_reply(req, &cs.reply);
-    dlock__buf_free(&req->cmd);
-    dlock__buf_free(&req->drop);
-  } else
-#endif
-  if (w == NULL &&
-      dlock__direct_call(c, req, &cs.reply, &cs.status, sent_ms)) {
-    /* made by this thread (direct.c) */
-  } else {
-    if (w)
-      keep_try(w, req);
-    req->done = call_done;
-    req->data = &cs;
-    atomic_fetch_add(&c->direct.piped, 1);
-    int rc = dlock__submit(c, req);
-    if (rc != DLOCK_OK) {
-      atomic_fetch_sub(&c->direct.piped, 1);
-      return rc;
-    }
-    *sent_ms = req->queued_ms; /* set by dlock__submit */
-    pthread_mutex_lock(&cs.parker->mu);
-    while (!cs.done)
-      dlock__park(cs.parker, -1);
-    pthread_mutex_unlock(&cs.parker->mu);
+  if (!take_early(w, req, &cs, sent_ms))
+    return 0;
+  *status = cs.status;
+  *reply = cs.reply;
+  return 1;
+}
+
+int dlock__engine_call(dlock_client *c, dlock__waiter *w, dlock__req *req,
+                       int *status, redisReply **reply, int64_t *sent_ms) {
+  call_state cs = {.parker = dlock__parker_self()};
+  if (w)
+    keep_try(w, req);
+  req->done = call_done;
+  req->data = &cs;
+  atomic_fetch_add(&c->direct.piped, 1);
+  int rc = dlock__submit(c, req);
+  if (rc != DLOCK_OK) {
     atomic_fetch_sub(&c->direct.piped, 1);
-  }
-  if (cs.status != DLOCK_OK) {
-    if (dlock__answer_lost(cs.status))
-      tl_fate = dlock__req_fate(req);
-    return dlock__fail(cs.status, "%s", req->errmsg[0] ? req->errmsg
-                                                        : dlock_strerror(cs.status));
-  }
-  if (cs.reply && cs.reply->type == REDIS_REPLY_ERROR) {
-    int rc = dlock__fail_reply(cs.reply, "Redis");
-    freeReplyObject(cs.reply);
     return rc;
   }
-  if (req->ack_wanted && !tl_ack.missed)
-    tl_ack.missed = dlock__ack_missed(c, req, tl_ack.why,
-                                           sizeof tl_ack.why);
+  *sent_ms = req->queued_ms; /* set by dlock__submit */
+  pthread_mutex_lock(&cs.parker->mu);
+  while (!cs.done)
+    dlock__park(cs.parker, -1);
+  pthread_mutex_unlock(&cs.parker->mu);
+  atomic_fetch_sub(&c->direct.piped, 1);
+  *status = cs.status;
   *reply = cs.reply;
   return DLOCK_OK;
 }
 
-int dlock__call(dlock_client *c, dlock__req *req, redisReply **reply) {
-  int64_t sent_ms;
-  return call_sent(c, NULL, req, reply, &sent_ms);
-}
-
-int dlock__try_call(dlock_client *c, dlock__try *t, dlock__req *req,
-                    redisReply **reply) {
-  return call_sent(c, t->early, req, reply, &t->sent_ms);
-}
-
-int dlock__command_call(dlock_client *c, const char *route, size_t route_len,
-                        size_t argc, const char *const *argv,
-                        const size_t *lens, redisReply **reply) {
-  dlock__req req;
-  int rc = dlock__req_command(&req, argc, argv, lens);
-  if (rc != DLOCK_OK)
-    return rc;
-  if (route)
-    dlock__req_route(&req, route, route_len);
-  return dlock__call(c, &req, reply);
-}
-
-int dlock__script_call(dlock_client *c, int script, size_t nkeys,
-                       const char *const *keys, const size_t *klens,
-                       size_t nargs, const char *const *args,
-                       const size_t *alens, redisReply **reply) {
-  dlock__req req;
-  int rc = dlock__req_script(&req, script, nkeys, keys, klens, nargs, args,
-                             alens);
-  if (rc != DLOCK_OK)
-    return rc;
-  return dlock__call(c, &req, reply);
-}
-
-int dlock__eval_call(dlock_client *c, const char *text, size_t text_len,
-                     size_t nkeys, const char *const *keys, const size_t *klens,
-                     size_t nargs, const char *const *args,
-                     const size_t *alens, redisReply **reply) {
-  size_t argc = 3 + nkeys + nargs;
-  const char **argv = calloc(argc, sizeof *argv);
-  size_t *lens = calloc(argc, sizeof *lens);
-  char num[24];
-  int rc = argv && lens ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
-  if (rc == DLOCK_OK) {
-    argv[0] = "EVAL", lens[0] = 4;
-    argv[1] = text, lens[1] = text_len;
-    argv[2] = num, lens[2] = (size_t)snprintf(num, sizeof num, "%zu", nkeys);
-    for (size_t i = 0; i < nkeys; i++)
-      argv[3 + i] = keys[i], lens[3 + i] = klens[i];
-    for (size_t i = 0; i < nargs; i++)
-      argv[3 + nkeys + i] = args[i], lens[3 + nkeys + i] = alens[i];
-    dlock__req req;
-    rc = dlock__req_command(&req, argc, argv, lens);
-    if (rc == DLOCK_OK && nkeys > 0)
-      dlock__req_route(&req, keys[0], klens[0]);
-    /* a guarded body's write is acknowledged as a script's is */
-    req.ack_wanted = tl_ack.on && (c->opts.replica_sync_ms > 0 ||
-                                   c->opts.durable_ms > 0);
-    if (rc == DLOCK_OK)
-      rc = dlock__call(c, &req, reply);
+int dlock__engine_task(dlock_client *c, dlock__req *req) {
+  if (tl_on_engine) {
+    dlock__buf_free(&req->cmd);
+    dlock__buf_free(&req->drop);
+    return dlock__fail(DLOCK_EINVAL, "blocking dlock call on an engine thread "
+                       "(from a lost-lock callback?)");
   }
-  free(argv);
-  free(lens);
+  int status;
+  redisReply *reply = NULL;
+  int64_t sent_ms;
+  int rc = dlock__engine_call(c, NULL, req, &status, &reply, &sent_ms);
+  if (reply)
+    freeReplyObject(reply);
+  if (rc == DLOCK_OK && status != DLOCK_OK)
+    rc = dlock__fail(status, "%s", req->errmsg[0] ? req->errmsg
+                                                  : dlock_strerror(status));
   return rc;
 }
+
 
 /* ---- the engine thread ---------------------------------------------------- */
 
@@ -352,47 +248,23 @@ void dlock__client_live_done(dlock_client *c) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* ---- what a client's net tells the engine (net/conn.h) -------------------- */
+/* ---- what a client's net tells the engine (net/conn.h; the client's
+ * table of them: client.c) ---------------------------------------------- */
 
-static void net_live_done(dlock__net *n) {
+void dlock__engine_on_live_done(dlock__net *n) {
   dlock__client_live_done(dlock__net_client(n));
 }
 
-static void net_reconnected(dlock__net *n, const char *where) {
+void dlock__engine_on_reconnected(dlock__net *n, const char *where) {
   dlock_event ev = {DLOCK_EVENT_RECONNECTED, where, strlen(where), 0, 0,
                     DLOCK_OK, 0};
   dlock__event(dlock__net_client(n), &ev);
   dlock__watchdog_soon(dlock__net_client(n));
 }
 
-static dlock__link *net_link(dlock__net *n, int i) {
-  return &dlock__net_client(n)->direct.pools[i].link;
-}
-
-static dlock__link *net_node(dlock__net *n, int i, const char *host, int port) {
-  return &dlock__direct_node(dlock__net_client(n), i, host, port)->link;
-}
-
-static void net_retarget(dlock__net *n, int i, const char *host, int port) {
-  dlock__direct_retarget(dlock__net_client(n), i, host, port);
-}
-
-static void net_rehome(dlock__net *n) {
+void dlock__engine_on_rehome(dlock__net *n) {
   dlock__pubsub_rehome(dlock__net_client(n));
 }
-
-const dlock__net_hooks dlock__engine_hooks = {
-    .live_done = net_live_done,
-    .sub_push = dlock__pubsub_on_reply,
-    .sub_error = dlock__pubsub_on_error,
-    .sub_ready = dlock__pubsub_on_ready,
-    .sub_down = dlock__pubsub_on_down,
-    .reconnected = net_reconnected,
-    .link = net_link,
-    .node = net_node,
-    .retarget = net_retarget,
-    .rehome = net_rehome,
-};
 
 static void on_handle_closed(uv_handle_t *h) {
   dlock__client_live_done(h->data);
@@ -581,9 +453,8 @@ static int engine_share(dlock_client *c, dlock_client *with) {
   c->engine = e;
   c->net.loop = &e->loop;
   dlock__req req;
-  redisReply *reply = NULL;
   dlock__req_task(&req, attach_task, c);
-  int rc = dlock__call(with, &req, &reply);
+  int rc = dlock__engine_task(with, &req);
   if (rc != DLOCK_OK) { /* `with` is closing: c has nothing on the loop */
     c->engine = NULL;
     engine_release(e);

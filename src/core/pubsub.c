@@ -674,9 +674,8 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
     return DLOCK_OK;
   }
   dlock__req req;
-  redisReply *reply;
   dlock__req_task(&req, subscribe_task, &a);
-  int rc = dlock__call(c, &req, &reply);
+  int rc = dlock__engine_task(c, &req);
   if (rc != DLOCK_OK)
     return rc;
   int64_t limit = dlock__now_ms() + c->opts.command_timeout_ms;
@@ -782,9 +781,8 @@ void dlock__unsubscribe(dlock_client *c, dlock__waiter *w) {
     return;
   }
   dlock__req req;
-  redisReply *reply;
   dlock__req_task(&req, unsubscribe_task, w);
-  if (dlock__call(c, &req, &reply) == DLOCK_OK) {
+  if (dlock__engine_task(c, &req) == DLOCK_OK) {
     waiter_done(w);
     return;
   }

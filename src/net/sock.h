@@ -2,7 +2,7 @@
  * waited on with poll() up to a deadline, TLS through net/tls.h when the
  * client has a TLS context, and a RESP reply reader.
  *
- * Two users: the direct path's pooled connections (core/direct.c) and the
+ * Two users: the direct path's pooled connections (direct/direct.c) and the
  * sentinel search's one-off connections (net/sentinel.c). The messages put
  * into why say what failed, never where: the caller prefixes the address. */
 #ifndef DLOCK_NET_SOCK_H

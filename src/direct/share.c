@@ -18,7 +18,7 @@
  * wins unless its mean call was more than SHARE_MARGIN_PCT % slower; two
  * rounds in a row must agree to change. Over TLS nobody rides (not
  * measured yet): a connection each, up to direct_conns. */
-#include "core/engine.h"
+#include "direct/direct.h"
 
 #define SHARE_ROUND 65536   /* crowded calls per round */
 #define SHARE_WINDOW 1024   /* calls per way measured in a round */

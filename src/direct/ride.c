@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 
 #include "base/policy.h"
-#include "core/direct.h"
+#include "direct/direct.h"
 
 static void rider_push(dlock__rider **first, dlock__rider **last,
                        dlock__rider *r) {

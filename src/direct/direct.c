@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "base/list.h"
-#include "core/direct.h"
+#include "direct/direct.h"
 #include "net/sock.h"
 #include "net/topology.h"
 
@@ -109,7 +109,7 @@ void dlock__dconn_say(dlock_client *c, const dlock__dconn *dc, char *why,
   if (dc->pool->host)
     snprintf(addr, sizeof addr, "%s:%d", dc->pool->host, dc->pool->port);
   else
-    dlock__client_where(c, addr, sizeof addr);
+    dlock__net_where(&c->net, addr, sizeof addr);
   pthread_mutex_unlock(&c->direct.mu);
   int k = snprintf(why, n, "%s (direct connection): ", addr);
   if (k < 0 || (size_t)k >= n)
@@ -895,4 +895,20 @@ void dlock__direct_free(dlock_client *c) {
   pthread_mutex_destroy(&c->direct.mu);
   dlock__poll_free(&c->direct.poll);
   free(c->direct.pools);
+}
+
+/* ---- the net's hooks (net/conn.h) ---------------------------------------- */
+
+dlock__link *dlock__direct_on_link(dlock__net *n, int i) {
+  return &dlock__net_client(n)->direct.pools[i].link;
+}
+
+dlock__link *dlock__direct_on_node(dlock__net *n, int i, const char *host,
+                                   int port) {
+  return &dlock__direct_node(dlock__net_client(n), i, host, port)->link;
+}
+
+void dlock__direct_on_retarget(dlock__net *n, int i, const char *host,
+                               int port) {
+  dlock__direct_retarget(dlock__net_client(n), i, host, port);
 }

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "direct/direct.h"
 
 #define SPIN_MAX_US 200     /* the longest adaptive poll for a reply */
 #define SPIN_FIRST_US 50    /* before any round trip was measured */
