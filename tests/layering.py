@@ -29,6 +29,11 @@ layer or below. And the client's own fields (struct dlock_client, core's)
 are read in core and its direct path alone: elsewhere a client is used
 through core's calls.
 
+A kind sees the layers below through one header: a file of a kind's
+folder (the kinds and the catalog) includes lock/lock_impl.h and no other
+header of lock/, async/, core/, direct/ or net/ (base/ and its own
+folder's are its to include).
+
 Usage: layering.py SRC_DIR [--self-test]
 """
 import os
@@ -69,6 +74,9 @@ DEFINE = re.compile(r'^(?!static\b)[A-Za-z_][\w \t\*]*?\b(dlock_{1,2}\w+)\s*\([^
                     re.M)
 CALL = re.compile(r'\b(dlock_{1,2}\w+)\s*\(')
 BRANCH = re.compile(r'->(cluster|sentinel)\b|\bDLOCK__URI_(CLUSTER|SENTINEL)\b')
+KIND_HEADER = "lock/lock_impl.h"
+BELOW = ("lock", "async", "core", "direct", "net")
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"(([a-z_]+)/[^"]+)"', re.M)
 COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
 
 
@@ -162,6 +170,19 @@ def private_reads(files):
     return found
 
 
+def kind_includes(files):
+    """folder/name -> header: a kind's include of a header below it other
+    than its one header."""
+    found = {}
+    for folder, name, text in files:
+        if LAYER.get(folder) not in ("kinds", "catalog"):
+            continue
+        for header, where in ANY_INCLUDE.findall(text):
+            if where in BELOW and header != KIND_HEADER:
+                found["%s/%s" % (folder, name)] = header
+    return found
+
+
 def allowed(frm, to):
     a, b = LAYER.get(frm), LAYER.get(to)
     if frozenset({frm, to}) in PEERS:
@@ -169,8 +190,11 @@ def allowed(frm, to):
     return a is not None and b is not None and ORDER.index(b) > ORDER.index(a)
 
 
-def judge(found, branches, headers=None, private=None):
+def judge(found, branches, headers=None, private=None, kinds=None):
     errors = []
+    for where, header in sorted((kinds or {}).items()):
+        errors.append("%s includes %s: a kind sees the layers below through "
+                      "%s alone" % (where, header, KIND_HEADER))
     for (frm, h, layer), where in sorted((headers or {}).items()):
         if frm in LAYER and ORDER.index(layer) < ORDER.index(LAYER[frm]):
             errors.append("%s -> dlock/%s (a %s header) points up: %s" %
@@ -206,7 +230,8 @@ def main():
     layers = header_layers(sys.argv[1], defined)
     headers = header_edges(files, layers)
     private = private_reads(files)
-    errors = judge(found, branches, headers, private)
+    kinds = kind_includes(files)
+    errors = judge(found, branches, headers, private, kinds)
     if "--self-test" in sys.argv:
         # an include and a call against the direction must be caught
         planted = dict(found)
@@ -238,16 +263,23 @@ def main():
               "planted private field caught: %s" %
               (caught, called, branched, header, field))
         print("planted call between two kinds caught: %s" % beside)
+        # a kind that includes the engine's header
+        inside = kind_includes(files + [("spin", "planted.c",
+                                         '#include "core/engine.h"\n')])
+        engine = any("spin/planted.c includes core/engine.h" in e
+                     for e in judge(found, branches, kinds=inside))
+        print("planted engine header in a kind caught: %s" % engine)
         return 0 if caught and called and branched and header and field \
-            and beside and not errors else 1
+            and beside and engine and not errors else 1
     for e in errors:
         print("layering: " + e)
     up = [edge for edge in found if not allowed(edge[0], edge[1])]
     print("layering: %d dependencies between folders, %d against the direction, "
           "%d topology branches outside net/; %d public headers included by "
-          "a folder, %d private fields read outside their folder" %
+          "a folder, %d private fields read outside their folder, %d "
+          "headers below a kind's one included by a kind" %
           (len(found), len(up), sum(branches.values()), len(headers),
-           len(private)))
+           len(private), len(kinds)))
     return 1 if errors else 0
 
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/wait.h"
 #include "base/uri.h"
 #include "harness.h"
 #include "redis_server.h"

@@ -8,6 +8,7 @@
 
 #include "base/policy.h"
 #include "core/core.h"
+#include "core/recipe.h"
 
 /* How long to wait between tries when the reply gives no bound (the holder's
  * key has no TTL): a wake-up is only a hint, so every wait is bounded. */

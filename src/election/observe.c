@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "election/election_impl.h"
 
 typedef struct obs_msg {

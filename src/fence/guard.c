@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "base/scripts.h"
 #include "dlock/fence.h"
 #include "lock/lock_impl.h"

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
 #include "base/scripts.h"
 #include "dlock/inspect.h"
 #include "lock/lock_impl.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "lock/lock_impl.h"
 #include "dlock/inspect.h"
 
 #define COUNT_DEFAULT 1000

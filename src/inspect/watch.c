@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
 #include "dlock/inspect.h"
 #include "lock/lock_impl.h"
 

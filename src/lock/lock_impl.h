@@ -1,4 +1,8 @@
-/* The lock method table: what a backend fills in to be a dlock_lock.
+/* The kinds' one header from below (tests/layering.py holds every kind's
+ * folder to it): the lock method table, what a backend fills in to be a
+ * dlock_lock, and through it the core's calls, requests and handles, a
+ * kind's wait and the recipe, holds and the watchdog, pub/sub waiters,
+ * the client's counters, and the async operations' hooks.
  *
  * Backends embed struct dlock_lock first and are allocated by
  * methods->size. Public calls in lock.c hold every argument check, so a
@@ -7,7 +11,12 @@
 #ifndef DLOCK_LOCK_IMPL_H
 #define DLOCK_LOCK_IMPL_H
 
+#include "async/async.h"
 #include "core/core.h"
+#include "core/pubsub.h"
+#include "core/stats.h"
+#include "core/wait.h"
+#include "core/watchdog.h"
 #include "dlock/async.h"
 #include "dlock/lock.h"
 

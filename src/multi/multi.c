@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "dlock/multi.h"
 #include "lock/lock_impl.h"
 

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "async/async.h"
 #include "dlock/multi.h"
 #include "lock/lock_impl.h"
 

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "base/scripts.h"
 #include "sync/synchronizer.h"
 

@@ -11,9 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async/async.h"
 #include "base/scripts.h"
-#include "core/stats.h"
 #include "sync/synchronizer.h"
 
 #define MAX_PERMITS 64

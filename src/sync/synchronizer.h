@@ -4,7 +4,7 @@
 #ifndef DLOCK_SYNC_SYNCHRONIZER_H
 #define DLOCK_SYNC_SYNCHRONIZER_H
 
-#include "core/core.h"
+#include "lock/lock_impl.h"
 #include "dlock/sync.h"
 
 typedef struct dlock__synchronizer {
