@@ -66,6 +66,7 @@ struct dlock__aop {
                             callback runs on the engine thread at once,
                             whatever the client's completion mode */
   uint8_t fate;          /* the last ask's request: DLOCK__UNSENT... */
+  uint8_t combinator;    /* started as one: the client's close waited */
   dlock__aop *prev, *next;   /* the client's live ops (engine thread) */
   dlock__aop *rprev, *rnext; /* the ready list, or the completion queue
                                 once done (the client's async mu) */
@@ -79,9 +80,7 @@ struct dlock__aop {
   /* what the kind's steps (src/lock/lock_async.c) keep */
   int64_t deadline_ms;   /* -1: none */
   int64_t wait_ms, sent_ms, t0_us;
-  int tries;
   const dlock__outer *outer; /* a combinator's, NULL */
-  uint8_t combinator;    /* started as one: the client's close waited */
   int64_t num;           /* a call's number argument (latch count, permits) */
   dlock__recipe recipe;  /* a wait's (await.c) */
   dlock__waiter *w;      /* from its first wait on */
@@ -90,6 +89,7 @@ struct dlock__aop {
   uint64_t due_ms;       /* the loop's clock (uv_now) */
   void (*timer_fn)(dlock__aop *op);
   uint32_t timer_at;     /* its index in the heap + 1; 0: not in it */
+  int tries;             /* the kind's steps' (beside timer_at: no padding) */
   void (*start)(dlock__aop *op);    /* engine: its first step */
   void (*on_ready)(dlock__aop *op); /* engine: woken, or its timer fired */
   int (*blocking)(dlock__aop *op);  /* a pool job's body (any thread) */
@@ -97,12 +97,6 @@ struct dlock__aop {
   void *data;
   dlock_result res;
   char *errmsg;          /* a failure's detail (owned) */
-  int end_rc;            /* its outcome while its grant is given back */
-  /* the give-back's request id and attempts: sent again while its answer
-   * is lost, as the blocking driver's (dlock__release_again) */
-  char back_rid[33];
-  int64_t back_start_ms;
-  int back_attempt;
 };
 
 /* Per client (engine.h: dlock_client.async). */

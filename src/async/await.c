@@ -134,42 +134,55 @@ static atomic_long gifts; /* grants given back */
 
 long dlock__aop_given_back(void) { return atomic_load(&gifts); }
 
+/* A give-back under way: its request, and what its retries need (kept
+ * out of the operation, which carries none of it while it waits). */
+typedef struct gift {
+  dlock__req req; /* first: the request's own pointer is the gift's */
+  dlock__aop *op;
+  int end_rc;     /* op's outcome once the grant is given back */
+  int attempt;
+  int64_t start_ms;
+  char rid[33];   /* the same for its retries (the unlock latch) */
+} gift;
+
 static void given_back(dlock__req *req, redisReply *reply, int status) {
-  dlock__aop *op = req->data;
+  gift *g = req->data;
+  dlock__aop *op = g->op;
   if (reply)
     freeReplyObject(reply);
   /* an answer lost: the same request id again (its latch replays one that
    * ran), as long as the blocking driver would; else the lease ends it */
   if (dlock__answer_lost(status) &&
-      dlock__release_again(op->c, op->back_start_ms, ++op->back_attempt)) {
-    memset(req, 0, sizeof *req);
-    if (op->wt.k->give_back(&op->wt, op->back_rid, req) == DLOCK_OK) {
-      dlock__aop_fire(op->c, req, given_back, op);
+      dlock__release_again(op->c, g->start_ms, ++g->attempt)) {
+    memset(&g->req, 0, sizeof g->req);
+    if (op->wt.k->give_back(&op->wt, g->rid, &g->req) == DLOCK_OK) {
+      dlock__aop_fire(op->c, &g->req, given_back, g);
       return;
     }
   }
-  free(req);
-  dlock__aop_finish(op, op->end_rc);
+  int rc = g->end_rc;
+  free(g);
+  dlock__aop_finish(op, rc);
 }
 
 /* A grant nobody keeps: undone, and op ends with rc once the undoing's
  * answer is in. */
 static void give_back(dlock__aop *op, int rc) {
   atomic_fetch_add(&gifts, 1);
-  dlock__req *req = op->wt.k->give_back ? calloc(1, sizeof *req) : NULL;
-  op->back_start_ms = dlock__now_ms();
-  op->back_attempt = 0;
-  if (req == NULL || dlock__request_id(op->back_rid) != DLOCK_OK ||
-      op->wt.k->give_back(&op->wt, op->back_rid, req) != DLOCK_OK) {
-    free(req);
+  gift *g = op->wt.k->give_back ? calloc(1, sizeof *g) : NULL;
+  if (g == NULL || dlock__request_id(g->rid) != DLOCK_OK ||
+      op->wt.k->give_back(&op->wt, g->rid, &g->req) != DLOCK_OK) {
+    free(g);
     dlock__aop_finish(op, rc);
     return;
   }
+  g->op = op;
+  g->start_ms = dlock__now_ms();
+  g->end_rc = rc;
   if (rc < 0 && op->errmsg == NULL) /* the detail, as dlock__aop_finish keeps it */
     op->errmsg = strdup(dlock_errmsg());
-  op->end_rc = rc;
   op->stage = DLOCK__AOP_BUSY; /* a cancel waits for the answer */
-  dlock__aop_fire(op->c, req, given_back, op);
+  dlock__aop_fire(op->c, &g->req, given_back, g);
 }
 
 /* A try granted: kept (op ends DLOCK_OK, the result says what the grant

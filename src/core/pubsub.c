@@ -20,14 +20,15 @@ typedef struct chan {
   dlock__waiter *head, *tail;
   uint32_t refs;
   uint32_t ops;    /* (UN)SUBSCRIBEs sent and not answered yet */
-  int last_sub;    /* the last one sent was a SUBSCRIBE */
-  int confirmed;
-  int recheck;     /* wake everyone once confirmed (after a reconnect) */
-  int fifo;        /* only the head waiter tries (dlock__waiter.head) */
-  int lease_hints; /* "-MS" messages say a new lease began */
-  int denied;      /* the server's ACL refused its last SUBSCRIBE */
-  int homeless;    /* a cluster moved its slot away: subscribe again on
-                      the new owner once the new map is read */
+  /* flags (a byte each: a fair lock's waiter has a channel of its own) */
+  uint8_t last_sub;    /* the last one sent was a SUBSCRIBE */
+  uint8_t confirmed;
+  uint8_t recheck;     /* wake everyone once confirmed (after a reconnect) */
+  uint8_t fifo;        /* only the head waiter tries (dlock__waiter.head) */
+  uint8_t lease_hints; /* "-MS" messages say a new lease began */
+  uint8_t denied;      /* the server's ACL refused its last SUBSCRIBE */
+  uint8_t homeless;    /* a cluster moved its slot away: subscribe again on
+                          the new owner once the new map is read */
   dlock__conn *conn; /* the pub/sub connection it is subscribed on */
   dlock__wake_fn *wake;
   size_t len;

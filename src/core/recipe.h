@@ -40,8 +40,8 @@ typedef struct dlock__recipe {
   int pause_only;         /* no channel: every wait is a pause (no
                              SUBSCRIBE step) */
   /* the recipe's answer to the driver */
+  int rc;                 /* FAILED (beside pause_only: no padding) */
   int64_t until;          /* SUBSCRIBE, WAIT: the next try's time (ms) */
-  int rc;                 /* FAILED */
   /* the recipe's own */
   int64_t wait_ms, deadline; /* the budget; -1: none */
   int subscribed, asks;
