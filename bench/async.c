@@ -207,6 +207,32 @@ static int thread_count(void) {
   return n;
 }
 
+/* A round's end, once its waiters are cancelled: every waiter answered,
+ * and what the next round's holder would otherwise find in its way done. */
+static void w10_round_end(dlock_client *c, redisContext *rc_srv, int n,
+                          int fair) {
+  /* every waiter answered, and the release of the last ones granted (a
+   * grant the cancel came too late for) answered too: a release the
+   * close cut off would leave the lock held for the next round */
+  int64_t until = bench_now_us() + 30000000;
+  while ((atomic_load(&w10_done) < n || atomic_load(&w10_releasing) > 0) &&
+         bench_now_us() < until)
+    w10_serve(c, bench_now_us() + 10000);
+  /* a fair waiter's cancel leaves the queue by a request the op does not
+   * wait for: the close would cut off those not read by the server yet
+   * (10,000 cancels take the server a while: each walks the queue), and
+   * their entries would stand before the next round's holder until their
+   * liveness ran out */
+  for (int k = 0; fair && k < 3000; k++) {
+    redisReply *q = redisCommand(rc_srv, "LLEN redisson_lock_queue:{bench:w10:fair}");
+    long long left = q && q->type == REDIS_REPLY_INTEGER ? q->integer : 0;
+    freeReplyObject(q);
+    if (left == 0)
+      break;
+    w10_serve(c, bench_now_us() + 10000);
+  }
+}
+
 void bench_waiters(int n, int fair, waiters_figures *f) {
   dlock_client_opts o = bench_client_opts();
   o.completions = DLOCK_COMPLETE_QUEUE;
@@ -260,26 +286,7 @@ void bench_waiters(int n, int fair, waiters_figures *f) {
   long long calls = server_calls(rc_srv) - calls0;
   for (int i = 0; i < n; i++)
     dlock_cancel(ops[i]); /* the rest: too late for some, fine */
-  /* every waiter answered, and the release of the last ones granted (a
-   * grant the cancel came too late for) answered too: a release the
-   * close cut off would leave the lock held for the next round */
-  until = bench_now_us() + 30000000;
-  while ((atomic_load(&w10_done) < n || atomic_load(&w10_releasing) > 0) &&
-         bench_now_us() < until)
-    w10_serve(c, bench_now_us() + 10000);
-  /* a fair waiter's cancel leaves the queue by a request the op does not
-   * wait for: the close would cut off those not read by the server yet
-   * (10,000 cancels take the server a while: each walks the queue), and
-   * their entries would stand before the next round's holder until their
-   * liveness ran out */
-  for (int k = 0; fair && k < 3000; k++) {
-    redisReply *q = redisCommand(rc_srv, "LLEN redisson_lock_queue:{bench:w10:fair}");
-    long long left = q && q->type == REDIS_REPLY_INTEGER ? q->integer : 0;
-    freeReplyObject(q);
-    if (left == 0)
-      break;
-    w10_serve(c, bench_now_us() + 10000);
-  }
+  w10_round_end(c, rc_srv, n, fair);
   f->handoffs = granted;
   f->p50 = bench_pct(bench_sh->samples, bench_nsamples(), 50);
   f->commands_per_grant = granted > 0 && calls0 >= 0 ? (double)calls / granted : NAN;
