@@ -968,10 +968,16 @@ static void on_timer(uv_timer_t *t) {
     if (conn->last_error[0]) /* it names the address */
       snprintf(why, sizeof why, "not connected within %lld ms: %s",
                (long long)o->connect_timeout_ms, conn->last_error);
-    else
-      snprintf(why, sizeof why, "not connected to %s within %lld ms",
+    else /* the call was queued before the connect began: it times out
+          * first, and says what the connection is doing */
+      snprintf(why, sizeof why, "not connected to %s within %lld ms%s",
                where(conn, addr, sizeof addr),
-               (long long)o->connect_timeout_ms);
+               (long long)o->connect_timeout_ms,
+               conn->state == CONN_TLS
+                   ? ": TLS handshake timed out (no TLS answer yet: a plain "
+                     "port?)"
+                   : conn->state == CONN_CONNECTING ? ": connect timed out"
+                                                    : "");
     dlock__req_finish(pop(&conn->waiting, &conn->waiting_tail), NULL,
                       DLOCK_EIO, why);
   }
