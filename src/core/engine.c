@@ -234,7 +234,6 @@ int dlock__engine_task(dlock_client *c, dlock__req *req) {
   return rc;
 }
 
-
 /* ---- the engine thread ---------------------------------------------------- */
 
 void dlock__client_live_done(dlock_client *c) {
