@@ -616,7 +616,8 @@ static void deliver(dlock__aop *op) {
 
 /* A give-up's request and its second try, built while the op lives: the
  * second is sent when the first's answer is lost (as the blocking
- * driver's), else dropped. */
+ * driver's: DLOCK__GIVE_UP_SENDS), else dropped. */
+_Static_assert(DLOCK__GIVE_UP_SENDS == 2, "a give-up pair is two sends");
 typedef struct give_up_pair {
   dlock__req first, second;
   dlock_client *c;

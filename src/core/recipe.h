@@ -26,6 +26,13 @@ typedef enum dlock__step {
   DLOCK__STEP_FAILED     /* done: r->rc, its message set */
 } dlock__step;
 
+/* The recipe's retry counts, both drivers' (wait.c, async/await.c and
+ * async/op.c): a give-up (leaving what the tries left: a queue entry) is
+ * sent this many times while its answer is lost; a give-back (a grant
+ * nobody keeps) is sent again while dlock__release_again allows, a
+ * release's own rule. */
+#define DLOCK__GIVE_UP_SENDS 2
+
 typedef struct dlock__recipe {
   /* the caller's, before dlock__recipe_start */
   const char *noun;       /* the messages' subject ('lock "N"'), made of */

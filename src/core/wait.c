@@ -69,15 +69,16 @@ static void give_back(dlock__wait *w) {
   dlock__error_restore(&saved);
 }
 
-/* Leave what the tries left behind (a queue entry; retried once when the
- * answer is lost); the wait's error stays the caller's. When both fail,
+/* Leave what the tries left behind (a queue entry; sent again when the
+ * answer is lost, DLOCK__GIVE_UP_SENDS in all); the wait's error stays the
+ * caller's. When both fail,
  * the kind's scripts skip the entry once its liveness has passed. */
 static void give_up(dlock__wait *w) {
   dlock__kept_error saved;
   dlock__error_keep(&saved);
   redisReply *r = NULL;
   int rc = DLOCK_EIO;
-  for (int i = 0; i < 2 && dlock__answer_lost(rc); i++) {
+  for (int i = 0; i < DLOCK__GIVE_UP_SENDS && dlock__answer_lost(rc); i++) {
     dlock__req req;
     rc = w->k->give_up(w, &req);
     if (rc == DLOCK_OK)
