@@ -761,6 +761,125 @@ static int queue_becomes(const char *name, long long n) {
   return queue_len(name) == n;
 }
 
+/* ---- one recipe, two drivers ----------------------------------------------
+ * Each scenario of a wait run through the blocking driver (dlock_acquire on
+ * a thread) and the async one (dlock_acquire_async): the same outcome, the
+ * same message (digits aside: times differ), the same tries on the server
+ * where the count is fixed, and the same state left behind. */
+
+typedef struct drive {
+  int rc;
+  char msg[512];
+  long long tries; /* the server's script calls during the acquire */
+} drive;
+
+/* the message with every run of digits as one '#' */
+static void digits_out(char *s) {
+  char *w = s;
+  for (const char *r = s; *r; r++)
+    if (*r >= '0' && *r <= '9') {
+      if (w == s || w[-1] != '#')
+        *w++ = '#';
+    } else {
+      *w++ = *r;
+    }
+  *w = '\0';
+}
+
+static void drive_blocking(dlock_lock *l, int64_t wait_ms, drive *d) {
+  long long t0 = th_cmd_calls(&srv, "evalsha");
+  d->rc = dlock_acquire(l, wait_ms, 30000);
+  d->tries = th_cmd_calls(&srv, "evalsha") - t0;
+  snprintf(d->msg, sizeof d->msg, "%s", d->rc == DLOCK_OK ? "" : dlock_errmsg());
+  digits_out(d->msg);
+  if (d->rc == DLOCK_OK)
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+}
+
+static void drive_async(dlock_lock *l, int64_t wait_ms, drive *d) {
+  box b;
+  box_init(&b);
+  uint64_t owner = dlock_owner_id_new();
+  long long t0 = th_cmd_calls(&srv, "evalsha");
+  TH_ASSERT_RC(dlock_acquire_async(l, owner, wait_ms, 30000, on_done,
+                                   tag_of(&b, 0), NULL), DLOCK_OK);
+  CU_ASSERT_EQUAL(box_wait(&b, 1, 5000), 1);
+  d->tries = th_cmd_calls(&srv, "evalsha") - t0;
+  d->rc = b.rc[0];
+  snprintf(d->msg, sizeof d->msg, "%s", b.errmsg);
+  digits_out(d->msg);
+  if (d->rc == DLOCK_OK) {
+    TH_ASSERT_RC(dlock_release_async(l, owner, on_done, tag_of(&b, 1), NULL),
+                 DLOCK_OK);
+    CU_ASSERT_EQUAL(box_wait(&b, 2, 5000), 2);
+  }
+}
+
+static void agree(const char *scenario, const char *kind, const drive *x,
+                  const drive *y, int same_tries) {
+  if (x->rc != y->rc || strcmp(x->msg, y->msg) != 0 ||
+      (same_tries && x->tries != y->tries))
+    printf("\n    %s, %s: blocking %s '%s' (%lld tries), async %s '%s' "
+           "(%lld tries) ", scenario, kind, dlock_errname(x->rc), x->msg,
+           x->tries, dlock_errname(y->rc), y->msg, y->tries);
+  CU_ASSERT_EQUAL(x->rc, y->rc);
+  CU_ASSERT_STRING_EQUAL(x->msg, y->msg);
+  if (same_tries)
+    CU_ASSERT_EQUAL(x->tries, y->tries);
+}
+
+static void test_both_drivers_agree(void) {
+  dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
+  for (int fair = 0; fair < 2; fair++) {
+    const char *kind = fair ? "fair" : "reentrant";
+    char name[96];
+    snprintf(name, sizeof name, "%s", th_name(fair ? "agree-fair" : "agree"));
+    dlock_lock *l = NULL, *h = NULL;
+    TH_ASSERT_RC(dlock_lock_new(c, kind, name, NULL, &l), DLOCK_OK);
+    TH_ASSERT_RC(dlock_lock_new(holder, kind, name, NULL, &h), DLOCK_OK);
+    drive x, y;
+    /* the kind's scripts loaded first (a first EVALSHA is refused with
+     * NOSCRIPT and sent again as EVAL: a try more, in whichever driver
+     * came first) */
+    drive_blocking(l, 0, &x);
+    /* granted: one try each */
+    drive_blocking(l, 0, &x);
+    drive_async(l, 0, &y);
+    agree("granted", kind, &x, &y, 1);
+    TH_ASSERT_RC(x.rc, DLOCK_OK);
+    /* refused (held, no wait): one try each, the same words */
+    TH_ASSERT_RC(dlock_acquire(h, 0, 30000), DLOCK_OK);
+    drive_blocking(l, 0, &x);
+    drive_async(l, 0, &y);
+    agree("refused", kind, &x, &y, 1);
+    TH_ASSERT_RC(x.rc, DLOCK_EBUSY);
+    /* timed out (held past the wait): the same outcome and words, and
+     * nothing left of the waiter (a fair one leaves the queue) */
+    drive_blocking(l, 150, &x);
+    drive_async(l, 150, &y);
+    agree("timed out", kind, &x, &y, 0);
+    TH_ASSERT_RC(x.rc, DLOCK_ETIMEDOUT);
+    if (fair)
+      CU_ASSERT(queue_becomes(name, 0));
+    TH_ASSERT_RC(dlock_release(h), DLOCK_OK);
+    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+    /* another kind's name (a string): refused alike, the name untouched */
+    freeReplyObject(th_cmd(&srv, "SET %s v", name));
+    drive_blocking(l, 0, &x);
+    drive_async(l, 0, &y);
+    agree("another kind's name", kind, &x, &y, 1);
+    CU_ASSERT_NOT_EQUAL(x.rc, DLOCK_OK);
+    redisReply *v = th_cmd(&srv, "GET %s", name);
+    CU_ASSERT(v && v->type == REDIS_REPLY_STRING && strcmp(v->str, "v") == 0);
+    freeReplyObject(v);
+    th_int(&srv, "DEL %s", name);
+    dlock_lock_free(h);
+    dlock_lock_free(l);
+  }
+  dlock_client_close(holder);
+  dlock_client_close(c);
+}
+
 static void test_fair(void) {
   dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
   char name[96];
@@ -1339,6 +1458,7 @@ static void add(void) {
   CU_add_test(s, "redlock", test_redlock);
   CU_add_test(s, "close_combinators", test_close_combinators);
   CU_add_test(s, "examples", test_examples);
+  CU_add_test(s, "both_drivers_agree", test_both_drivers_agree);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add, NULL); }
