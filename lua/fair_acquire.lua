@@ -88,8 +88,13 @@ if mine or ARGV[5] == '1' then
   -- to give up), a busy queue's grants before my next try would put it in
   -- the past, and a Redisson client's next try would purge me, alive, from
   -- the head.
+  -- Two ms under that floor: PTTL counts from the time the script began,
+  -- TIME (now) from this moment, and on a slow server the two differ by a
+  -- millisecond or so; Redisson's arithmetic, when it keeps the place
+  -- already, must stand exact (a Java client computes the same deadlines).
   local held = math.max(redis.call('pttl', KEYS[1]), 0)
-  mine = math.max(tonumber(mine), now + held + wait * redis.call('llen', KEYS[2]))
+  mine = math.max(tonumber(mine),
+                  now + held + wait * redis.call('llen', KEYS[2]) - 2)
   redis.call('zadd', KEYS[3], mine, ARGV[2])
   redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[2])
   -- the liveness record outlives my Redisson deadline: until then a dead
