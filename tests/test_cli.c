@@ -927,8 +927,9 @@ static void test_check_acl(void) {
   CU_ASSERT(strstr(out, "pw@") == NULL);
   /* every subcommand, with that user */
   const char *name = th_name("acl-cli");
-  char n1[256], n2[256], n3[256], n5[256], pattern[256];
+  char n1[256], n2[256], n3[256], n5[256], n6[256], pattern[256];
   snprintf(n1, sizeof n1, "%s:lock", name);
+  snprintf(n6, sizeof n6, "%s:election", name);
   snprintf(n2, sizeof n2, "%s:latch", name);
   snprintf(n3, sizeof n3, "%s:permits", name);
   snprintf(n5, sizeof n5, "%s:sem", name);
@@ -951,6 +952,8 @@ static void test_check_acl(void) {
       {"list", pattern, NULL},
       {"watch", "--for", "300ms", n1, NULL},
       {"unlock", "--force", n1, NULL},
+      {"elect", n6, "--", "true", NULL}, /* hmget, dlock_election_channel */
+      {"leader", n6, NULL},
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = as_user(&srv, "dlock", cmds[i], out, sizeof out);
@@ -962,13 +965,25 @@ static void test_check_acl(void) {
   snprintf(n4, sizeof n4, "%s:rw", name);
   char *rw[] = {"run", "--read", n4, "--", "true", NULL};
   CU_ASSERT_EQUAL(as_user(&srv, "dlock", rw, out, sizeof out), 0);
+  /* the grouped multi-lock (hmget), through the library as that user */
+  char url[1024];
+  url_as(&srv, "dlock", url, sizeof url);
+  dlock_client *as = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, NULL, &as), DLOCK_OK);
+  const char *values[] = {"row-1", "row-2"};
+  char n7[256];
+  snprintf(n7, sizeof n7, "%s:group", name);
+  dlock_lock *g = NULL;
+  TH_ASSERT_RC(dlock_group_lock_new(as, n7, values, NULL, 2, NULL, &g), DLOCK_OK);
+  TH_ASSERT_RC(dlock_acquire(g, 0, 30000), DLOCK_OK);
+  TH_ASSERT_RC(dlock_release(g), DLOCK_OK);
+  dlock_lock_free(g);
+  dlock_client_close(as);
   /* contended: a waiting run subscribes; `watch` subscribes to the channels */
   dlock_client *c = th_client(&srv, NULL);
   dlock_lock *l;
   TH_ASSERT_RC(dlock_fair_lock_new(c, n1, NULL, &l), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK);
-  char url[1024];
-  url_as(&srv, "dlock", url, sizeof url);
   char *fair[] = {"--redis", url, "run", "--fair", n1, "--", "true", NULL};
   pid_t waiter = start(fair, NULL);
   CU_ASSERT_EQUAL(queue_len(n1, 1), 1);

@@ -766,9 +766,9 @@ int dlock__subscribe_denied(const char *channel, size_t len, const char *why) {
                        strstr(why, "'ssubscribe'") ? "ssubscribe" : "subscribe",
                        why);
   return dlock__fail(DLOCK_EPERM, "the ACL user may not subscribe to the channel"
-                     "%s%.*s (%s): it needs a channel pattern such as "
-                     "&redisson_*; see docs/security.md (`dlock check` tests a "
-                     "URL)", len ? " " : "", (int)(len < 200 ? len : 200),
+                     "%s%.*s (%s): it needs channel patterns such as "
+                     "&redisson_* &dlock_*; see docs/security.md (`dlock "
+                     "check` tests a URL)", len ? " " : "", (int)(len < 200 ? len : 200),
                      channel, why);
 }
 

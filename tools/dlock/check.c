@@ -42,7 +42,7 @@ static void missing(const char *msg, char *out, size_t n) {
       if (*p >= 'A' && *p <= 'Z')
         *p = (char)(*p - 'A' + 'a');
   } else if (strstr(msg, "channel")) {
-    snprintf(out, n, "a channel pattern (&redisson_*)");
+    snprintf(out, n, "a channel pattern (&redisson_* &dlock_*)");
   } else if (strstr(msg, "key")) {
     snprintf(out, n, "a key pattern (~* or the object's names)");
   } else {
