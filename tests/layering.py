@@ -4,8 +4,10 @@ and call which. A folder depends on another when one of its files includes
 a header of that folder ("net/cluster.h") or calls a function defined there
 (a dlock_ or dlock__ name). Every dependency must point down the layers:
 
+    inspect what a name holds and the watch on it (dlock watch listens
+            on every kind's channel: it reads the catalog)
     catalog the kinds made on one name, by name (dlock_lock_new)
-    kinds   fair rwlock spin multi redlock sync fence inspect election
+    kinds   fair rwlock spin multi redlock sync fence election
     lock    the lock recipe, blocking and non-blocking, and the reentrant
             and fenced kinds
     async   the operations of the non-blocking calls and their waiting
@@ -30,7 +32,7 @@ are read in core and its direct path alone: elsewhere a client is used
 through core's calls.
 
 A kind sees the layers below through one header: a file of a kind's
-folder (the kinds and the catalog) includes lock/lock_impl.h and no other
+folder (the kinds, the catalog and inspect) includes lock/lock_impl.h and no other
 header of lock/, async/, core/, direct/ or net/ (base/ and its own
 folder's are its to include).
 
@@ -40,10 +42,10 @@ import os
 import re
 import sys
 
-ORDER = ["catalog", "kinds", "lock", "async", "core", "net", "base"]
+ORDER = ["inspect", "catalog", "kinds", "lock", "async", "core", "net", "base"]
 LAYER = {"fair": "kinds", "rwlock": "kinds", "spin": "kinds", "multi": "kinds",
          "redlock": "kinds", "sync": "kinds", "fence": "kinds",
-         "inspect": "kinds", "election": "kinds", "catalog": "catalog",
+         "election": "kinds", "inspect": "inspect", "catalog": "catalog",
          "lock": "lock", "async": "async",
          "core": "core", "direct": "core", "net": "net", "base": "base"}
 # Folders of one layer that may depend on each other (other folders of one
@@ -175,7 +177,7 @@ def kind_includes(files):
     than its one header."""
     found = {}
     for folder, name, text in files:
-        if LAYER.get(folder) not in ("kinds", "catalog"):
+        if LAYER.get(folder) not in ("kinds", "catalog", "inspect"):
             continue
         for header, where in ANY_INCLUDE.findall(text):
             if where in BELOW and header != KIND_HEADER:

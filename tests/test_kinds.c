@@ -16,7 +16,13 @@
 static th_server srv;
 static dlock_client *cl, *other; /* the second object is another owner's */
 
+static int register_counted(void); /* below: a kind this file defines */
+static void list_kinds(void);
+
 static int suite_init(void) {
+  if (register_counted() != DLOCK_OK)
+    return 1;
+  list_kinds();
   if (th_main_server_start(&srv) != 0)
     return 1;
   if (srv.nnodes)
@@ -34,21 +40,57 @@ static int suite_clean(void) {
   return 0;
 }
 
-enum kind {
-  REENTRANT, FENCED, FAIR, ONCE, ONCE_FAIR, SPIN, ELECTION, READ, WRITE,
-  LATCH, SEMAPHORE, PERMITS, GROUP, NKINDS
-};
-static const char *const kind_names[NKINDS] = {
-    "reentrant", "fenced", "fair", "non-reentrant", "non-reentrant-fair",
-    "spin", "election", "read", "write", "latch", "semaphore", "permits",
-    "group"};
-/* kinds with one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
- * count, 3 a grouped multi-lock's hash */
-static const int family[NKINDS] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 3};
+/* What the matrix crosses: every kind in the catalog (dlock_kinds(), a
+ * kind registered by a test too: counted_kind below), made by
+ * dlock_lock_new, and the objects that are not lock kinds. */
+typedef enum obj_type { LOCK_KIND, ELECTION, LATCH, SEMAPHORE, PERMITS, GROUP } obj_type;
+typedef struct kind_entry {
+  const char *name;
+  obj_type type;
+  int family; /* one layout: 0 a lock's hash, 1 a read-write lock's hash, 2 a
+                 count, 3 a grouped multi-lock's hash */
+} kind_entry;
+#define MAX_KINDS 32
+static kind_entry kinds[MAX_KINDS];
+static int nkinds;
+
+static int family_of(dlock__layout layout) {
+  switch (layout) {
+  case DLOCK__LAYOUT_LOCK_HASH: return 0;
+  case DLOCK__LAYOUT_RWLOCK_HASH: return 1;
+  case DLOCK__LAYOUT_COUNT: return 2;
+  case DLOCK__LAYOUT_GROUP_HASH: return 3;
+  default: return -1;
+  }
+}
+
+static void list_kinds(void) {
+  nkinds = 0;
+  const dlock__lock_methods *m;
+  for (size_t i = 0; (m = dlock__kind_at(i)) != NULL && nkinds < MAX_KINDS - 5; i++)
+    kinds[nkinds++] = (kind_entry){m->kind, LOCK_KIND, family_of(m->layout)};
+  kinds[nkinds++] = (kind_entry){"election", ELECTION, 0};
+  kinds[nkinds++] = (kind_entry){"latch", LATCH, 2};
+  kinds[nkinds++] = (kind_entry){"counting semaphore", SEMAPHORE, 2};
+  kinds[nkinds++] = (kind_entry){"permits", PERMITS, 2};
+  kinds[nkinds++] = (kind_entry){"group", GROUP, 3};
+}
+
+/* The entry named name. */
+static int kind_by(const char *name) {
+  for (int k = 0; k < nkinds; k++)
+    if (strcmp(kinds[k].name, name) == 0)
+      return k;
+  CU_FAIL_FATAL("a kind the matrix lacks");
+  return 0;
+}
 
 /* One object of a kind on a name, through its own handle. */
 typedef struct object {
-  enum kind k;
+  int k;         /* kinds[k] */
+  obj_type type;
+  dlock_client *client;
+  const char *name;
   dlock_lock *lock;
   dlock_election *election; /* lock is its lock */
   dlock_latch *latch;
@@ -57,24 +99,15 @@ typedef struct object {
   dlock_permit_id id;
 } object;
 
-static object make(dlock_client *c, enum kind k, const char *name) {
-  object o = {.k = k};
+static object make(dlock_client *c, int k, const char *name) {
+  object o = {.k = k, .type = kinds[k].type, .client = c, .name = name};
   int rc = DLOCK_EINVAL;
-  switch (k) {
-  case REENTRANT: rc = dlock_reentrant_lock_new(c, name, NULL, &o.lock); break;
-  case FENCED: rc = dlock_fenced_lock_new(c, name, NULL, &o.lock); break;
-  case FAIR: rc = dlock_fair_lock_new(c, name, NULL, &o.lock); break;
-  case SPIN: rc = dlock_spin_lock_new(c, name, NULL, &o.lock); break;
-  case ONCE: rc = dlock_non_reentrant_lock_new(c, name, NULL, &o.lock); break;
-  case ONCE_FAIR:
-    rc = dlock_non_reentrant_fair_lock_new(c, name, NULL, &o.lock);
-    break;
+  switch (o.type) {
+  case LOCK_KIND: rc = dlock_lock_new(c, kinds[k].name, name, NULL, &o.lock); break;
   case ELECTION:
     rc = dlock_election_new(c, name, NULL, &o.election);
     o.lock = dlock_election_lock(o.election);
     break;
-  case READ: rc = dlock_read_lock_new(c, name, NULL, &o.lock); break;
-  case WRITE: rc = dlock_write_lock_new(c, name, NULL, &o.lock); break;
   case LATCH: rc = dlock_latch_new(c, name, NULL, &o.latch); break;
   case SEMAPHORE: rc = dlock_semaphore_new(c, name, NULL, &o.sem); break;
   case PERMITS: rc = dlock_permits_new(c, name, NULL, &o.permits); break;
@@ -83,7 +116,6 @@ static object make(dlock_client *c, enum kind k, const char *name) {
     rc = dlock_group_lock_new(c, name, values, NULL, 2, NULL, &o.lock);
     break;
   }
-  default: break;
   }
   TH_ASSERT_RC(rc, DLOCK_OK);
   return o;
@@ -92,7 +124,15 @@ static object make(dlock_client *c, enum kind k, const char *name) {
 /* Take the object: a hold, a count set, a permit. */
 static int take(object *o) {
   int set = 0;
-  switch (o->k) {
+  if (o->type == LOCK_KIND && kinds[o->k].family == 2) { /* a semaphore lock */
+    dlock_permits *p = NULL;
+    int rc = dlock_permits_new(o->client, o->name, NULL, &p);
+    if (rc == DLOCK_OK)
+      rc = dlock_permits_try_set_permits(p, 2, 0, &set);
+    dlock_permits_free(p);
+    return rc != DLOCK_OK ? rc : dlock_acquire(o->lock, 0, 30000);
+  }
+  switch (o->type) {
   case LATCH:
     return dlock_latch_try_set_count(o->latch, 3, &set);
   case SEMAPHORE: {
@@ -112,7 +152,13 @@ static int take(object *o) {
 static void other_writes_refused(object *o) {
   int64_t n;
   int flag;
-  switch (o->k) {
+  if (o->type == LOCK_KIND && kinds[o->k].family == 1)
+    return; /* releases and force release refuse a lock's hash by mode */
+  if (o->type == LOCK_KIND && kinds[o->k].family == 2) { /* a semaphore lock */
+    TH_ASSERT_RC(dlock_force_release(o->lock, &flag), DLOCK_ENOTSUP); /* none */
+    return;
+  }
+  switch (o->type) {
   case LATCH:
     TH_ASSERT_RC(dlock_latch_count_down(o->latch, &n), DLOCK_EKIND);
     TH_ASSERT_RC(dlock_latch_delete(o->latch, &flag), DLOCK_EKIND);
@@ -127,9 +173,6 @@ static void other_writes_refused(object *o) {
     TH_ASSERT_RC(dlock_permits_add_permits(o->permits, 1, &n), DLOCK_EKIND);
     TH_ASSERT_RC(dlock_permits_set_permits(o->permits, 5, &n), DLOCK_EKIND);
     break;
-  case READ:
-  case WRITE:
-    break; /* releases and force release refuse a lock's hash by mode */
   default:
     TH_ASSERT_RC(dlock_force_release(o->lock, &flag), DLOCK_EKIND);
     break;
@@ -137,7 +180,7 @@ static void other_writes_refused(object *o) {
 }
 
 static void drop(object *o) {
-  switch (o->k) {
+  switch (o->type) {
   case LATCH: {
     int deleted;
     dlock_latch_delete(o->latch, &deleted);
@@ -182,21 +225,22 @@ static int same_dump(redisReply *a, redisReply *b) {
 
 static void test_every_pair(void) {
   int refused = 0, shared = 0;
-  for (int a = 0; a < NKINDS; a++) {
-    for (int b = 0; b < NKINDS; b++) {
+  int want_refused = 0;
+  for (int a = 0; a < nkinds; a++) {
+    for (int b = 0; b < nkinds; b++) {
       if (a == b)
         continue;
       char name[96];
-      snprintf(name, sizeof name, "%s:%s:%s", th_name("pair"), kind_names[a],
-               kind_names[b]);
-      object first = make(cl, (enum kind)a, name),
-             second = make(other, (enum kind)b, name);
+      snprintf(name, sizeof name, "%s:%s:%s", th_name("pair"), kinds[a].name,
+               kinds[b].name);
+      object first = make(cl, a, name), second = make(other, b, name);
+      want_refused += kinds[a].family != kinds[b].family;
       TH_ASSERT_RC(take(&first), DLOCK_OK);
       redisReply *before = dump(name);
       int rc = take(&second);
-      if (family[a] != family[b]) {
+      if (kinds[a].family != kinds[b].family) {
         if (rc != DLOCK_EKIND)
-          fprintf(stderr, "\n  %s then %s: %s\n", kind_names[a], kind_names[b],
+          fprintf(stderr, "\n  %s then %s: %s\n", kinds[a].name, kinds[b].name,
                   dlock_errname(rc));
         CU_ASSERT_EQUAL(rc, DLOCK_EKIND);
         CU_ASSERT(strstr(dlock_errmsg(), "not a") != NULL ||
@@ -204,12 +248,12 @@ static void test_every_pair(void) {
         other_writes_refused(&second);
         redisReply *after = dump(name);
         if (!same_dump(before, after))
-          fprintf(stderr, "\n  %s then %s changed it\n", kind_names[a],
-                  kind_names[b]);
+          fprintf(stderr, "\n  %s then %s changed it\n", kinds[a].name,
+                  kinds[b].name);
         CU_ASSERT(same_dump(before, after)); /* nothing changed */
         freeReplyObject(after);
         refused++;
-      } else if (family[a] != 2) {
+      } else if (kinds[a].family != 2) {
         /* one hash layout: they exclude each other (a reader and a writer
          * as a read-write lock's halves) */
         CU_ASSERT(rc == DLOCK_EBUSY);
@@ -221,8 +265,13 @@ static void test_every_pair(void) {
       freeReplyObject(th_cmd(&srv, "DEL %s", name));
     }
   }
-  /* ordered pairs */
-  CU_ASSERT_EQUAL(refused, 2 * (7 * 2 + 7 * 3 + 2 * 3 + 1 * (7 + 2 + 3)));
+  /* ordered pairs: 8 kinds of a lock's hash (6 built in, the registered
+   * one, the election), 2 of a read-write lock's, 4 counts (the semaphore
+   * lock, the latch, the counting semaphore, the permits), 1 grouped
+   * multi-lock */
+  CU_ASSERT_EQUAL(nkinds, 15);
+  CU_ASSERT_EQUAL(refused, want_refused);
+  CU_ASSERT_EQUAL(refused, 2 * (8 * 2 + 8 * 4 + 8 * 1 + 2 * 4 + 2 * 1 + 4 * 1));
   CU_ASSERT(shared > 0);
 }
 
@@ -231,7 +280,8 @@ static void test_every_pair(void) {
  * holder's release succeeds. */
 static void test_reader_beside_lock_holder(void) {
   const char *name = th_name("mixed");
-  object holder = make(cl, REENTRANT, name), reader = make(other, READ, name);
+  object holder = make(cl, kind_by("reentrant"), name),
+         reader = make(other, kind_by("read"), name);
   TH_ASSERT_RC(take(&holder), DLOCK_OK);
   TH_ASSERT_RC(dlock_acquire(reader.lock, 2000, 30000), DLOCK_EKIND);
   CU_ASSERT(strstr(dlock_errmsg(), "holds a lock (a hash), not a read-write lock") != NULL);
@@ -249,7 +299,7 @@ static int read_kind(object *o, int64_t *n) {
   dlock_lock_state st;
   dlock_leader leader;
   int64_t a, b;
-  switch (o->k) {
+  switch (o->type) {
   case LATCH: {
     int rc = dlock_latch_get_count(o->latch, n);
     if (rc == DLOCK_EKIND) /* the wait reads it too */
@@ -283,33 +333,35 @@ static void test_readers_name_the_type(void) {
                {"HSET %s Zm9v someone:1 Zm9v:someone:1:expire_time 1",
                 "a grouped multi-lock"}};
   /* the hash a kind reads as its own is not a wrong type for it */
-  const enum kind readers[] = {REENTRANT, FENCED, FAIR, ELECTION, READ,
-                               LATCH, SEMAPHORE, PERMITS};
+  const char *const readers[] = {"reentrant", "fenced", "fair", "election",
+                                 "read", "latch", "counting semaphore",
+                                 "permits"};
   int checked = 0;
   for (size_t r = 0; r < sizeof readers / sizeof readers[0]; r++) {
     for (size_t f = 0; f < sizeof found / sizeof found[0]; f++) {
-      int hash_of_its_own = (family[readers[r]] == 0 && f == 5) ||
-                            (family[readers[r]] == 1 && f == 4);
+      int k = kind_by(readers[r]);
+      int hash_of_its_own = (kinds[k].family == 0 && f == 5) ||
+                            (kinds[k].family == 1 && f == 4);
       if (hash_of_its_own)
         continue;
       char name[160];
       snprintf(name, sizeof name, "%s:%s:%zu", th_name("reader"),
-               kind_names[readers[r]], f);
+               readers[r], f);
       freeReplyObject(th_cmd(&srv, found[f].setup, name));
       redisReply *before = dump(name);
-      object o = make(cl, readers[r], name);
+      object o = make(cl, k, name);
       int64_t n = 0;
       int rc = read_kind(&o, &n);
       CU_ASSERT_EQUAL(rc, DLOCK_EKIND);
       CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), found[f].says));
       if (rc != DLOCK_EKIND || strstr(dlock_errmsg(), found[f].says) == NULL)
-        fprintf(stderr, "\n  %s over \"%s\": %s (%s)\n", kind_names[readers[r]],
+        fprintf(stderr, "\n  %s over \"%s\": %s (%s)\n", readers[r],
                 found[f].setup, dlock_errname(rc), dlock_errmsg());
       redisReply *after = dump(name);
       CU_ASSERT(same_dump(before, after));
       freeReplyObject(before);
       freeReplyObject(after);
-      switch (o.k) {
+      switch (o.type) {
       case LATCH: dlock_latch_free(o.latch); break;
       case SEMAPHORE: dlock_semaphore_free(o.sem); break;
       case PERMITS: dlock_permits_free(o.permits); break;
@@ -330,10 +382,10 @@ static void test_readers_name_the_type(void) {
  * an unknown or NULL kind says which there are; a kind's own refusal of
  * an option comes back whole. */
 static void test_lock_new_by_kind(void) {
-  const char *const *kinds = dlock_kinds();
-  CU_ASSERT_PTR_NOT_NULL_FATAL(kinds);
+  const char *const *names = dlock_kinds();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(names);
   int n = 0;
-  for (const char *const *k = kinds; *k; k++, n++) {
+  for (const char *const *k = names; *k; k++, n++) {
     char name[128];
     snprintf(name, sizeof name, "%s:%s", th_name("by-kind"), *k);
     dlock_lock *l = NULL;
@@ -353,7 +405,7 @@ static void test_lock_new_by_kind(void) {
     dlock_lock_free(l);
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
   }
-  CU_ASSERT_EQUAL(n, 9);
+  CU_ASSERT_EQUAL(n, 10); /* 9 built in, and counted_kind (below) */
   /* a name as dlock_lock_new reads it: a hyphen for a space */
   CU_ASSERT_STRING_EQUAL(dlock_kind_name("non-reentrant-fair"),
                          "non-reentrant fair");
@@ -421,6 +473,9 @@ static const dlock__lock_methods counted_kind = {
     .noun = "counted lock",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(counted),
+    .layout = DLOCK__LAYOUT_LOCK_HASH, /* its inner lock's */
+    .announces = 1,
+    .channel = DLOCK__KEY_LOCK_CHANNEL,
     .open = counted_open,
     .acquire = counted_acquire,
     .release = counted_release,
@@ -429,9 +484,10 @@ static const dlock__lock_methods counted_kind = {
     .destroy = counted_destroy,
 };
 
+static int register_counted(void) { return dlock__kind_register(&counted_kind); }
+
 static void test_kind_registered_here(void) {
-  TH_ASSERT_RC(dlock__kind_register(&counted_kind), DLOCK_OK);
-  TH_ASSERT_RC(dlock__kind_register(&counted_kind), DLOCK_EINVAL);
+  TH_ASSERT_RC(dlock__kind_register(&counted_kind), DLOCK_EINVAL); /* once */
   int listed = 0;
   for (const char *const *k = dlock_kinds(); *k; k++)
     listed += strcmp(*k, "counted") == 0;
@@ -446,12 +502,72 @@ static void test_kind_registered_here(void) {
   dlock_lock_state st;
   TH_ASSERT_RC(dlock_lock_state_get(a, &st), DLOCK_OK);
   CU_ASSERT(st.held_by_me && st.hold_count == 1);
+  /* inspection reads what it stores (a lock's hash, one holder), and a
+   * watch hears its release (its channel, from its descriptor) */
+  dlock_inspection *in = NULL;
+  TH_ASSERT_RC(dlock_inspect(other, name, NULL, &in), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(in->kind, "lock");
+  CU_ASSERT_EQUAL(in->nholders, 1);
+  dlock_inspection_free(in);
+  dlock_watcher *w = NULL;
+  TH_ASSERT_RC(dlock_watcher_new(other, name, NULL, &w), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(a), DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock_watcher_wait(w, 10000), 1);
+  dlock_watcher_free(w);
   TH_ASSERT_RC(dlock_acquire(b, 0, 30000), DLOCK_OK);
   TH_ASSERT_RC(dlock_release(b), DLOCK_OK);
   CU_ASSERT_EQUAL(((counted *)a)->acquires, 1);
   dlock_lock_free(a);
   dlock_lock_free(b);
+}
+
+/* A watch on a name hears every kind whose descriptor says it announces
+ * (the catalog's kinds, counted_kind too), a latch's count reaching zero
+ * and an election's change, whatever the name holds. */
+static void test_watch_hears_every_kind(void) {
+  int heard = 0;
+  const dlock__lock_methods *m;
+  for (size_t i = 0; (m = dlock__kind_at(i)) != NULL; i++) {
+    if (!m->announces)
+      continue;
+    char name[128];
+    snprintf(name, sizeof name, "%s:%s", th_name("watch"), m->kind);
+    object o = make(cl, kind_by(m->kind), name);
+    TH_ASSERT_RC(take(&o), DLOCK_OK);
+    dlock_watcher *w = NULL;
+    TH_ASSERT_RC(dlock_watcher_new(other, name, NULL, &w), DLOCK_OK);
+    TH_ASSERT_RC(dlock_release(o.lock), DLOCK_OK);
+    int rc = dlock_watcher_wait(w, 10000);
+    if (rc != 1)
+      fprintf(stderr, "\n  %s: %s\n", m->kind, dlock_errname(rc));
+    CU_ASSERT_EQUAL(rc, 1);
+    heard += rc == 1;
+    dlock_watcher_free(w);
+    dlock_lock_free(o.lock);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+  }
+  CU_ASSERT_EQUAL(heard, 7); /* reentrant, fenced, non-reentrant, read,
+                                write, semaphore, counted */
+  const char *name = th_name("watch-latch");
+  object latch = make(cl, kind_by("latch"), name);
+  TH_ASSERT_RC(take(&latch), DLOCK_OK); /* a count of 3 */
+  dlock_watcher *w = NULL;
+  TH_ASSERT_RC(dlock_watcher_new(other, name, NULL, &w), DLOCK_OK);
+  int64_t left = 0;
+  for (int i = 0; i < 3; i++)
+    TH_ASSERT_RC(dlock_latch_count_down(latch.latch, &left), DLOCK_OK);
+  CU_ASSERT_EQUAL(dlock_watcher_wait(w, 10000), 1);
+  dlock_watcher_free(w);
+  drop(&latch);
+  name = th_name("watch-election");
+  dlock_election *e = NULL;
+  TH_ASSERT_RC(dlock_election_new(cl, name, NULL, &e), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_campaign(e, "a", 1, 0, 30000, NULL), DLOCK_OK);
+  TH_ASSERT_RC(dlock_watcher_new(other, name, NULL, &w), DLOCK_OK);
+  TH_ASSERT_RC(dlock_election_proclaim(e, "b", 1), DLOCK_OK); /* no release */
+  CU_ASSERT_EQUAL(dlock_watcher_wait(w, 10000), 1);
+  dlock_watcher_free(w);
+  dlock_election_free(e);
 }
 
 static void add_tests(void) {
@@ -461,6 +577,7 @@ static void add_tests(void) {
   CU_add_test(s, "readers_name_the_type", test_readers_name_the_type);
   CU_add_test(s, "lock_new_by_kind", test_lock_new_by_kind);
   CU_add_test(s, "kind_registered_here", test_kind_registered_here);
+  CU_add_test(s, "watch_hears_every_kind", test_watch_hears_every_kind);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, NULL); }

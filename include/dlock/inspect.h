@@ -112,8 +112,8 @@ DLOCK_API int dlock_memory_check(dlock_client *client,
                                  dlock_server_memory *out);
 
 /* A watch on a name: subscribed to the channels its object announces on
- * (a lock's releases, a read-write lock's, a semaphore's and a latch's),
- * whatever kind it holds, so a tool can refresh what it shows when the
+ * (the releases of every kind dlock_kinds() lists, a latch's count, an
+ * election's changes), whatever kind it holds, so a tool can refresh what it shows when the
  * object changes (`dlock watch`). A fair lock's hand-offs are announced to
  * its next waiter's own channel, and acquires are not announced at all:
  * refresh on a timer too. One thread makes it, waits on it and frees it.

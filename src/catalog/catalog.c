@@ -93,6 +93,15 @@ int dlock__kind_register(const dlock__lock_methods *m) {
   return rc;
 }
 
+const dlock__lock_methods *dlock__kind_at(size_t i) {
+  if (i < NBUILTIN)
+    return builtin[i];
+  pthread_mutex_lock(&cat.mu);
+  const dlock__lock_methods *m = i - NBUILTIN < cat.nadded ? cat.added[i - NBUILTIN] : NULL;
+  pthread_mutex_unlock(&cat.mu);
+  return m;
+}
+
 const char *const *dlock_kinds(void) {
   pthread_mutex_lock(&cat.mu);
   name_all();

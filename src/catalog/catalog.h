@@ -11,4 +11,9 @@
  * (64 kinds beyond the built-in ones). */
 int dlock__kind_register(const dlock__lock_methods *m);
 
+/* The catalog's i-th kind (built-in ones first, then the registered ones
+ * in their order), or NULL past the last: what `dlock watch` listens to
+ * and the kinds matrix (tests/test_kinds.c) crosses. */
+const dlock__lock_methods *dlock__kind_at(size_t i);
+
 #endif /* DLOCK_CATALOG_H */

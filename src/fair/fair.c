@@ -187,6 +187,8 @@ const dlock__lock_methods dlock__fair_kind = {
     .noun = "fair lock",
     .caps = DLOCK_CAP_REENTRANT | DLOCK_CAP_FAIR,
     .size = sizeof(fair),
+    .layout = DLOCK__LAYOUT_LOCK_HASH, /* announces only to its next
+                                          waiter's own channel */
     .reqs = &fair_reqs,
     .open = open_fair,
     .force_release = force_release,
@@ -199,6 +201,8 @@ const dlock__lock_methods dlock__non_reentrant_fair_kind = {
     .noun = "non-reentrant fair lock",
     .caps = DLOCK_CAP_FAIR,
     .size = sizeof(fair),
+    .layout = DLOCK__LAYOUT_LOCK_HASH, /* announces only to its next
+                                          waiter's own channel */
     .reqs = &fair_reqs,
     .open = open_fair,
     .force_release = force_release,

@@ -1,13 +1,14 @@
 /* dlock_watcher (dlock/inspect.h): one waiter on each channel an object of
- * any kind announces on, all on the making thread's parker, waited on
- * together. */
+ * any kind announces on (every kind in the catalog, a registered one too,
+ * and the objects that are not lock kinds: the latch, the election), all
+ * on the making thread's parker, waited on together. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog/catalog.h"
 #include "dlock/inspect.h"
-#include "lock/lock_impl.h"
 
-#define NCHANNELS 4
+#define NCHANNELS 8 /* more than the channel roles (base.h) */
 
 struct dlock_watcher {
   dlock__handle h; /* first: the client reference and the name */
@@ -15,6 +16,13 @@ struct dlock_watcher {
   dlock__waiter w[NCHANNELS];
   dlock__buf channel[NCHANNELS];
 };
+
+static int has_role(const dlock__key_role *roles, int n, dlock__key_role r) {
+  for (int i = 0; i < n; i++)
+    if (roles[i] == r)
+      return 1;
+  return 0;
+}
 
 void dlock_watcher_free(dlock_watcher *w) {
   if (w == NULL)
@@ -39,11 +47,18 @@ int dlock_watcher_new(dlock_client *client, const char *name,
   int rc = dlock__handle_open(sizeof *w, client, name, opts, (void **)&w);
   if (rc != DLOCK_OK)
     return rc;
-  static const dlock__key_role kinds[NCHANNELS] = {
-      DLOCK__KEY_LOCK_CHANNEL, DLOCK__KEY_RWLOCK_CHANNEL, DLOCK__KEY_SEM_CHANNEL,
-      DLOCK__KEY_LATCH_CHANNEL};
-  for (int i = 0; i < NCHANNELS && rc == DLOCK_OK; i++) {
-    rc = dlock__key(&w->channel[i], kinds[i], w->h.name, w->h.name_len);
+  /* the channels, each once: the catalog's kinds', then the latch's and
+   * the election's (a leader's record; its lock announces as a lock) */
+  dlock__key_role roles[NCHANNELS];
+  int n = 0;
+  const dlock__lock_methods *m;
+  for (size_t k = 0; (m = dlock__kind_at(k)) != NULL; k++)
+    if (m->announces && !has_role(roles, n, m->channel) && n < NCHANNELS - 2)
+      roles[n++] = m->channel;
+  roles[n++] = DLOCK__KEY_LATCH_CHANNEL;
+  roles[n++] = DLOCK__KEY_ELECTION_CHANNEL;
+  for (int i = 0; i < n && rc == DLOCK_OK; i++) {
+    rc = dlock__key(&w->channel[i], roles[i], w->h.name, w->h.name_len);
     if (rc != DLOCK_OK)
       break;
     memset(&w->w[i], 0, sizeof w->w[i]);

@@ -98,6 +98,18 @@ int dlock__lock_wait_ask(dlock__wait *w);
   .granted = dlock__lock_wait_granted,                                        \
   .give_back = dlock__lock_wait_give_back, .ask = dlock__lock_wait_ask
 
+/* What a kind stores under its name (docs/wire.md): kinds of one layout
+ * share a name as the layout allows (they exclude each other, or count
+ * permits together); kinds of two layouts refuse each other with
+ * DLOCK_EKIND and leave the name as it was. */
+typedef enum dlock__layout {
+  DLOCK__LAYOUT_NONE,        /* a combinator: its members' layouts */
+  DLOCK__LAYOUT_LOCK_HASH,   /* a lock's hash: field U:T, its hold count */
+  DLOCK__LAYOUT_RWLOCK_HASH, /* a read-write lock's hash: mode, holders */
+  DLOCK__LAYOUT_COUNT,       /* a string: a semaphore's permits */
+  DLOCK__LAYOUT_GROUP_HASH,  /* a grouped multi-lock's hash */
+} dlock__layout;
+
 /* A lock kind: its name, what it can do, and either its requests (a
  * script-based kind) or the handle operations of a composite (the
  * multi-lock, RedLock, the semaphore lock), which drive other locks or
@@ -107,6 +119,11 @@ typedef struct dlock__lock_methods {
   const char *noun; /* for messages: "lock", "fair lock", "read lock" */
   unsigned caps;    /* DLOCK_CAP_* */
   size_t size;      /* bytes to allocate for the backend's struct */
+  dlock__layout layout;
+  /* 1: its releases are announced on channel (dlock_watcher listens on
+   * every kind's); 0: it announces nothing (the spin lock). */
+  int announces;
+  dlock__key_role channel;
   const dlock__lock_reqs *reqs; /* NULL: a composite */
   /* A kind made on one name (dlock_lock_new): its own set-up of a handle
    * just allocated (its keys, its options): DLOCK_OK, or an error with

@@ -125,6 +125,7 @@ const dlock__lock_methods dlock__spin_kind = {
     .noun = "spin lock",
     .caps = DLOCK_CAP_REENTRANT,
     .size = sizeof(spin),
+    .layout = DLOCK__LAYOUT_LOCK_HASH,
     .reqs = &spin_reqs,
     .open = open_spin,
     .force_release = force_release,
