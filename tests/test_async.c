@@ -888,6 +888,169 @@ static void ended_by_caller(dlock_lock *l, const char *name, int fair) {
   CU_ASSERT(waiting_becomes(name, fair, 0));
 }
 
+/* ---- lost answers and grants given back, through both drivers ---------- */
+
+typedef struct stopped_run {
+  th_server *s;
+  dlock_lock *l;
+  dlock_client *c;
+  int ran;      /* 1: the server stopped (SIGSTOP): the try runs once it
+                   goes on; 0: CLIENT PAUSE: the try never runs */
+  int end;      /* 1: the caller ends the wait while the try is in flight */
+  int async;
+  drive d;
+} stopped_run;
+
+static void *stopped_blocking(void *arg) {
+  stopped_run *r = arg;
+  r->d.rc = dlock_acquire(r->l, 10000, 30000);
+  snprintf(r->d.msg, sizeof r->d.msg, "%s", r->d.rc == DLOCK_OK ? "" : dlock_errmsg());
+  return NULL;
+}
+
+/* One acquire whose try meets a stopped or paused server: its answer is
+ * lost past the command timeout (the driver asks the server whether it
+ * ran), or the caller ends the wait while it is in flight (interrupt,
+ * cancel) and a try that ran is given back. The outcome into r->d; the
+ * name is left free. */
+static void stopped_acquire(stopped_run *r) {
+  uint64_t me = dlock_owner_id_new(), sent = th_commands(r->c);
+  if (r->ran) {
+    th_server_pause(r->s, 1);
+  } else {
+    redisReply *p = th_cmd(r->s, "CLIENT PAUSE 1500 ALL");
+    CU_ASSERT(p && p->type == REDIS_REPLY_STATUS);
+    if (p)
+      freeReplyObject(p);
+  }
+  int64_t t0 = th_now_ms();
+  box b;
+  box_init(&b);
+  dlock_op op = 0;
+  pthread_t t;
+  if (r->async) {
+    TH_ASSERT_RC(dlock_acquire_async(r->l, me, 10000, 30000, on_done,
+                                     tag_of(&b, 0), &op), DLOCK_OK);
+  } else {
+    dlock_lock_bind_owner(r->l, me);
+    pthread_create(&t, NULL, stopped_blocking, r);
+  }
+  /* the try (and, when its answer is lost, the question after it) sent */
+  uint64_t want = sent + (r->end ? 1 : 2);
+  while (th_commands(r->c) < want && th_now_ms() - t0 < 3000)
+    usleep(1000);
+  if (r->end && r->async) {
+    TH_ASSERT_RC(dlock_cancel(op), DLOCK_OK);
+  } else if (r->end) {
+    /* a try in flight is not a wait: the interrupt finds none to end, and
+     * the try's grant (the server goes on at once) is the acquire's */
+    int n = -1;
+    TH_ASSERT_RC(dlock_interrupt(r->l, &n), DLOCK_OK);
+    CU_ASSERT_EQUAL(n, 0);
+  } else {
+    CU_ASSERT(th_now_ms() - t0 >= 300); /* the answer lost */
+  }
+  if (r->ran)
+    th_server_pause(r->s, 0);
+  if (r->async) {
+    CU_ASSERT_EQUAL_FATAL(box_wait(&b, 1, 10000), 1);
+    r->d.rc = b.rc[0];
+    snprintf(r->d.msg, sizeof r->d.msg, "%s", b.errmsg);
+  } else {
+    pthread_join(t, NULL);
+  }
+  digits_out(r->d.msg);
+  if (r->d.rc == DLOCK_OK) {
+    dlock_lock_bind_owner(r->l, me);
+    TH_ASSERT_RC(dlock_release(r->l), DLOCK_OK);
+  }
+  dlock_lock_bind_owner(r->l, 0);
+  /* one hold released or one given back: nothing left (within 5 s: a
+   * give-back is sent once the try's answer comes) */
+  int64_t until = th_now_ms() + 5000;
+  while (th_int(r->s, "EXISTS %s", dlock_lock_name(r->l, NULL)) != 0 &&
+         th_now_ms() < until)
+    usleep(2000);
+  CU_ASSERT_EQUAL(th_int(r->s, "EXISTS %s", dlock_lock_name(r->l, NULL)), 0);
+}
+
+/* A lost answer (the try ran, or did not), through both drivers: the
+ * same outcome and words, nothing left on the server. And a try in flight when the caller ends the acquire: the async
+ * one is cancelled and its grant given back; a blocking one is not
+ * waiting yet (dlock_interrupt ends waits: lock.h), so it takes the
+ * grant. */
+static void lost_and_given_back(void) {
+  th_server s;
+  CU_ASSERT_FATAL(th_server_start(&s, "") == 0);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 5000; /* the question waits for the server */
+  o.command_timeout_ms = 300;
+  dlock_client *c = th_client(&s, &o);
+  for (int fair = 0; fair < 2; fair++) {
+    const char *kind = fair ? "fair" : "reentrant";
+    dlock_lock *l = NULL;
+    TH_ASSERT_RC(dlock_lock_new(c, kind, th_name(fair ? "stopped-fair" : "stopped"),
+                                NULL, &l), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire(l, 0, 30000), DLOCK_OK); /* connected, loaded */
+    TH_ASSERT_RC(dlock_release(l), DLOCK_OK);
+    static const struct {
+      const char *scenario;
+      int ran, end;
+    } cases[] = {{"lost answer, the try ran", 1, 0},
+                 {"lost answer, the try did not run", 0, 0},
+                 {"ended in flight, the try ran: given back", 1, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      stopped_run x = {&s, l, c, cases[k].ran, cases[k].end, 0, {0}},
+                  y = {&s, l, c, cases[k].ran, cases[k].end, 1, {0}};
+      stopped_acquire(&x);
+      stopped_acquire(&y);
+      if (cases[k].end) { /* the blocking driver's own: named in lock.h */
+        TH_ASSERT_RC(x.d.rc, DLOCK_OK);
+        TH_ASSERT_RC(y.d.rc, DLOCK_ECANCELED);
+      } else {
+        agree(cases[k].scenario, kind, &x.d, &y.d, 0);
+        TH_ASSERT_RC(x.d.rc, DLOCK_OK);
+      }
+    }
+    dlock_lock_free(l);
+  }
+  dlock_client_close(c);
+  th_server_stop(&s);
+}
+
+/* The replica guard (on a cluster's masters): the master's replica
+ * stopped, no grant is acknowledged; both drivers give it back and say so
+ * in the same words. */
+static void unacked(void) {
+  if (!th_cluster_mode())
+    return; /* the guard counts a cluster's (or a sentinel's) replicas */
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.replica_sync_ms = 200;
+  dlock_client *c = th_client(&srv, &o);
+  for (int fair = 0; fair < 2; fair++) {
+    const char *kind = fair ? "fair" : "reentrant";
+    char name[96];
+    snprintf(name, sizeof name, "%s", th_name(fair ? "unacked-fair" : "unacked"));
+    th_server *master = th_node_of(&srv, name),
+              *replica = th_replica_of(&srv, master);
+    CU_ASSERT_FATAL(replica != NULL);
+    dlock_lock *l = NULL;
+    TH_ASSERT_RC(dlock_lock_new(c, kind, name, NULL, &l), DLOCK_OK);
+    drive x, y;
+    drive_blocking(l, 0, &x); /* connected, scripts loaded */
+    th_server_pause(replica, 1);
+    drive_blocking(l, 0, &x);
+    drive_async(l, 0, &y);
+    th_server_pause(replica, 0);
+    agree("no replica acknowledged", kind, &x, &y, 0);
+    TH_ASSERT_RC(x.rc, DLOCK_EIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(x.msg, "the grant was given back"));
+    CU_ASSERT_EQUAL(th_int(master, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+  }
+  dlock_client_close(c);
+}
+
 static void test_both_drivers_agree(void) {
   dlock_client *c = th_client(&srv, NULL), *holder = th_client(&srv, NULL);
   for (int fair = 0; fair < 2; fair++) {
@@ -940,6 +1103,8 @@ static void test_both_drivers_agree(void) {
   }
   dlock_client_close(holder);
   dlock_client_close(c);
+  lost_and_given_back();
+  unacked();
 }
 
 static void test_fair(void) {

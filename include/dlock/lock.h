@@ -186,7 +186,11 @@ DLOCK_API int dlock_release(dlock_lock *lock);
  * multi-lock or RedLock: its members' waits too). Each returns DLOCK_EINTR
  * promptly and leaves nothing behind: no hold, no fair-queue entry, no
  * subscription. An acquire that starts waiting after this call is not
- * affected; one whose last try already succeeded returns DLOCK_OK. OUT
+ * affected; one whose last try already succeeded returns DLOCK_OK, and
+ * so does one whose try is in flight (the first, before any wait, or a
+ * question after a lost answer): it is not waiting, and the answer decides
+ * within command_timeout_ms (dlock_cancel() ends an async acquire's try in
+ * flight as well, and gives its grant back). OUT
  * *count (may be NULL): how many waits were interrupted. Errors:
  * DLOCK_EINVAL (NULL lock). */
 DLOCK_API int dlock_interrupt(dlock_lock *lock, int *count);

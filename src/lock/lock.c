@@ -145,7 +145,8 @@ int dlock_acquire_grant(dlock_lock *lock, int64_t wait_ms, int64_t lease_ms,
       rc = dlock__fail(missed, "%s; releasing it failed too (%s): the "
                        "lease ends it", why, dlock_errmsg());
     else
-      rc = dlock__fail(missed, "%s; the lock was released again", why);
+      rc = dlock__fail(missed, "%s; the grant was given back", why); /* as
+                                                     the async driver says */
   } else if (rc == DLOCK_OK && lock->m->reqs &&
              g.validity_ms - (dlock__now_ms() - back_ms) <= 0) {
     /* the acknowledgement's wait outlasted the lease (a stop): no grant */
