@@ -499,6 +499,13 @@ dlock_client *th_client(th_server *s, const dlock_client_opts *opts) {
   return c;
 }
 
+dlock_client *th_lost_answer_client(th_server *s) {
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.connect_timeout_ms = 5000;
+  o.command_timeout_ms = 300;
+  return th_client(s, &o);
+}
+
 int th_cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);

@@ -189,6 +189,10 @@ int th_suite_close(th_server *s, dlock_client *c);
 
 /* Open a client to s with opts (NULL = defaults); CU fails on error. */
 dlock_client *th_client(th_server *s, const dlock_client_opts *opts);
+/* A client of s for lost answers: a 300 ms command timeout (an answer
+ * the server holds back past it is lost) and a 5 s connect timeout (the
+ * question after it waits for the server to go on). */
+dlock_client *th_lost_answer_client(th_server *s);
 
 int64_t th_now_ms(void);
 int64_t th_now_us(void);
