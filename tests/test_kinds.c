@@ -1,11 +1,14 @@
-/* One name, one kind (docs/errors.md): every ordered pair of the kinds
- * listed below on one name (the election's leadership is a lock's hash;
- * the multi-lock and RedLock are made of these kinds; the grouped
- * multi-lock's hash, owner fields beside value fields, is a layout of its
- * own).
- * A kind whose layout differs from what the name holds is refused with
- * DLOCK_EKIND and the key is left byte for byte as it was; kinds that share
- * a layout behave as that layout allows. */
+/* One name, one kind (docs/errors.md): every ordered pair of two
+ * different kinds on one name: every kind in the catalog (dlock_kinds(),
+ * read from the library: a kind added there, or registered by a test as
+ * counted_kind below, joins the matrix with no change here) and the
+ * objects that are not lock kinds (the election, whose leadership is a
+ * lock's hash; the latch, the counting semaphore, the permits; the
+ * grouped multi-lock, owner fields beside value fields, a layout of its
+ * own). The multi-lock and RedLock are made of these kinds.
+ * A kind whose layout (its descriptor's) differs from what the name holds
+ * is refused with DLOCK_EKIND and the key is left byte for byte as it
+ * was; kinds that share a layout behave as that layout allows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

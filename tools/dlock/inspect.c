@@ -123,8 +123,8 @@ static void list_help(void) {
          "matches is inspected: other keys are left out. --json: a JSON array.\n");
 }
 
-/* Is kind one of dlock's objects (dlock_inspection.kind)? */
-static int dlock_kind(const char *kind) {
+/* Is kind (dlock_inspection.kind: what was found) one of dlock's layouts? */
+static int is_dlock_object(const char *kind) {
   return !strcmp(kind, "lock") || !strcmp(kind, "fair lock") ||
          !strcmp(kind, "election") ||
          !strcmp(kind, "rwlock") || !strcmp(kind, "group") ||
@@ -180,7 +180,7 @@ static void list_page(dlock_client *c, const dlock_listing *page, listing *ls) {
     int rc = dlock_inspect(c, page->names[k], &o, &in);
     if (rc != DLOCK_OK) {
       ls->status = cli_fail(rc, page->names[k]);
-    } else if (dlock_kind(in->kind)) {
+    } else if (is_dlock_object(in->kind)) {
       if (ls->as_json) {
         printf("%s", ls->shown ? "," : "");
         print_status_json(page->names[k], in);
