@@ -12,19 +12,23 @@
 
 #define MAX_ADDED 64
 
-/* The built-in kinds' descriptors, each defined in its kind's folder. */
-extern const dlock__lock_methods dlock__reentrant_kind, dlock__fenced_kind,
-    dlock__non_reentrant_kind;                                   /* lock */
-extern const dlock__lock_methods dlock__fair_kind,
-    dlock__non_reentrant_fair_kind;                              /* fair */
-extern const dlock__lock_methods dlock__spin_kind;               /* spin */
-extern const dlock__lock_methods dlock__read_kind, dlock__write_kind; /* rwlock */
-extern const dlock__lock_methods dlock__semaphore_lock_kind;     /* sync */
+/* The built-in kinds, one line each, in dlock_kinds() order: X(k) names
+ * the descriptor dlock__k_kind defined in the kind's folder. */
+#define BUILTIN(X)                                                             \
+  X(reentrant)          /* src/lock */                                         \
+  X(fenced)             /* src/lock */                                         \
+  X(non_reentrant)      /* src/lock */                                         \
+  X(fair)               /* src/fair */                                         \
+  X(non_reentrant_fair) /* src/fair */                                         \
+  X(spin)               /* src/spin */                                         \
+  X(read)               /* src/rwlock */                                       \
+  X(write)              /* src/rwlock */                                       \
+  X(semaphore_lock)     /* src/sync */
 
-static const dlock__lock_methods *const builtin[] = {
-    &dlock__reentrant_kind, &dlock__fenced_kind, &dlock__non_reentrant_kind,
-    &dlock__fair_kind, &dlock__non_reentrant_fair_kind, &dlock__spin_kind,
-    &dlock__read_kind, &dlock__write_kind, &dlock__semaphore_lock_kind};
+#define DECLARE(k) extern const dlock__lock_methods dlock__##k##_kind;
+BUILTIN(DECLARE)
+#define ENTRY(k) &dlock__##k##_kind,
+static const dlock__lock_methods *const builtin[] = {BUILTIN(ENTRY)};
 #define NBUILTIN (sizeof builtin / sizeof builtin[0])
 
 /* The registered kinds after the built-in ones; names[] is what
