@@ -188,14 +188,14 @@ static void test_wait_recipe(void) {
   /* try; busy: subscribe (the hint bounds the wait), then try again */
   CU_ASSERT_EQUAL(dlock__recipe_start(&r, -1, -1, 0), DLOCK__STEP_TRY);
   int64_t now = dlock__now_ms();
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 500, 1), DLOCK__STEP_SUBSCRIBE);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EBUSY, 500, 1), DLOCK__STEP_SUBSCRIBE);
   CU_ASSERT(r.until >= now + 500 && r.until <= dlock__now_ms() + 500);
   CU_ASSERT_EQUAL(dlock__recipe_woken(&r, 0, 0), DLOCK__STEP_TRY);
   /* busy again: wait (no hint: a second at most; -2: now) */
   now = dlock__now_ms();
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, -1, 1), DLOCK__STEP_WAIT);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EBUSY, -1, 1), DLOCK__STEP_WAIT);
   CU_ASSERT(r.until >= now + 1000 && r.until <= dlock__now_ms() + 1000);
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, -2, 1), DLOCK__STEP_WAIT);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EBUSY, -2, 1), DLOCK__STEP_WAIT);
   CU_ASSERT(r.until <= dlock__now_ms());
   /* a lost answer of a written try is asked about, 16 times at most; an
    * unwritten one, or another error, ends the wait */
@@ -209,21 +209,21 @@ static void test_wait_recipe(void) {
   CU_ASSERT_EQUAL(r.rc, DLOCK_EPROTO);
   /* the ask's answer: ran (granted), did not (a fresh try), lost again */
   CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_ASK);
-  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, 1, 1), DLOCK__STEP_GRANTED);
-  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, 0, 1), DLOCK__STEP_TRY);
-  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 1), DLOCK__STEP_ASK);
-  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 0), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_OK, 1, 1), DLOCK__STEP_GRANTED);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_OK, 0, 1), DLOCK__STEP_TRY);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_ASK);
+  CU_ASSERT_EQUAL(dlock__recipe_asked(&r, DLOCK_EIO, 0, 0), DLOCK__STEP_FAILED);
   /* a kind that cannot be asked ends on a lost answer */
   dlock__recipe no = {.noun = "lock", .name = "r"};
   dlock__recipe_start(&no, -1, -1, 0);
   CU_ASSERT_EQUAL(dlock__recipe_tried(&no, DLOCK_EIO, 0, 1), DLOCK__STEP_FAILED);
   /* a single try: busy is DLOCK_EBUSY, saying the holder's lease */
   dlock__recipe_start(&r, 0, dlock__now_ms(), 0);
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 1234, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EBUSY, 1234, 1), DLOCK__STEP_FAILED);
   CU_ASSERT_EQUAL(r.rc, DLOCK_EBUSY);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "lock \"r\": not available"));
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "1234 ms left"));
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 1, 0, 1), DLOCK__STEP_GRANTED);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_OK, 0, 1), DLOCK__STEP_GRANTED);
   /* the budget spent: busy is DLOCK_ETIMEDOUT; a wait's end by the close
    * or an interrupt says so; a long name is cut in messages */
   char name[300];
@@ -231,7 +231,7 @@ static void test_wait_recipe(void) {
   name[sizeof name - 1] = '\0';
   r.name = name;
   dlock__recipe_start(&r, 20, dlock__now_ms() - 1, 0);
-  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, 0, 5, 1), DLOCK__STEP_FAILED);
+  CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EBUSY, 5, 1), DLOCK__STEP_FAILED);
   CU_ASSERT_EQUAL(r.rc, DLOCK_ETIMEDOUT);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "nnn...\": still not available after 20 ms"));
   CU_ASSERT_EQUAL(dlock__recipe_tried(&r, DLOCK_EIO, 0, 1), DLOCK__STEP_FAILED);
@@ -243,7 +243,7 @@ static void test_wait_recipe(void) {
   /* a subject that says the demand */
   dlock__recipe s = {.noun = "semaphore", .name = "s", .permits = 2, .fifo = 1};
   dlock__recipe_start(&s, 0, dlock__now_ms(), 0);
-  dlock__recipe_tried(&s, 0, -1, 1);
+  dlock__recipe_tried(&s, DLOCK_EBUSY, -1, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(dlock_errmsg(), "semaphore \"s\" (2 permits): not available"));
   /* a FIFO waiter behind the client's others joins the line untried (a
    * single try still tries) and tries only on its turn */

@@ -464,9 +464,9 @@ static int counted_state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {
   return in->m->state(in, owner, st);
 }
 
-static int counted_force(dlock_lock *l) {
+static int counted_force(dlock_lock *l, int *deleted) {
   dlock_lock *in = ((counted *)l)->inner;
-  return in->m->force_release(in);
+  return in->m->force_release(in, deleted);
 }
 
 static void counted_destroy(dlock_lock *l) { dlock_lock_free(((counted *)l)->inner); }

@@ -207,8 +207,10 @@ static void grant(dlock__aop *op) {
 
 static int ask_job(dlock__aop *op) {
   dlock__fail(DLOCK_EIO, "%s", op->errmsg ? op->errmsg : "the answer was lost");
-  int rc = op->wt.k->ask(&op->wt);
+  int ran = 0;
+  int rc = op->wt.k->ask(&op->wt, &ran);
   op->fate = (uint8_t)dlock__last_call_fate();
+  op->wt.ran = (uint8_t)ran; /* read by asked(), after the job */
   return rc;
 }
 
@@ -230,7 +232,8 @@ static void asked(dlock__aop *op, int rc) {
     free(op->errmsg); /* the lost answer's: no longer the outcome */
     op->errmsg = NULL;
   }
-  dlock__step step = dlock__recipe_asked(&op->recipe, rc, op->fate);
+  dlock__step step =
+      dlock__recipe_asked(&op->recipe, rc, op->wt.ran, op->fate);
   if (step == DLOCK__STEP_TRY && dlock__aop_cancelled(op))
     dlock__aop_finish(op, DLOCK_ECANCELED); /* it did not run: no new try */
   else
@@ -256,7 +259,7 @@ static void try_reply(dlock__req *req, redisReply *reply, int status) {
              : op->wt.k->try_reply(&op->wt, reply, &hint);
     freeReplyObject(reply);
   }
-  if (rc > 0 && missed) {
+  if (rc == DLOCK_OK && missed) {
     dlock__fail(missed, "%s; the grant was given back", why);
     op->granted = 1;
     give_back(op, missed);

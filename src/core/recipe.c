@@ -127,7 +127,7 @@ dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
 
 dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
                                 int sent) {
-  if (rc > 0)
+  if (rc == DLOCK_OK)
     return DLOCK__STEP_GRANTED;
   if (rc == DLOCK_EDEADLK || rc == DLOCK_EREENTRY) { /* the caller's own hold
                                                        refuses it: name it */
@@ -137,15 +137,15 @@ dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
   }
   if (rc == DLOCK_EIO && sent == DLOCK__REFUSED)
     return refused(r, rc);
-  return rc == 0 ? not_yet(r, hint) : lost(r, rc, sent);
+  return rc == DLOCK_EBUSY ? not_yet(r, hint) : lost(r, rc, sent);
 }
 
-dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent) {
-  if (ran == 1) /* it ran: granted when it was sent */
-    return DLOCK__STEP_GRANTED;
-  if (ran == 0) /* it did not: a fresh try, on the server reached now */
-    return DLOCK__STEP_TRY;
-  return lost(r, ran, sent);
+dlock__step dlock__recipe_asked(dlock__recipe *r, int rc, int ran, int sent) {
+  if (rc != DLOCK_OK)
+    return lost(r, rc, sent);
+  /* it ran: granted when it was sent; it did not: a fresh try, on the
+   * server reached now */
+  return ran ? DLOCK__STEP_GRANTED : DLOCK__STEP_TRY;
 }
 
 dlock__step dlock__recipe_woken(dlock__recipe *r, int status, int my_turn) {

@@ -59,14 +59,14 @@ typedef struct dlock__recipe {
  * deadline (ms, -1 none); queued: the client's FIFO waiters in line. */
 dlock__step dlock__recipe_start(dlock__recipe *r, int64_t wait_ms,
                                 int64_t deadline, int queued);
-/* A try's outcome: rc 1 granted, 0 busy (hint: ms to wait at most, -1
- * unknown, -2 retry now), or an error; sent: what became of its request
- * when it failed (DLOCK__UNSENT, _SENT, _REFUSED). */
+/* A try's outcome: rc DLOCK_OK granted, DLOCK_EBUSY busy (hint: ms to
+ * wait at most, -1 unknown, -2 retry now), or an error; sent: what became
+ * of its request when it failed (DLOCK__UNSENT, _SENT, _REFUSED). */
 dlock__step dlock__recipe_tried(dlock__recipe *r, int rc, int64_t hint,
                                 int sent);
-/* An ask's outcome: 1 the lost try ran, 0 it did not, or an error (sent
- * as for a try: a refused ask is asked again). */
-dlock__step dlock__recipe_asked(dlock__recipe *r, int ran, int sent);
+/* An ask's outcome: rc DLOCK_OK and ran (1 the lost try ran, 0 it did
+ * not), or an error (sent as for a try: a refused ask is asked again). */
+dlock__step dlock__recipe_asked(dlock__recipe *r, int rc, int ran, int sent);
 /* A wait's end: status 0 (woken, confirmed or timed), DLOCK_ECLOSED,
  * DLOCK_EINTR or another error with its message set; my_turn: a FIFO
  * waiter's turn has come. */

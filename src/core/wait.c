@@ -107,10 +107,12 @@ static void settle_early(dlock__wait *w, dlock__waiter *wr, int rc) {
     dlock__try t = {wr, 0};
     int64_t hint = 0;
     int got = try_once(w, &t, &hint); /* takes the early answer */
+    int ran = got == DLOCK_OK;
     if (dlock__answer_lost(got) && w->k->ask && !w->no_ask &&
-        dlock__last_call_fate() == DLOCK__SENT)
-      got = w->k->ask(w);
-    if (got == 1)
+        dlock__last_call_fate() == DLOCK__SENT &&
+        w->k->ask(w, &ran) != DLOCK_OK)
+      ran = 0; /* unknown: the lease ends it */
+    if (ran)
       give_back(w);
     dlock__error_restore(&saved);
   }
@@ -260,11 +262,10 @@ static void leave(dlock__wait *w, waiting *j, int rc) {
 /* A grant the kind records (k->granted), or gives back when it cannot. */
 static int keep(dlock__wait *w) {
   if (w->k->granted == NULL)
-    return 1;
+    return DLOCK_OK;
   int rc = w->k->granted(w);
-  if (rc == DLOCK_OK)
-    return 1;
-  give_back(w);
+  if (rc != DLOCK_OK)
+    give_back(w);
   return rc;
 }
 
@@ -284,7 +285,7 @@ int dlock__wait_run(dlock__wait *w) {
                                          k->fifo ? dlock__fifo_waiters(c) : 0);
   dlock__try t = {NULL, 0};
   int64_t hint = 0;
-  int early = k->early && !k->fifo, fresh = 0, rc;
+  int early = k->early && !k->fifo, fresh = 0, ran = 0, rc;
   waiting j;
   memset(&j, 0, sizeof j);
   w->subscribed = 0;
@@ -300,9 +301,9 @@ int dlock__wait_run(dlock__wait *w) {
       step = dlock__recipe_tried(&r, rc, hint, dlock__last_call_fate());
       break;
     case DLOCK__STEP_ASK:
-      rc = k->ask(w);
+      rc = k->ask(w, &ran);
       fresh = 1;
-      step = dlock__recipe_asked(&r, rc, dlock__last_call_fate());
+      step = dlock__recipe_asked(&r, rc, ran, dlock__last_call_fate());
       break;
     case DLOCK__STEP_SUBSCRIBE:
       rc = join(w, &j, deadline);
@@ -327,10 +328,10 @@ int dlock__wait_run(dlock__wait *w) {
       break;
     case DLOCK__STEP_GRANTED:
     case DLOCK__STEP_FAILED:
-      rc = step == DLOCK__STEP_GRANTED ? 1 : r.rc;
+      rc = step == DLOCK__STEP_GRANTED ? DLOCK_OK : r.rc;
       if (j.joined)
         leave(w, &j, rc);
-      return rc == 1 ? keep(w) : rc;
+      return rc == DLOCK_OK ? keep(w) : rc;
     }
   }
 }

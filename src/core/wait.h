@@ -19,9 +19,10 @@ typedef struct dlock__wait_rules {
   /* Build one try into req (the caller's thread, or the engine thread for
    * an async wait). */
   int (*try_req)(dlock__wait *w, dlock__req *req);
-  /* Its answer (never an error reply: the driver reads those): 1 granted
-   * (w->token, w->count as the kind tells them), 0 not yet (*hint: the
-   * longest useful wait in ms, -1 unknown, -2 retry now), or an error. */
+  /* Its answer (never an error reply: the driver reads those): DLOCK_OK
+   * granted (w->token, w->count as the kind tells them), DLOCK_EBUSY not
+   * yet, with no message (*hint: the longest useful wait in ms, -1
+   * unknown, -2 retry now), or an error with its message. */
   int (*try_reply)(dlock__wait *w, const redisReply *r, int64_t *hint);
   /* The channel to wait on, appended to *ch, and its wake rule; made when
    * the wait begins (an uncontended call never waits). DLOCK_OK or
@@ -41,10 +42,10 @@ typedef struct dlock__wait_rules {
   int (*give_up)(dlock__wait *w, dlock__req *req);
   /* A try whose answer was lost (its connection dropped after it was
    * written): did it run? A blocking call (the async driver runs it on the
-   * thread pool): 1 it did (w->sent_ms: its lease started no earlier), 0
-   * it did not, or an error. NULL (or w->no_ask): DLOCK_EIO ends the
-   * wait. */
-  int (*ask)(dlock__wait *w);
+   * thread pool): DLOCK_OK and *ran 1 it did (w->sent_ms: its lease
+   * started no earlier) or 0 it did not; or an error. NULL (or
+   * w->no_ask): DLOCK_EIO ends the wait. */
+  int (*ask)(dlock__wait *w, int *ran);
   /* the client's waiters are served in arrival order, each needing
    * w->demand (a message "N" lets the oldest whose demands add up to at
    * most N try at once: semaphores) */
@@ -80,6 +81,7 @@ struct dlock__wait {
   char rid[33];         /* this wait's request id (the drivers set it at
                            the start): a kind marks what its tries did
                            with it (the semaphore) */
+  uint8_t ran;          /* the async driver's: its last ask's answer */
   void *res;            /* the async driver's dlock_result, NULL for a
                            blocking wait: what a grant fills in beyond
                            token, validity and count */
@@ -96,8 +98,8 @@ struct dlock__wait {
 
 /* The blocking driver: try, subscribe, try and wait until granted (and
  * recorded: k->granted) or the budget (w->wait_ms: 0 one try, giving
- * DLOCK_EBUSY; DLOCK_WAIT_FOREVER) is spent. 1 granted, or an error
- * (DLOCK_ETIMEDOUT, DLOCK_EINTR, DLOCK_ECLOSED...). */
+ * DLOCK_EBUSY; DLOCK_WAIT_FOREVER) is spent. DLOCK_OK granted, or an
+ * error (DLOCK_ETIMEDOUT, DLOCK_EINTR, DLOCK_ECLOSED...). */
 int dlock__wait_run(dlock__wait *w);
 
 /* One try of a wait loop, as the blocking driver sends it. */

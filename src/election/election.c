@@ -49,13 +49,13 @@ static int read_reply(const redisReply *r, int release, int64_t *hint,
     int64_t what = r->element[0]->integer, n = r->element[1]->integer;
     if (what == 1) {
       *token = n;
-      return 1;
+      return DLOCK_OK;
     }
     if (what == 2)
       return dlock__fail(DLOCK_EREENTRY, "campaign: the candidate leads "
                          "already (term %" PRId64 ")", n);
     *hint = n;
-    return 0;
+    return DLOCK_EBUSY;
   }
   return dlock__fail_reply(r, "campaign");
 }
@@ -99,8 +99,8 @@ static int force_build(void *ctx, const char *rid, dlock__req *req) {
   return resign_req(((force_ctx *)ctx)->l, 0, rid, req);
 }
 
-/* Remove whoever leads: 1 removed, 0 nobody led. */
-static int force_release(dlock_lock *l) {
+/* Remove whoever leads: *deleted 1 removed, 0 nobody led. */
+static int force_release(dlock_lock *l, int *deleted) {
   force_ctx ctx = {l};
   redisReply *r;
   int rc = dlock__release_retry(l->h.client, force_build, &ctx, &r);
@@ -108,7 +108,8 @@ static int force_release(dlock_lock *l) {
     return rc;
   rc = dlock__hashlock_release_answer(r);
   freeReplyObject(r);
-  return rc;
+  *deleted = rc == DLOCK_OK;
+  return rc == DLOCK_ENOTOWNER ? DLOCK_OK : rc;
 }
 
 static void destroy(dlock_lock *l) {
@@ -126,7 +127,7 @@ static void destroy(dlock_lock *l) {
  * written): did it run? The record says: this candidate leads, in its
  * term (a fenced lock's token cannot be asked after; a term can). 1 it
  * ran (w->token: the term), 0 it did not, or an error. */
-static int ask(dlock__wait *w) {
+static int ask(dlock__wait *w, int *ran) {
   dlock_election *e = (dlock_election *)(void *)w->h;
   dlock__kept_error lost; /* the try's */
   dlock__error_keep(&lost);
@@ -139,11 +140,11 @@ static int ask(dlock__wait *w) {
     return rc;
   }
   dlock__error_drop(&lost);
-  rc = l.mine;
-  if (rc)
+  *ran = l.mine;
+  if (l.mine)
     w->token = l.term; /* its lease started no earlier than w->sent_ms */
   dlock_leader_clear(&l);
-  return rc;
+  return DLOCK_OK;
 }
 
 /* Standbys race for each resignation across processes: no early tries. */

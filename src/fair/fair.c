@@ -68,7 +68,7 @@ static int wait_reply(dlock_lock *l, const redisReply *r, int64_t *hint,
   fair *f = (fair *)l;
   int rc = dlock__hashlock_read_reply(r, 0, hint, token);
   int64_t refresh = f->slot_ms / 3 > 0 ? f->slot_ms / 3 : 1;
-  if (rc == 0 && (*hint < 0 || *hint > refresh))
+  if (rc == DLOCK_EBUSY && (*hint < 0 || *hint > refresh))
     *hint = refresh;
   return rc;
 }
@@ -123,14 +123,14 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return DLOCK_OK;
 }
 
-static int force_release(dlock_lock *l) {
+static int force_release(dlock_lock *l, int *deleted) {
   fair *f = (fair *)l;
   const char *keys[] = {l->h.name, f->queue.p, f->timeouts.p, f->alive.p};
   size_t klens[] = {l->h.name_len, f->queue.len, f->timeouts.len, f->alive.len};
   const char *args[] = {dlock__publish_cmd(l->h.client), f->channel.p};
   size_t alens[] = {strlen(dlock__publish_cmd(l->h.client)), f->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_FAIR_FORCE_RELEASE, 4, keys,
-                                   klens, 2, args, alens);
+                                   klens, 2, args, alens, deleted);
 }
 
 static void destroy(dlock_lock *l) {

@@ -71,18 +71,19 @@ int dlock__hashlock_read_reply(const redisReply *r, int release, int64_t *hint,
     return dlock__hashlock_release_answer(r);
   *token = 0;
   if (r->type == REDIS_REPLY_NIL)
-    return 1;
+    return DLOCK_OK;
   if (r->type == REDIS_REPLY_INTEGER) {
     *hint = r->integer;
-    return 0;
+    return DLOCK_EBUSY;
   }
   return dlock__fail_reply(r, "acquire");
 }
 
 int dlock__hashlock_release_answer(const redisReply *r) {
   if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
-    return 1;
-  return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
+    return DLOCK_OK;
+  return r->type == REDIS_REPLY_NIL ? DLOCK_ENOTOWNER
+                                    : dlock__fail_reply(r, "release");
 }
 
 int dlock__lock_released_as(dlock_lock *l, const dlock__hold_id *id,
@@ -139,12 +140,13 @@ int dlock__hashlock_release_req(dlock_lock *l, uint64_t owner_id,
                             rid, 2, keys, klens, 6, args, alens);
 }
 
-int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel) {
+int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel,
+                                  int *deleted) {
   const char *pub = channel ? dlock__publish_cmd(l->h.client) : "";
   const char *keys[] = {l->h.name};
   size_t klens[] = {l->h.name_len};
   const char *args[] = {pub, channel ? channel->p : "", "0"};
   size_t alens[] = {strlen(pub), channel ? channel->len : 0, 1};
   return dlock__force_release_call(l, DLOCK__SCRIPT_LOCK_FORCE_RELEASE, 1, keys,
-                                   klens, 3, args, alens);
+                                   klens, 3, args, alens, deleted);
 }

@@ -217,12 +217,11 @@ int dlock_force_release(dlock_lock *lock, int *released) {
   if (lock->m->force_release == NULL)
     return dlock__fail(DLOCK_ENOTSUP, "%s locks have no force release",
                        lock->m->kind);
-  rc = lock->m->force_release(lock);
-  if (rc < 0)
-    return rc;
-  if (released)
-    *released = rc;
-  return DLOCK_OK;
+  int deleted = 0;
+  rc = lock->m->force_release(lock, &deleted);
+  if (rc == DLOCK_OK && released)
+    *released = deleted;
+  return rc;
 }
 
 int dlock_lock_state_get(dlock_lock *lock, dlock_lock_state *state) {
@@ -324,7 +323,7 @@ void dlock__lock_forget(dlock_lock *lock, uint64_t owner) {
 }
 
 int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
-                        int64_t try_ms, int64_t *sent_ms) {
+                    int64_t try_ms, int64_t *sent_ms, int *ran) {
   dlock__kept_error lost; /* the try's */
   dlock__error_keep(&lost);
   dlock_lock_state st;
@@ -332,9 +331,9 @@ int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
   int rc = l->m->state(l, owner, &st);
   if (rc == DLOCK_OK && prior >= 0 && st.hold_count == prior + 1) {
     *sent_ms = try_ms; /* its lease started no earlier */
-    rc = 1;
+    *ran = 1;
   } else if (rc == DLOCK_OK && prior >= 0 && st.hold_count == prior) {
-    rc = 0;
+    *ran = 0;
   } else if (rc == DLOCK_OK) {
     rc = dlock__fail(DLOCK_EIO, "%s; after it the server counts %" PRId64
                      " holds of \"%.100s%s\" where %" PRId64 " or %" PRId64
@@ -362,9 +361,9 @@ int dlock__lock_wait_try(dlock__wait *w, dlock__req *req) {
   return m->try_req(l, w->owner, w->lease_ms, req);
 }
 
-/* Its answer: 1 acquired (w->token), 0 held by another (*hint: how long
- * to wait at most), or an error (the recipe names the lock in one the
- * caller's own hold causes). A queueing kind's replies cut the hint so
+/* Its answer: DLOCK_OK acquired (w->token), DLOCK_EBUSY held by another
+ * (*hint: how long to wait at most), or an error (the recipe names the
+ * lock in one the caller's own hold causes). A queueing kind's replies cut the hint so
  * that a queued waiter keeps its place (wait_reply). */
 int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r,
                            int64_t *hint) {
@@ -418,20 +417,21 @@ int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req) {
  * owner's holds against this client's, read now (holds the same owner
  * took or let go meanwhile are in both). A try that only queued counts as
  * not run: the next one keeps the place. */
-int dlock__lock_wait_ask(dlock__wait *w) {
+int dlock__lock_wait_ask(dlock__wait *w, int *ran) {
   dlock_lock *l = wait_lock(w);
   int64_t known = l->m->reqs->hold_count(l, w->owner);
-  int ran = dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms);
-  if (ran != 1 || !l->m->reqs->token_in_answer)
-    return ran;
+  int rc = dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms, ran);
+  if (rc != DLOCK_OK || !*ran || !l->m->reqs->token_in_answer)
+    return rc;
   /* it ran, and its token went with the answer: give that hold back (the
    * count is the one before the try again), and try afresh */
   lock_release x = {l, w->owner};
   redisReply *r = NULL;
-  int rc = dlock__release_retry(l->h.client, build_release, &x, &r);
+  rc = dlock__release_retry(l->h.client, build_release, &x, &r);
   if (r)
     freeReplyObject(r);
-  return rc == DLOCK_OK ? 0 : rc;
+  *ran = 0; /* given back: as if it had not run */
+  return rc;
 }
 
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
@@ -448,7 +448,7 @@ int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
        * DLOCK_EIO (or DLOCK_ENOMEM: its reply could not be read) */
       .no_ask = m->hold_count == NULL};
   int rc = dlock__wait_run(&w);
-  if (rc != 1)
+  if (rc != DLOCK_OK)
     return rc;
   grant->token = w.token;
   grant->validity_ms = w.validity_ms;
@@ -491,20 +491,22 @@ int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner) {
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               const char *const *keys, const size_t *klens,
                               size_t nargs, const char *const *args,
-                              const size_t *alens) {
+                              const size_t *alens, int *deleted) {
   redisReply *r;
   int rc = dlock__script_call(l->h.client, script, nkeys, keys, klens, nargs, args,
                               alens, &r);
   if (rc != DLOCK_OK)
     return rc;
-  rc = dlock__force_release_answer(r);
+  rc = dlock__force_release_answer(r, deleted);
   freeReplyObject(r);
   return rc;
 }
 
-int dlock__force_release_answer(const redisReply *r) {
-  return r->type == REDIS_REPLY_INTEGER ? (int)(r->integer == 1)
-                                        : dlock__fail_reply(r, "force release");
+int dlock__force_release_answer(const redisReply *r, int *deleted) {
+  if (r->type != REDIS_REPLY_INTEGER)
+    return dlock__fail_reply(r, "force release");
+  *deleted = r->integer == 1;
+  return DLOCK_OK;
 }
 
 void dlock_lock_free(dlock_lock *lock) {

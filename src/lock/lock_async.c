@@ -188,11 +188,10 @@ int dlock__release_op(dlock_lock *l, uint64_t owner, dlock_done_fn *done,
 /* ---- force release and state: thread-pool jobs ------------------------------ */
 
 static int force_blocking(dlock__aop *op) {
-  int rc = lock_of(op)->m->force_release(lock_of(op));
-  if (rc < 0)
-    return rc;
-  op->res.released = rc;
-  return DLOCK_OK;
+  int deleted = 0;
+  int rc = lock_of(op)->m->force_release(lock_of(op), &deleted);
+  op->res.released = deleted;
+  return rc;
 }
 
 int dlock_force_release_async(dlock_lock *l, dlock_done_fn *done, void *data,

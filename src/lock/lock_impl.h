@@ -34,8 +34,10 @@ typedef struct dlock__lock_reqs {
                      dlock__req *req);
   /* Read a reply to try_req (release 0) or release_req (release 1) without
    * the handle: it runs on an engine thread when the handle may be gone.
-   * 1 granted (*token: the fencing token, 0 without) / released; 0 held by
-   * another (*hint: its PTTL) / nothing to release; or an error code. */
+   * DLOCK_OK granted (*token: the fencing token, 0 without) / released;
+   * DLOCK_EBUSY held by another (*hint: its PTTL), DLOCK_ENOTOWNER nothing
+   * to release (these two with no message: the caller words them); or an
+   * error with its message. */
   int (*read_reply)(const redisReply *r, int release, int64_t *hint,
                     int64_t *token);
   /* Record a grant of try_req (t0_ms: when it was sent) as the owner's hold,
@@ -90,7 +92,7 @@ int dlock__lock_wait_granted(dlock__wait *w);
 int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
                                dlock__req *req);
 int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req);
-int dlock__lock_wait_ask(dlock__wait *w);
+int dlock__lock_wait_ask(dlock__wait *w, int *ran);
 #define DLOCK__LOCK_WAIT                                                       \
   .noun = "lock", .try_req = dlock__lock_wait_try,                            \
   .try_reply = dlock__lock_wait_reply,                                        \
@@ -131,7 +133,9 @@ typedef struct dlock__lock_methods {
    * up). NULL: nothing to set up. */
   int (*open)(dlock_lock *lock, const dlock_lock_opts *opts);
   /* Every kind: */
-  int (*force_release)(dlock_lock *lock); /* 1 deleted, 0 free, or < 0 */
+  int (*force_release)(dlock_lock *lock, int *deleted); /* DLOCK_OK (*deleted
+                                                       1, or 0: it was free)
+                                                       or an error */
   int (*state)(dlock_lock *lock, uint64_t owner, dlock_lock_state *out);
   void (*destroy)(dlock_lock *lock); /* backend's own fields; may be NULL */
   /* A composite's (a kind with reqs: NULL, the recipe's). owner: the id
@@ -272,8 +276,8 @@ int dlock__hashlock_released(dlock_lock *l, uint64_t owner, const redisReply *r)
 /* Stop tracking the owner's hold (outcome unknown; its lease ends it). */
 void dlock__hashlock_forget(dlock_lock *l, uint64_t owner);
 /* A release's reply (lua/lock_release.lua, fair_release.lua) as read_reply
- * gives it: 1 released one hold (0 or 1: a hold remains or not), 0 there
- * was none (nil), or an error. */
+ * gives it: DLOCK_OK released one hold (0 or 1: a hold remains or not),
+ * DLOCK_ENOTOWNER there was none (nil, no message), or an error. */
 int dlock__hashlock_release_answer(const redisReply *r);
 /* read_reply of the kinds whose acquire answers nil (granted) or how long
  * to wait (lua/lock_acquire.lua, fair_acquire.lua), and release as above. */
@@ -287,9 +291,10 @@ int dlock__hashlock_release_req(dlock_lock *l, uint64_t owner_id,
                                 const dlock__buf *unlock_prefix,
                                 dlock__req *req);
 /* Delete N whoever holds it (lua/lock_force_release.lua), announced on
- * channel (NULL: nothing published): 1 deleted, 0 it was free, or an
- * error. */
-int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel);
+ * channel (NULL: nothing published): DLOCK_OK (*deleted 1, or 0: it was
+ * free) or an error. */
+int dlock__hashlock_force_release(dlock_lock *l, const dlock__buf *channel,
+                                  int *deleted);
 /* How many times this client holds N for owner (0 none, -1 lost). */
 int64_t dlock__hashlock_count(dlock_lock *l, uint64_t owner);
 size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);
@@ -297,11 +302,11 @@ size_t dlock__hashlock_guard_field(dlock_lock *l, uint64_t owner, char out[96]);
 
 /* A try whose answer was lost (the wait's ask): the owner's hold count
  * on the server (the state method) against prior, the count this client
- * has: 1 one more (the try ran: *sent_ms = try_ms, no later than it was
- * sent), 0 the same (it did not), else an error (DLOCK_EIO when the
- * server cannot be asked or the count is neither). */
+ * has: one more, *ran 1 (the try ran: *sent_ms = try_ms, no later than
+ * it was sent); the same, *ran 0 (it did not): DLOCK_OK; else an error
+ * (DLOCK_EIO when the server cannot be asked or the count is neither). */
 int dlock__lock_ask(dlock_lock *l, uint64_t owner, int64_t prior,
-                        int64_t try_ms, int64_t *sent_ms);
+                    int64_t try_ms, int64_t *sent_ms, int *ran);
 
 /* The blocking release of a kind with release_req and released: one
  * request id for the call and its retries on a lost reply (the unlock
@@ -311,14 +316,14 @@ int dlock__lock_release_by_req(dlock_lock *l, uint64_t owner);
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant);
 
-/* A force-release script's reply, 1 (deleted) or 0 (was free): that, or
- * an error. */
-int dlock__force_release_answer(const redisReply *r);
-/* Run a force-release script that answers 1 (deleted) or 0 (was free);
- * returns that, or an error. */
+/* A force-release script's reply, 1 (deleted) or 0 (was free), into
+ * *deleted: DLOCK_OK, or an error. */
+int dlock__force_release_answer(const redisReply *r, int *deleted);
+/* Run a force-release script that answers 1 (deleted) or 0 (was free)
+ * into *deleted: DLOCK_OK, or an error. */
 int dlock__force_release_call(dlock_lock *l, int script, size_t nkeys,
                               const char *const *keys, const size_t *klens,
                               size_t nargs, const char *const *args,
-                              const size_t *alens);
+                              const size_t *alens, int *deleted);
 
 #endif /* DLOCK_LOCK_IMPL_H */

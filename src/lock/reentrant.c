@@ -47,10 +47,10 @@ static int fenced_read_reply(const redisReply *r, int release, int64_t *hint,
       r->element[1]->type == REDIS_REPLY_INTEGER) {
     if (r->element[0]->integer == 1) {
       *token = r->element[1]->integer;
-      return 1;
+      return DLOCK_OK;
     }
     *hint = r->element[1]->integer;
-    return 0;
+    return DLOCK_EBUSY;
   }
   return dlock__fail_reply(r, "acquire");
 }
@@ -69,8 +69,8 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return dlock__buf_add(channel, rl->channel.p, rl->channel.len);
 }
 
-static int force_release(dlock_lock *l) {
-  return dlock__hashlock_force_release(l, &((reentrant *)l)->channel);
+static int force_release(dlock_lock *l, int *deleted) {
+  return dlock__hashlock_force_release(l, &((reentrant *)l)->channel, deleted);
 }
 
 static void destroy(dlock_lock *l) {

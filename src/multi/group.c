@@ -169,7 +169,7 @@ static int fields_call(group *g, int script, const char *const *head,
   return rc == DLOCK_OK ? dlock__call(g->base.h.client, &req, r) : rc;
 }
 
-static int force_release(dlock_lock *l) {
+static int force_release(dlock_lock *l, int *deleted) {
   group *g = (group *)l;
   const char *pub = dlock__publish_cmd(l->h.client);
   const char *head[] = {pub, g->channel.p};
@@ -178,7 +178,7 @@ static int force_release(dlock_lock *l) {
   int rc = fields_call(g, DLOCK__SCRIPT_GROUP_FORCE_RELEASE, head, hlens, 2, &r);
   if (rc != DLOCK_OK)
     return rc;
-  rc = dlock__force_release_answer(r);
+  rc = dlock__force_release_answer(r, deleted);
   freeReplyObject(r);
   return rc;
 }

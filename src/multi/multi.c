@@ -105,20 +105,21 @@ static int release(dlock_lock *l, uint64_t owner) {
   return first;
 }
 
-static int force_release(dlock_lock *l) {
+static int force_release(dlock_lock *l, int *deleted) {
   multi *m = (multi *)l;
-  int any = 0;
+  *deleted = 0;
   for (size_t i = 0; i < m->n; i++) {
     dlock_lock *member = m->members[i];
     if (member->m->force_release == NULL)
       return dlock__fail(DLOCK_ENOTSUP, "member %zu (%s) has no force release",
                          i, member->m->kind);
-    int rc = member->m->force_release(member);
-    if (rc < 0)
+    int one = 0;
+    int rc = member->m->force_release(member, &one);
+    if (rc != DLOCK_OK)
       return rc;
-    any |= rc;
+    *deleted |= one;
   }
-  return any;
+  return DLOCK_OK;
 }
 
 static int state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {

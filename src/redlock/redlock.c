@@ -87,7 +87,8 @@ static void call_done(dlock__req *req, redisReply *reply, int status) {
   if (status != DLOCK_OK)
     snprintf(c->errmsg, sizeof c->errmsg, "%s", req->errmsg);
   int64_t hint, token;
-  if (status == DLOCK_OK && c->m->reqs->read_reply(reply, !r->is_try, &hint, &token) == 1)
+  if (status == DLOCK_OK &&
+      c->m->reqs->read_reply(reply, !r->is_try, &hint, &token) == DLOCK_OK)
     r->granted++;
   r->pending--;
   void (*notify)(void *) = NULL;
@@ -348,15 +349,16 @@ static void tally_round(redlock *rl, round *r, int64_t t0, int64_t round_end,
              c->reply->str);
     } else {
       int got = m->m->reqs->read_reply(c->reply, 0, &hint, &token);
-      if (got == 1) {
+      if (got == DLOCK_OK) {
         t->granted[i] = 1;
         t->ngranted++;
       } else {
-        t->busy[i] = got == 0;
-        t->nbusy += got == 0;
+        int busy = got == DLOCK_EBUSY;
+        t->busy[i] = busy;
+        t->nbusy += busy;
         dlock__append(t->why, sizeof t->why, "; member %zu (%s): %s", i,
              member_where(m, at, sizeof at),
-               got == 0 ? "held by another owner" : dlock_errmsg());
+               busy ? "held by another owner" : dlock_errmsg());
       }
     }
   }
@@ -574,15 +576,15 @@ static int release(dlock_lock *l, uint64_t owner) {
                      rl->n, why);
 }
 
-static int force_release(dlock_lock *l) {
+static int force_release(dlock_lock *l, int *deleted) {
   redlock *rl = (redlock *)l;
-  int any = 0;
-  for (size_t i = 0; i < rl->n; i++) {
-    int rc = rl->members[i]->m->force_release(rl->members[i]);
-    if (rc > 0)
-      any = 1;
+  *deleted = 0;
+  for (size_t i = 0; i < rl->n; i++) { /* a member down is skipped */
+    int one = 0;
+    if (rl->members[i]->m->force_release(rl->members[i], &one) == DLOCK_OK)
+      *deleted |= one;
   }
-  return any;
+  return DLOCK_OK;
 }
 
 static int state(dlock_lock *l, uint64_t owner, dlock_lock_state *st) {

@@ -117,17 +117,14 @@ static int try_req(dlock_lock *l, uint64_t owner_id, int64_t lease_ms,
  * released. */
 static int read_reply(const redisReply *r, int release, int64_t *hint,
                       int64_t *token) {
-  if (release) {
-    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1))
-      return 1;
-    return r->type == REDIS_REPLY_NIL ? 0 : dlock__fail_reply(r, "release");
-  }
+  if (release)
+    return dlock__hashlock_release_answer(r); /* the same answers */
   *token = 0;
   if (r->type == REDIS_REPLY_NIL)
-    return 1;
+    return DLOCK_OK;
   if (r->type == REDIS_REPLY_INTEGER) {
     *hint = r->integer;
-    return 0;
+    return DLOCK_EBUSY;
   }
   if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "upgrade") == 0)
     return dlock__fail(DLOCK_EDEADLK, "the caller holds the read lock; "
@@ -241,7 +238,7 @@ static int wait_channel(dlock_lock *l, uint64_t owner_id, dlock__buf *channel,
   return dlock__buf_add(channel, h->channel.p, h->channel.len);
 }
 
-static int force_release(dlock_lock *l) {
+static int force_release(dlock_lock *l, int *deleted) {
   rw_half *h = (rw_half *)l;
   const char *mode = h->is_write ? "write" : "read";
   const char *keys[] = {l->h.name};
@@ -249,7 +246,7 @@ static int force_release(dlock_lock *l) {
   const char *args[] = {mode, dlock__publish_cmd(l->h.client), h->channel.p};
   size_t alens[] = {strlen(mode), strlen(dlock__publish_cmd(l->h.client)), h->channel.len};
   return dlock__force_release_call(l, DLOCK__SCRIPT_RWLOCK_FORCE_RELEASE, 1, keys,
-                                   klens, 3, args, alens);
+                                   klens, 3, args, alens, deleted);
 }
 
 static int state(dlock_lock *l, uint64_t owner_id, dlock_lock_state *st) {

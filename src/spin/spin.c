@@ -47,8 +47,8 @@ static int release_req(dlock_lock *l, uint64_t owner_id, const char *rid,
                                      &((spin *)l)->unlock_prefix, req);
 }
 
-static int force_release(dlock_lock *l) {
-  return dlock__hashlock_force_release(l, NULL);
+static int force_release(dlock_lock *l, int *deleted) {
+  return dlock__hashlock_force_release(l, NULL, deleted);
 }
 
 /* ---- the wait: pauses by the back-off ---------------------------------------- */
@@ -76,12 +76,12 @@ static int64_t next_pause(const spin *s, dlock__wait *w) {
  * at the holder's lease end (its PTTL) when that comes sooner. */
 static int spin_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   int rc = dlock__lock_wait_reply(w, r, hint);
-  if (rc != 0 || *hint == -2) /* -2: freed meanwhile, try again now */
+  if (rc != DLOCK_EBUSY || *hint == -2) /* -2: freed meanwhile, try again now */
     return rc;
   int64_t pause = next_pause((const spin *)(void *)w->h, w);
   if (*hint < 0 || *hint > pause)
     *hint = pause;
-  return 0;
+  return DLOCK_EBUSY;
 }
 
 static const dlock__lock_reqs spin_reqs = {

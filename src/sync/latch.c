@@ -92,7 +92,9 @@ static int await_req(dlock__wait *w, dlock__req *req) {
 static int await_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   int rc = dlock__reply_int(r, &w->count, "latch");
   *hint = -1; /* no bound: the zero message (or the periodic re-check) */
-  return rc != DLOCK_OK ? rc : w->count <= 0;
+  if (rc != DLOCK_OK)
+    return rc;
+  return w->count <= 0 ? DLOCK_OK : DLOCK_EBUSY;
 }
 
 static const dlock__wait_rules latch_wait = {
@@ -114,7 +116,7 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms) {
   rc = dlock__wait_run(&w);
   if (rc == DLOCK_EKIND && strstr(dlock_errmsg(), "not a count") == NULL)
     rc = dlock__synchronizer_kind(&l->o, "latch"); /* say which type */
-  return rc == 1 ? DLOCK_OK : rc;
+  return rc;
 }
 
 /* ---- async (dlock/async.h) ------------------------------------------------- */

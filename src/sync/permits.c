@@ -154,11 +154,11 @@ static int acquire_req(attempt *a, dlock__req *req) {
 static int acquire_reply(const redisReply *r, int64_t *hint) {
   if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
       r->element[0]->type == REDIS_REPLY_INTEGER) {
-    int rc = r->element[0]->integer == 1;
-    *hint = !rc && r->elements == 2 ? r->element[1]->integer : -1;
+    int taken = r->element[0]->integer == 1;
+    *hint = !taken && r->elements == 2 ? r->element[1]->integer : -1;
     if (*hint == 0)
       *hint = 1;
-    return rc;
+    return taken ? DLOCK_OK : DLOCK_EBUSY;
   }
   return dlock__fail_reply(r, "acquire permits");
 }
@@ -220,12 +220,12 @@ static int wait_give_back(dlock__wait *w, const char *rid, dlock__req *req) {
 /* A try whose answer was lost: did it run? Every try of one acquire
  * carries the same ids, and a try that ran put them in {N}:timeout: the
  * first is there (1), or not (0: the next try takes them). */
-static int wait_ask(dlock__wait *w) {
+static int wait_ask(dlock__wait *w, int *ran) {
   attempt *a = w->ctx;
   dlock_permits *p = a->p;
   const char *argv[] = {"ZSCORE", p->timeouts.p, a->raw[0]};
   size_t lens[] = {6, p->timeouts.len, 16};
-  return dlock__synchronizer_ran(&p->o, 3, argv, lens);
+  return dlock__synchronizer_ran(&p->o, 3, argv, lens, ran);
 }
 
 static const dlock__wait_rules permits_wait = {
@@ -279,7 +279,6 @@ int dlock__permits_acquire(dlock_permits *p, size_t n, int64_t wait_ms,
   int64_t t0_us = dlock__now_us();
   dlock__stats_wait_reset();
   rc = dlock__wait_run(&w);
-  rc = rc == 1 ? DLOCK_OK : rc;
   free(a);
   if (counted)
     dlock__acquire_done(c, p->o.h.name, p->o.h.name_len, dlock_thread_id(), rc,

@@ -118,7 +118,7 @@ static int acquire_req(dlock__wait *w, dlock__req *req) {
 }
 
 /* A try whose answer was lost: did it take the permits? Its mark says. */
-static int acquire_ask(dlock__wait *w) {
+static int acquire_ask(dlock__wait *w, int *ran) {
   dlock_semaphore *s = (void *)w->h;
   dlock__buf mark;
   int rc = take_mark(w, &mark);
@@ -126,7 +126,7 @@ static int acquire_ask(dlock__wait *w) {
     return rc;
   const char *argv[] = {"EXISTS", mark.p};
   size_t lens[] = {6, mark.len};
-  rc = dlock__synchronizer_ran(&s->o, 2, argv, lens);
+  rc = dlock__synchronizer_ran(&s->o, 2, argv, lens, ran);
   dlock__buf_free(&mark);
   return rc;
 }
@@ -136,7 +136,9 @@ static int acquire_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   int rc = dlock__reply_int(r, &taken, "acquire permits");
   (void)w;
   *hint = -1; /* permits come back by release only: wait for the message */
-  return rc != DLOCK_OK ? rc : taken == 1;
+  if (rc != DLOCK_OK)
+    return rc;
+  return taken == 1 ? DLOCK_OK : DLOCK_EBUSY;
 }
 
 /* Permits taken for an acquire nobody keeps go back, announced. */
@@ -175,7 +177,6 @@ int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms) {
   int64_t t0_us = dlock__now_us();
   dlock__stats_wait_reset();
   rc = dlock__wait_run(&w);
-  rc = rc == 1 ? DLOCK_OK : rc;
   dlock__acquire_done(s->o.h.client, s->o.h.name, s->o.h.name_len,
                       dlock_thread_id(), rc, t0_us);
   return rc;

@@ -164,7 +164,8 @@ int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *o
 }
 
 int dlock__synchronizer_ran(dlock__synchronizer *o, size_t argc,
-                            const char *const *argv, const size_t *lens) {
+                            const char *const *argv, const size_t *lens,
+                            int *ran) {
   dlock__req req;
   redisReply *r = NULL;
   int rc = dlock__req_command(&req, argc, argv, lens);
@@ -173,10 +174,10 @@ int dlock__synchronizer_ran(dlock__synchronizer *o, size_t argc,
   dlock__req_route(&req, argv[1], lens[1]);
   if ((rc = dlock__call(o->h.client, &req, &r)) != DLOCK_OK)
     return rc;
-  rc = r->type == REDIS_REPLY_STRING ||
-       (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+  *ran = r->type == REDIS_REPLY_STRING ||
+         (r->type == REDIS_REPLY_INTEGER && r->integer == 1);
   freeReplyObject(r);
-  return rc;
+  return DLOCK_OK;
 }
 
 int dlock__synchronizer_channel(dlock__wait *w, dlock__buf *ch,

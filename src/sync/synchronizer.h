@@ -61,10 +61,11 @@ int dlock__synchronizer_get_req(dlock__synchronizer *o, dlock__req *req);
 int dlock__synchronizer_get(dlock__synchronizer *o, const char *what, int64_t *out);
 /* Whether a try whose answer was lost ran (a kind's ask), as a read of
  * what it leaves: the command argv (argc words; its key argv[1], routed
- * by it) answers 1 when it ran (an integer 1, or a string for ZSCORE), 0
- * when not, or an error. */
+ * by it) answers an integer 1 or a string (ZSCORE) when it ran: DLOCK_OK
+ * with *ran 1, or 0 when not; or an error. */
 int dlock__synchronizer_ran(dlock__synchronizer *o, size_t argc,
-                            const char *const *argv, const size_t *lens);
+                            const char *const *argv, const size_t *lens,
+                            int *ran);
 
 /* Shared by both semaphores (semaphore.c): try_set_permits and add. */
 int dlock__sem_try_set(dlock__synchronizer *o, int64_t permits, int64_t ttl_ms,
