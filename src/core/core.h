@@ -21,7 +21,7 @@
 #include "dlock/client.h"
 #include "dlock/error.h"
 #include "base/base.h"
-#include "net/req.h"
+#include "base/req.h"
 
 /* 1 on an engine thread: blocking calls are refused there. */
 int dlock__on_engine_thread(void);
@@ -44,7 +44,7 @@ int dlock__handle_new(size_t size, dlock_client *client, const char *name,
 /* Drop the handle's client reference and name (not the block itself). */
 void dlock__handle_free(dlock__handle *h);
 
-/* ---- requests to the engine (engine.c; the request: net/req.h) ----------- */
+/* ---- requests to the engine (engine.c; the request: base/req.h) ----------- */
 
 /* EVAL of a script text that is not in the registry (a guarded write's
  * body: src/fence), routed by its first key: as dlock__script_call. */
@@ -96,7 +96,7 @@ int dlock__script_call(dlock_client *c, int script, size_t nkeys,
                        size_t nargs, const char *const *args,
                        const size_t *alens, redisReply **reply);
 
-/* The fate (dlock__req_fate, net/req.h) of the calling thread's last
+/* The fate (dlock__req_fate, base/req.h) of the calling thread's last
  * dlock__call / dlock__try_call that failed with DLOCK_EIO or DLOCK_ENOMEM; DLOCK__SENT
  * after any other outcome. */
 int dlock__last_call_fate(void);

@@ -19,7 +19,7 @@
 
 #include "base/base.h"
 #include "net/conn.h"
-#include "net/req.h"
+#include "base/req.h"
 #include "net/sock.h"
 
 #define DLOCK__DIRECT_MAX 64

@@ -14,7 +14,7 @@
 #include "base/base.h"
 #include "base/counters.h"
 #include "base/uri.h"
-#include "net/req.h"
+#include "base/req.h"
 
 typedef struct dlock__net dlock__net;
 typedef struct dlock__conn dlock__conn;
@@ -174,7 +174,7 @@ void dlock__conn_start_wanted(dlock__conn *conn);
 void dlock__conn_unhold(dlock__conn *conn);
 /* Send req on conn (or keep it until the connection is ready). */
 void dlock__conn_send(dlock__conn *conn, dlock__req *req);
-/* A write's acknowledgement (net/req.h: dlock__ack), which both paths send
+/* A write's acknowledgement (base/req.h: dlock__ack), which both paths send
  * after the script's reply on the same connection: WAIT for the replica
  * guard (when it is on and replicas are known), then WAITAOF for durable
  * grants (when on). dlock__ack_plan fills req->ack's asked fields and

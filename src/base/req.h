@@ -1,9 +1,11 @@
 /* A request: the RESP bytes of one command, its route on a cluster, its
  * acknowledgement, and the completion the engine calls with its reply.
- * Built by any thread; carried and finished by a connection (net/conn.c)
- * on the engine thread. */
-#ifndef DLOCK_NET_REQ_H
-#define DLOCK_NET_REQ_H
+ * Built by any thread (a kind builds its tries and releases; core sends
+ * them); carried and finished by a connection (net/conn.c) on the engine
+ * thread. The vocabulary of the layers above and below the engine, so it
+ * lives below both: nothing in it does I/O. */
+#ifndef DLOCK_BASE_REQ_H
+#define DLOCK_BASE_REQ_H
 
 #include "base/base.h"
 #include "dlock/client.h"
@@ -111,4 +113,4 @@ void dlock__req_finish(dlock__req *req, redisReply *reply, int status,
  * answer). DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__req_to_eval(dlock__req *req);
 
-#endif /* DLOCK_NET_REQ_H */
+#endif /* DLOCK_BASE_REQ_H */

@@ -1,8 +1,8 @@
-/* Requests (net/req.h): built by any thread, finished on the engine's. */
+/* Requests (base/req.h): built by any thread, finished on the engine's. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "net/req.h"
+#include "base/req.h"
 #include "base/scripts.h"
 
 static void req_reset(dlock__req *req, size_t argc) {
