@@ -30,9 +30,11 @@
 #define POLL_TRY_AT 32      /* where in the round they are */
 #define POLL_SAMPLE 16      /* one call in this many measured */
 #define POLL_LOOK 1024      /* calls between looks at the cores' load */
-#define POLL_FIRST_LOOK 64  /* a new client's first three looks: calls 0,
-                               64, 128 (beside busy cores it stops within
-                               129 calls, not 2,049) */
+#define POLL_FIRST_LOOK 64  /* a new client looks every 64 calls through
+                               its first 1,024: beside busy cores it stops
+                               at call 128 (three looks in a row), or a
+                               look or two later when one read missed, not
+                               at 2,049 */
 #define POLL_MARGIN_PCT 15  /* polling's CPU may pass sleeping's by this */
 
 static int online_cpus(void) {
@@ -124,9 +126,8 @@ int64_t dlock__poll_begin(dlock_client *c, int alone, dlock__poll_probe *pr) {
     return budget;
   uint64_t n = atomic_fetch_add_explicit(&p->calls, 1, memory_order_relaxed);
   pr->phase = (unsigned)(n % POLL_ROUND);
-  int look = n < POLL_LOOK
-                 ? n % POLL_FIRST_LOOK == 0 && n <= 2 * POLL_FIRST_LOOK
-                 : pr->phase % POLL_LOOK == 0;
+  int look = n < POLL_LOOK ? n % POLL_FIRST_LOOK == 0
+                           : pr->phase % POLL_LOOK == 0;
   if (look) { /* are the cores all taken? Three looks in a row say so to
                  stop */
     int taken = others_running() >= online_cpus();
