@@ -101,7 +101,8 @@ const dlock__lock_methods *dlock__kind_at(size_t i) {
   if (i < NBUILTIN)
     return builtin[i];
   pthread_mutex_lock(&cat.mu);
-  const dlock__lock_methods *m = i - NBUILTIN < cat.nadded ? cat.added[i - NBUILTIN] : NULL;
+  const dlock__lock_methods *m =
+      i - NBUILTIN < cat.nadded ? cat.added[i - NBUILTIN] : NULL;
   pthread_mutex_unlock(&cat.mu);
   return m;
 }

@@ -217,9 +217,10 @@ static void check_kind(run *r, dlock_client *c, const char *name,
   snprintf(what, sizeof what, "%s lock: acquire, %srelease", kind,
            reentrant ? "re-enter, " : "");
   report(r, what, rc, msg);
-  if (rc == DLOCK_OK && !(caps & DLOCK_CAP_SHARED)) {
+  if (!(caps & DLOCK_CAP_SHARED)) { /* reported either way: one count */
     int fair = (caps & DLOCK_CAP_FAIR) != 0;
-    rc = contend(c, l, name, fair, msg, sizeof msg);
+    if (rc == DLOCK_OK)
+      rc = contend(c, l, name, fair, msg, sizeof msg);
     snprintf(what, sizeof what, "%s lock, contended: another owner waits%s, "
              "the release hands it the lock", kind,
              fair ? " in the queue" : "");
