@@ -165,17 +165,24 @@ static void test_only_head_woken(void) {
   double per = (double)(calls - 64) / 64.0;
   qsort(ln->handoff_us, (size_t)ln->nhandoff, sizeof(int64_t), th_cmp_i64);
   int64_t p50 = ln->handoff_us[ln->nhandoff / 2];
-  int64_t p99 = ln->handoff_us[(ln->nhandoff * 99) / 100];
+  int64_t p95 = ln->handoff_us[(ln->nhandoff * 95) / 100];
+  int64_t max = ln->nhandoff > 0 ? ln->handoff_us[ln->nhandoff - 1] : 0;
   printf("\n    64 waiters: %.2f tries per hand-off, hand-off p50 %lld us, "
-         "p99 %lld us ", per, (long long)p50, (long long)p99);
+         "p95 %lld us, slowest %lld us ", per, (long long)p50, (long long)p95,
+         (long long)max);
   CU_ASSERT_EQUAL(ln->nhandoff, 64);
   CU_ASSERT(per <= 1.5);
-  /* p99 of 64 hand-offs is their slowest but one. With two `yes >
-   * /dev/null` hogs it measured 4.3-8.4 ms on one server and 11-21 ms on
-   * the test cluster (6 servers on the 2 cores; 5-27 ms idle), 3 runs
-   * each: bounds of 15 and 40 ms, about 1.8x the worst. (It was 5 ms for
-   * both, which one server missed under the hogs and the cluster idle.) */
-  CU_ASSERT(p99 <= th_scaled_us(&srv, th_cluster_mode() ? 40000 : 15000));
+  /* p95 of 64 hand-offs is their slowest but three (it was the slowest
+   * itself, "p99" at index 63, which one scheduling stall of 42 ms failed
+   * on CI's TLS variant with p50 2.5 ms). With two `yes > /dev/null` hogs
+   * the slowest measured 4.3-8.4 ms on one server, 4.2-8.9 ms over TLS and
+   * 11-21 ms on the test cluster (6 servers on the 2 cores; 5-27 ms idle),
+   * 3 runs each: bounds of 15 and 40 ms on p95, 1.7x the worst slowest.
+   * Every hand-off is told by a message: a waiter that missed it would
+   * wake at its next try, the holder's lease away (30 s here), so the
+   * slowest must stay under a second. */
+  CU_ASSERT(p95 <= th_scaled_us(&srv, th_cluster_mode() ? 40000 : 15000));
+  CU_ASSERT(max < 1000000);
   CU_ASSERT(queue_keys_gone(name));
   dlock_lock_free(ln->lock);
   free(ln);
