@@ -909,6 +909,88 @@ static void test_grant_read_after_its_lease(void) {
   delay_stop();
 }
 
+/* ---- a tick's renewals go out a few at a time ----------------------------- */
+
+typedef struct count_box {
+  atomic_int done, ok;
+} count_box;
+
+static void count_done(void *data, const dlock_result *r) {
+  count_box *b = data;
+  if (r->rc == DLOCK_OK)
+    atomic_fetch_add(&b->ok, 1);
+  atomic_fetch_add(&b->done, 1);
+}
+
+/* 3,000 watchdog holds (30 renewal calls a tick) through a link of 150 ms
+ * each way: no reply can come back within 300 ms of its call, so the calls
+ * the server receives inside any 200 ms are the calls the client had out
+ * at once. At most 16 (watchdog.c's RENEW_INFLIGHT): a tick's calls are not
+ * all written at once ahead of a caller's command (a million holds' tick
+ * made acquires wait past the command timeout). Every hold stays held. */
+static void test_renewals_paced(void) {
+  enum { HOLDS = 3000 };
+  int port = delay_start("127.0.0.1", "127.0.0.1", srv.port, 150, 0);
+  CU_ASSERT_FATAL(port > 0);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.command_timeout_ms = 5000;
+  o.watchdog_timeout_ms = 3000; /* a tick every second */
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  dlock_lock **locks = calloc(HOLDS, sizeof *locks);
+  char base[64];
+  snprintf(base, sizeof base, "%s", th_name("paced"));
+  count_box b = {0, 0};
+  for (int i = 0; i < HOLDS; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "%s:%d", base, i);
+    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &locks[i]), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire_async(locks[i], 7, 0, DLOCK_LEASE_WATCHDOG,
+                                     count_done, &b, NULL),
+                 DLOCK_OK);
+  }
+  for (int64_t end = th_now_ms() + 10000;
+       atomic_load(&b.done) < HOLDS && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(atomic_load(&b.ok), HOLDS);
+  /* the server's count of script calls, read straight (not through the
+   * link) every 5 ms for 3.5 s: more than three ticks */
+  enum { SAMPLES = 700 };
+  long long *calls = calloc(SAMPLES, sizeof *calls);
+  int64_t *at = calloc(SAMPLES, sizeof *at);
+  int n = 0;
+  for (int64_t end = th_now_ms() + 3500; n < SAMPLES && th_now_ms() < end; n++) {
+    at[n] = th_now_ms();
+    calls[n] = th_cmd_calls(&srv, "evalsha");
+    usleep(5000);
+  }
+  long long burst = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n && at[j] - at[i] < 200; j++)
+      if (calls[j] - calls[i] > burst)
+        burst = calls[j] - calls[i];
+  long long total = n > 0 ? calls[n - 1] - calls[0] : 0;
+  printf("\n    %lld renewal calls in 3.5 s, at most %lld inside 200 ms ",
+         total, burst);
+  CU_ASSERT(total >= 60); /* two ticks' calls at least */
+  CU_ASSERT(burst > 0 && burst <= 16);
+  long long held = 0;
+  for (int i = 0; i < HOLDS; i++)
+    held += th_int(&srv, "EXISTS %s:%d", base, i);
+  CU_ASSERT_EQUAL(held, HOLDS);
+  for (int i = 0; i < HOLDS; i++)
+    dlock_lock_free(locks[i]);
+  dlock_client_close(c);
+  delay_stop();
+  for (int i = 0; i < HOLDS; i++)
+    th_int(&srv, "DEL %s:%d", base, i);
+  free(calls);
+  free(at);
+  free(locks);
+}
+
 static void add_tests(void) {
   CU_pSuite s = CU_add_suite("lock", suite_init, suite_clean);
   CU_add_test(s, "lock_unlock_twice", test_lock_unlock_twice);
@@ -934,6 +1016,7 @@ static void add_tests(void) {
   CU_add_test(s, "release_says_what_happened", test_release_says_what_happened);
   CU_add_test(s, "force_release_wakes_waiter", test_force_release_wakes_waiter);
   CU_add_test(s, "grant_read_after_its_lease", test_grant_read_after_its_lease);
+  CU_add_test(s, "renewals_paced", test_renewals_paced);
 }
 
 int main(int argc, char **argv) { return th_main(argc, argv, add_tests, worker); }

@@ -277,6 +277,7 @@ static void engine_shutdown(dlock_client *c) {
   dlock__conn_shutdown(&c->net.cmd, DLOCK_ECLOSED);
   dlock__conn_shutdown(&c->net.sub, DLOCK_ECLOSED);
   c->net.topo->shutdown(&c->net, DLOCK_ECLOSED);
+  dlock__watchdog_shutdown(c);
   if (attachment && attachment->stopping) /* after the requests in flight */
     attachment->stopping(c);
   uv_close((uv_handle_t *)&c->watchdog_timer, on_handle_closed);

@@ -56,6 +56,10 @@ struct dlock_client {
   uv_timer_t deadline_timer; /* the earliest watchdog hold's validity end
                                 (watchdog.c: a loss is told before it) */
   uv_timer_t sweep_timer; /* idle direct connections' latch DELs (direct.c) */
+  /* a tick's renewal calls not sent yet, and those in flight (watchdog.c,
+   * engine thread): they go out a few at a time */
+  struct dlock__renew_call *renew_q, *renew_q_tail;
+  unsigned renew_inflight, renew_sending : 1;
 
   pthread_mutex_t qmu; /* guards the queue and closing */
   dlock__req *qhead, *qtail;
@@ -172,6 +176,7 @@ void dlock__pubsub_shutdown(dlock_client *c);
 /* watchdog.c (engine thread) */
 void dlock__watchdog_start(dlock_client *c);
 void dlock__watchdog_soon(dlock_client *c); /* a connection came back */
+void dlock__watchdog_shutdown(dlock_client *c); /* drop the unsent renewals */
 void dlock__holds_free(dlock_client *c);
 
 #endif /* DLOCK_ENGINE_H */
