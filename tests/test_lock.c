@@ -859,15 +859,21 @@ static void late_done(void *data, const dlock_result *r) {
   pthread_mutex_unlock(&b->mu);
 }
 
-static void test_grant_read_after_its_lease(void) {
+/* A client of srv through a link of 150 ms each way (delay_stop ends it). */
+static dlock_client *open_slow(dlock_client_opts *o) {
   int port = delay_start("127.0.0.1", "127.0.0.1", srv.port, 150, 0);
   CU_ASSERT_FATAL(port > 0);
   char url[64];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, o, &c), DLOCK_OK);
+  return c;
+}
+
+static void test_grant_read_after_its_lease(void) {
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.command_timeout_ms = 3000;
-  dlock_client *c = NULL;
-  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  dlock_client *c = open_slow(&o);
   const char *name = th_name("late");
   dlock_lock *l = new_lock(c, name), *f = NULL, *m = NULL, *parts[2];
   TH_ASSERT_RC(dlock_fair_lock_new(c, th_name("late-fair"), NULL, &f), DLOCK_OK);
@@ -930,15 +936,10 @@ static void count_done(void *data, const dlock_result *r) {
  * made acquires wait past the command timeout). Every hold stays held. */
 static void test_renewals_paced(void) {
   enum { HOLDS = 3000 };
-  int port = delay_start("127.0.0.1", "127.0.0.1", srv.port, 150, 0);
-  CU_ASSERT_FATAL(port > 0);
-  char url[64];
-  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
   dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
   o.command_timeout_ms = 5000;
   o.watchdog_timeout_ms = 3000; /* a tick every second */
-  dlock_client *c = NULL;
-  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  dlock_client *c = open_slow(&o);
   dlock_lock **locks = calloc(HOLDS, sizeof *locks);
   char base[64];
   snprintf(base, sizeof base, "%s", th_name("paced"));
