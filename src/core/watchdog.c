@@ -48,6 +48,8 @@ typedef struct hold {
   int16_t script, node_script; /* its renewal (dlock__renewal) */
   uint8_t field_len;           /* <= 255: the key's first byte says it */
   unsigned watchdog : 1, lost : 1, renewing : 1;
+  unsigned in_batch : 1; /* a renewal call points at it: ended meanwhile,
+                            it is freed by that call's completion */
   unsigned verify : 1; /* a cluster node's batch found it gone: ask again in
                           a call of its own slot before calling it lost */
   char key[]; /* then the label, when there is one */
@@ -75,29 +77,32 @@ static char *make_key(const dlock__hold_id *id, char *stack, size_t n,
   return k;
 }
 
-static hold *find_key(dlock_client *c, const char *key, size_t klen) {
-  dlock__map_node *n = dlock__map_get(&c->holds, key, klen);
-  return n ? DLOCK__CONTAINER(n, hold, node) : NULL;
-}
-
 static hold *find(dlock_client *c, const dlock__hold_id *id) {
   char stack[256];
   size_t klen;
   char *key = make_key(id, stack, sizeof stack, &klen);
   if (key == NULL)
     return NULL;
-  hold *h = find_key(c, key, klen);
+  dlock__map_node *n = dlock__map_get(&c->holds, key, klen);
   if (key != stack)
     free(key);
-  return h;
+  return n ? DLOCK__CONTAINER(n, hold, node) : NULL;
 }
 
+/* A hold ends: out of the table at once; its memory stays while a renewal
+ * call points at it (marked by node.klen = 0), and that call frees it. */
 static void drop(dlock_client *c, hold *h) {
   dlock__map_del(&c->holds, &h->node);
   if (h->ln)
     h->ln->unref(h->ln);
+  h->ln = NULL;
   free(h->extra);
-  free(h);
+  h->extra = NULL;
+  h->watchdog = 0;
+  if (h->in_batch)
+    h->node.klen = 0;
+  else
+    free(h);
 }
 
 int dlock__hold_add(dlock_client *c, const dlock__hold_id *id,
@@ -262,9 +267,8 @@ typedef struct dlock__renew_call {
   int sent;
   int node; /* a cluster node's batch (keys of several slots): a 0 it
                reports is checked again before it counts as a loss */
+  hold *hs[BATCH];   /* in_batch: kept in memory until this call ends */
   uint64_t epochs[BATCH];
-  size_t offs[BATCH + 1]; /* hold keys, back to back in keys */
-  dlock__buf keys;
 } batch;
 
 static void send_queued(dlock_client *c);
@@ -352,9 +356,14 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
     dlock__stat_add(&c->stats, DLOCK__ST_RENEW_FAIL, 1);
   pthread_mutex_lock(&c->hmu);
   for (size_t i = 0; i < b->n; i++) {
-    hold *h = find_key(c, b->keys.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
-    if (h == NULL || h->epoch != b->epochs[i] || !h->renewing)
-      continue; /* released (or released and taken again) meanwhile */
+    hold *h = b->hs[i];
+    h->in_batch = 0;
+    if (h->node.klen == 0) { /* released meanwhile */
+      free(h);
+      continue;
+    }
+    if (h->epoch != b->epochs[i] || !h->renewing)
+      continue; /* released and taken again meanwhile, or told lost */
     h->renewing = 0;
     if (!ok)
       continue; /* transient: the next tick retries */
@@ -379,7 +388,6 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   if (reply)
     freeReplyObject(reply);
   int sent = b->sent;
-  dlock__buf_free(&b->keys);
   free(b);
   tell_lost(c, &lost);
   if (sent) {
@@ -467,12 +475,9 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
     alens[a0 + 1 + 2 * i] = h->field_len;
     args[a0 + 2 + 2 * i] = h->extra ? h->extra : "";
     alens[a0 + 2 + 2 * i] = h->extra_len;
+    b->hs[i] = h;
     b->epochs[i] = h->epoch;
-    b->offs[i] = b->keys.len;
-    if (dlock__buf_add(&b->keys, h->key, h->node.klen) != DLOCK_OK)
-      goto fail;
   }
-  b->offs[n] = b->keys.len;
   /* a node batch: its holds share script, and so its node variant */
   int rc = node ? dlock__req_script(&b->req, hs[0]->node_script, 0, NULL,
                                     NULL, a0 + 1 + 2 * n, args, alens)
@@ -488,10 +493,9 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   b->req.refusal_final = 1; /* refused for now: the next tick renews afresh */
   b->req.ack_wanted = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
   for (size_t i = 0; i < n; i++)
-    hs[i]->renewing = 1;
+    hs[i]->renewing = hs[i]->in_batch = 1;
   return b;
 fail:
-  dlock__buf_free(&b->keys);
   free(b);
   return NULL;
 }
