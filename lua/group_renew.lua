@@ -4,10 +4,11 @@
 -- ARGV[2i]     hold i's field in the client's registry: "U:T|TAG" (the
 --              owner, and a tag of its set of values)
 -- ARGV[2i+1]   its values' fields, separated by spaces
--- reply        array, element i = 1 when every value of hold i is still the
---              owner's live hold (each expiry moved to now + lease), 0 when
---              one is not (lost). A key that is no longer a hash counts as
---              gone.
+-- reply        a string, one character per hold: character i is 1 when every
+--              value of hold i is still the owner's live hold (each expiry
+--              moved to now + lease), 0 when one is not (lost). A key that is
+--              no longer a hash counts as gone. One bulk string: the client
+--              parses one reply, not one per hold.
 -- #include now.lua
 local now = server_now()
 local lease = tonumber(ARGV[1])
@@ -32,4 +33,4 @@ for i = 1, #KEYS do
   end
   out[i] = ok
 end
-return out
+return table.concat(out)

@@ -4,9 +4,11 @@
 -- ARGV[1]      lease in ms
 -- ARGV[2i]     owner field of hold i ("U:T", or "U:T:write")
 -- ARGV[2i+1]   unused here ("")
--- reply        array, element i = 1 when hold i still exists (its lease is now
---              ARGV[1]), 0 when it is gone. A key that is no longer a hash
---              counts as gone instead of failing the whole batch.
+-- reply        a string, one character per hold: character i is 1 when hold i
+--              still exists (its lease is now ARGV[1]), 0 when it is gone. A
+--              key that is no longer a hash counts as gone instead of failing
+--              the whole batch. One bulk string: the client parses one reply,
+--              not one per hold.
 local out = {}
 for i = 1, #KEYS do
   local held = redis.pcall('hexists', KEYS[i], ARGV[2 * i])
@@ -17,4 +19,4 @@ for i = 1, #KEYS do
     out[i] = 0
   end
 end
-return out
+return table.concat(out)

@@ -3,8 +3,10 @@
 -- ARGV[1]      lease in ms
 -- ARGV[2i]     permit id i
 -- ARGV[2i+1]   unused ("")
--- reply        array, element i = 1 when permit i was still held (its lease
---              is now ARGV[1]), 0 when it is unknown or expired
+-- reply        a string, one character per hold: character i is 1 when permit
+--              i was still held (its lease is now ARGV[1]), 0 when it is
+--              unknown or expired One bulk string: the client parses one
+--              reply, not one per hold.
 -- #include now.lua
 local now = server_now()
 local out = {}
@@ -17,4 +19,4 @@ for i = 1, #KEYS do
     out[i] = 0
   end
 end
-return out
+return table.concat(out)

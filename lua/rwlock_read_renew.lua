@@ -4,10 +4,12 @@
 -- ARGV[2i]     reader field of hold i ("U:T")
 -- ARGV[2i+1]   its timeout-key prefix {N}:U:T:rwlock_timeout (same slot as
 --              KEYS[i]; the hold numbers are only known inside)
--- reply        array, element i = 1 when the reader still has a live hold
---              (all its live holds now last ARGV[1], and so does the hash
---              at least), 0 when it has none. Only the caller's own holds
---              are renewed: a live reader never keeps a dead one alive.
+-- reply        a string, one character per hold: character i is 1 when the
+--              reader still has a live hold (all its live holds now last
+--              ARGV[1], and so does the hash at least), 0 when it has none.
+--              Only the caller's own holds are renewed: a live reader never
+--              keeps a dead one alive. One bulk string: the client parses one
+--              reply, not one per hold.
 local out = {}
 local lease = tonumber(ARGV[1])
 for i = 1, #KEYS do
@@ -26,4 +28,4 @@ for i = 1, #KEYS do
     end
   end
 end
-return out
+return table.concat(out)

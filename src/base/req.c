@@ -76,10 +76,12 @@ static size_t script_room(size_t n, size_t nkeys, const size_t *klens,
   return room;
 }
 
-int dlock__req_script(dlock__req *req, int script, size_t nkeys,
-                      const char *const *keys, const size_t *klens,
-                      size_t nargs, const char *const *args,
-                      const size_t *alens) {
+/* route: find the keys' slot (a cluster routes by it); 0: leave it
+ * DLOCK__SLOT_ANY, for a server without slots. */
+static int build_script(dlock__req *req, int script, int route, size_t nkeys,
+                        const char *const *keys, const size_t *klens,
+                        size_t nargs, const char *const *args,
+                        const size_t *alens) {
   req_reset(req, 3 + nkeys + nargs);
   const dlock__script *s = &dlock__scripts[script];
   char num[24];
@@ -98,6 +100,8 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   p = dlock__resp_put_bulk(p, num, n);
   for (size_t i = 0; i < nkeys; i++) {
     p = dlock__resp_put_bulk(p, keys[i], klens[i]);
+    if (!route)
+      continue;
     int slot = dlock__key_slot(keys[i], klens[i]);
     if (i == 0)
       req->slot = slot;
@@ -110,6 +114,20 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
   req->cmd.len = (size_t)(p - req->cmd.p);
   req->script = script;
   return DLOCK_OK;
+}
+
+int dlock__req_script(dlock__req *req, int script, size_t nkeys,
+                      const char *const *keys, const size_t *klens,
+                      size_t nargs, const char *const *args,
+                      const size_t *alens) {
+  return build_script(req, script, 1, nkeys, keys, klens, nargs, args, alens);
+}
+
+int dlock__req_script_unrouted(dlock__req *req, int script, size_t nkeys,
+                               const char *const *keys, const size_t *klens,
+                               size_t nargs, const char *const *args,
+                               const size_t *alens) {
+  return build_script(req, script, 0, nkeys, keys, klens, nargs, args, alens);
 }
 
 void dlock__req_finish(dlock__req *req, redisReply *reply, int status,

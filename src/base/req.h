@@ -84,6 +84,13 @@ int dlock__req_script(dlock__req *req, int script, size_t nkeys,
                       const char *const *keys, const size_t *klens,
                       size_t nargs, const char *const *args,
                       const size_t *alens);
+/* The same without the keys' slot (left DLOCK__SLOT_ANY): for a server
+ * that has none, where the CRC16 of every key is work for nothing (the
+ * watchdog's calls of 100 keys). */
+int dlock__req_script_unrouted(dlock__req *req, int script, size_t nkeys,
+                               const char *const *keys, const size_t *klens,
+                               size_t nargs, const char *const *args,
+                               const size_t *alens);
 /* DEL key on the same connection once req's reply is in and not an error
  * (a release's unlock latch, as Redisson deletes it): the caller does not
  * wait for it; the key's own expiry covers a client that dies first.

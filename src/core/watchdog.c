@@ -341,8 +341,9 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
   batch *b = req->data;
   dlock_client *c = b->client;
   lost_list lost = {0};
-  int ok = status == DLOCK_OK && reply->type == REDIS_REPLY_ARRAY &&
-           reply->elements == b->n;
+  /* the answer: one character per hold, '1' renewed, '0' gone */
+  int ok = status == DLOCK_OK && reply->type == REDIS_REPLY_STRING &&
+           (size_t)reply->len == b->n;
   /* with the replica guard (or durable grants) a renewal extends a hold
    * only when acknowledged like a grant: one the replicas never saw would
    * outlive the copy a promoted replica expires (a partitioned master) */
@@ -367,9 +368,10 @@ static void batch_done(dlock__req *req, redisReply *reply, int status) {
     h->renewing = 0;
     if (!ok)
       continue; /* transient: the next tick retries */
-    if (reply->element[i]->integer == 1 && unacked)
+    int renewed = reply->str[i] == '1';
+    if (renewed && unacked)
       continue; /* renewed where no replica saw it: the validity stands */
-    if (reply->element[i]->integer == 1) {
+    if (renewed) {
       dlock__stat_add(&c->stats, DLOCK__ST_RENEWED, 1);
       h->valid_until_ms = b->t0_ms + c->opts.watchdog_timeout_ms;
       h->verify = 0;
@@ -481,8 +483,11 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   /* a node batch: its holds share script, and so its node variant */
   int rc = node ? dlock__req_script(&b->req, hs[0]->node_script, 0, NULL,
                                     NULL, a0 + 1 + 2 * n, args, alens)
-                : dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n,
-                                    args, alens);
+          : c->net.topo->slotted
+              ? dlock__req_script(&b->req, script, n, keys, klens, 1 + 2 * n,
+                                  args, alens)
+              : dlock__req_script_unrouted(&b->req, script, n, keys, klens,
+                                           1 + 2 * n, args, alens);
   if (rc != DLOCK_OK)
     goto fail;
   if (node) /* to the node of its first key's slot (all share that node) */
