@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "failalloc.h"
 #include "harness.h"
 
@@ -263,6 +264,36 @@ static void lock_sweep_also(const char *what, lock_new_fn fn, int also_ok) {
 
 static void lock_sweep(const char *what, lock_new_fn fn) {
   lock_sweep_also(what, fn, 0);
+}
+
+/* A command appended to a buffer of several (a direct connection keeps
+ * the latch DELs of its releases to go out in front of its next call) is
+ * there whole or not at all: a DEL cut short by a failed allocation (its
+ * header in, its key not) ran into the next call's bytes, and the server
+ * answered "Protocol error: expected '$', got '*'" (seen once in the
+ * reconnect sweep: every call after it on that connection failed). */
+static void test_resp_command_whole(void) {
+  if (!api_sweeps("resp command"))
+    return;
+  dlock__buf b = {0};
+  const char *k[] = {"DEL", "k"}, *m[] = {"DEL", "m"};
+  size_t kl[] = {3, 1}, ml[] = {3, 1};
+  TH_ASSERT_RC(dlock__resp_command(&b, 2, k, kl), DLOCK_OK);
+  size_t before = b.len;
+  char big[300];
+  memset(big, 'x', sizeof big);
+  const char *g[] = {"DEL", big};
+  size_t gl[] = {3, sizeof big};
+  /* the header and "DEL" fit the first 128 bytes; the key needs more */
+  fa_arm(1, 0);
+  int rc = dlock__resp_command(&b, 2, g, gl);
+  fa_disarm();
+  TH_ASSERT_RC(rc, DLOCK_ENOMEM);
+  CU_ASSERT_EQUAL(b.len, before);
+  TH_ASSERT_RC(dlock__resp_command(&b, 2, m, ml), DLOCK_OK);
+  CU_ASSERT_STRING_EQUAL(b.p, "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"
+                              "*2\r\n$3\r\nDEL\r\n$1\r\nm\r\n");
+  dlock__buf_free(&b);
 }
 
 /* members N:a, N:b (N:c) on c */
@@ -898,6 +929,7 @@ static void add_tests(void) {
   CU_add_test(s, "async_cancel", test_async_cancel);
   CU_add_test(s, "renewal", test_renewal);
   CU_add_test(s, "reconnect", test_reconnect);
+  CU_add_test(s, "resp_command_whole", test_resp_command_whole);
   CU_add_test(s, "campaign", test_campaign);
   CU_add_test(s, "observe", test_observe);
   CU_add_test(s, "latch", test_latch);

@@ -94,7 +94,8 @@ int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len);
 #define DLOCK__RESP_BULK_MORE 25  /* a header and the closing CRLF */
 char *dlock__resp_put_array(char *p, size_t n);
 char *dlock__resp_put_bulk(char *p, const void *data, size_t len);
-/* Append a whole command: the array header and argc bulk strings. */
+/* Append a whole command: the array header and argc bulk strings; out of
+ * memory (DLOCK_ENOMEM), b is left as it was. */
 int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
                         const size_t *lens);
 

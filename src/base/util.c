@@ -151,9 +151,17 @@ int dlock__resp_bulk(dlock__buf *b, const void *data, size_t len) {
 
 int dlock__resp_command(dlock__buf *b, size_t argc, const char *const *argv,
                         const size_t *lens) {
+  size_t start = b->len;
   int rc = dlock__resp_array(b, argc);
   for (size_t i = 0; rc == DLOCK_OK && i < argc; i++)
     rc = dlock__resp_bulk(b, argv[i], lens[i]);
+  if (rc != DLOCK_OK && b->p) { /* all of it or none: a command cut short
+                                   in a buffer of several (a direct
+                                   connection's kept latch DELs) would run
+                                   into the next one's bytes */
+    b->len = start;
+    b->p[start] = '\0';
+  }
   return rc;
 }
 
