@@ -535,9 +535,11 @@ typedef struct w4_arg {
 
 static void *w4_acquire(void *p) {
   w4_arg *a = p;
-  for (int i = a->from; i < a->to; i++)
-    if (dlock_acquire(a->locks[i], 0, DLOCK_LEASE_WATCHDOG) != DLOCK_OK)
-      bench_die("W4 acquire", -1);
+  for (int i = a->from; i < a->to; i++) {
+    int rc = dlock_acquire(a->locks[i], 0, DLOCK_LEASE_WATCHDOG);
+    if (rc != DLOCK_OK)
+      bench_die("W4 acquire", rc);
+  }
   return NULL;
 }
 
@@ -692,8 +694,11 @@ static double pairs_of(dlock_lock *l) {
   int64_t end = bench_now_us() + (int64_t)(bench_opt.duration * 1e6), t0 = bench_now_us();
   long n = 0;
   while (bench_now_us() < end) {
-    if (dlock_acquire(l, 0, 30000) != DLOCK_OK || dlock_release(l) != DLOCK_OK)
-      bench_die("M2 pair", -1);
+    int rc = dlock_acquire(l, 0, 30000);
+    if (rc == DLOCK_OK)
+      rc = dlock_release(l);
+    if (rc != DLOCK_OK)
+      bench_die("M2 pair", rc);
     n++;
   }
   return (double)n / ((double)(bench_now_us() - t0) / 1e6);
@@ -716,8 +721,9 @@ void bench_m2(bench_bounds *b) {
   for (int i = 0; i < N; i++) {
     char name[48];
     snprintf(name, sizeof name, "bench:m2:%d", i);
-    if (dlock_reentrant_lock_new(c, name, NULL, &members[i]) != DLOCK_OK)
-      bench_die("M2 member", -1);
+    int rc = dlock_reentrant_lock_new(c, name, NULL, &members[i]);
+    if (rc != DLOCK_OK)
+      bench_die("M2 member", rc);
   }
   if (dlock_multi_new(members, N, &multi) != DLOCK_OK ||
       dlock_group_lock_new(c, "bench:m2:group", values, NULL, N, NULL,
