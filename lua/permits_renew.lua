@@ -5,7 +5,7 @@
 -- ARGV[2i+1]   unused ("")
 -- reply        a string, one character per hold: character i is 1 when permit
 --              i was still held (its lease is now ARGV[1]), 0 when it is
---              unknown or expired One bulk string: the client parses one
+--              unknown or expired. One bulk string: the client parses one
 --              reply, not one per hold.
 -- #include now.lua
 local now = server_now()
