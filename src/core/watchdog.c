@@ -434,7 +434,8 @@ void dlock__watchdog_shutdown(dlock_client *c) {
   while (c->renew_q) {
     batch *b = c->renew_q;
     c->renew_q = b->next;
-    batch_done(&b->req, NULL, DLOCK_ECLOSED);
+    /* as a request ends: its command freed, then its completion */
+    dlock__req_finish(&b->req, NULL, DLOCK_ECLOSED, "client closed");
   }
   c->renew_q_tail = NULL;
 }
