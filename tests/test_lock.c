@@ -928,6 +928,28 @@ static void count_done(void *data, const dlock_result *r) {
   atomic_fetch_add(&b->done, 1);
 }
 
+/* n locks base:0 .. base:n-1 of c, each held by owner 7 under the
+ * watchdog (async acquires, all out at once) */
+static dlock_lock **hold_many(dlock_client *c, const char *base, int n) {
+  dlock_lock **locks = calloc((size_t)n, sizeof *locks);
+  static count_box b; /* a late completion lands here, not in a dead frame */
+  atomic_store(&b.done, 0);
+  atomic_store(&b.ok, 0);
+  for (int i = 0; i < n; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "%s:%d", base, i);
+    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &locks[i]), DLOCK_OK);
+    TH_ASSERT_RC(dlock_acquire_async(locks[i], 7, 0, DLOCK_LEASE_WATCHDOG,
+                                     count_done, &b, NULL),
+                 DLOCK_OK);
+  }
+  for (int64_t end = th_now_ms() + 10000;
+       atomic_load(&b.done) < n && th_now_ms() < end;)
+    usleep(1000);
+  CU_ASSERT_EQUAL(atomic_load(&b.ok), n);
+  return locks;
+}
+
 /* 3,000 watchdog holds (30 renewal calls a tick) through a link of 150 ms
  * each way: no reply can come back within 300 ms of its call, so the calls
  * the server receives inside any 200 ms are the calls the client had out
@@ -941,22 +963,9 @@ static void test_renewals_paced(void) {
   o.command_timeout_ms = 5000;
   o.watchdog_timeout_ms = 3000; /* a tick every second */
   dlock_client *c = open_slow(&o);
-  dlock_lock **locks = calloc(HOLDS, sizeof *locks);
   char base[64];
   snprintf(base, sizeof base, "%s", th_name("paced"));
-  count_box b = {0, 0};
-  for (int i = 0; i < HOLDS; i++) {
-    char name[96];
-    snprintf(name, sizeof name, "%s:%d", base, i);
-    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &locks[i]), DLOCK_OK);
-    TH_ASSERT_RC(dlock_acquire_async(locks[i], 7, 0, DLOCK_LEASE_WATCHDOG,
-                                     count_done, &b, NULL),
-                 DLOCK_OK);
-  }
-  for (int64_t end = th_now_ms() + 10000;
-       atomic_load(&b.done) < HOLDS && th_now_ms() < end;)
-    usleep(1000);
-  CU_ASSERT_EQUAL(atomic_load(&b.ok), HOLDS);
+  dlock_lock **locks = hold_many(c, base, HOLDS);
   /* the server's count of script calls, read straight (not through the
    * link) every 5 ms for 3.5 s: more than three ticks */
   enum { SAMPLES = 700 };
@@ -1015,22 +1024,9 @@ static void test_close_with_renewals_queued(void) {
   o.command_timeout_ms = 5000;
   o.watchdog_timeout_ms = 3000; /* a tick every second */
   dlock_client *c = open_slow(&o);
-  dlock_lock **locks = calloc(HOLDS, sizeof *locks);
   char base[64];
   snprintf(base, sizeof base, "%s", th_name("queued"));
-  count_box b = {0, 0};
-  for (int i = 0; i < HOLDS; i++) {
-    char name[96];
-    snprintf(name, sizeof name, "%s:%d", base, i);
-    TH_ASSERT_RC(dlock_reentrant_lock_new(c, name, NULL, &locks[i]), DLOCK_OK);
-    TH_ASSERT_RC(dlock_acquire_async(locks[i], 7, 0, DLOCK_LEASE_WATCHDOG,
-                                     count_done, &b, NULL),
-                 DLOCK_OK);
-  }
-  for (int64_t end = th_now_ms() + 10000;
-       atomic_load(&b.done) < HOLDS && th_now_ms() < end;)
-    usleep(1000);
-  CU_ASSERT_EQUAL(atomic_load(&b.ok), HOLDS);
+  dlock_lock **locks = hold_many(c, base, HOLDS);
   /* a tick's first calls reach the server; the rest wait in the client */
   long long before = th_cmd_calls(&srv, "evalsha");
   for (int64_t end = th_now_ms() + 3000;
