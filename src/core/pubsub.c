@@ -701,7 +701,7 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
 }
 
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
-  int rc = 0;
+  int rc = DLOCK_OK;
   pthread_mutex_lock(&w->parker->mu);
   while (w->wakes == w->seen && !w->closed && !w->interrupted) {
     int64_t until = deadline_ms;
@@ -711,14 +711,12 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
       break;
   }
   w->retry_by = 0;
-  if (w->closed) {
+  if (w->closed)
     rc = DLOCK_ECLOSED;
-  } else if (w->interrupted) {
+  else if (w->interrupted)
     rc = DLOCK_EINTR;
-  } else if (w->wakes != w->seen) {
+  else
     w->seen = w->wakes;
-    rc = 1;
-  }
   pthread_mutex_unlock(&w->parker->mu);
   return rc;
 }
@@ -726,19 +724,19 @@ int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms) {
 int dlock__waiter_wait_any(dlock__waiter *const *ws, int n,
                            int64_t deadline_ms) {
   dlock__parker *s = ws[0]->parker;
-  int rc = 0;
+  int rc = DLOCK_ETIMEDOUT;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     for (int i = 0; i < n; i++) {
       if (ws[i]->closed)
         rc = DLOCK_ECLOSED;
-      else if (ws[i]->wakes != ws[i]->seen && rc == 0)
-        rc = 1;
+      else if (ws[i]->wakes != ws[i]->seen && rc == DLOCK_ETIMEDOUT)
+        rc = DLOCK_OK;
     }
-    if (rc != 0 || dlock__park(s, deadline_ms) != 0)
+    if (rc != DLOCK_ETIMEDOUT || dlock__park(s, deadline_ms) != 0)
       break;
   }
-  for (int i = 0; rc == 1 && i < n; i++)
+  for (int i = 0; rc == DLOCK_OK && i < n; i++)
     ws[i]->seen = ws[i]->wakes;
   pthread_mutex_unlock(&s->mu);
   return rc;

@@ -109,13 +109,14 @@ int dlock__subscribe(dlock_client *c, const char *channel, size_t len,
                      int64_t deadline_ms);
 /* Wait for a wake-up (counted: one that came since the last call returns at
  * once) until deadline_ms (-1 forever), or until the end of a lease a
- * lease hint announced (a "-MS" message on a channel with lease hints: 0
- * then, since no release will announce that lease's end). Returns 1 woken, 0
- * timed out, DLOCK_ECLOSED. */
+ * lease hint announced (a "-MS" message on a channel with lease hints,
+ * since no release will announce that lease's end). Returns DLOCK_OK
+ * (woken, or the time came: the caller's recipe tells which matters),
+ * DLOCK_ECLOSED or DLOCK_EINTR. */
 int dlock__waiter_wait(dlock__waiter *w, int64_t deadline_ms);
-/* Wait on n waiters of one thread (one parker) at once: 1 when any was woken
- * (all their wake-ups taken), 0 timed out at deadline_ms (-1 never),
- * DLOCK_ECLOSED. */
+/* Wait on n waiters of one thread (one parker) at once: DLOCK_OK when any
+ * was woken (all their wake-ups taken), DLOCK_ETIMEDOUT at deadline_ms (-1
+ * never), DLOCK_ECLOSED. */
 int dlock__waiter_wait_any(dlock__waiter *const *ws, int n,
                            int64_t deadline_ms);
 /* A FIFO waiter's turn (wait.c): it is the oldest, or a message gave it

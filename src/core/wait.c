@@ -323,7 +323,7 @@ int dlock__wait_run(dlock__wait *w) {
       set_armed(&j.w, early && j.w.early->cmd.len > 0);
       rc = dlock__waiter_wait(&j.w, r.until);
       set_armed(&j.w, 0); /* the engine may have sent the try meanwhile */
-      step = dlock__recipe_woken(&r, rc < 0 ? rc : 0,
+      step = dlock__recipe_woken(&r, rc,
                                  !k->fifo || dlock__waiter_my_turn(&j.w));
       break;
     case DLOCK__STEP_GRANTED:

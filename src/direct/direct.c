@@ -245,13 +245,13 @@ int dlock__dconn_read(dlock_client *c, dlock__dconn *dc, int64_t deadline_us,
     }
     wait_first = 0;
     int w = dlock__sock_wait(dc->s.fd, POLLIN, deadline_us);
-    if (w == 0) {
+    if (w == DLOCK_ETIMEDOUT) {
       dlock__dconn_say(c, dc, why, n,
                        "no reply within the command timeout (%lld ms)",
                        (long long)c->opts.command_timeout_ms);
       return DLOCK_EIO;
     }
-    if (w < 0) {
+    if (w != DLOCK_OK) {
       dlock__dconn_say(c, dc, why, n, "read failed: %s", strerror(errno));
       return DLOCK_EIO;
     }

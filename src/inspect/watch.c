@@ -87,5 +87,7 @@ int dlock_watcher_wait(dlock_watcher *w, int64_t timeout_ms) {
     ws[i] = &w->w[i];
   int64_t deadline = timeout_ms < 0 ? -1 : dlock__now_ms() + timeout_ms;
   int rc = dlock__waiter_wait_any(ws, w->n, deadline);
-  return rc == DLOCK_ECLOSED ? dlock__fail(DLOCK_ECLOSED, "client is closed") : rc;
+  if (rc == DLOCK_ECLOSED)
+    return dlock__fail(DLOCK_ECLOSED, "client is closed");
+  return rc == DLOCK_OK; /* the public answer: 1 announced, 0 none in time */
 }

@@ -554,7 +554,7 @@ static void dispatch(dlock__conn *conn, redisReply *reply) {
 }
 
 static int take_replies(dlock__conn *conn, const char *p, size_t len);
-static int tls_step(dlock__conn *conn);
+static void tls_step(dlock__conn *conn);
 static void connected(dlock__conn *conn);
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -584,8 +584,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_fail(conn, "out of memory for TLS");
     return;
   }
-  if (conn->state == CONN_TLS && tls_step(conn) != 1)
-    return;
+  if (conn->state == CONN_TLS) {
+    tls_step(conn);
+    if (conn->state != CONN_HANDSHAKE && conn->state != CONN_READY)
+      return;
+  }
   char plain[16384];
   for (;;) { /* what the records carry, once the handshake is done */
     char why[1024];
@@ -812,24 +815,23 @@ static void on_connect(uv_connect_t *creq, int status) {
   connected(conn);
 }
 
-/* The TLS handshake goes on with what arrived: 1 done (and the Redis
- * handshake started), 0 not yet, -1 failed (conn failed; a certificate
- * or protocol failure fails the calls waiting too: waiting will not cure
- * it). */
-static int tls_step(dlock__conn *conn) {
+/* The TLS handshake goes on with what arrived; once it is done the Redis
+ * handshake starts. A failure fails conn (a certificate or protocol
+ * failure fails the calls waiting too: waiting will not cure it). Whether
+ * records may be read now is conn's state: CONN_HANDSHAKE or CONN_READY. */
+static void tls_step(dlock__conn *conn) {
   char why[1024];
-  int rc = dlock__tls_handshake(conn->tls, why, sizeof why);
+  int done;
+  int rc = dlock__tls_handshake(conn->tls, &done, why, sizeof why);
   if (tls_out(conn) != 0)
-    return -1;
-  if (rc == 0)
-    return 0;
-  if (rc < 0) {
+    return;
+  if (rc != DLOCK_OK) {
     conn_fail(conn, "%s", why);
     fail_list(&conn->waiting, &conn->waiting_tail, rc, conn->last_error);
-    return -1;
+    return;
   }
-  connected(conn);
-  return conn->state == CONN_HANDSHAKE || conn->state == CONN_READY ? 1 : -1;
+  if (done)
+    connected(conn);
 }
 
 /* Connected (and TLS done): the Redis handshake. */

@@ -87,21 +87,21 @@ static int connect_to(dlock__sock *s, const char *host, int port,
                       (why), (n), __VA_ARGS__)
 
 /* AUTH with user (NULL: the default user) and password, when a password
- * is set: 1 accepted (or none to send), 0 refused with why (the server's
- * answer or the failure), -1 the server could not be asked. */
+ * is set: DLOCK_OK accepted (or none to send), DLOCK_EAUTH refused with why
+ * (the server's answer), DLOCK_EIO the server could not be asked (why). */
 static int auth(dlock__sock *s, const dlock_client_opts *o, const char *user,
                 const char *password, char *why, size_t n) {
   if (password == NULL)
-    return 1;
+    return DLOCK_OK;
   redisReply *r = user ? ask(s, o, why, n, "AUTH %s %s", user, password)
                        : ask(s, o, why, n, "AUTH %s", password);
   if (r == NULL)
-    return -1;
-  int ok = r->type != REDIS_REPLY_ERROR;
-  if (!ok)
+    return DLOCK_EIO;
+  int rc = r->type == REDIS_REPLY_ERROR ? DLOCK_EAUTH : DLOCK_OK;
+  if (rc != DLOCK_OK)
     snprintf(why, n, "%s", r->str);
   freeReplyObject(r);
-  return ok;
+  return rc;
 }
 
 /* The replicas of u's master that sentinel s takes for healthy: SENTINEL
@@ -145,7 +145,7 @@ static int is_master(const dlock__uri *u, const dlock_client_opts *o,
          port, err);
     return 0;
   }
-  if (auth(&s, o, u->user, u->password, err, sizeof err) != 1) {
+  if (auth(&s, o, u->user, u->password, err, sizeof err) != DLOCK_OK) {
     note(why, n, "%s:%d refused the credentials (%s)", host, port, err);
     dlock__sock_close(&s);
     return 0;
@@ -195,14 +195,14 @@ static int search(const dlock__uri *u, const dlock_client_opts *o,
       continue;
     }
     int a = auth(&s, o, u->sentinel_user, u->sentinel_password, err, sizeof err);
-    if (a != 1) {
-      if (a == 0)
+    if (a != DLOCK_OK) {
+      if (a == DLOCK_EAUTH)
         note(why, n, "sentinel %s:%d refused the sentinel credentials (%s)",
              sh, sp, err);
       else
         note(why, n, "sentinel %s:%d: %s", sh, sp, err);
-      reached |= a == 0;
-      refused += a == 0;
+      reached |= a == DLOCK_EAUTH;
+      refused += a == DLOCK_EAUTH;
       dlock__sock_close(&s);
       continue;
     }

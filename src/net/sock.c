@@ -46,14 +46,14 @@ int dlock__sock_wait(int fd, short events, int64_t deadline_us) {
   for (;;) {
     int64_t left = deadline_us - dlock__now_us();
     if (left <= 0)
-      return 0;
+      return DLOCK_ETIMEDOUT;
     struct pollfd p = {.fd = fd, .events = events};
     int ms = (int)((left + 999) / 1000);
     int k = poll(&p, 1, ms);
     if (k > 0)
-      return 1;
+      return DLOCK_OK;
     if (k < 0 && errno != EINTR)
-      return -1;
+      return DLOCK_EIO;
   }
 }
 
@@ -82,9 +82,9 @@ static int send_raw(dlock__sock *s, const char *p, size_t len,
       continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int r = dlock__sock_wait(s->fd, POLLOUT, deadline_us);
-      if (r > 0)
+      if (r == DLOCK_OK)
         continue;
-      if (r == 0) {
+      if (r == DLOCK_ETIMEDOUT) {
         snprintf(why, n, "write did not complete within the command timeout");
         return DLOCK_EIO;
       }
@@ -176,9 +176,9 @@ ssize_t dlock__sock_take_sleeping(dlock__sock *s, int64_t deadline_us,
     int flags = 0;
     if (left < s->sleep_ms * 1000 - 1000) { /* less than the timeout left */
       int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
-      if (w <= 0) {
+      if (w != DLOCK_OK) {
         snprintf(why, n, "read failed: %s", strerror(errno));
-        return w == 0 ? 0 : -2;
+        return w == DLOCK_ETIMEDOUT ? 0 : -2;
       }
       flags = MSG_DONTWAIT;
     }
@@ -201,20 +201,21 @@ static int tls_handshake(dlock__sock *s, int64_t deadline_us, char *why,
                          size_t n) {
   char buf[16384];
   for (;;) {
-    int rc = dlock__tls_handshake(s->tls, why, n);
-    if (rc < 0) {
+    int done;
+    int rc = dlock__tls_handshake(s->tls, &done, why, n);
+    if (rc != DLOCK_OK) {
       char ignored[64]; /* our alert, if any: best effort */
       send_tls_out(s, deadline_us, ignored, sizeof ignored);
       return rc; /* DLOCK_ETLS or DLOCK_EIO, why says which */
     }
     if (send_tls_out(s, deadline_us, why, n) != DLOCK_OK)
       return DLOCK_EIO;
-    if (rc == 1)
+    if (done)
       return DLOCK_OK;
     int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
-    if (w <= 0) {
+    if (w != DLOCK_OK) {
       snprintf(why, n, "TLS handshake %s",
-               w == 0 ? "timed out" : "failed: poll error");
+               w == DLOCK_ETIMEDOUT ? "timed out" : "failed: poll error");
       return DLOCK_EIO;
     }
     ssize_t k = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -298,9 +299,9 @@ int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
   if (!ok && err == EINPROGRESS) {
     int w = dlock__sock_wait(s->fd, POLLOUT, deadline_us);
     socklen_t elen = sizeof err;
-    if (w == 0)
+    if (w == DLOCK_ETIMEDOUT)
       err = ETIMEDOUT;
-    else if (w < 0 || getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+    else if (w != DLOCK_OK || getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
       err = errno;
     ok = err == 0;
   }
@@ -366,11 +367,11 @@ redisReply *dlock__sock_command(dlock__sock *s, int64_t deadline_us, char *why,
     if (k < 0)
       return NULL;
     int w = dlock__sock_wait(s->fd, POLLIN, deadline_us);
-    if (w == 0) {
+    if (w == DLOCK_ETIMEDOUT) {
       snprintf(why, n, "no reply within the command timeout");
       return NULL;
     }
-    if (w < 0) {
+    if (w != DLOCK_OK) {
       snprintf(why, n, "read failed: %s", strerror(errno));
       return NULL;
     }

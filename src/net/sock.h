@@ -53,8 +53,8 @@ int dlock__sock_connect(dlock__sock *s, const struct sockaddr_storage *ss,
                         int64_t deadline_us, char *why, size_t n);
 void dlock__sock_close(dlock__sock *s);
 
-/* Wait until fd is ready for events or deadline_us passes: 1 ready, 0
- * timed out, -1 error (errno). */
+/* Wait until fd is ready for events or deadline_us passes: DLOCK_OK
+ * ready, DLOCK_ETIMEDOUT, DLOCK_EIO (poll failed: errno says why). */
 int dlock__sock_wait(int fd, short events, int64_t deadline_us);
 
 /* Write all of p (encrypted first on TLS). DLOCK_OK or DLOCK_EIO with why. */

@@ -231,14 +231,15 @@ static int describe(dlock__tls *t, int err, char *why, size_t n) {
   return DLOCK_EIO;
 }
 
-int dlock__tls_handshake(dlock__tls *t, char *why, size_t n) {
+int dlock__tls_handshake(dlock__tls *t, int *done, char *why, size_t n) {
   ERR_clear_error();
   int r = SSL_do_handshake(t->ssl);
+  *done = r == 1;
   if (r == 1)
-    return 1;
+    return DLOCK_OK;
   int e = SSL_get_error(t->ssl, r);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-    return 0;
+    return DLOCK_OK;
   return describe(t, e, why, n);
 }
 

@@ -35,14 +35,15 @@ void dlock__tls_free(dlock__tls *t);
 /* Bytes read from the socket, handed in. DLOCK_OK or DLOCK_ENOMEM. */
 int dlock__tls_feed(dlock__tls *t, const char *p, size_t n);
 
-/* Drive the handshake with what was fed: 1 done, 0 it needs more bytes
- * from the server (send what dlock__tls_take gives first), DLOCK_ETLS with
+/* Drive the handshake with what was fed: DLOCK_OK with *done 1 (done) or
+ * 0 (it needs more bytes from the server: send what dlock__tls_take gives
+ * first), DLOCK_ETLS with
  * why for what the TLS settings must fix (certificate not trusted,
  * expired, hostname mismatch, server not speaking TLS, refused client
  * certificate), or DLOCK_EIO with why. dlock__tls_read and _write fail the
  * same two ways (TLS 1.3 tells a refused client certificate at the first
  * read). */
-int dlock__tls_handshake(dlock__tls *t, char *why, size_t n);
+int dlock__tls_handshake(dlock__tls *t, int *done, char *why, size_t n);
 /* The connection of t ended before its first answer: DLOCK_ETLS with why
  * when the server had asked for a client certificate this client does
  * not have (the server's alert can be lost to a reset), else 0. */
