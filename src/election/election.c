@@ -125,10 +125,10 @@ static void destroy(dlock_lock *l) {
 
 /* A campaign whose answer was lost (its connection dropped after it was
  * written): did it run? The record says: this candidate leads, in its
- * term (a fenced lock's token cannot be asked after; a term can). 1 it
- * ran (w->token: the term), 0 it did not, or an error. */
-static int ask(dlock__wait *w, int *ran) {
-  dlock_election *e = (dlock_election *)(void *)w->h;
+ * term (a fenced lock's token cannot be asked after; a term can).
+ * DLOCK_OK with *ran 1 (w->token: the term) or 0, or an error. */
+static int ask(dlock_lock *lock, dlock__wait *w, int *ran) {
+  dlock_election *e = (dlock_election *)lock;
   dlock__kept_error lost; /* the try's */
   dlock__error_keep(&lost);
   dlock_leader l;
@@ -155,11 +155,7 @@ static const dlock__lock_reqs election_reqs = {
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count, /* a lost answer is asked */
-    .wait = {.noun = "lock", .try_req = dlock__lock_wait_try,
-             .try_reply = dlock__lock_wait_reply,
-             .wait_channel = dlock__lock_wait_channel,
-             .granted = dlock__lock_wait_granted,
-             .give_back = dlock__lock_wait_give_back, .ask = ask},
+    .ask = ask, /* by its term */
 };
 
 static const dlock__lock_methods election_methods = {

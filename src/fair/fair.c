@@ -153,8 +153,8 @@ static const dlock__lock_reqs fair_reqs = {
     .give_up_req = give_up_req,
     .hold_count = dlock__hashlock_count,
     /* the same try every time (it joined the queue); "-MS" lease hints */
-    .wait = {DLOCK__LOCK_WAIT, .early = 1,
-             .give_up = dlock__lock_wait_give_up, .lease_hints = 1},
+    .early = 1,
+    .lease_hints = 1,
 };
 
 /* Defined below; src/catalog/catalog.c lists every kind. */

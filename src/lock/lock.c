@@ -352,7 +352,7 @@ static dlock_lock *wait_lock(const dlock__wait *w) {
 
 /* One try. A kind that queues waiters (wait_req) joins once its waiter is
  * subscribed, never on a single try. */
-int dlock__lock_wait_try(dlock__wait *w, dlock__req *req) {
+static int wait_try(dlock__wait *w, dlock__req *req) {
   dlock_lock *l = wait_lock(w);
   const dlock__lock_reqs *m = l->m->reqs;
   if (m->wait_req)
@@ -362,21 +362,24 @@ int dlock__lock_wait_try(dlock__wait *w, dlock__req *req) {
 }
 
 /* Its answer: DLOCK_OK acquired (w->token), DLOCK_EBUSY held by another
- * (*hint: how long to wait at most), or an error (the recipe names the
- * lock in one the caller's own hold causes). A queueing kind's replies cut the hint so
- * that a queued waiter keeps its place (wait_reply). */
-int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r,
-                           int64_t *hint) {
+ * (*hint: how long to wait at most, which the kind's busy may cut), or an
+ * error (the recipe names the lock in one the caller's own hold causes).
+ * A queueing kind's replies cut the hint so that a queued waiter keeps its
+ * place (wait_reply). */
+static int wait_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
   dlock_lock *l = wait_lock(w);
   const dlock__lock_reqs *m = l->m->reqs;
-  return m->wait_reply && w->wait_ms != 0
-             ? m->wait_reply(l, r, hint, &w->token)
-             : m->read_reply(r, 0, hint, &w->token);
+  int rc = m->wait_reply && w->wait_ms != 0
+               ? m->wait_reply(l, r, hint, &w->token)
+               : m->read_reply(r, 0, hint, &w->token);
+  if (rc == DLOCK_EBUSY && m->busy && *hint != -2) /* -2: try again now */
+    m->busy(l, w, hint);
+  return rc;
 }
 
 /* The channel of the wait, made once the first try found the lock taken. */
-int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
-                             dlock__wake_fn **wake) {
+static int wait_channel(dlock__wait *w, dlock__buf *ch,
+                        dlock__wake_fn **wake) {
   dlock_lock *l = wait_lock(w);
   return l->m->reqs->wait_channel(l, w->owner, ch, wake);
 }
@@ -384,7 +387,7 @@ int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
 /* The grant as the owner's hold (renewed when w->watchdog); none when its
  * lease ran out before its answer was read (a process stopped while its
  * try was out): DLOCK_ELOST, and the driver gives it back. */
-int dlock__lock_wait_granted(dlock__wait *w) {
+static int wait_granted(dlock__wait *w) {
   dlock_lock *l = wait_lock(w);
   int64_t took = dlock__now_ms() - w->sent_ms;
   if (w->lease_ms - took <= 0)
@@ -399,8 +402,7 @@ int dlock__lock_wait_granted(dlock__wait *w) {
 
 /* A grant nobody keeps is released without touching the owner's recorded
  * holds (it never was one of them). */
-int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
-                               dlock__req *req) {
+static int wait_give_back(dlock__wait *w, const char *rid, dlock__req *req) {
   dlock_lock *l = wait_lock(w);
   return l->m->reqs->release_req(l, w->owner, rid, req);
 }
@@ -408,17 +410,19 @@ int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
 /* Leave the queue. When that fails, dlock's scripts skip the entry once
  * its liveness slot has passed (nobody refreshes it); Redisson's at its
  * deadline. */
-int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req) {
+static int wait_give_up(dlock__wait *w, dlock__req *req) {
   dlock_lock *l = wait_lock(w);
   return l->m->reqs->give_up_req(l, w->owner, req);
 }
 
-/* A try whose answer was lost: did it run? The server's count of the
- * owner's holds against this client's, read now (holds the same owner
- * took or let go meanwhile are in both). A try that only queued counts as
- * not run: the next one keeps the place. */
-int dlock__lock_wait_ask(dlock__wait *w, int *ran) {
+/* A try whose answer was lost: did it run? The kind's own ask, else the
+ * server's count of the owner's holds against this client's, read now
+ * (holds the same owner took or let go meanwhile are in both). A try that
+ * only queued counts as not run: the next one keeps the place. */
+static int wait_ask(dlock__wait *w, int *ran) {
   dlock_lock *l = wait_lock(w);
+  if (l->m->reqs->ask)
+    return l->m->reqs->ask(l, w, ran);
   int64_t known = l->m->reqs->hold_count(l, w->owner);
   int rc = dlock__lock_ask(l, w->owner, known, w->sent_ms, &w->sent_ms, ran);
   if (rc != DLOCK_OK || !*ran || !l->m->reqs->token_in_answer)
@@ -434,12 +438,33 @@ int dlock__lock_wait_ask(dlock__wait *w, int *ran) {
   return rc;
 }
 
+/* The wait rules of every lock kind that is its requests: one table per
+ * combination of what the requests say (early tries, lease hints, a
+ * channel, a queue to leave), so that no kind writes one. No noun: each
+ * wait carries its kind's (the descriptor's noun). */
+#define LOCK_RULES(b)                                                          \
+  {.try_req = wait_try, .try_reply = wait_reply,                               \
+   .wait_channel = (b) & 4 ? wait_channel : NULL, .granted = wait_granted,     \
+   .give_back = wait_give_back, .give_up = (b) & 8 ? wait_give_up : NULL,      \
+   .ask = wait_ask, .early = (b) & 1, .lease_hints = ((b) >> 1) & 1}
+#define LOCK_RULES4(b)                                                         \
+  LOCK_RULES(b), LOCK_RULES(b + 1), LOCK_RULES(b + 2), LOCK_RULES(b + 3)
+static const dlock__wait_rules lock_rules[16] = {
+    LOCK_RULES4(0), LOCK_RULES4(4), LOCK_RULES4(8), LOCK_RULES4(12)};
+
+const dlock__wait_rules *dlock__lock_wait_rules(const dlock__lock_reqs *m) {
+  return &lock_rules[m->early | m->lease_hints << 1 |
+                     (m->wait_channel != NULL) << 2 |
+                     (m->give_up_req != NULL) << 3];
+}
+
 int dlock__lock_acquire_by_req(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                                int64_t lease_ms, dlock_grant *grant) {
   const dlock__lock_reqs *m = l->m->reqs;
   int watchdog = lease_ms == DLOCK_LEASE_WATCHDOG;
   dlock__wait w = {
-      .k = &m->wait, .h = &l->h, .noun = l->m->noun, .owner = owner,
+      .k = dlock__lock_wait_rules(m), .h = &l->h, .noun = l->m->noun,
+      .owner = owner,
       .wait_ms = wait_ms, .watchdog = watchdog,
       .lease_ms = watchdog
                       ? dlock__client_opts(l->h.client)->watchdog_timeout_ms

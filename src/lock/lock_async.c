@@ -24,7 +24,7 @@ static dlock_lock *lock_of(const dlock__aop *op) {
 }
 
 int dlock__lock_can_wait(const dlock_lock *l) {
-  return dlock__lock_has_requests(l) && l->m->reqs->wait.try_req != NULL;
+  return dlock__lock_has_requests(l);
 }
 
 /* The common checks, and the owner: *owner, or the handle's bound one
@@ -86,8 +86,9 @@ int dlock__acquire_op(dlock_lock *l, uint64_t owner, int64_t wait_ms,
                        l->m->kind);
   const dlock__lock_reqs *m = l->m->reqs;
   dlock__aop *op;
-  rc = dlock__aop_await_new(&l->h, DLOCK__AOP_ACQUIRE, &m->wait, wait_ms,
-                            done, data, &op);
+  rc = dlock__aop_await_new(&l->h, DLOCK__AOP_ACQUIRE,
+                            dlock__lock_wait_rules(m), wait_ms, done, data,
+                            &op);
   if (rc != DLOCK_OK)
     return rc;
   op->internal = internal;

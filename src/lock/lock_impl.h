@@ -55,9 +55,9 @@ typedef struct dlock__lock_reqs {
                       dlock__wake_fn **wake);
   /* Optional, for a kind whose waiters queue (the fair lock): a try that
    * joins the queue when join is 1 (the waiter is subscribed); its reply
-   * read with the handle; and the request that leaves the queue (its wait
-   * table's give_up: dlock__lock_wait_give_up). NULL: try_req,
-   * read_reply, nothing to leave. */
+   * read with the handle; and the request that leaves the queue when the
+   * wait ends without a grant. NULL: try_req, read_reply, nothing to
+   * leave. */
   int (*wait_req)(dlock_lock *lock, uint64_t owner, int64_t lease_ms, int join,
                   dlock__req *req);
   int (*wait_reply)(dlock_lock *lock, const redisReply *r, int64_t *hint,
@@ -76,29 +76,25 @@ typedef struct dlock__lock_reqs {
    * into out, its length: a guarded write checks it (src/fence). NULL: the
    * kind cannot guard a write. */
   size_t (*guard_field)(dlock_lock *lock, uint64_t owner, char out[96]);
-  /* How its acquire waits, read by both drivers of the waiting recipe
-   * (core.h): {DLOCK__LOCK_WAIT} and the kind's flags (.early, and for a
-   * queueing kind .give_up = dlock__lock_wait_give_up, .lease_hints). */
-  dlock__wait_rules wait;
+  /* How it waits: the lock layer makes its wait rules from these and the
+   * requests above (a channel when wait_channel is set, a queue to leave
+   * when give_up_req is): no kind writes a wait table of its own. */
+  /* Optional: a try found it held; the kind may shorten *hint, the pause
+   * before the next try (the spin lock's back-off, whose state is w's). */
+  void (*busy)(dlock_lock *lock, dlock__wait *w, int64_t *hint);
+  /* Optional: a lost try asked by the kind itself, when its hold count
+   * cannot tell (the election asks for its term): DLOCK_OK and *ran, or an
+   * error, as dlock__wait_rules' ask. NULL: hold_count asks. */
+  int (*ask)(dlock_lock *lock, dlock__wait *w, int *ran);
+  /* every try after the first sends the same bytes (dlock__wait_rules) */
+  unsigned early : 1;
+  /* its releases announce a new holder's lease as "-MS" (the fair lock) */
+  unsigned lease_hints : 1;
 } dlock__lock_reqs;
 
-/* A lock kind's wait (lock.c), from its requests above: w->h is the lock,
- * w->token the grant's token. */
-int dlock__lock_wait_try(dlock__wait *w, dlock__req *req);
-int dlock__lock_wait_reply(dlock__wait *w, const redisReply *r, int64_t *hint);
-int dlock__lock_wait_channel(dlock__wait *w, dlock__buf *ch,
-                             dlock__wake_fn **wake);
-int dlock__lock_wait_granted(dlock__wait *w);
-int dlock__lock_wait_give_back(dlock__wait *w, const char *rid,
-                               dlock__req *req);
-int dlock__lock_wait_give_up(dlock__wait *w, dlock__req *req);
-int dlock__lock_wait_ask(dlock__wait *w, int *ran);
-#define DLOCK__LOCK_WAIT                                                       \
-  .noun = "lock", .try_req = dlock__lock_wait_try,                            \
-  .try_reply = dlock__lock_wait_reply,                                        \
-  .wait_channel = dlock__lock_wait_channel,                                   \
-  .granted = dlock__lock_wait_granted,                                        \
-  .give_back = dlock__lock_wait_give_back, .ask = dlock__lock_wait_ask
+/* The wait rules the lock layer made for a kind's requests (both drivers
+ * read them; the wait's noun is the kind's, set in each wait). */
+const dlock__wait_rules *dlock__lock_wait_rules(const dlock__lock_reqs *reqs);
 
 /* What a kind stores under its name (docs/wire.md): kinds of one layout
  * share a name as the layout allows (they exclude each other, or count

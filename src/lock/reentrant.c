@@ -87,7 +87,6 @@ static const dlock__lock_reqs reentrant_reqs = {
     DLOCK__HASHLOCK_REQS,
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count,
-    .wait = {DLOCK__LOCK_WAIT},
 };
 
 /* The same requests, each grant with its token: a lost answer that ran
@@ -100,7 +99,6 @@ static const dlock__lock_reqs fenced_reqs = {
     .wait_channel = wait_channel,
     .hold_count = dlock__hashlock_count,
     .token_in_answer = 1,
-    .wait = {DLOCK__LOCK_WAIT},
 };
 
 

@@ -223,7 +223,6 @@ static const dlock__lock_reqs group_reqs = {
     .forget = forget,
     .wait_channel = wait_channel,
     .hold_count = hold_count,
-    .wait = {DLOCK__LOCK_WAIT},
 };
 
 static const dlock__lock_methods group_methods = {

@@ -287,7 +287,7 @@ static const dlock__lock_reqs half_reqs = {
     .wait_channel = wait_channel,
     .hold_count = hold_count,
     .guard_field = guard_field,
-    .wait = {DLOCK__LOCK_WAIT, .early = 1},
+    .early = 1,
 };
 
 /* Defined below; src/catalog/catalog.c lists every kind. */

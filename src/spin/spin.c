@@ -72,16 +72,12 @@ static int64_t next_pause(const spin *s, dlock__wait *w) {
   return pause;
 }
 
-/* A try's answer: held by another, the hint becomes the next pause, cut
- * at the holder's lease end (its PTTL) when that comes sooner. */
-static int spin_reply(dlock__wait *w, const redisReply *r, int64_t *hint) {
-  int rc = dlock__lock_wait_reply(w, r, hint);
-  if (rc != DLOCK_EBUSY || *hint == -2) /* -2: freed meanwhile, try again now */
-    return rc;
-  int64_t pause = next_pause((const spin *)(void *)w->h, w);
+/* A try found it held: the hint becomes the next pause, cut at the
+ * holder's lease end (its PTTL) when that comes sooner. */
+static void busy(dlock_lock *l, dlock__wait *w, int64_t *hint) {
+  int64_t pause = next_pause((const spin *)l, w);
   if (*hint < 0 || *hint > pause)
     *hint = pause;
-  return DLOCK_EBUSY;
 }
 
 static const dlock__lock_reqs spin_reqs = {
@@ -90,13 +86,8 @@ static const dlock__lock_reqs spin_reqs = {
     .read_reply = dlock__hashlock_read_reply,
     DLOCK__HASHLOCK_REQS,
     .hold_count = dlock__hashlock_count,
-    /* no wait_channel: the drivers pause between tries */
-    .wait = {.noun = "spin lock",
-             .try_req = dlock__lock_wait_try,
-             .try_reply = spin_reply,
-             .granted = dlock__lock_wait_granted,
-             .give_back = dlock__lock_wait_give_back,
-             .ask = dlock__lock_wait_ask},
+    /* no wait_channel: the drivers pause between tries, as busy says */
+    .busy = busy,
 };
 
 static void destroy(dlock_lock *l) { dlock__buf_free(&((spin *)l)->unlock_prefix); }
