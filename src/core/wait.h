@@ -53,13 +53,17 @@ typedef struct dlock__wait_rules {
   /* every try after the first sends the same bytes, which the engine may
    * send early on a wake-up (see dlock__waiter). Not for locks whose
    * waiters in many processes race for each release: the first
-   * subscriber, told first, would win every race. */
+   * subscriber, told first, would win every race. The blocking driver's
+   * alone: the async driver runs on the engine thread, which sends its
+   * next try as it reads the wake-up, as early as an early try. */
   unsigned early : 1;
   /* a message "-MS" on the channel says the object was just taken with a
    * lease of MS ms; waiters re-try by that lease's end (fair lock) */
   unsigned lease_hints : 1;
   /* the wait is for an event, not for a contended object (a latch to reach
-   * zero): the client's other calls keep the direct path meanwhile */
+   * zero): the client's other calls keep the direct path meanwhile. The
+   * blocking driver's alone: an async wait never holds the direct path
+   * back (its calls go through the engine). */
   unsigned event : 1;
   /* the messages' subject says the demand: 'semaphore "N" (2 permits)' */
   unsigned says_demand : 1;
