@@ -753,6 +753,18 @@ int dlock__waiter_refused(dlock__waiter *w) {
   return why[0] ? dlock__fail(DLOCK_EPERM, "%s", why) : DLOCK_OK;
 }
 
+void dlock__waiter_look_now(dlock__waiter *w, dlock__waiter_look *out) {
+  pthread_mutex_lock(&w->parker->mu);
+  out->closed = w->closed;
+  out->denied = w->denied;
+  out->confirmed = w->confirmed;
+  out->woken = w->wakes != w->seen;
+  w->seen = w->wakes;
+  snprintf(out->why, sizeof out->why, "%s",
+           w->denied_why ? w->denied_why : "");
+  pthread_mutex_unlock(&w->parker->mu);
+}
+
 int dlock__subscribe_denied(const char *channel, size_t len, const char *why) {
   int cmd = strstr(why, "'subscribe' command") || strstr(why, "'ssubscribe' command");
   if (cmd)

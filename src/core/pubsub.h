@@ -125,6 +125,17 @@ int dlock__waiter_my_turn(dlock__waiter *w);
 /* DLOCK_EPERM with the server's words when w's SUBSCRIBE was refused (w
  * subscribed by dlock__subscribe), else DLOCK_OK. */
 int dlock__waiter_refused(dlock__waiter *w);
+/* What a waiter of an internal async operation says now (an election's
+ * observers: src/election/observe.c), read under its parker's lock, its
+ * wake-ups since the last look taken. */
+typedef struct dlock__waiter_look {
+  int woken;       /* a wake-up came (a message, or subscribed again) */
+  int closed;      /* the client closed */
+  int denied;      /* its SUBSCRIBE was refused: why has the server's words */
+  int confirmed;   /* its subscription is confirmed */
+  char why[512];
+} dlock__waiter_look;
+void dlock__waiter_look_now(dlock__waiter *w, dlock__waiter_look *out);
 /* Deregister w (synchronous); the last waiter of a channel UNSUBSCRIBEs. */
 void dlock__unsubscribe(dlock_client *c, dlock__waiter *w);
 /* DLOCK_EPERM for a refused SUBSCRIBE of channel (len 0: not named), the

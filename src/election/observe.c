@@ -299,25 +299,19 @@ static void hub_ready(dlock__aop *op) {
     dlock__aop_finish(op, DLOCK_ECANCELED);
     return;
   }
-  dlock__waiter *w = op->w;
-  pthread_mutex_lock(&w->parker->mu);
-  int closed = w->closed, denied = w->denied, confirmed = w->confirmed;
-  int again = w->wakes != w->seen; /* subscribed again after a drop */
-  w->seen = w->wakes;
-  char why[512] = "";
-  if (w->denied_why)
-    snprintf(why, sizeof why, "%s", w->denied_why);
-  pthread_mutex_unlock(&w->parker->mu);
-  if (closed || denied) {
-    int rc = closed ? dlock__fail(DLOCK_ECLOSED, "client closed")
-                    : dlock__subscribe_denied("", 0, why);
+  dlock__waiter_look w;
+  dlock__waiter_look_now(op->w, &w);
+  if (w.closed || w.denied) {
+    int rc = w.closed ? dlock__fail(DLOCK_ECLOSED, "client closed")
+                      : dlock__subscribe_denied("", 0, w.why);
     dlock__aop_finish(op, rc);
     return;
   }
-  if (again && h->begun) /* what comes from now on follows a gap */
+  if (w.woken && h->begun) /* subscribed again after a drop: what comes
+                              from now on follows a gap */
     h->due = h->resync = 1;
   drain(op, h);
-  if (confirmed && (!h->begun || h->due))
+  if (w.confirmed && (!h->begun || h->due))
     read_state(op, h);
 }
 
