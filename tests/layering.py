@@ -31,6 +31,9 @@ layer or below. And the client's own fields (struct dlock_client, core's)
 are read in core and its direct path alone: elsewhere a client is used
 through core's calls.
 
+A kind's folder named in the catalog's list of built-in kinds needs no
+line here: it is of the kinds' layer.
+
 A kind sees the layers below through one header: a file of a kind's
 folder (the kinds, the catalog and inspect) includes lock/lock_impl.h and no other
 header of lock/, async/, core/, direct/ or net/ (base/ and its own
@@ -48,6 +51,21 @@ LAYER = {"fair": "kinds", "rwlock": "kinds", "spin": "kinds", "multi": "kinds",
          "election": "kinds", "inspect": "inspect", "catalog": "catalog",
          "lock": "lock", "async": "async",
          "core": "core", "direct": "core", "net": "net", "base": "base"}
+# A kind's folder named in the catalog's list of built-in kinds
+# (src/catalog/catalog.c: "X(name)  /* src/FOLDER */") is of the kinds'
+# layer without a line here: a new kind's folder is its own.
+CATALOG_FOLDER = re.compile(r"X\(\w+\)\s*/\*\s*src/(\w+)\s*\*/")
+
+
+def catalog_folders(src):
+    """The folders the catalog names for its built-in kinds."""
+    try:
+        with open(os.path.join(src, "catalog", "catalog.c")) as f:
+            return set(CATALOG_FOLDER.findall(f.read()))
+    except OSError:
+        return set()
+
+
 # Folders of one layer that may depend on each other (other folders of one
 # layer may not: the kinds stand beside each other).
 PEERS = {frozenset({"core", "direct"})}
@@ -228,6 +246,8 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    for folder in catalog_folders(sys.argv[1]):
+        LAYER.setdefault(folder, "kinds")
     found, branches, files, defined = edges(sys.argv[1])
     layers = header_layers(sys.argv[1], defined)
     headers = header_edges(files, layers)

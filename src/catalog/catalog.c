@@ -23,7 +23,8 @@
   X(spin)               /* src/spin */                                         \
   X(read)               /* src/rwlock */                                       \
   X(write)              /* src/rwlock */                                       \
-  X(semaphore_lock)     /* src/sync */
+  X(semaphore_lock)     /* src/sync */                                         \
+  /* a new kind: one line above this one */
 
 #define DECLARE(k) extern const dlock__lock_methods dlock__##k##_kind;
 BUILTIN(DECLARE)
