@@ -445,7 +445,7 @@ void dlock__watchdog_shutdown(dlock_client *c) {
  * several slots of that node). It is sent after hmu is released: a send
  * that fails completes the batch at once, and its completion takes hmu. */
 static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
-                         int64_t now, int node) {
+                         int node) {
   batch *b = calloc(1, sizeof *b);
   /* a node batch: ARGV = n, the n keys, then the script's own arguments */
   const char *keys[BATCH], *args[2 + 3 * BATCH];
@@ -454,7 +454,6 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   if (b == NULL)
     return NULL;
   b->client = c;
-  b->t0_ms = now;
   b->n = n;
   b->node = node;
   size_t a0 = 0;
@@ -494,8 +493,7 @@ static batch *make_batch(dlock_client *c, int script, hold **hs, size_t n,
   if (node) /* to the node of its first key's slot (all share that node) */
     dlock__req_route(&b->req, keys[0], klens[0]);
   b->req.done = batch_done;
-  b->req.data = b;
-  b->req.queued_ms = now;
+  b->req.data = b; /* its t0_ms and queued_ms: when it is sent */
   b->req.refusal_final = 1; /* refused for now: the next tick renews afresh */
   b->req.ack_wanted = c->opts.replica_sync_ms > 0 || c->opts.durable_ms > 0;
   for (size_t i = 0; i < n; i++)
@@ -548,7 +546,7 @@ static slotted group_of(dlock_client *c, hold *h) {
   return (slotted){h->script, node >= 0 ? node : DLOCK__SLOTS + slot, h};
 }
 
-static void batch_slotted(dlock_client *c, slotted *v, size_t n, int64_t now,
+static void batch_slotted(dlock_client *c, slotted *v, size_t n,
                           batch_list *ready) {
   qsort(v, n, sizeof *v, by_script_group);
   hold *hs[BATCH];
@@ -558,8 +556,8 @@ static void batch_slotted(dlock_client *c, slotted *v, size_t n, int64_t now,
     int last = i + 1 == n || v[i + 1].script != v[i].script ||
                v[i + 1].group != v[i].group;
     if (last || k == BATCH) {
-      keep(ready, make_batch(c, v[i].script, hs, k, now,
-                             v[i].group < DLOCK__SLOTS));
+      keep(ready,
+           make_batch(c, v[i].script, hs, k, v[i].group < DLOCK__SLOTS));
       k = 0;
     }
   }
@@ -676,15 +674,15 @@ static void tick(uv_timer_t *t) {
     }
     p[i].hs[p[i].n++] = h;
     if (p[i].n == BATCH) {
-      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now, 0));
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, 0));
       p[i].n = 0;
     }
   }
   for (size_t i = 0; i < np; i++)
     if (p[i].n)
-      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, now, 0));
+      keep(&ready, make_batch(c, p[i].script, p[i].hs, p[i].n, 0));
   if (sv)
-    batch_slotted(c, sv, ns, now, &ready);
+    batch_slotted(c, sv, ns, &ready);
   pthread_mutex_unlock(&c->hmu);
   arm_deadline(c, first);
   free(sv);
