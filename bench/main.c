@@ -5,8 +5,9 @@
  *               [--threads N] [--w4-seconds S] [--peers]
  *               [--direct N] [--spin US]
  *
- * --peers adds W1 and W2 beside node-redlock, redis-semaphore and
- * node-redisson (bench/peers/peers.js, Node.js) on the same server: value
+ * --peers adds W1, W2 and W6 beside node-redlock, redis-semaphore,
+ * node-redisson (bench/peers/peers.js, Node.js), redis-py, redsync and
+ * Redisson, and W9 beside the Node.js peers, on the same server: value
  * dlock's figure, bound the peer's. --direct and --spin set the clients'
  * direct_conns and spin_us (docs/client.md) to compare them.
  *
@@ -99,7 +100,8 @@ static void usage_to(FILE *to, int status) {
           "  --json FILE      every row as JSON too (default dlock-bench.json)\n"
           "  --threads N      W2's threads (default 16)\n"
           "  --w4-seconds S   how long W4 keeps its 10,000 holds (default 10)\n"
-          "  --peers          W1, W2, W6 beside the other lock libraries found\n"
+          "  --peers          W1, W2, W6 (and W9) beside the other lock libraries\n"
+          "                   found\n"
           "  --direct N       the direct path's pooled connections\n"
           "  --spin US        the spin lock's first pause (S1)\n"
           "  --down-after MS  F1's failure detection time\n"
@@ -143,7 +145,7 @@ static int parse_args(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
       usage_to(stdout, 0);
-    if (!strcmp(argv[i], "--peers")) { /* W1, W2 beside the Node.js peers */
+    if (!strcmp(argv[i], "--peers")) { /* beside the other libraries */
       bench_opt.peers = 1;
       continue;
     }
