@@ -303,7 +303,8 @@ static void test_plot(void) {
 }
 
 /* --peers: W1 and W6 beside the three Node.js peers, redis-py, Redisson
- * (Java) and redsync (Go), each a figure with its version said (CI
+ * (Java) and redsync (Go), each a figure with its version said, and W9
+ * beside the Node.js peers (CI
  * installs Node, bench/peers' packages, python3-redis, and builds the
  * Java and Go peers; a missing one is a failure). */
 static void test_peers(void) {
@@ -336,6 +337,12 @@ static void test_peers(void) {
     CU_ASSERT(rate > 0);
   }
   CU_ASSERT(figure(text, "W6", "hand-off p50 vs redis-py", 0) > 0);
+  /* W9's 16 loops on one thread beside the Node.js peers' 16 tasks */
+  char *w9[] = {"--duration", "0.3", "--workload", "W9", "--peers", NULL};
+  CU_ASSERT_EQUAL_FATAL(bench_json(w9, 120000, text, sizeof text), 0);
+  CU_ASSERT(figure(text, "W9", "pairs/s, 16 loops vs best peer", 0) > 0);
+  CU_ASSERT(figure(text, "W9", "pairs/s, 16 loops vs best peer", 1) > 0);
+  CU_ASSERT(figure(text, "W9", "16 loops, engine callbacks vs best peer", 0) > 0);
 }
 
 /* Bad options end the tool with exit 2 and a message, never a run on
