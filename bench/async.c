@@ -121,10 +121,11 @@ void bench_w9(bench_bounds *b) {
     bench_pairs(bench_opt.threads, 0, c, &b->w2_rate, &p50, &p99);
     dlock_client_close(c);
   }
-  double bound = b->w2_rate * 1.5, rate = w9_run(DLOCK_COMPLETE_QUEUE, W9_LOOPS);
+  double bound = b->w2_rate * 1.5;
+  double rate = w9_run(DLOCK_COMPLETE_QUEUE, W9_LOOPS);
   bench_emit("W9", "pairs/s (1.5x W2)", rate, "1/s", bound);
-  bench_emit("W9", "pairs/s, engine callbacks", w9_run(DLOCK_COMPLETE_ENGINE, W9_LOOPS), "1/s",
-       bound);
+  bench_emit("W9", "pairs/s, engine callbacks",
+             w9_run(DLOCK_COMPLETE_ENGINE, W9_LOOPS), "1/s", bound);
   if (!bench_opt.peers || !bench_node_found())
     return;
   /* and 1.5x the best Node peer at 16 tasks (its W2), in the same run */
