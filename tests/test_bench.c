@@ -304,9 +304,9 @@ static void test_plot(void) {
 
 /* --peers: W1 and W6 beside the three Node.js peers, redis-py, Redisson
  * (Java) and redsync (Go), each a figure with its version said, and W9
- * beside the Node.js peers (CI
- * installs Node, bench/peers' packages, python3-redis, and builds the
- * Java and Go peers; a missing one is a failure). */
+ * beside the Node.js peers (CI installs Node, bench/peers' packages,
+ * python3-redis, and builds the Java and Go peers; a missing one is a
+ * failure). */
 static void test_peers(void) {
   static char text[16384];
   char *args[] = {"--duration", "0.2", "--workload", "W1", "--peers", NULL};
