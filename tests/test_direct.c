@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "delay.h"
 #include "direct/direct.h"
 #include "harness.h"
 
@@ -109,6 +110,7 @@ typedef struct worker {
   dlock_client *c;
   int id, errors;
   pthread_t t;
+  char first[256]; /* the first error's message */
 } worker;
 
 static void *work(void *p) {
@@ -116,8 +118,9 @@ static void *work(void *p) {
   char name[64];
   for (int i = 0; i < 100; i++) {
     snprintf(name, sizeof name, "%s:%d", th_name("pool"), w->id);
-    if (lock_unlock(w->c, name) != DLOCK_OK)
-      w->errors++;
+    int rc = lock_unlock(w->c, name);
+    if (rc != DLOCK_OK && w->errors++ == 0)
+      snprintf(w->first, sizeof w->first, "%s", dlock_errmsg());
   }
   return NULL;
 }
@@ -127,12 +130,15 @@ static int run_workers(dlock_client *c, int n) {
   worker w[16];
   int errors = 0;
   for (int i = 0; i < n && i < 16; i++) {
-    w[i] = (worker){c, i, 0, 0};
+    w[i] = (worker){.c = c, .id = i};
     pthread_create(&w[i].t, NULL, work, &w[i]);
   }
   for (int i = 0; i < n && i < 16; i++) {
     pthread_join(w[i].t, NULL);
     errors += w[i].errors;
+    if (w[i].errors)
+      printf("[worker %d: %d errors, the first: %s] ", i, w[i].errors,
+             w[i].first);
   }
   return errors;
 }
@@ -552,6 +558,38 @@ static void test_riders_share_a_connection(void) {
   dlock_client_close(c);
 }
 
+/* Riders whose batch reaches the server in pieces (a write cut into
+ * segments on its way): the server answers the front of a batch before
+ * the rest comes, so a driver reads some riders' replies while others are
+ * still to come, and writes more behind them (the next calls, and the
+ * latch DELs kept in front of them, whose answers are skipped). Every
+ * reply goes to its own rider: every call succeeds, every lock is
+ * released. Plain TCP through the relay in every mode (the riders'
+ * path). */
+static void test_riders_batch_in_pieces(void) {
+  delay_pieces(200, 300);
+  int port = delay_start("127.0.0.1", "127.0.0.1", srv.port, 0, 0);
+  CU_ASSERT_FATAL(port > 0);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  dlock_client_opts o = DLOCK_CLIENT_OPTS_INIT;
+  o.direct_conns = 1;
+  dlock_client *c = NULL;
+  TH_ASSERT_RC(dlock_client_open(url, &o, &c), DLOCK_OK);
+  CU_ASSERT_EQUAL(run_workers(c, 12), 0);
+  uint64_t rides = atomic_load(&c->direct.rides);
+  printf("[%llu of %llu calls rode] ", (unsigned long long)rides,
+         (unsigned long long)(direct_calls(c) + fallbacks(c)));
+  CU_ASSERT(rides > 0);
+  char name[64];
+  for (int i = 0; i < 12; i++) {
+    snprintf(name, sizeof name, "%s:%d", th_name("pool"), i);
+    CU_ASSERT_EQUAL(th_int(&srv, "EXISTS %s", name), 0);
+  }
+  dlock_client_close(c);
+  delay_stop();
+}
+
 /* A rider answered NOSCRIPT (the server's scripts flushed) sends its
  * script again as EVAL on the shared connection: every call succeeds. */
 static void test_riders_noscript(void) {
@@ -873,6 +911,7 @@ static void add_tests(void) {
   CU_add_test(s, "close_during_call", test_close_during_call);
   CU_add_test(s, "riders_share_a_connection", test_riders_share_a_connection);
   CU_add_test(s, "riders_noscript", test_riders_noscript);
+  CU_add_test(s, "riders_batch_in_pieces", test_riders_batch_in_pieces);
   CU_add_test(s, "riders_fail_together", test_riders_fail_together);
   CU_add_test(s, "dead_server", test_dead_server);
   CU_add_test(s, "auth_and_db", test_auth_and_db);

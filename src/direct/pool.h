@@ -59,6 +59,9 @@ typedef struct dlock__rider {
   const char *cmd;    /* its command (the call's buffer) */
   size_t len;
   int64_t deadline_us;
+  unsigned skip;      /* answers to skip before its own: latch DELs written
+                         in front of it while earlier riders' replies were
+                         still to come (ride.c, lane_gather) */
 } dlock__rider;
 
 /* A shared connection and the riders on it (ride.c): one rider

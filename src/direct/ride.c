@@ -76,24 +76,34 @@ static void lane_fail(dlock__lane *l, const dlock__rider *me, const char *why,
 
 /* The lane's next write (its mu held): the handshake of a new connection,
  * the latch DELs kept, then the queued commands, which are sent from
- * now on. DLOCK_OK, or DLOCK_ENOMEM (nothing taken). */
+ * now on. The DELs' answers are skipped where they come: next
+ * (dc->discard) when no reply is awaited, else just before the first
+ * queued rider's (its skip), behind the replies still to come for the
+ * riders sent before; with none queued then, the DELs wait for the next
+ * write. DLOCK_OK, or DLOCK_ENOMEM (nothing taken). */
 static int lane_gather(dlock__lane *l) {
   dlock__dconn *dc = l->conn;
   dlock__buf *b = &l->out;
   b->len = 0;
   int rc = DLOCK_OK;
+  int dels = dc->later.len > 0 && (l->sent == NULL || l->queued != NULL);
   if (dc->hello.len > 0)
     rc = dlock__buf_add(b, dc->hello.p, dc->hello.len);
-  if (rc == DLOCK_OK && dc->later.len > 0)
+  if (rc == DLOCK_OK && dels)
     rc = dlock__buf_add(b, dc->later.p, dc->later.len);
   for (dlock__rider *r = l->queued; r && rc == DLOCK_OK; r = r->next)
     rc = dlock__buf_add(b, r->cmd, r->len);
   if (rc != DLOCK_OK)
     return rc;
   dlock__dconn_hello_wipe(dc);
-  dc->discard += dc->later_n;
-  dc->later_n = 0;
-  dc->later.len = 0;
+  if (dels && l->sent == NULL)
+    dc->discard += dc->later_n;
+  else if (dels)
+    l->queued->skip += dc->later_n;
+  if (dels) {
+    dc->later_n = 0;
+    dc->later.len = 0;
+  }
   dlock__rider *r;
   while ((r = rider_pop(&l->queued, &l->queued_last)) != NULL)
     rider_push(&l->sent, &l->sent_last, r);
@@ -142,7 +152,12 @@ static int lane_read(dlock_client *c, dlock__lane *l, const dlock__rider *me,
                      "the server refused the handshake");
   }
   while (rc == DLOCK_OK && x != NULL && l->sent != NULL) {
-    rider_done(rider_pop(&l->sent, &l->sent_last), me, DLOCK_OK, x, NULL);
+    if (l->sent->skip > 0) { /* a latch DEL's, written in front of it */
+      l->sent->skip--;
+      freeReplyObject(x);
+    } else {
+      rider_done(rider_pop(&l->sent, &l->sent_last), me, DLOCK_OK, x, NULL);
+    }
     /* parsed already, not read */
     rc = dlock__dconn_pump(c, dc, 0, &x, why, sizeof why);
   }
@@ -274,6 +289,7 @@ static int ride_once(dlock_client *c, dlock__dpool *p, dlock__lane *l,
     return -1;
   }
   me->state = RIDE_WAIT;
+  me->skip = 0;
   me->cmd = req->cmd.p;
   me->len = req->cmd.len;
   me->deadline_us = dlock__now_us() + c->opts.command_timeout_ms * 1000;

@@ -31,6 +31,7 @@ typedef struct half { /* one direction of a relayed connection */
   int from, to;
   chunk *head, *tail;
   int eof;  /* from ended: shut to's write side once drained */
+  int cut;  /* the client's side: cut into pieces (delay_pieces) */
   int done; /* shut */
 } half;
 
@@ -43,6 +44,8 @@ static struct {
   int lfd;
   struct sockaddr_in to;
   int64_t delay_ns, jitter_ns;
+  size_t piece;      /* delay_pieces: 0, whole chunks */
+  int64_t piece_gap_ns;
   unsigned seed;
   pair pairs[MAX_PAIRS];
   pthread_t thread;
@@ -97,6 +100,7 @@ static void accept_one(void) {
     memset(p, 0, sizeof *p);
     p->h[0].from = p->h[1].to = c;
     p->h[0].to = p->h[1].from = s;
+    p->h[0].cut = 1;
     p->live = 1;
     return;
   }
@@ -104,15 +108,31 @@ static void accept_one(void) {
   close(s);
 }
 
-/* Read what from has into a chunk due after the delay (never before the
- * one ahead of it: order is kept). -1 when the pair is broken. */
-static int take(half *h) {
-  chunk *c = malloc(sizeof *c + CHUNK);
+/* Queue len bytes of data on h, due at due or after the chunk ahead of
+ * it (order is kept). -1 without memory. */
+static int queue(half *h, const char *data, size_t len, int64_t due) {
+  chunk *c = malloc(sizeof *c + len);
   if (c == NULL)
     return -1;
-  ssize_t n = read(h->from, c->data, CHUNK);
+  memcpy(c->data, data, len);
+  c->due = h->tail && h->tail->due > due ? h->tail->due : due;
+  c->len = len;
+  c->off = 0;
+  c->next = NULL;
+  if (h->tail)
+    h->tail->next = c;
+  else
+    h->head = c;
+  h->tail = c;
+  return 0;
+}
+
+/* Read what from has into chunks due after the delay (pieces of the
+ * client's side, delay_pieces). -1 when the pair is broken. */
+static int take(half *h) {
+  static char buf[CHUNK];
+  ssize_t n = read(h->from, buf, CHUNK);
   if (n <= 0) {
-    free(c);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
       return 0;
     h->eof = 1; /* ended, or reset: pass on what came before */
@@ -121,17 +141,12 @@ static int take(half *h) {
   int64_t jitter = D.jitter_ns > 0
                        ? (int64_t)(rand_r(&D.seed) % 1000) * D.jitter_ns / 1000
                        : 0;
-  c->due = now_ns() + D.delay_ns + jitter;
-  if (h->tail && h->tail->due > c->due)
-    c->due = h->tail->due;
-  c->len = (size_t)n;
-  c->off = 0;
-  c->next = NULL;
-  if (h->tail)
-    h->tail->next = c;
-  else
-    h->head = c;
-  h->tail = c;
+  int64_t due = now_ns() + D.delay_ns + jitter;
+  size_t piece = h->cut && D.piece > 0 ? D.piece : (size_t)n;
+  for (size_t off = 0; off < (size_t)n; off += piece, due += D.piece_gap_ns)
+    if (queue(h, buf + off, (size_t)n - off < piece ? (size_t)n - off : piece,
+              due) != 0)
+      return -1;
   return 0;
 }
 
@@ -201,6 +216,11 @@ static void *relay(void *arg) {
   return NULL;
 }
 
+void delay_pieces(int bytes, int gap_us) {
+  D.piece = bytes > 0 ? (size_t)bytes : 0;
+  D.piece_gap_ns = (int64_t)gap_us * 1000;
+}
+
 int delay_start(const char *listen_addr, const char *to_addr,
                       int to_port, int delay_ms, int jitter_ms) {
   struct sockaddr_in a = {.sin_family = AF_INET};
@@ -247,4 +267,5 @@ void delay_stop(void) {
   close(D.lfd);
   D.lfd = -1;
   D.running = 0;
+  delay_pieces(0, 0);
 }

@@ -12,6 +12,12 @@
 #ifndef DLOCK_TESTS_DELAY_H
 #define DLOCK_TESTS_DELAY_H
 
+/* Before delay_start: cut what each client sends into pieces of at most
+ * bytes, each passed on gap_us after the one ahead of it (a segmented
+ * write on a real network: the server reads the front of a pipelined
+ * batch and answers it before the rest arrives). 0 bytes: whole chunks
+ * (the default; delay_stop restores it). */
+void delay_pieces(int bytes, int gap_us);
 /* Start the relay; its port, or -1 (with a message on stderr). */
 int delay_start(const char *listen_addr, const char *to_addr,
                       int to_port, int delay_ms, int jitter_ms);
