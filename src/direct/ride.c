@@ -9,8 +9,9 @@
  * the lane: it writes every command queued (in one write, the kept latch
  * DELs in front), reads replies in order and hands each to its rider (one
  * wake-up each), writing what was queued meanwhile before it reads again;
- * once its own reply is in, the driving passes to the oldest rider
- * left. Many riders' calls reach the server in few reads and come back
+ * once its own reply is in, it writes what was queued meanwhile (the
+ * server has it while the next driver wakes) and the driving passes to
+ * the oldest rider left. Many riders' calls reach the server in few reads and come back
  * in few, as on the engine's pipeline, without the engine's thread in
  * between; a lane of a few riders keeps the chain of wake-ups behind one
  * read short (measured in docs/performance.md: 16 threads did 1.2-1.6x
@@ -185,7 +186,9 @@ static void lane_pass(dlock__lane *l) {
 }
 
 /* Drive the lane until me's reply is in (its mu held on entry and exit),
- * then pass the driving on. */
+ * write what was queued meanwhile, then pass the driving on: the queued
+ * calls reach the server while the next driver wakes, not after it
+ * (docs/performance.md, "The departing driver's write"). */
 static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
   dlock__dconn *gone = NULL;
   while (me->state != RIDE_DONE) {
@@ -196,6 +199,8 @@ static void lane_drive(dlock_client *c, dlock__lane *l, dlock__rider *me) {
     if (lane_read(c, l, me, &gone) != 0)
       break;
   }
+  if (gone == NULL && l->queued && lane_write(c, l, me->deadline_us) != 0)
+    lane_fail(l, me, "out of memory", &gone);
   lane_pass(l);
   if (gone) {
     pthread_mutex_unlock(&l->mu);
