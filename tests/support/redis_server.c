@@ -63,6 +63,11 @@ static int start_conf(rs_server *s, const char *bin, const char *conf,
     return -1;
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the tool */
+    /* a session of its own, as a service runs: where the kernel groups
+     * each session's tasks for scheduling (autogroup), a server in the
+     * tool's session got one share among the tool's threads (beside 16
+     * benching threads, 1/17 of their cores while all ran) */
+    setsid();
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     /* the server binary: DLOCK_REDIS_SERVER (valkey-server, say), as the
