@@ -35,7 +35,10 @@
                                at call 128 (three looks in a row), or a
                                look or two later when one read missed, not
                                at 2,049 */
-#define POLL_MARGIN_PCT 15  /* polling's CPU may pass sleeping's by this */
+#define POLL_MARGIN_PCT 5   /* polling's CPU may pass sleeping's by this
+                               (a call's CPU is to stay within 1.1x raw
+                               hiredis's: docs/performance.md, "The poll's
+                               margin") */
 
 static int online_cpus(void) {
   static atomic_int n; /* 0 until asked once */
