@@ -11,9 +11,9 @@
  * wake-up each), writing what was queued meanwhile before it reads again;
  * once its own reply is in, it writes what was queued meanwhile (the
  * server has it while the next driver wakes) and the driving passes to
- * the oldest rider left. Many riders' calls reach the server in few reads and come back
- * in few, as on the engine's pipeline, without the engine's thread in
- * between; a lane of a few riders keeps the chain of wake-ups behind one
+ * the oldest rider left. Many riders' calls reach the server in few
+ * reads and come back in few, as on the engine's pipeline, without the
+ * engine's thread in between; a lane of a few riders keeps the chain of wake-ups behind one
  * read short (measured in docs/performance.md: 16 threads did 1.2-1.6x
  * the pairs of 16 connections as four lanes, 0.8x as one). Plain
  * connections only (a TLS session would be driven the same way, but is
@@ -97,11 +97,11 @@ static int lane_gather(dlock__lane *l) {
   if (rc != DLOCK_OK)
     return rc;
   dlock__dconn_hello_wipe(dc);
-  if (dels && l->sent == NULL)
-    dc->discard += dc->later_n;
-  else if (dels)
-    l->queued->skip += dc->later_n;
   if (dels) {
+    if (l->sent == NULL)
+      dc->discard += dc->later_n;
+    else
+      l->queued->skip += dc->later_n;
     dc->later_n = 0;
     dc->later.len = 0;
   }
