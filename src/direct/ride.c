@@ -13,12 +13,12 @@
  * server has it while the next driver wakes) and the driving passes to
  * the oldest rider left. Many riders' calls reach the server in few
  * reads and come back in few, as on the engine's pipeline, without the
- * engine's thread in between; a lane of a few riders keeps the chain of wake-ups behind one
- * read short (measured in docs/performance.md: 16 threads did 1.2-1.6x
- * the pairs of 16 connections as four lanes, 0.8x as one). Plain
- * connections only (a TLS session would be driven the same way, but is
- * not measured yet), and no call that waits for replicas or the disk
- * after its reply (the engine does those). */
+ * engine's thread in between; a lane of a few riders keeps the chain of
+ * wake-ups behind one read short (measured in docs/performance.md: 16
+ * threads did 1.2-1.6x the pairs of 16 connections as four lanes, 0.8x
+ * as one). Plain connections only (a TLS session would be driven the
+ * same way, but is not measured yet), and no call that waits for replicas
+ * or the disk after its reply (the engine does those). */
 
 #include <semaphore.h>
 #include <stdio.h>
